@@ -1,0 +1,647 @@
+//! The walk from TOML text to [`Config`]: one function per table, each reading its keys,
+//! checking them, and leaving unknown ones to be reported.
+
+use crate::reader::{
+    as_bool, as_int_in, as_str, as_str_list, join, type_err, Cx, Problem, Tbl, Value,
+};
+use crate::types::*;
+use crate::values::{parse_duration, parse_rate};
+use ipnet::IpNet;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+use tollgate_limit::{AlgorithmKind, DEFAULT_MAX_KEYS};
+use toml::de::{DeTable, DeValue};
+
+const NOT_BUILT_REDIS: &str =
+    "Redis-backed global limits are not built yet in this version: remove [redis] and use scope = \"local\"";
+const NOT_BUILT_ACCESS: &str =
+    "access lists are not built yet in this version: remove [access]";
+const NOT_BUILT_TARPIT: &str = "tarpits are not built yet in this version: remove tarpit";
+const NOT_BUILT_QUOTA: &str =
+    "quotas are not built yet in this version: use rate (and burst) instead of quota";
+const NOT_BUILT_ON_ERROR: &str =
+    "on_error applies to global limits, which are not built yet in this version";
+
+pub fn parse(text: &str) -> Result<Config, Vec<Problem>> {
+    let mut cx = Cx::new(text);
+    let doc = match DeTable::parse(text) {
+        Ok(doc) => doc,
+        Err(e) => {
+            let span = e.span().unwrap_or(0..0);
+            cx.err("", span, format!("not valid TOML: {}", e.message().trim()));
+            return Err(cx.problems);
+        }
+    };
+    let mut root = Tbl::new(String::new(), doc.get_ref(), doc.span());
+
+    let server = match root.get("server") {
+        Some(v) => Tbl::of(&mut cx, "server".into(), v).map(|t| server(&mut cx, t)),
+        None => Some(server_defaults()),
+    };
+    let upstreams = match root.get("upstreams") {
+        Some(v) => Tbl::of(&mut cx, "upstreams".into(), v)
+            .map(|t| upstreams(&mut cx, t))
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let limits = match root.get("limits") {
+        Some(v) => Tbl::of(&mut cx, "limits".into(), v)
+            .map(|t| limits(&mut cx, t))
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let routes = match root.get("routes") {
+        Some(v) => routes(&mut cx, v, &upstreams, &limits),
+        None => Vec::new(),
+    };
+    root.finish(
+        &mut cx,
+        &[("redis", NOT_BUILT_REDIS), ("access", NOT_BUILT_ACCESS)],
+    );
+
+    if !cx.problems.is_empty() {
+        cx.problems.sort_by_key(|p| p.line);
+        return Err(cx.problems);
+    }
+    let server = server.unwrap_or_else(server_defaults);
+    Ok(Config {
+        server,
+        upstreams: upstreams.into_iter().map(|(_, u)| u).collect(),
+        routes,
+        limits: limits.into_iter().map(|(_, l)| l).collect(),
+    })
+}
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+fn server_defaults() -> ServerConfig {
+    ServerConfig {
+        listen: vec![SocketAddr::from(([127, 0, 0, 1], 8080))],
+        admin: None,
+        threads: default_threads(),
+        trusted_proxies: Vec::new(),
+        ipv6_prefix: 64,
+        shadow: false,
+        grace_period: Duration::from_secs(5),
+        upgrade_sock: PathBuf::from("/tmp/tollgate_upgrade.sock"),
+        h2c: true,
+        access_log: false,
+    }
+}
+
+fn socket_addr(cx: &mut Cx, path: &str, s: &str, span: std::ops::Range<usize>) -> Option<SocketAddr> {
+    match s.parse::<SocketAddr>() {
+        Ok(a) => Some(a),
+        Err(_) => {
+            cx.err(
+                path,
+                span,
+                format!("\"{s}\" is not an address: write IP:PORT, e.g. \"127.0.0.1:8080\" or \"[::1]:8080\""),
+            );
+            None
+        }
+    }
+}
+
+fn duration(cx: &mut Cx, path: &str, v: &Value) -> Option<Duration> {
+    let s = as_str(cx, path, v)?;
+    match parse_duration(s) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            cx.err(path, v.span(), e);
+            None
+        }
+    }
+}
+
+fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
+    let mut s = server_defaults();
+    if let Some(v) = t.get("listen") {
+        let p = t.key_path("listen");
+        if let Some(items) = as_str_list(cx, &p, v, true) {
+            let addrs: Vec<_> = items
+                .iter()
+                .filter_map(|(ip, a, span)| socket_addr(cx, ip, a, span.clone()))
+                .collect();
+            if items.is_empty() {
+                cx.err(&p, v.span(), "needs at least one address");
+            }
+            s.listen = addrs;
+        }
+    }
+    if let Some(v) = t.get("admin") {
+        let p = t.key_path("admin");
+        if let Some(a) = as_str(cx, &p, v) {
+            s.admin = socket_addr(cx, &p, a, v.span());
+        }
+    }
+    if let Some(v) = t.get("threads") {
+        if let Some(n) = as_int_in(cx, &t.key_path("threads"), v, 1, 1024) {
+            s.threads = n as usize;
+        }
+    }
+    if let Some(v) = t.get("trusted_proxies") {
+        let p = t.key_path("trusted_proxies");
+        if let Some(items) = as_str_list(cx, &p, v, false) {
+            s.trusted_proxies = items
+                .iter()
+                .filter_map(|(ip, n, span)| cidr(cx, ip, n, span.clone()))
+                .collect();
+        }
+    }
+    if let Some(v) = t.get("ipv6_prefix") {
+        if let Some(n) = as_int_in(cx, &t.key_path("ipv6_prefix"), v, 1, 128) {
+            s.ipv6_prefix = n as u8;
+        }
+    }
+    if let Some(v) = t.get("shadow") {
+        s.shadow = as_bool(cx, &t.key_path("shadow"), v).unwrap_or(false);
+    }
+    if let Some(v) = t.get("grace_period") {
+        if let Some(d) = duration(cx, &t.key_path("grace_period"), v) {
+            s.grace_period = d;
+        }
+    }
+    if let Some(v) = t.get("upgrade_sock") {
+        if let Some(p) = as_str(cx, &t.key_path("upgrade_sock"), v) {
+            s.upgrade_sock = PathBuf::from(p);
+        }
+    }
+    if let Some(v) = t.get("h2c") {
+        s.h2c = as_bool(cx, &t.key_path("h2c"), v).unwrap_or(true);
+    }
+    if let Some(v) = t.get("access_log") {
+        s.access_log = as_bool(cx, &t.key_path("access_log"), v).unwrap_or(false);
+    }
+    t.finish(cx, &[]);
+    s
+}
+
+pub(crate) fn cidr(cx: &mut Cx, path: &str, s: &str, span: std::ops::Range<usize>) -> Option<IpNet> {
+    if let Ok(n) = s.parse::<IpNet>() {
+        return Some(n.trunc());
+    }
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Some(IpNet::from(ip));
+    }
+    cx.err(
+        path,
+        span,
+        format!("\"{s}\" is not an IP address or CIDR, e.g. \"10.0.0.0/8\" or \"2001:db8::/32\""),
+    );
+    None
+}
+
+fn upstreams(cx: &mut Cx, mut t: Tbl) -> Vec<(String, UpstreamConfig)> {
+    let mut out = Vec::new();
+    for (name, v, _) in t.entries() {
+        let path = join(&t.path, name);
+        let Some(mut u) = Tbl::of(cx, path.clone(), v) else {
+            continue;
+        };
+        let mut up = UpstreamConfig {
+            name: name.to_string(),
+            targets: Vec::new(),
+            connect_timeout: Duration::from_secs(2),
+            read_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(30),
+            health_check: Some(HealthCheck {
+                interval: Duration::from_secs(2),
+                timeout: Duration::from_secs(1),
+            }),
+        };
+        match u.get("targets") {
+            Some(tv) => {
+                let p = u.key_path("targets");
+                if let Some(items) = as_str_list(cx, &p, tv, false) {
+                    if items.is_empty() {
+                        cx.err(&p, tv.span(), "needs at least one target (\"host:port\")");
+                    }
+                    for (ip, target, span) in items {
+                        match target.to_socket_addrs().map(|mut a| a.next()) {
+                            Ok(Some(addr)) => up.targets.push((target.to_string(), addr)),
+                            _ => cx.err(
+                                &ip,
+                                span,
+                                format!("\"{target}\" is not a reachable host:port (e.g. \"127.0.0.1:3000\")"),
+                            ),
+                        }
+                    }
+                }
+            }
+            None => cx.err(&path, u.span.clone(), "missing key \"targets\""),
+        }
+        for (key, slot) in [
+            ("connect_timeout", &mut up.connect_timeout),
+            ("read_timeout", &mut up.read_timeout),
+            ("write_timeout", &mut up.write_timeout),
+        ] {
+            if let Some(v) = u.get(key) {
+                if let Some(d) = duration(cx, &u.key_path(key), v) {
+                    *slot = d;
+                }
+            }
+        }
+        if let Some(hv) = u.get("health_check") {
+            let hp = u.key_path("health_check");
+            match hv.get_ref() {
+                DeValue::Boolean(false) => up.health_check = None,
+                DeValue::Boolean(true) => {}
+                DeValue::Table(_) => {
+                    if let Some(mut h) = Tbl::of(cx, hp.clone(), hv) {
+                        let mut hc = up.health_check.unwrap_or(HealthCheck {
+                            interval: Duration::from_secs(2),
+                            timeout: Duration::from_secs(1),
+                        });
+                        if let Some(v) = h.get("interval") {
+                            if let Some(d) = duration(cx, &h.key_path("interval"), v) {
+                                hc.interval = d.max(Duration::from_millis(10));
+                            }
+                        }
+                        if let Some(v) = h.get("timeout") {
+                            if let Some(d) = duration(cx, &h.key_path("timeout"), v) {
+                                hc.timeout = d;
+                            }
+                        }
+                        h.finish(cx, &[]);
+                        up.health_check = Some(hc);
+                    }
+                }
+                _ => type_err(cx, &hp, hv, "a table { interval, timeout } or false"),
+            }
+        }
+        u.finish(cx, &[]);
+        out.push((name.to_string(), up));
+    }
+    out
+}
+
+fn key_source(cx: &mut Cx, path: &str, s: &str, span: std::ops::Range<usize>) -> Option<KeySource> {
+    let named = |prefix: &str| {
+        s.strip_prefix(prefix)
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+    };
+    let k = match s {
+        "client_ip" => KeySource::ClientIp,
+        "user_agent" => KeySource::UserAgent,
+        "ip_ua" => KeySource::IpUa,
+        "route" => KeySource::Route,
+        "path" => KeySource::Path,
+        "method" => KeySource::Method,
+        "global" => KeySource::Global,
+        _ if s.starts_with("header:") => match named("header:") {
+            Some(h) if http_token(h) => KeySource::Header(h.to_ascii_lowercase()),
+            _ => {
+                cx.err(path, span, format!("\"{s}\": header:NAME needs a valid header name"));
+                return None;
+            }
+        },
+        _ if s.starts_with("query:") => match named("query:") {
+            Some(q) => KeySource::Query(q.to_string()),
+            None => {
+                cx.err(path, span, format!("\"{s}\": query:NAME needs a parameter name"));
+                return None;
+            }
+        },
+        _ if s.starts_with("jwt:") || s.starts_with("body:") => {
+            cx.err(
+                path,
+                span,
+                format!("\"{s}\": jwt: and body: key sources are not built yet in this version"),
+            );
+            return None;
+        }
+        _ => {
+            cx.err(
+                path,
+                span,
+                format!(
+                    "unknown key source \"{s}\" (use client_ip, header:NAME, query:NAME, user_agent, ip_ua, route, path, method or global)"
+                ),
+            );
+            return None;
+        }
+    };
+    Some(k)
+}
+
+fn http_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+fn limits(cx: &mut Cx, mut t: Tbl) -> Vec<(String, LimitConfig)> {
+    let mut out = Vec::new();
+    for (name, v, _) in t.entries() {
+        let path = join(&t.path, name);
+        let Some(mut l) = Tbl::of(cx, path.clone(), v) else {
+            continue;
+        };
+        let key = match l.get("key") {
+            Some(kv) => {
+                let p = l.key_path("key");
+                as_str_list(cx, &p, kv, true).and_then(|items| {
+                    if items.is_empty() {
+                        cx.err(&p, kv.span(), "needs at least one key source");
+                        return None;
+                    }
+                    let keys: Vec<_> = items
+                        .iter()
+                        .filter_map(|(ip, s, span)| key_source(cx, ip, s, span.clone()))
+                        .collect();
+                    (keys.len() == items.len()).then_some(keys)
+                })
+            }
+            None => {
+                cx.err(&path, l.span.clone(), "missing key \"key\" (e.g. key = \"client_ip\")");
+                None
+            }
+        };
+        let algorithm = match l.get("algorithm") {
+            Some(av) => {
+                let p = l.key_path("algorithm");
+                as_str(cx, &p, av).and_then(|s| match AlgorithmKind::from_name(s) {
+                    Some(k) if k.local_supported() => Some(k),
+                    Some(k) => {
+                        cx.err(
+                            &p,
+                            av.span(),
+                            format!(
+                                "algorithm \"{}\" is not built yet in this version (available: token_bucket, gcra)",
+                                k.name()
+                            ),
+                        );
+                        None
+                    }
+                    None => {
+                        let all: Vec<_> = AlgorithmKind::ALL.iter().map(|k| k.name()).collect();
+                        cx.err(
+                            &p,
+                            av.span(),
+                            format!("unknown algorithm \"{s}\" (one of: {})", all.join(", ")),
+                        );
+                        None
+                    }
+                })
+            }
+            None => Some(AlgorithmKind::TokenBucket),
+        };
+        let rate = match l.get("rate") {
+            Some(rv) => {
+                let p = l.key_path("rate");
+                as_str(cx, &p, rv).and_then(|s| match parse_rate(s) {
+                    Ok(r) => Some(r),
+                    Err(e) => {
+                        cx.err(&p, rv.span(), e);
+                        None
+                    }
+                })
+            }
+            None => {
+                if l.get("quota").is_none() {
+                    cx.err(&path, l.span.clone(), "missing key \"rate\" (e.g. rate = \"10/s\")");
+                } else {
+                    let qp = l.key_path("quota");
+                    let span = l.get("quota").map(|q| q.span()).unwrap_or(0..0);
+                    cx.err(&qp, span, NOT_BUILT_QUOTA);
+                }
+                None
+            }
+        };
+        let burst = match l.get("burst") {
+            Some(bv) => as_int_in(cx, &l.key_path("burst"), bv, 1, 1_000_000_000).map(|n| n as u64),
+            None => rate.map(|r| r.count()),
+        };
+        let scope = match l.get("scope") {
+            Some(sv) => {
+                let p = l.key_path("scope");
+                match as_str(cx, &p, sv) {
+                    Some("local") => Some(Scope::Local),
+                    Some("global") => {
+                        cx.err(&p, sv.span(), "scope \"global\" (Redis) is not built yet in this version: use \"local\"");
+                        None
+                    }
+                    Some(other) => {
+                        cx.err(&p, sv.span(), format!("unknown scope \"{other}\" (local or global)"));
+                        None
+                    }
+                    None => None,
+                }
+            }
+            None => Some(Scope::Local),
+        };
+        let shadow = match l.get("shadow") {
+            Some(v) => as_bool(cx, &l.key_path("shadow"), v).unwrap_or(false),
+            None => false,
+        };
+        let max_keys = match l.get("max_keys") {
+            Some(v) => as_int_in(cx, &l.key_path("max_keys"), v, 1, 100_000_000).map(|n| n as usize),
+            None => Some(DEFAULT_MAX_KEYS),
+        };
+        if let Some(av) = l.get("action") {
+            let p = l.key_path("action");
+            match as_str(cx, &p, av) {
+                Some("reject") | None => {}
+                Some(a @ ("tarpit" | "challenge")) => cx.err(
+                    &p,
+                    av.span(),
+                    format!("action \"{a}\" is not built yet in this version: use \"reject\""),
+                ),
+                Some(other) => cx.err(
+                    &p,
+                    av.span(),
+                    format!("unknown action \"{other}\" (reject, tarpit or challenge)"),
+                ),
+            }
+        }
+        l.finish(cx, &[("on_error", NOT_BUILT_ON_ERROR), ("quota", NOT_BUILT_QUOTA)]);
+        if let (Some(key), Some(algorithm), Some(rate), Some(burst), Some(scope), Some(max_keys)) =
+            (key, algorithm, rate, burst, scope, max_keys)
+        {
+            out.push((
+                name.to_string(),
+                LimitConfig {
+                    name: name.to_string(),
+                    key,
+                    algorithm,
+                    rate,
+                    burst,
+                    scope,
+                    shadow,
+                    max_keys,
+                },
+            ));
+        }
+    }
+    out
+}
+
+fn routes(
+    cx: &mut Cx,
+    v: &Value,
+    upstreams: &[(String, UpstreamConfig)],
+    limits: &[(String, LimitConfig)],
+) -> Vec<RouteConfig> {
+    let Some(items) = crate::reader::as_array(cx, "routes", v) else {
+        return Vec::new();
+    };
+    let mut out: Vec<RouteConfig> = Vec::new();
+    let mut names: HashMap<String, usize> = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("routes[{i}]");
+        let Some(mut r) = Tbl::of(cx, path.clone(), item) else {
+            continue;
+        };
+        let mut ok = true;
+        let path_prefix = match r.get("path_prefix") {
+            Some(pv) => {
+                let p = r.key_path("path_prefix");
+                match as_str(cx, &p, pv) {
+                    Some(s) if s.starts_with('/') => Some(s.to_string()),
+                    Some(s) => {
+                        cx.err(&p, pv.span(), format!("\"{s}\" must start with \"/\""));
+                        None
+                    }
+                    None => None,
+                }
+            }
+            None => {
+                cx.err(&path, r.span.clone(), "missing key \"path_prefix\"");
+                None
+            }
+        };
+        let name = match r.get("name") {
+            Some(nv) => as_str(cx, &r.key_path("name"), nv).map(|s| (s.to_string(), nv.span())),
+            None => path_prefix.clone().map(|p| (p, r.span.clone())),
+        };
+        if let Some((n, span)) = &name {
+            if let Some(prev) = names.insert(n.clone(), i) {
+                cx.err(
+                    &r.key_path("name"),
+                    span.clone(),
+                    format!("route name \"{n}\" is already used by routes[{prev}]"),
+                );
+                ok = false;
+            }
+        }
+        let host = r.get("host").and_then(|hv| {
+            let p = r.key_path("host");
+            let s = as_str(cx, &p, hv)?;
+            let h = s.trim().to_ascii_lowercase();
+            if h.is_empty() || h.contains('/') || h.contains(' ') {
+                cx.err(&p, hv.span(), format!("\"{s}\" is not a host name"));
+                return None;
+            }
+            Some(h)
+        });
+        let methods = r.get("methods").and_then(|mv| {
+            let p = r.key_path("methods");
+            let items = as_str_list(cx, &p, mv, false)?;
+            let mut ms = Vec::new();
+            for (ip, m, span) in items {
+                let up = m.to_ascii_uppercase();
+                if http_token(&up) && !up.is_empty() {
+                    ms.push(up);
+                } else {
+                    cx.err(&ip, span, format!("\"{m}\" is not an HTTP method"));
+                }
+            }
+            Some(ms)
+        });
+        let upstream = r.get("upstream");
+        let respond = r.get("respond");
+        let action = match (upstream, respond) {
+            (Some(_), Some(rv)) => {
+                cx.err(&r.key_path("respond"), rv.span(), "a route has either upstream or respond, not both");
+                None
+            }
+            (None, None) => {
+                cx.err(&path, r.span.clone(), "missing key \"upstream\" or \"respond\"");
+                None
+            }
+            (Some(uv), None) => {
+                let p = r.key_path("upstream");
+                as_str(cx, &p, uv).and_then(|u| match upstreams.iter().position(|(n, _)| n == u) {
+                    Some(idx) => Some(RouteAction::Upstream(idx)),
+                    None => {
+                        let known: Vec<_> = upstreams.iter().map(|(n, _)| n.as_str()).collect();
+                        cx.err(
+                            &p,
+                            uv.span(),
+                            format!("unknown upstream \"{u}\" (defined: {})", list_or_none(&known)),
+                        );
+                        None
+                    }
+                })
+            }
+            (None, Some(rv)) => respond_action(cx, &r.key_path("respond"), rv),
+        };
+        let mut limit_idx = Vec::new();
+        if let Some(lv) = r.get("limits") {
+            let p = r.key_path("limits");
+            if let Some(items) = as_str_list(cx, &p, lv, false) {
+                for (ip, l, span) in items {
+                    match limits.iter().position(|(n, _)| n == l) {
+                        Some(idx) if limit_idx.contains(&idx) => {
+                            cx.err(&ip, span, format!("limit \"{l}\" is listed twice"));
+                        }
+                        Some(idx) => limit_idx.push(idx),
+                        None => {
+                            let known: Vec<_> = limits.iter().map(|(n, _)| n.as_str()).collect();
+                            cx.err(
+                                &ip,
+                                span,
+                                format!("unknown limit \"{l}\" (defined: {})", list_or_none(&known)),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        r.finish(cx, &[("tarpit", NOT_BUILT_TARPIT), ("access", NOT_BUILT_ACCESS)]);
+        if let (true, Some(path_prefix), Some((name, _)), Some(action)) = (ok, path_prefix, name, action) {
+            out.push(RouteConfig {
+                name,
+                host,
+                path_prefix,
+                methods,
+                action,
+                limits: limit_idx,
+            });
+        }
+    }
+    out
+}
+
+fn list_or_none(names: &[&str]) -> String {
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+fn respond_action(cx: &mut Cx, path: &str, v: &Value) -> Option<RouteAction> {
+    let mut t = Tbl::of(cx, path.to_string(), v)?;
+    let status = match t.get("status") {
+        Some(sv) => as_int_in(cx, &t.key_path("status"), sv, 200, 599).map(|n| n as u16),
+        None => Some(200),
+    };
+    let body = match t.get("body") {
+        Some(bv) => as_str(cx, &t.key_path("body"), bv).map(str::to_string),
+        None => Some(String::new()),
+    };
+    t.finish(cx, &[]);
+    Some(RouteAction::Respond {
+        status: status?,
+        body: body?,
+    })
+}

@@ -1,0 +1,53 @@
+//! One limiter decision: uncontended, and with two threads on one key.
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use std::sync::Arc;
+use std::time::Duration;
+use tollgate_limit::*;
+
+fn stores() -> Vec<(&'static str, Arc<dyn LocalLimiter>)> {
+    let rate = Rate::per_second(1_000_000_000).expect("rate");
+    vec![
+        ("token_bucket", Arc::new(KeyedStore::new(TokenBucket::new(rate, 1_000_000), DEFAULT_MAX_KEYS)) as Arc<dyn LocalLimiter>),
+        ("gcra", Arc::new(KeyedStore::new(Gcra::new(rate, 1_000_000), DEFAULT_MAX_KEYS))),
+    ]
+}
+
+fn decision(c: &mut Criterion) {
+    let clock = MonotonicClock::new();
+    for (name, store) in stores() {
+        c.bench_function(&format!("{name}/one_key"), |b| {
+            b.iter(|| black_box(store.acquire(black_box(42), clock.now(), 1)))
+        });
+        // 10k keys in rotation: the map lookups miss the cache like real traffic.
+        let mut k = 0u64;
+        c.bench_function(&format!("{name}/10k_keys"), |b| {
+            b.iter(|| {
+                k = (k + 1) % 10_000;
+                black_box(store.acquire(k.wrapping_mul(0x9E37_79B9_7F4A_7C15), clock.now(), 1))
+            })
+        });
+        // Two threads on one key: this thread measures while a second hammers the same key.
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let other = {
+            let (store, stop, clock) = (store.clone(), stop.clone(), clock.clone());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    black_box(store.acquire(42, clock.now(), 1));
+                }
+            })
+        };
+        c.bench_function(&format!("{name}/one_key_2_threads"), |b| {
+            b.iter(|| black_box(store.acquire(black_box(42), clock.now(), 1)))
+        });
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = other.join();
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
+    targets = decision
+}
+criterion_main!(benches);

@@ -1,0 +1,290 @@
+//! Rate-limit algorithms as plain state machines: no locking, no clock, no storage.
+//!
+//! Each algorithm owns a small `State` per key and answers `acquire`, `peek` and `refund` for a
+//! given `now`. Storage ([`crate::KeyedStore`]) decides where states live; the proxy decides
+//! what a decision means. All arithmetic saturates; a `now` earlier than a state's last update
+//! (a clock going backwards) counts as no time passed.
+
+use crate::clock::Nanos;
+use crate::decision::{Decision, Rate};
+
+/// The algorithms a limit can name in the config. Not all are built for every scope yet:
+/// [`AlgorithmKind::local_supported`] says which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AlgorithmKind {
+    TokenBucket,
+    Gcra,
+    SlidingWindow,
+    FixedWindow,
+    SlidingLog,
+    LeakyBucket,
+}
+
+impl AlgorithmKind {
+    pub const ALL: [AlgorithmKind; 6] = [
+        AlgorithmKind::TokenBucket,
+        AlgorithmKind::Gcra,
+        AlgorithmKind::SlidingWindow,
+        AlgorithmKind::FixedWindow,
+        AlgorithmKind::SlidingLog,
+        AlgorithmKind::LeakyBucket,
+    ];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            AlgorithmKind::TokenBucket => "token_bucket",
+            AlgorithmKind::Gcra => "gcra",
+            AlgorithmKind::SlidingWindow => "sliding_window",
+            AlgorithmKind::FixedWindow => "fixed_window",
+            AlgorithmKind::SlidingLog => "sliding_log",
+            AlgorithmKind::LeakyBucket => "leaky_bucket",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Whether a `scope = "local"` limit can use this algorithm in this build.
+    pub fn local_supported(&self) -> bool {
+        matches!(self, AlgorithmKind::TokenBucket | AlgorithmKind::Gcra)
+    }
+}
+
+/// One rate-limit algorithm. `State` is what it keeps per key.
+pub trait Algorithm: Send + Sync + 'static {
+    type State: Send + Sync + 'static;
+
+    /// The state of a key seen for the first time at `now`: a full allowance.
+    fn new_state(&self, now: Nanos) -> Self::State;
+    /// Takes `cost` units if they are available; otherwise leaves the state as it was.
+    fn acquire(&self, state: &mut Self::State, now: Nanos, cost: u64) -> Decision;
+    /// What `acquire` would answer, without taking anything.
+    fn peek(&self, state: &Self::State, now: Nanos, cost: u64) -> Decision;
+    /// Gives back `cost` units taken by `acquire` (another limit denied the request).
+    fn refund(&self, state: &mut Self::State, now: Nanos, cost: u64);
+    /// True when the state is indistinguishable from a new one: dropping it loses nothing.
+    fn at_rest(&self, state: &Self::State, now: Nanos) -> bool;
+    /// A timestamp ordering keys by how recently they were used (larger is more recent).
+    fn last_active(&self, state: &Self::State) -> Nanos;
+    /// Size in bytes of one state, for memory accounting.
+    fn state_size(&self) -> usize {
+        std::mem::size_of::<Self::State>()
+    }
+}
+
+/// A token bucket: capacity `burst`, refilled continuously at `rate`, exact integer arithmetic.
+///
+/// State is the whole tokens held and the time up to which refill has been credited. Refill
+/// credits only whole tokens and advances the credit time by exactly the time those tokens
+/// took (rounded up), so no fraction is ever lost or invented across calls.
+#[derive(Debug, Clone, Copy)]
+pub struct TokenBucket {
+    rate: Rate,
+    burst: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenBucketState {
+    tokens: u64,
+    credited_to: Nanos,
+}
+
+impl TokenBucket {
+    /// `burst` is the capacity; at least 1.
+    pub fn new(rate: Rate, burst: u64) -> Self {
+        Self {
+            rate,
+            burst: burst.max(1),
+        }
+    }
+
+    /// The state as of `now`, refilled (pure: used by both `peek` and `acquire`).
+    fn refilled(&self, s: &TokenBucketState, now: Nanos) -> TokenBucketState {
+        if s.tokens >= self.burst || now <= s.credited_to {
+            // Full (or the clock went backwards): refill time starts counting from now on.
+            let credited_to = if s.tokens >= self.burst {
+                now.max(s.credited_to)
+            } else {
+                s.credited_to
+            };
+            return TokenBucketState {
+                tokens: s.tokens.min(self.burst),
+                credited_to,
+            };
+        }
+        let added = self.rate.units_in(now - s.credited_to);
+        let room = (self.burst - s.tokens) as u128;
+        if added >= room {
+            TokenBucketState {
+                tokens: self.burst,
+                credited_to: now,
+            }
+        } else {
+            let added = added as u64; // < room <= u64::MAX
+            TokenBucketState {
+                tokens: s.tokens + added,
+                credited_to: s.credited_to + self.rate.time_for(added).min(now - s.credited_to),
+            }
+        }
+    }
+
+    /// Time from `now` until the bucket holds `want` tokens.
+    fn time_until(&self, s: &TokenBucketState, now: Nanos, want: u64) -> Nanos {
+        if s.tokens >= want {
+            return 0;
+        }
+        let needed = self.rate.time_for(want - s.tokens);
+        let already = now.saturating_sub(s.credited_to);
+        needed.saturating_sub(already).max(1)
+    }
+
+    fn decide(&self, s: &TokenBucketState, now: Nanos, cost: u64) -> Decision {
+        if s.tokens >= cost {
+            let after = TokenBucketState {
+                tokens: s.tokens - cost,
+                credited_to: s.credited_to,
+            };
+            Decision::Allow {
+                remaining: after.tokens,
+                reset: self.time_until(&after, now, self.burst),
+            }
+        } else {
+            // A cost above the capacity can never pass: report the time to a full bucket.
+            let want = cost.min(self.burst);
+            Decision::Deny {
+                retry_after: self.time_until(s, now, want).max(1),
+            }
+        }
+    }
+}
+
+impl Algorithm for TokenBucket {
+    type State = TokenBucketState;
+
+    fn new_state(&self, now: Nanos) -> TokenBucketState {
+        TokenBucketState {
+            tokens: self.burst,
+            credited_to: now,
+        }
+    }
+
+    fn acquire(&self, state: &mut TokenBucketState, now: Nanos, cost: u64) -> Decision {
+        let s = self.refilled(state, now);
+        let d = self.decide(&s, now, cost);
+        *state = s;
+        if d.is_allowed() {
+            state.tokens -= cost;
+        }
+        d
+    }
+
+    fn peek(&self, state: &TokenBucketState, now: Nanos, cost: u64) -> Decision {
+        self.decide(&self.refilled(state, now), now, cost)
+    }
+
+    fn refund(&self, state: &mut TokenBucketState, now: Nanos, cost: u64) {
+        let mut s = self.refilled(state, now);
+        s.tokens = s.tokens.saturating_add(cost).min(self.burst);
+        *state = s;
+    }
+
+    fn at_rest(&self, state: &TokenBucketState, now: Nanos) -> bool {
+        self.refilled(state, now).tokens >= self.burst
+    }
+
+    fn last_active(&self, state: &TokenBucketState) -> Nanos {
+        state.credited_to
+    }
+}
+
+/// The generic cell rate algorithm (virtual scheduling), as in ITU-T I.371 and nginx-style
+/// limiters: the state is one timestamp, the theoretical arrival time (TAT) of the next request.
+///
+/// It admits the same traffic as a continuous token bucket (burst then the rate) with a state
+/// half the size. The emission interval is `period / count` rounded up to whole nanoseconds,
+/// so for rates that do not divide a second evenly GCRA is at most 1 ns per request stricter.
+#[derive(Debug, Clone, Copy)]
+pub struct Gcra {
+    /// Emission interval: time per unit.
+    t: Nanos,
+    /// Burst tolerance plus one interval: how far TAT may run ahead of now (u128: the product
+    /// of a long interval and a large burst exceeds u64).
+    tau: u128,
+    burst: u64,
+}
+
+impl Gcra {
+    pub fn new(rate: Rate, burst: u64) -> Self {
+        let burst = burst.max(1);
+        let t = rate.time_for(1).max(1);
+        Self {
+            t,
+            tau: t as u128 * burst as u128,
+            burst,
+        }
+    }
+
+    fn decide(&self, tat: Nanos, now: Nanos, cost: u64) -> (Decision, Nanos) {
+        // u128: a large cost times a long interval must not saturate into an admit.
+        let t = self.t as u128;
+        let tau = self.tau as u128;
+        let new_tat = tat.max(now) as u128 + t * cost as u128;
+        let ahead = new_tat - now as u128;
+        if ahead <= tau {
+            let remaining = ((tau - ahead) / t) as u64;
+            (
+                Decision::Allow {
+                    remaining: remaining.min(self.burst),
+                    reset: ahead as u64,
+                },
+                u64::try_from(new_tat).unwrap_or(u64::MAX),
+            )
+        } else {
+            // A cost above the burst can never pass: report the time to a full allowance.
+            let retry_after = if cost > self.burst {
+                tat.saturating_sub(now) as u128
+            } else {
+                ahead - tau
+            };
+            (
+                Decision::Deny {
+                    retry_after: u64::try_from(retry_after).unwrap_or(u64::MAX).max(1),
+                },
+                tat,
+            )
+        }
+    }
+}
+
+impl Algorithm for Gcra {
+    /// The theoretical arrival time.
+    type State = Nanos;
+
+    fn new_state(&self, _now: Nanos) -> Nanos {
+        0
+    }
+
+    fn acquire(&self, tat: &mut Nanos, now: Nanos, cost: u64) -> Decision {
+        let (d, new_tat) = self.decide(*tat, now, cost);
+        *tat = new_tat;
+        d
+    }
+
+    fn peek(&self, tat: &Nanos, now: Nanos, cost: u64) -> Decision {
+        self.decide(*tat, now, cost).0
+    }
+
+    fn refund(&self, tat: &mut Nanos, _now: Nanos, cost: u64) {
+        *tat = tat.saturating_sub(self.t.saturating_mul(cost));
+    }
+
+    fn at_rest(&self, tat: &Nanos, now: Nanos) -> bool {
+        *tat <= now
+    }
+
+    fn last_active(&self, tat: &Nanos) -> Nanos {
+        // TAT runs ahead of the last request by at most tau: a fair recency order.
+        *tat
+    }
+}

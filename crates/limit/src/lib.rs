@@ -1,0 +1,23 @@
+//! Tollgate's rate-limit core: pure algorithms and bounded keyed state, no IO, no async.
+//!
+//! What this crate owns:
+//! - [`Clock`]: where "now" comes from. Only the binary picks the real clock; tests use
+//!   [`ManualClock`] and never sleep.
+//! - [`Rate`] and [`Decision`]: the vocabulary shared with the proxy, which turns decisions
+//!   into actions (pass, 429, ...). Failure policy is never decided here.
+//! - The algorithms ([`TokenBucket`], [`Gcra`]) as plain state machines over `&mut State`.
+//! - [`KeyedStore`]: one state per key per process, sharded so that no global lock exists,
+//!   and bounded to `max_keys` with eviction of idle keys first.
+//!
+//! Failure modes: none at run time. Arithmetic saturates rather than wraps, a clock that goes
+//! backwards is treated as "no time passed", and a store at capacity evicts rather than grows.
+
+mod algorithm;
+mod clock;
+mod decision;
+mod store;
+
+pub use algorithm::{Algorithm, AlgorithmKind, Gcra, TokenBucket};
+pub use clock::{Clock, ManualClock, MonotonicClock, Nanos, NANOS_PER_SEC};
+pub use decision::{ceil_secs, Decision, Rate, RateError};
+pub use store::{KeyedStore, LocalLimiter, StoreStats, DEFAULT_MAX_KEYS};

@@ -1,0 +1,192 @@
+//! Keyed limiter state: one state per key per process, shared by every worker thread.
+//!
+//! Why not a ready-made cache: a limiter needs an atomic get-or-insert (two threads seeing a
+//! new key at once must share one bucket, or the burst is granted twice) and eviction that
+//! knows which states are at rest (a full bucket can be dropped with no effect at all). Neither
+//! dashmap (no per-shard sweep without its raw API) nor Pingora's TinyUFO (no get-or-insert)
+//! offer both, so this is a small sharded map over `hashbrown` and `parking_lot`.
+//!
+//! - Keys are 64-bit hashes made by the caller with a per-process keyed hasher: the map never
+//!   stores a raw identity, and fixed-size keys keep the hot path free of allocation.
+//! - Locking: `SHARDS` mutexes picked by the key's top bits; a decision holds one shard lock
+//!   for a few nanoseconds. There is no global lock.
+//! - Bounds: each shard holds at most its share of `max_keys`. Inserting into a full shard first
+//!   drops every state at rest (lossless), then, if still above 7/8 of its share, the least
+//!   recently active states (lossy: counted in [`StoreStats::evicted_active`]). Sweeping down to
+//!   7/8 amortises the O(shard) sweep over many inserts, so a flood of new keys stays O(1).
+
+use crate::algorithm::Algorithm;
+use crate::clock::Nanos;
+use crate::decision::Decision;
+use foldhash::fast::FixedState;
+use hashbrown::HashMap;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The default bound on keys per limit.
+pub const DEFAULT_MAX_KEYS: usize = 100_000;
+
+/// Counters of a store, for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub keys: usize,
+    /// States dropped at rest: no effect on decisions.
+    pub evicted_idle: u64,
+    /// States dropped while not at rest, because the bound was reached: those keys start over.
+    pub evicted_active: u64,
+    /// Bytes held by the tables (slots and control bytes), not counting the shard headers.
+    pub table_bytes: usize,
+}
+
+/// The dynamic face of a keyed limiter, as the proxy sees it.
+pub trait LocalLimiter: Send + Sync + 'static {
+    fn acquire(&self, key: u64, now: Nanos, cost: u64) -> Decision;
+    fn peek(&self, key: u64, now: Nanos, cost: u64) -> Decision;
+    fn refund(&self, key: u64, now: Nanos, cost: u64);
+    fn stats(&self) -> StoreStats;
+}
+
+// Padding each shard to its own cache line keeps two threads on two keys from sharing one.
+#[repr(align(128))]
+struct Shard<S> {
+    map: Mutex<HashMap<u64, S, FixedState>>,
+}
+
+pub struct KeyedStore<A: Algorithm> {
+    alg: A,
+    shards: Box<[Shard<A::State>]>,
+    shard_bits: u32,
+    shard_cap: usize,
+    evicted_idle: AtomicU64,
+    evicted_active: AtomicU64,
+}
+
+impl<A: Algorithm> KeyedStore<A> {
+    pub fn new(alg: A, max_keys: usize) -> Self {
+        let max_keys = max_keys.max(1);
+        // Enough shards to keep contention away, few enough that each holds a useful share.
+        let shards = (max_keys / 256).clamp(1, 64).next_power_of_two().min(64);
+        let shard_bits = shards.trailing_zeros();
+        let shard_cap = max_keys.div_ceil(shards);
+        let shards = (0..shards)
+            .map(|_| Shard {
+                map: Mutex::new(HashMap::with_hasher(FixedState::default())),
+            })
+            .collect();
+        Self {
+            alg,
+            shards,
+            shard_bits,
+            shard_cap,
+            evicted_idle: AtomicU64::new(0),
+            evicted_active: AtomicU64::new(0),
+        }
+    }
+
+    pub fn algorithm(&self) -> &A {
+        &self.alg
+    }
+
+    #[inline]
+    fn shard(&self, key: u64) -> &Shard<A::State> {
+        let i = if self.shard_bits == 0 {
+            0
+        } else {
+            (key >> (64 - self.shard_bits)) as usize
+        };
+        &self.shards[i]
+    }
+
+    /// Makes room for one more key in a full shard (see the module docs).
+    fn make_room(&self, map: &mut HashMap<u64, A::State, FixedState>, now: Nanos) {
+        let before = map.len();
+        map.retain(|_, s| !self.alg.at_rest(s, now));
+        self.evicted_idle
+            .fetch_add((before - map.len()) as u64, Ordering::Relaxed);
+        let target = self.shard_cap - self.shard_cap / 8;
+        if map.len() < self.shard_cap {
+            return;
+        }
+        let excess = map.len() - target.min(self.shard_cap - 1);
+        let mut ages: Vec<Nanos> = map.values().map(|s| self.alg.last_active(s)).collect();
+        let (_, &mut cutoff, _) = ages.select_nth_unstable(excess - 1);
+        let mut dropped = 0usize;
+        map.retain(|_, s| {
+            if dropped < excess && self.alg.last_active(s) <= cutoff {
+                dropped += 1;
+                false
+            } else {
+                true
+            }
+        });
+        self.evicted_active
+            .fetch_add(dropped as u64, Ordering::Relaxed);
+    }
+
+    /// Runs `f` on the key's state, creating it (and making room) if needed.
+    #[inline]
+    fn with_state<R>(&self, key: u64, now: Nanos, f: impl FnOnce(&mut A::State) -> R) -> R {
+        let mut map = self.shard(key).map.lock();
+        if let Some(s) = map.get_mut(&key) {
+            return f(s);
+        }
+        if map.len() >= self.shard_cap {
+            self.make_room(&mut map, now);
+        }
+        let s = map.entry(key).or_insert_with(|| self.alg.new_state(now));
+        f(s)
+    }
+
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.map.lock().len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Upper bound on keys this store holds.
+    pub fn capacity(&self) -> usize {
+        self.shard_cap * self.shards.len()
+    }
+}
+
+impl<A: Algorithm> LocalLimiter for KeyedStore<A> {
+    #[inline]
+    fn acquire(&self, key: u64, now: Nanos, cost: u64) -> Decision {
+        self.with_state(key, now, |s| self.alg.acquire(s, now, cost))
+    }
+
+    fn peek(&self, key: u64, now: Nanos, cost: u64) -> Decision {
+        let map = self.shard(key).map.lock();
+        match map.get(&key) {
+            Some(s) => self.alg.peek(s, now, cost),
+            None => self.alg.peek(&self.alg.new_state(now), now, cost),
+        }
+    }
+
+    fn refund(&self, key: u64, now: Nanos, cost: u64) {
+        let mut map = self.shard(key).map.lock();
+        if let Some(s) = map.get_mut(&key) {
+            self.alg.refund(s, now, cost);
+        }
+    }
+
+    fn stats(&self) -> StoreStats {
+        let slot = std::mem::size_of::<(u64, A::State)>() + 1;
+        let (keys, table_bytes) = self.shards.iter().fold((0, 0), |(k, b), s| {
+            let m = s.map.lock();
+            let buckets = match m.capacity() {
+                0 => 0,
+                c => (c * 8 / 7).next_power_of_two(),
+            };
+            (k + m.len(), b + buckets * slot)
+        });
+        StoreStats {
+            keys,
+            evicted_idle: self.evicted_idle.load(Ordering::Relaxed),
+            evicted_active: self.evicted_active.load(Ordering::Relaxed),
+            table_bytes,
+        }
+    }
+}

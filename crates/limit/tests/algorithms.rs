@@ -1,0 +1,199 @@
+//! Limiter behaviour on a manual clock: exact admits, refill, Retry-After, odd clocks.
+
+use std::time::Duration;
+use tollgate_limit::*;
+
+const SEC: u64 = NANOS_PER_SEC;
+
+fn both(rate: Rate, burst: u64) -> Vec<(&'static str, Box<dyn LocalLimiter>)> {
+    vec![
+        (
+            "token_bucket",
+            Box::new(KeyedStore::new(TokenBucket::new(rate, burst), 1000)) as Box<dyn LocalLimiter>,
+        ),
+        ("gcra", Box::new(KeyedStore::new(Gcra::new(rate, burst), 1000))),
+    ]
+}
+
+fn admitted(l: &dyn LocalLimiter, key: u64, now: Nanos, n: usize) -> usize {
+    (0..n).filter(|_| l.acquire(key, now, 1).is_allowed()).count()
+}
+
+#[test]
+fn burst_then_refill_at_the_rate() {
+    let clock = ManualClock::new(1_000 * SEC);
+    for (name, l) in both(Rate::per_second(10).expect("rate"), 20) {
+        let t0 = clock.now();
+        assert_eq!(admitted(&*l, 1, t0, 50), 20, "{name}: burst");
+        // 100 ms later exactly one token is back.
+        assert_eq!(admitted(&*l, 1, t0 + SEC / 10, 5), 1, "{name}: one refill");
+        assert_eq!(admitted(&*l, 1, t0 + SEC / 10 + SEC / 10 - 1, 5), 0, "{name}: not early");
+        // One second later: ten more.
+        assert_eq!(admitted(&*l, 1, t0 + SEC + SEC / 10, 50), 10, "{name}: rate");
+    }
+}
+
+#[test]
+fn remaining_counts_down_and_retry_after_is_exact() {
+    for (name, l) in both(Rate::new(5, Duration::from_secs(60)).expect("rate"), 5) {
+        let now = 10 * SEC;
+        for want in (0..5).rev() {
+            match l.acquire(7, now, 1) {
+                Decision::Allow { remaining, .. } => assert_eq!(remaining, want, "{name}"),
+                d => panic!("{name}: {d:?}"),
+            }
+        }
+        match l.acquire(7, now, 1) {
+            // One token every 12 s.
+            Decision::Deny { retry_after } => assert_eq!(retry_after, 12 * SEC, "{name}"),
+            d => panic!("{name}: {d:?}"),
+        }
+        match l.acquire(7, now + 5 * SEC, 1) {
+            Decision::Deny { retry_after } => assert_eq!(retry_after, 7 * SEC, "{name}"),
+            d => panic!("{name}: {d:?}"),
+        }
+        assert!(l.acquire(7, now + 12 * SEC, 1).is_allowed(), "{name}: after retry_after");
+        assert_eq!(ceil_secs(12 * SEC - 1), 12);
+        assert_eq!(ceil_secs(1), 1);
+    }
+}
+
+#[test]
+fn reset_reports_time_to_full() {
+    for (name, l) in both(Rate::per_second(1).expect("rate"), 3) {
+        match l.acquire(1, 100 * SEC, 2) {
+            Decision::Allow { remaining, reset } => {
+                assert_eq!(remaining, 1, "{name}");
+                assert_eq!(reset, 2 * SEC, "{name}");
+            }
+            d => panic!("{name}: {d:?}"),
+        }
+    }
+}
+
+#[test]
+fn keys_are_isolated() {
+    for (name, l) in both(Rate::per_second(1).expect("rate"), 2) {
+        assert_eq!(admitted(&*l, 1, SEC, 5), 2, "{name}");
+        assert_eq!(admitted(&*l, 2, SEC, 5), 2, "{name}");
+    }
+}
+
+#[test]
+fn huge_gaps_do_not_overflow_and_cap_at_burst() {
+    for (name, l) in both(Rate::per_second(1_000_000_000).expect("rate"), 3) {
+        assert_eq!(admitted(&*l, 1, 0, 10), 3, "{name}");
+        assert_eq!(admitted(&*l, 1, u64::MAX / 2, 10), 3, "{name}: after ~292 years");
+        assert_eq!(admitted(&*l, 1, u64::MAX / 2 + 1, 10), 1, "{name}: one ns later, one unit");
+    }
+    for (name, l) in both(Rate::new(1, Duration::from_secs(86_400 * 365)).expect("rate"), 1_000_000) {
+        assert!(l.acquire(1, 5, 1).is_allowed(), "{name}");
+        match l.acquire(1, 5, 2_000_000) {
+            Decision::Deny { retry_after } => assert!(retry_after > 0, "{name}"),
+            d => panic!("{name}: cost above burst must be denied: {d:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_clock_going_backwards_grants_nothing() {
+    for (name, l) in both(Rate::per_second(1).expect("rate"), 2) {
+        assert_eq!(admitted(&*l, 1, 100 * SEC, 5), 2, "{name}");
+        assert_eq!(admitted(&*l, 1, 50 * SEC, 5), 0, "{name}: back in time");
+        assert_eq!(admitted(&*l, 1, 100 * SEC, 5), 0, "{name}: back to the present");
+        assert_eq!(admitted(&*l, 1, 101 * SEC, 5), 1, "{name}: time moves on");
+    }
+}
+
+#[test]
+fn refund_gives_back_exactly_what_was_taken() {
+    for (name, l) in both(Rate::new(1, Duration::from_secs(60)).expect("rate"), 2) {
+        assert!(l.acquire(1, SEC, 1).is_allowed());
+        l.refund(1, SEC, 1);
+        assert_eq!(admitted(&*l, 1, SEC, 5), 2, "{name}: the refund is usable");
+        l.refund(1, SEC, 5);
+        assert_eq!(admitted(&*l, 1, SEC, 5), 2, "{name}: never above burst");
+    }
+}
+
+#[test]
+fn peek_takes_nothing() {
+    for (name, l) in both(Rate::per_second(1).expect("rate"), 1) {
+        assert!(l.peek(1, SEC, 1).is_allowed(), "{name}");
+        assert!(l.acquire(1, SEC, 1).is_allowed(), "{name}");
+        assert!(!l.peek(1, SEC, 1).is_allowed(), "{name}");
+        assert!(!l.acquire(1, SEC, 1).is_allowed(), "{name}");
+    }
+}
+
+#[test]
+fn the_store_is_bounded_and_evicts_idle_keys_first() {
+    let rate = Rate::new(1, Duration::from_secs(60)).expect("rate");
+    let store = KeyedStore::new(Gcra::new(rate, 1), 1000);
+    let cap = store.capacity();
+    assert!(cap >= 1000 && cap < 1100, "capacity {cap}");
+    // 5000 distinct keys, each spending its allowance: the map never grows past capacity.
+    for k in 0..5000u64 {
+        let key = k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        assert!(store.acquire(key, SEC, 1).is_allowed());
+        assert!(store.len() <= cap);
+    }
+    let s = store.stats();
+    assert!(s.evicted_active > 0, "the flood forced lossy evictions: {s:?}");
+    // Once they are at rest (a minute later), new keys push out only idle ones.
+    let before = store.stats().evicted_active;
+    for k in 5000..6000u64 {
+        let key = k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        assert!(store.acquire(key, 120 * SEC, 1).is_allowed());
+    }
+    let s = store.stats();
+    assert_eq!(s.evicted_active, before, "idle keys went first: {s:?}");
+    assert!(s.evicted_idle > 0);
+    // A key still in its window keeps its state while idle keys are around.
+    let hot = 0xDEAD_BEEF_u64;
+    assert!(store.acquire(hot, 130 * SEC, 1).is_allowed());
+    // 500 more keys while nothing is at rest: the least recently active go, not the hot key.
+    for k in 6000..6500u64 {
+        let key = k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let _ = store.acquire(key, 140 * SEC, 1);
+    }
+    assert!(!store.acquire(hot, 140 * SEC, 1).is_allowed(), "hot key kept its state");
+}
+
+#[test]
+fn bytes_per_key() {
+    // The figure quoted in the README: measured, not assumed.
+    let rate = Rate::per_second(10).expect("rate");
+    let gcra = KeyedStore::new(Gcra::new(rate, 10), 100_000);
+    let tb = KeyedStore::new(TokenBucket::new(rate, 10), 100_000);
+    for k in 0..100_000u64 {
+        let key = k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let _ = gcra.acquire(key, SEC, 1);
+        let _ = tb.acquire(key, SEC, 1);
+    }
+    let g = gcra.stats();
+    let t = tb.stats();
+    let per_key_g = g.table_bytes as f64 / g.keys as f64;
+    let per_key_t = t.table_bytes as f64 / t.keys as f64;
+    println!("gcra: {} keys, {:.1} B/key; token_bucket: {} keys, {:.1} B/key", g.keys, per_key_g, t.keys, per_key_t);
+    assert!(g.keys > 90_000 && t.keys > 90_000);
+    assert!(per_key_g <= 40.0, "gcra {per_key_g} B/key");
+    assert!(per_key_t <= 64.0, "token bucket {per_key_t} B/key");
+}
+
+#[test]
+fn two_threads_on_one_key_admit_exactly_burst() {
+    use std::sync::Arc;
+    let l: Arc<dyn LocalLimiter> = Arc::new(KeyedStore::new(
+        TokenBucket::new(Rate::new(1, Duration::from_secs(3600)).expect("rate"), 1000),
+        100,
+    ));
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let l = l.clone();
+            std::thread::spawn(move || (0..5000).filter(|_| l.acquire(9, SEC, 1).is_allowed()).count())
+        })
+        .collect();
+    let total: usize = handles.into_iter().map(|h| h.join().expect("thread")).sum();
+    assert_eq!(total, 1000);
+}
