@@ -1,1 +1,265 @@
-fn main() {}
+//! `tollgate`: the command line, logging, and the wiring of Pingora services. No policy here.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use pingora::apps::HttpServerOptions;
+use pingora::server::configuration::{Opt, ServerConf};
+use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
+use pingora::services::background::background_service;
+use pingora::services::listening::Service;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::signal::unix::{signal, SignalKind};
+use tollgate_config::Config;
+use tollgate_proxy::admin::Admin;
+use tollgate_proxy::health::HealthChecks;
+use tollgate_proxy::{Gateway, Shared};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const DEFAULT_CONFIG: &str = "conf/tollgate.toml";
+
+#[derive(Parser)]
+#[command(name = "tollgate", version, about = "An API gateway with serious rate limiting, on Pingora")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve. The config is --config, else $TOLLGATE_CONFIG, else conf/tollgate.toml.
+    Run {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Take the listening sockets over from a running tollgate (then SIGQUIT the old one).
+        #[arg(long)]
+        upgrade: bool,
+        #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
+    },
+    /// Validate config files without serving: exit 0, or 2 with one line per problem.
+    Check {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Check { files } => check(&files),
+        Command::Run {
+            config,
+            upgrade,
+            log_format,
+        } => {
+            init_logging(log_format);
+            match run(config, upgrade) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("tollgate: {e:#}");
+                    1
+                }
+            }
+        }
+    };
+    std::process::exit(code);
+}
+
+fn check(files: &[PathBuf]) -> i32 {
+    let mut bad = false;
+    for f in files {
+        match tollgate_config::load_file(f) {
+            Ok(_) => println!("{}: ok", f.display()),
+            Err(e) => {
+                bad = true;
+                for line in e.lines() {
+                    println!("{line}");
+                }
+            }
+        }
+    }
+    if bad {
+        2
+    } else {
+        0
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TOLLGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+fn config_path(flag: Option<PathBuf>) -> PathBuf {
+    flag.or_else(|| std::env::var_os("TOLLGATE_CONFIG").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG))
+}
+
+fn load(path: &Path) -> anyhow::Result<Config> {
+    tollgate_config::load_file(path).map_err(|e| anyhow::anyhow!("invalid config:\n{e}"))
+}
+
+fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
+    let path = config_path(config);
+    let cfg = load(&path)?;
+    let server_cfg = cfg.server.clone();
+
+    let shared = Arc::new(
+        Shared::new(cfg, Arc::new(tollgate_limit::MonotonicClock::new()))
+            .context("building the runtime")?,
+    );
+
+    let conf = ServerConf {
+        threads: server_cfg.threads,
+        // One runtime per thread: no cross-thread task stealing on the hot path.
+        work_stealing: false,
+        // Pingora sleeps the whole grace period, then gives runtimes the shutdown timeout:
+        // split grace_period between them so SIGTERM ends within it.
+        grace_period_seconds: Some(server_cfg.grace_period.as_secs().saturating_sub(1)),
+        graceful_shutdown_timeout_seconds: Some(server_cfg.grace_period.as_secs().min(1)),
+        upgrade_sock: server_cfg.upgrade_sock.display().to_string(),
+        ..ServerConf::default()
+    };
+    let opt = Opt {
+        upgrade,
+        ..Opt::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(opt, conf);
+    server.bootstrap();
+
+    let mut proxy = pingora::proxy::http_proxy_service_with_name(
+        &server.configuration,
+        Gateway::new(shared.clone()),
+        "tollgate proxy",
+    );
+    let mut opts = HttpServerOptions::default();
+    opts.h2c = server_cfg.h2c;
+    proxy.app_logic_mut().map(|app| app.server_options = Some(opts));
+    for addr in &server_cfg.listen {
+        proxy.add_tcp(&addr.to_string());
+    }
+    proxy.threads = Some(server_cfg.threads);
+    server.add_service(proxy);
+
+    let draining = Arc::new(AtomicBool::new(false));
+    if let Some(admin_addr) = server_cfg.admin {
+        let mut admin = Service::new(
+            "tollgate admin".to_string(),
+            Admin::new(shared.clone(), draining.clone()),
+        );
+        admin.add_tcp(&admin_addr.to_string());
+        admin.threads = Some(1);
+        server.add_service(admin);
+    }
+    server.add_service(background_service("health checks", HealthChecks::new(shared.clone())));
+
+    tracing::info!(
+        config = %path.display(),
+        listen = ?server_cfg.listen,
+        admin = ?server_cfg.admin,
+        threads = server_cfg.threads,
+        "tollgate serving"
+    );
+    server.run(RunArgs {
+        shutdown_signal: Box::new(Signals {
+            shared,
+            path,
+            draining,
+        }),
+    });
+    Ok(())
+}
+
+/// Unix signals: SIGHUP reloads; SIGTERM drains; SIGINT stops at once; SIGQUIT hands the
+/// listeners to a process started with `--upgrade`.
+struct Signals {
+    shared: Arc<Shared>,
+    path: PathBuf,
+    draining: Arc<AtomicBool>,
+}
+
+impl Signals {
+    fn reload(&self) {
+        let started = std::time::Instant::now();
+        let cfg = match load(&self.path) {
+            Ok(cfg) => cfg,
+            Err(e) => {
+                self.shared
+                    .metrics
+                    .reloads
+                    .with_label_values(&["error"])
+                    .inc();
+                tracing::error!(event = "reload_failed", error = %e, "config rejected; the old one keeps serving");
+                return;
+            }
+        };
+        let old = self.shared.runtime.load();
+        if cfg.server.listen != old.config.server.listen || cfg.server.admin != old.config.server.admin {
+            tracing::warn!(
+                event = "reload_listeners_unchanged",
+                "listen and admin addresses change only on restart or --upgrade"
+            );
+        }
+        drop(old);
+        match self.shared.reload(cfg) {
+            Ok(()) => tracing::info!(
+                event = "reloaded",
+                config = %self.path.display(),
+                ms = started.elapsed().as_secs_f64() * 1000.0,
+                "config reloaded"
+            ),
+            Err(e) => tracing::error!(event = "reload_failed", error = %e, "config rejected; the old one keeps serving"),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ShutdownSignalWatch for Signals {
+    async fn recv(&self) -> ShutdownSignal {
+        let (Ok(mut hup), Ok(mut term), Ok(mut int), Ok(mut quit)) = (
+            signal(SignalKind::hangup()),
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::quit()),
+        ) else {
+            tracing::error!("cannot install signal handlers; stopping");
+            return ShutdownSignal::FastShutdown;
+        };
+        loop {
+            tokio::select! {
+                _ = hup.recv() => self.reload(),
+                _ = term.recv() => {
+                    self.draining.store(true, Ordering::Relaxed);
+                    tracing::info!(event = "draining", "SIGTERM: draining");
+                    return ShutdownSignal::GracefulTerminate;
+                }
+                _ = int.recv() => {
+                    tracing::info!(event = "stopping", "SIGINT: stopping now");
+                    return ShutdownSignal::FastShutdown;
+                }
+                _ = quit.recv() => {
+                    self.draining.store(true, Ordering::Relaxed);
+                    tracing::info!(event = "upgrading", "SIGQUIT: handing listeners over");
+                    return ShutdownSignal::GracefulUpgrade;
+                }
+            }
+        }
+    }
+}

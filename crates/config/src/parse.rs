@@ -70,7 +70,7 @@ pub fn parse(text: &str) -> Result<Config, Vec<Problem>> {
         server,
         upstreams: upstreams.into_iter().map(|(_, u)| u).collect(),
         routes,
-        limits: limits.into_iter().map(|(_, l)| l).collect(),
+        limits: limits.into_iter().filter_map(|(_, l)| l).collect(),
     })
 }
 
@@ -338,7 +338,9 @@ fn http_token(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
-fn limits(cx: &mut Cx, mut t: Tbl) -> Vec<(String, LimitConfig)> {
+/// Every limit defined, in file order; `None` for one with problems (already reported), so a
+/// route naming it is not also told the limit does not exist.
+fn limits(cx: &mut Cx, mut t: Tbl) -> Vec<(String, Option<LimitConfig>)> {
     let mut out = Vec::new();
     for (name, v, _) in t.entries() {
         let path = join(&t.path, name);
@@ -463,12 +465,9 @@ fn limits(cx: &mut Cx, mut t: Tbl) -> Vec<(String, LimitConfig)> {
             }
         }
         l.finish(cx, &[("on_error", NOT_BUILT_ON_ERROR), ("quota", NOT_BUILT_QUOTA)]);
-        if let (Some(key), Some(algorithm), Some(rate), Some(burst), Some(scope), Some(max_keys)) =
-            (key, algorithm, rate, burst, scope, max_keys)
-        {
-            out.push((
-                name.to_string(),
-                LimitConfig {
+        let valid = match (key, algorithm, rate, burst, scope, max_keys) {
+            (Some(key), Some(algorithm), Some(rate), Some(burst), Some(scope), Some(max_keys)) => {
+                Some(LimitConfig {
                     name: name.to_string(),
                     key,
                     algorithm,
@@ -477,9 +476,11 @@ fn limits(cx: &mut Cx, mut t: Tbl) -> Vec<(String, LimitConfig)> {
                     scope,
                     shadow,
                     max_keys,
-                },
-            ));
-        }
+                })
+            }
+            _ => None,
+        };
+        out.push((name.to_string(), valid));
     }
     out
 }
@@ -488,7 +489,7 @@ fn routes(
     cx: &mut Cx,
     v: &Value,
     upstreams: &[(String, UpstreamConfig)],
-    limits: &[(String, LimitConfig)],
+    limits: &[(String, Option<LimitConfig>)],
 ) -> Vec<RouteConfig> {
     let Some(items) = crate::reader::as_array(cx, "routes", v) else {
         return Vec::new();

@@ -1,1 +1,27 @@
-//! placeholder
+//! Tollgate's proxy: the Pingora `ProxyHttp` implementation and everything a request meets.
+//!
+//! What this crate owns:
+//! - [`runtime`]: a complete, immutable serving state built from a validated config (routes,
+//!   limiters, upstream pools, metric handles). Reload builds a new one and swaps it; limiter
+//!   state and upstream health survive for definitions that did not change.
+//! - [`identity`]: who is asking (client IP behind trusted proxies, key sources, key hashing).
+//! - [`policy`]: evaluating a route's limits into one verdict.
+//! - [`respond`]: problem+json answers and the IETF RateLimit fields.
+//! - [`service`]: the request phases; [`admin`]: /healthz, /readyz, /metrics;
+//!   [`health`]: active health checks of upstream targets.
+//!
+//! Failure modes: a request that matches no route (404), an upstream that cannot be reached
+//! (502) or does not answer in time (504); each is answered with problem+json and counted.
+//! Nothing here panics on input.
+
+pub mod admin;
+pub mod health;
+pub mod identity;
+pub mod metrics;
+pub mod policy;
+pub mod respond;
+pub mod runtime;
+pub mod service;
+
+pub use runtime::{Runtime, Shared};
+pub use service::Gateway;

@@ -1,0 +1,57 @@
+//! Active health checks of upstream targets, as a Pingora background service.
+//!
+//! Each tick looks at the current runtime (so reloads are picked up) and checks every pool
+//! whose interval has passed. A target that fails its TCP check is taken out of rotation until
+//! it passes again; results live in the pool, which reloads carry over when unchanged.
+
+use crate::runtime::Shared;
+use async_trait::async_trait;
+use pingora::server::ShutdownWatch;
+use pingora::services::background::BackgroundService;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub struct HealthChecks {
+    shared: Arc<Shared>,
+}
+
+impl HealthChecks {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        Self { shared }
+    }
+}
+
+const TICK: Duration = Duration::from_millis(50);
+
+#[async_trait]
+impl BackgroundService for HealthChecks {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        // Next due time per pool, keyed by the pool's address (pools are shared across reloads).
+        let mut due: HashMap<usize, Instant> = HashMap::new();
+        loop {
+            let rt = self.shared.runtime.load_full();
+            let now = Instant::now();
+            let mut live = Vec::with_capacity(rt.upstreams.len());
+            for u in &rt.upstreams {
+                let Some(hc) = u.cfg.health_check else { continue };
+                let id = Arc::as_ptr(&u.lb) as usize;
+                live.push(id);
+                if due.get(&id).is_some_and(|t| *t > now) {
+                    continue;
+                }
+                due.insert(id, now + hc.interval);
+                let lb = u.lb.clone();
+                // A check never outlives its timeout by much, and never blocks the others.
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(hc.timeout * 2, lb.backends().run_health_check(true)).await;
+                });
+            }
+            due.retain(|id, _| live.contains(id));
+            tokio::select! {
+                _ = tokio::time::sleep(TICK) => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! Who is asking: the client address, and the limit keys derived from a request.
+//!
+//! Keys are 64-bit hashes under a per-process random seed: raw identities (addresses, API keys,
+//! user agents) are never stored by the limiters, and no allocation is needed per request.
+
+use ipnet::IpNet;
+use pingora::http::RequestHeader;
+use std::hash::{BuildHasher, Hasher};
+use std::net::IpAddr;
+use tollgate_config::KeySource;
+
+/// Folds IPv4-mapped IPv6 (`::ffff:a.b.c.d`) to IPv4.
+pub fn fold(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+        v4 => v4,
+    }
+}
+
+fn trusted(ip: IpAddr, proxies: &[IpNet]) -> bool {
+    proxies.iter().any(|n| n.contains(&ip))
+}
+
+/// Parses one X-Forwarded-For element: an address, possibly with a port or in brackets.
+fn parse_xff_item(s: &str) -> Option<IpAddr> {
+    let s = s.trim();
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    if let Ok(sa) = s.parse::<std::net::SocketAddr>() {
+        return Some(sa.ip());
+    }
+    s.strip_prefix('[')
+        .and_then(|r| r.split(']').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// The client address: the peer, or, when the peer is a trusted proxy, the right-most
+/// X-Forwarded-For entry that is not itself a trusted proxy. An entry that does not parse ends
+/// the walk at the last address known good (a forged or broken hop is not believed).
+pub fn client_ip(peer: IpAddr, req: &RequestHeader, proxies: &[IpNet]) -> IpAddr {
+    let mut client = fold(peer);
+    if proxies.is_empty() || !trusted(client, proxies) {
+        return client;
+    }
+    // Several X-Forwarded-For headers form one list, in order: walk them all from the right.
+    let values: Vec<&[u8]> = req
+        .headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .map(|v| v.as_bytes())
+        .collect();
+    for v in values.iter().rev() {
+        let Ok(s) = std::str::from_utf8(v) else {
+            return client;
+        };
+        for item in s.rsplit(',') {
+            if item.trim().is_empty() {
+                continue;
+            }
+            match parse_xff_item(item) {
+                Some(ip) => {
+                    client = fold(ip);
+                    if !trusted(client, proxies) {
+                        return client;
+                    }
+                }
+                None => return client,
+            }
+        }
+    }
+    client
+}
+
+/// The address as a limiter sees it: IPv6 cut to its prefix (a /64 is one subscriber).
+pub fn key_ip(ip: IpAddr, ipv6_prefix: u8) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match ipnet::Ipv6Net::new(v6, ipv6_prefix) {
+            Ok(n) => IpAddr::V6(n.network()),
+            Err(_) => ip,
+        },
+        v4 => v4,
+    }
+}
+
+/// What a key is computed from. Borrowed from the request: nothing is copied.
+pub struct KeyInput<'a> {
+    pub req: &'a RequestHeader,
+    pub client_ip: IpAddr,
+    pub route: u32,
+}
+
+/// The process-wide keyed hasher for limit keys.
+#[derive(Clone)]
+pub struct KeyHasher {
+    state: foldhash::quality::FixedState,
+}
+
+impl Default for KeyHasher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl KeyHasher {
+    /// A hasher with a random seed (from the standard library's OS-seeded RandomState).
+    pub fn new() -> Self {
+        let seed = std::collections::hash_map::RandomState::new().hash_one(0x746f_6c6c_6761_7465u64);
+        Self {
+            state: foldhash::quality::FixedState::with_seed(seed),
+        }
+    }
+
+    /// The key of a request under `sources`, or `None` when a source has no value (then the
+    /// limit does not count this request).
+    pub fn key(&self, sources: &[KeySource], input: &KeyInput, ipv6_prefix: u8) -> Option<u64> {
+        let mut h = self.state.build_hasher();
+        for (i, src) in sources.iter().enumerate() {
+            h.write_u8(i as u8);
+            match src {
+                KeySource::ClientIp => write_ip(&mut h, key_ip(input.client_ip, ipv6_prefix)),
+                KeySource::Header(name) => {
+                    h.write(input.req.headers.get(name.as_str())?.as_bytes());
+                }
+                KeySource::Query(name) => {
+                    write_decoded(&mut h, query_param(input.req.uri.query()?, name)?);
+                }
+                KeySource::UserAgent => {
+                    h.write(input.req.headers.get(http::header::USER_AGENT)?.as_bytes());
+                }
+                KeySource::IpUa => {
+                    write_ip(&mut h, key_ip(input.client_ip, ipv6_prefix));
+                    let ua = input.req.headers.get(http::header::USER_AGENT);
+                    h.write(ua.map(|v| v.as_bytes()).unwrap_or(b""));
+                }
+                KeySource::Route => h.write_u32(input.route),
+                KeySource::Path => write_decoded(&mut h, input.req.uri.path().as_bytes()),
+                KeySource::Method => h.write(input.req.method.as_str().as_bytes()),
+                KeySource::Global => {}
+            }
+            h.write_u8(0xff);
+        }
+        Some(h.finish())
+    }
+}
+
+fn write_ip(h: &mut impl Hasher, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => h.write(&v4.octets()),
+        IpAddr::V6(v6) => h.write(&v6.octets()),
+    }
+}
+
+/// The raw (still percent-encoded) value of the first `name=` parameter.
+fn query_param<'q>(query: &'q str, name: &str) -> Option<&'q [u8]> {
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (k == name).then_some(v.as_bytes())
+    })
+}
+
+/// Feeds percent-decoded bytes ('+' as space) to the hasher, so `%41` and `A` are one key and a
+/// client cannot escape its limit by re-encoding.
+fn write_decoded(h: &mut impl Hasher, raw: &[u8]) {
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut i = 0;
+    while i < raw.len() {
+        let b = raw[i];
+        if b == b'%' && i + 2 < raw.len() {
+            if let (Some(a), Some(c)) = (hex(raw[i + 1]), hex(raw[i + 2])) {
+                h.write_u8(a << 4 | c);
+                i += 3;
+                continue;
+            }
+        }
+        h.write_u8(if b == b'+' { b' ' } else { b });
+        i += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(xff: &[&str]) -> RequestHeader {
+        let mut r = RequestHeader::build("GET", b"/x?a=%41b&k=v", None).expect("request");
+        for v in xff {
+            r.append_header("x-forwarded-for", *v).expect("header");
+        }
+        r
+    }
+
+    fn nets(v: &[&str]) -> Vec<IpNet> {
+        v.iter().map(|s| s.parse().expect("cidr")).collect()
+    }
+
+    #[test]
+    fn untrusted_peers_are_taken_as_they_are() {
+        let ip = client_ip("198.51.100.7".parse().expect("ip"), &req(&["1.2.3.4"]), &nets(&["10.0.0.0/8"]));
+        assert_eq!(ip, "198.51.100.7".parse::<IpAddr>().expect("ip"));
+    }
+
+    #[test]
+    fn behind_trusted_proxies_the_rightmost_untrusted_entry_wins() {
+        let proxies = nets(&["10.0.0.0/8", "127.0.0.0/8"]);
+        let peer = "127.0.0.1".parse().expect("ip");
+        let r = req(&["6.6.6.6, 203.0.113.9", "10.1.2.3"]);
+        assert_eq!(client_ip(peer, &r, &proxies), "203.0.113.9".parse::<IpAddr>().expect("ip"));
+        // All trusted: the left-most.
+        let r = req(&["10.0.0.1, 10.0.0.2"]);
+        assert_eq!(client_ip(peer, &r, &proxies), "10.0.0.1".parse::<IpAddr>().expect("ip"));
+        // A broken entry stops the walk at the last good hop.
+        let r = req(&["203.0.113.9, garbage"]);
+        assert_eq!(client_ip(peer, &r, &proxies), peer);
+        // Ports and brackets are tolerated.
+        let r = req(&["[2001:db8::1]:443"]);
+        assert_eq!(client_ip(peer, &r, &proxies), "2001:db8::1".parse::<IpAddr>().expect("ip"));
+    }
+
+    #[test]
+    fn mapped_addresses_fold_and_ipv6_is_cut_to_the_prefix() {
+        assert_eq!(fold("::ffff:192.0.2.1".parse().expect("ip")), "192.0.2.1".parse::<IpAddr>().expect("ip"));
+        assert_eq!(
+            key_ip("2001:db8:1:2:3:4:5:6".parse().expect("ip"), 64),
+            "2001:db8:1:2::".parse::<IpAddr>().expect("ip")
+        );
+    }
+
+    #[test]
+    fn keys_decode_and_miss() {
+        let h = KeyHasher::new();
+        let r = req(&[]);
+        let input = KeyInput { req: &r, client_ip: "192.0.2.1".parse().expect("ip"), route: 0 };
+        let a = h.key(&[KeySource::Query("a".into())], &input, 64);
+        let mut r2 = RequestHeader::build("GET", b"/x?a=Ab", None).expect("request");
+        r2.insert_header("x-api-key", "k").expect("header");
+        let input2 = KeyInput { req: &r2, client_ip: "192.0.2.1".parse().expect("ip"), route: 0 };
+        assert!(a.is_some());
+        assert_eq!(a, h.key(&[KeySource::Query("a".into())], &input2, 64), "%41 == A");
+        assert_eq!(h.key(&[KeySource::Header("x-api-key".into())], &input, 64), None);
+        assert!(h.key(&[KeySource::Header("x-api-key".into())], &input2, 64).is_some());
+        assert_ne!(
+            h.key(&[KeySource::ClientIp, KeySource::Route], &input, 64),
+            h.key(&[KeySource::ClientIp], &input, 64)
+        );
+    }
+}

@@ -1,0 +1,113 @@
+//! Prometheus metrics. One registry per process, living across reloads; runtimes resolve the
+//! label sets they need once, so the hot path only increments pre-resolved handles.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+
+pub struct Metrics {
+    pub registry: Registry,
+    pub requests: IntCounterVec,
+    pub rejected: IntCounterVec,
+    pub duration: HistogramVec,
+    pub shadow_exceeded: IntCounterVec,
+    pub limiter_keys: IntGaugeVec,
+    pub limiter_evicted: IntCounterVec,
+    pub upstream_healthy: IntGaugeVec,
+    pub reloads: IntCounterVec,
+}
+
+/// Label for requests that matched no route.
+pub const NO_ROUTE: &str = "";
+
+impl Metrics {
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new("http_requests_total", "Requests answered, by route and status."),
+            &["route", "status"],
+        )?;
+        let rejected = IntCounterVec::new(
+            Opts::new(
+                "http_requests_rejected_total",
+                "Requests refused at the edge, by reason, route and limit.",
+            ),
+            &["reason", "route", "limit"],
+        )?;
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                "http_request_duration_seconds",
+                "Time from request header to the end of the response, by route.",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                10.0,
+            ]),
+            &["route"],
+        )?;
+        let shadow_exceeded = IntCounterVec::new(
+            Opts::new(
+                "tollgate_shadow_exceeded_total",
+                "Requests a shadow-mode limit would have refused.",
+            ),
+            &["limit"],
+        )?;
+        let limiter_keys = IntGaugeVec::new(
+            Opts::new("tollgate_limiter_keys", "Keys held by a local limit in this process."),
+            &["limit"],
+        )?;
+        let limiter_evicted = IntCounterVec::new(
+            Opts::new(
+                "tollgate_limiter_evicted_keys_total",
+                "Keys dropped from a full local limit: idle (lossless) or active (they start over).",
+            ),
+            &["limit", "kind"],
+        )?;
+        let upstream_healthy = IntGaugeVec::new(
+            Opts::new(
+                "tollgate_upstream_target_healthy",
+                "1 when an upstream target passes its health check.",
+            ),
+            &["upstream", "target"],
+        )?;
+        let reloads = IntCounterVec::new(
+            Opts::new("tollgate_config_reloads_total", "Config reloads, by result."),
+            &["result"],
+        )?;
+        registry.register(Box::new(requests.clone()))?;
+        registry.register(Box::new(rejected.clone()))?;
+        registry.register(Box::new(duration.clone()))?;
+        registry.register(Box::new(shadow_exceeded.clone()))?;
+        registry.register(Box::new(limiter_keys.clone()))?;
+        registry.register(Box::new(limiter_evicted.clone()))?;
+        registry.register(Box::new(upstream_healthy.clone()))?;
+        registry.register(Box::new(reloads.clone()))?;
+        Ok(Self {
+            registry,
+            requests,
+            rejected,
+            duration,
+            shadow_exceeded,
+            limiter_keys,
+            limiter_evicted,
+            upstream_healthy,
+            reloads,
+        })
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 * 1024);
+        // Encoding into a Vec cannot fail for IO reasons; a malformed family is skipped.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        out
+    }
+
+    /// Brings a counter mirrored from elsewhere up to `value` (never down).
+    pub fn mirror(counter: &IntCounter, value: u64) {
+        let now = counter.get();
+        if value > now {
+            counter.inc_by(value - now);
+        }
+    }
+}

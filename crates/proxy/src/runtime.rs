@@ -1,0 +1,392 @@
+//! The serving state: everything a request needs, built once from a validated config.
+//!
+//! A [`Runtime`] is immutable; [`Shared`] holds the current one behind an `ArcSwap`, so a
+//! reload is one atomic pointer swap and requests in flight finish on the runtime they started
+//! with. Limiter state and upstream pools (with their health) are carried over from the
+//! previous runtime when their definitions did not change.
+
+use crate::identity::KeyHasher;
+use crate::metrics::Metrics;
+use crate::respond::{policy_item, sf_string};
+use arc_swap::ArcSwap;
+use http::HeaderValue;
+use ipnet::IpNet;
+use pingora::lb::health_check::TcpHealthCheck;
+use pingora::lb::selection::RoundRobin;
+use pingora::lb::LoadBalancer;
+use prometheus::{Histogram, IntCounter};
+use std::sync::{Arc, OnceLock};
+use tollgate_config::{
+    Config, HealthCheck, LimitConfig, RouteAction, RouteConfig, UpstreamConfig,
+};
+use tollgate_limit::{
+    AlgorithmKind, Clock, Gcra, KeyedStore, LocalLimiter, TokenBucket, NANOS_PER_SEC,
+};
+
+/// At most this many limits on one route (keys are kept on the stack while deciding).
+pub const MAX_LIMITS_PER_ROUTE: usize = 16;
+
+pub struct LimitRt {
+    pub cfg: LimitConfig,
+    pub limiter: Arc<dyn LocalLimiter>,
+    /// This limit never refuses (per-limit shadow or `[server] shadow`).
+    pub shadow: bool,
+    /// The policy name as a Structured Fields string.
+    pub name_sf: String,
+    pub shadow_counter: IntCounter,
+}
+
+pub struct UpstreamRt {
+    pub cfg: UpstreamConfig,
+    pub lb: Arc<LoadBalancer<RoundRobin>>,
+}
+
+pub struct RouteRt {
+    pub cfg: RouteConfig,
+    pub name: Arc<str>,
+    /// The route's enforced policies as one RateLimit-Policy value; `None` without limits.
+    pub policy_header: Option<HeaderValue>,
+    /// `http_requests_rejected_total{reason="rate_limit",route,limit}`, by position in `limits`.
+    pub rejected: Vec<IntCounter>,
+    pub duration: Histogram,
+    requests: Box<[OnceLock<IntCounter>]>,
+}
+
+impl RouteRt {
+    /// `http_requests_total{route,status}`, resolved on first use per status.
+    pub fn count(&self, metrics: &Metrics, status: u16) {
+        if let Some(slot) = self.requests.get(status as usize) {
+            slot.get_or_init(|| {
+                metrics
+                    .requests
+                    .with_label_values(&[&*self.name, status_str(status)])
+            })
+            .inc();
+        }
+    }
+}
+
+fn status_str(status: u16) -> &'static str {
+    // Label strings for every status, made once.
+    static TABLE: OnceLock<Vec<String>> = OnceLock::new();
+    TABLE
+        .get_or_init(|| (0..600).map(|s| s.to_string()).collect())
+        .get(status as usize)
+        .map(String::as_str)
+        .unwrap_or("0")
+}
+
+/// Counts a request that matched no route.
+pub fn count_unrouted(metrics: &Metrics, status: u16) {
+    metrics
+        .requests
+        .with_label_values(&[crate::metrics::NO_ROUTE, status_str(status)])
+        .inc();
+}
+
+pub struct Runtime {
+    pub config: Config,
+    pub routes: Vec<RouteRt>,
+    /// Route indexes in match order: host routes first, then longer prefixes, then file order.
+    order: Vec<usize>,
+    pub limits: Vec<LimitRt>,
+    pub upstreams: Vec<UpstreamRt>,
+    pub trusted_proxies: Vec<IpNet>,
+    pub ipv6_prefix: u8,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("route {route}: more than {MAX_LIMITS_PER_ROUTE} limits")]
+    TooManyLimits { route: String },
+    #[error("upstream {upstream}: {source}")]
+    Upstream {
+        upstream: String,
+        source: std::io::Error,
+    },
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+}
+
+fn window_secs(cfg: &LimitConfig) -> u64 {
+    cfg.rate.period().as_secs().max(1)
+}
+
+fn new_limiter(cfg: &LimitConfig) -> Arc<dyn LocalLimiter> {
+    match cfg.algorithm {
+        AlgorithmKind::Gcra => Arc::new(KeyedStore::new(Gcra::new(cfg.rate, cfg.burst), cfg.max_keys)),
+        // The config admits only algorithms built for local scope; token bucket is the default.
+        _ => Arc::new(KeyedStore::new(
+            TokenBucket::new(cfg.rate, cfg.burst),
+            cfg.max_keys,
+        )),
+    }
+}
+
+fn new_pool(cfg: &UpstreamConfig) -> Result<LoadBalancer<RoundRobin>, std::io::Error> {
+    let mut lb = LoadBalancer::<RoundRobin>::try_from_iter(cfg.targets.iter().map(|(_, a)| *a))?;
+    if let Some(HealthCheck { timeout, .. }) = cfg.health_check {
+        let mut hc = TcpHealthCheck::new();
+        hc.peer_template.options.connection_timeout = Some(timeout);
+        hc.peer_template.options.total_connection_timeout = Some(timeout);
+        lb.set_health_check(hc);
+    }
+    Ok(lb)
+}
+
+impl Runtime {
+    /// Builds the serving state for `config`, reusing what `previous` holds where unchanged.
+    pub fn build(
+        config: Config,
+        previous: Option<&Runtime>,
+        metrics: &Metrics,
+    ) -> Result<Self, BuildError> {
+        let shadow_all = config.server.shadow;
+        let limits: Vec<LimitRt> = config
+            .limits
+            .iter()
+            .map(|cfg| {
+                let kept = previous.and_then(|p| {
+                    p.limits
+                        .iter()
+                        .find(|l| l.cfg.name == cfg.name && l.cfg.same_state_as(cfg))
+                        .map(|l| l.limiter.clone())
+                });
+                LimitRt {
+                    limiter: kept.unwrap_or_else(|| new_limiter(cfg)),
+                    shadow: cfg.shadow || shadow_all,
+                    name_sf: sf_string(&cfg.name),
+                    shadow_counter: metrics.shadow_exceeded.with_label_values(&[&cfg.name]),
+                    cfg: cfg.clone(),
+                }
+            })
+            .collect();
+
+        let mut upstreams = Vec::with_capacity(config.upstreams.len());
+        for cfg in &config.upstreams {
+            let kept = previous.and_then(|p| {
+                p.upstreams
+                    .iter()
+                    .find(|u| u.cfg == *cfg)
+                    .map(|u| u.lb.clone())
+            });
+            let lb = match kept {
+                Some(lb) => lb,
+                None => Arc::new(new_pool(cfg).map_err(|source| BuildError::Upstream {
+                    upstream: cfg.name.clone(),
+                    source,
+                })?),
+            };
+            upstreams.push(UpstreamRt {
+                cfg: cfg.clone(),
+                lb,
+            });
+        }
+
+        let mut routes = Vec::with_capacity(config.routes.len());
+        for cfg in &config.routes {
+            if cfg.limits.len() > MAX_LIMITS_PER_ROUTE {
+                return Err(BuildError::TooManyLimits {
+                    route: cfg.name.clone(),
+                });
+            }
+            let items: Vec<String> = cfg
+                .limits
+                .iter()
+                .map(|&i| &limits[i])
+                .filter(|l| !l.shadow)
+                .map(|l| policy_item(&l.name_sf, l.cfg.rate.count(), window_secs(&l.cfg)))
+                .collect();
+            let policy_header = if items.is_empty() {
+                None
+            } else {
+                HeaderValue::from_str(&items.join(", ")).ok()
+            };
+            let rejected = cfg
+                .limits
+                .iter()
+                .map(|&i| {
+                    metrics
+                        .rejected
+                        .with_label_values(&["rate_limit", &cfg.name, &limits[i].cfg.name])
+                })
+                .collect();
+            routes.push(RouteRt {
+                name: Arc::from(cfg.name.as_str()),
+                policy_header,
+                rejected,
+                duration: metrics.duration.with_label_values(&[&cfg.name]),
+                requests: (0..600).map(|_| OnceLock::new()).collect(),
+                cfg: cfg.clone(),
+            });
+        }
+        let mut order: Vec<usize> = (0..routes.len()).collect();
+        order.sort_by_key(|&i| {
+            let r = &routes[i].cfg;
+            (r.host.is_none(), std::cmp::Reverse(r.path_prefix.len()), i)
+        });
+
+        Ok(Self {
+            trusted_proxies: config.server.trusted_proxies.clone(),
+            ipv6_prefix: config.server.ipv6_prefix,
+            config,
+            routes,
+            order,
+            limits,
+            upstreams,
+        })
+    }
+
+    /// The route for a request: an exact host match beats a route without host, then the
+    /// longest path prefix, then the first in the file. `host` may carry a port.
+    pub fn route_for(&self, host: Option<&str>, path: &str, method: &str) -> Option<usize> {
+        let host = host.map(|h| strip_port(h.trim()));
+        self.order.iter().copied().find(|&i| {
+            let r = &self.routes[i].cfg;
+            if let Some(want) = &r.host {
+                match host {
+                    Some(h) if h.eq_ignore_ascii_case(want) => {}
+                    _ => return false,
+                }
+            }
+            path.starts_with(r.path_prefix.as_str())
+                && r.methods
+                    .as_ref()
+                    .is_none_or(|ms| ms.iter().any(|m| m == method))
+        })
+    }
+
+    pub fn route_action(&self, route: usize) -> &RouteAction {
+        &self.routes[route].cfg.action
+    }
+}
+
+fn strip_port(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        // [v6]:port
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match host.rsplit_once(':') {
+        Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) && !h.contains(':') => h,
+        _ => host,
+    }
+}
+
+/// What lives for the whole process: the current runtime, metrics, the clock, the key hasher.
+pub struct Shared {
+    pub runtime: ArcSwap<Runtime>,
+    pub metrics: Metrics,
+    pub clock: Arc<dyn Clock>,
+    pub hasher: KeyHasher,
+}
+
+impl Shared {
+    pub fn new(config: Config, clock: Arc<dyn Clock>) -> Result<Self, BuildError> {
+        let metrics = Metrics::new()?;
+        let runtime = Runtime::build(config, None, &metrics)?;
+        Ok(Self {
+            runtime: ArcSwap::from_pointee(runtime),
+            metrics,
+            clock,
+            hasher: KeyHasher::new(),
+        })
+    }
+
+    /// Builds a runtime for `config` and makes it current. On error the old one keeps serving.
+    pub fn reload(&self, config: Config) -> Result<(), BuildError> {
+        let current = self.runtime.load_full();
+        match Runtime::build(config, Some(&current), &self.metrics) {
+            Ok(rt) => {
+                self.runtime.store(Arc::new(rt));
+                self.metrics.reloads.with_label_values(&["ok"]).inc();
+                Ok(())
+            }
+            Err(e) => {
+                self.metrics.reloads.with_label_values(&["error"]).inc();
+                Err(e)
+            }
+        }
+    }
+
+    /// Refreshes the gauges that mirror state held elsewhere (called per /metrics scrape).
+    pub fn refresh_gauges(&self) {
+        let rt = self.runtime.load();
+        for l in &rt.limits {
+            let s = l.limiter.stats();
+            let name = l.cfg.name.as_str();
+            self.metrics
+                .limiter_keys
+                .with_label_values(&[name])
+                .set(s.keys as i64);
+            Metrics::mirror(
+                &self.metrics.limiter_evicted.with_label_values(&[name, "idle"]),
+                s.evicted_idle,
+            );
+            Metrics::mirror(
+                &self.metrics.limiter_evicted.with_label_values(&[name, "active"]),
+                s.evicted_active,
+            );
+        }
+        for u in &rt.upstreams {
+            for b in u.lb.backends().get_backend().iter() {
+                let up = u.lb.backends().ready(b);
+                self.metrics
+                    .upstream_healthy
+                    .with_label_values(&[&u.cfg.name, &b.addr.to_string()])
+                    .set(up as i64);
+            }
+        }
+    }
+}
+
+/// Whole seconds for a header, at least 1.
+pub fn header_secs(ns: u64) -> u64 {
+    ns.div_ceil(NANOS_PER_SEC).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rt(toml: &str) -> Runtime {
+        let cfg = tollgate_config::parse_str(toml, "t.toml").expect("config");
+        Runtime::build(cfg, None, &Metrics::new().expect("metrics")).expect("runtime")
+    }
+
+    #[test]
+    fn routing_prefers_host_then_longest_prefix_then_methods() {
+        let r = rt(r#"
+[[routes]]
+name = "root"
+path_prefix = "/"
+respond = { status = 200, body = "root" }
+[[routes]]
+name = "api"
+path_prefix = "/api"
+respond = { status = 200 }
+[[routes]]
+name = "login"
+path_prefix = "/api/login"
+methods = ["POST"]
+respond = { status = 200 }
+[[routes]]
+name = "hosted"
+host = "Admin.Example.com"
+path_prefix = "/"
+respond = { status = 200 }
+"#);
+        let name = |i: Option<usize>| i.map(|i| r.routes[i].cfg.name.clone());
+        assert_eq!(name(r.route_for(None, "/api/x", "GET")), Some("api".into()));
+        assert_eq!(name(r.route_for(None, "/api/login", "POST")), Some("login".into()));
+        assert_eq!(name(r.route_for(None, "/api/login", "GET")), Some("api".into()));
+        assert_eq!(name(r.route_for(Some("admin.example.com:8080"), "/api/x", "GET")), Some("hosted".into()));
+        assert_eq!(name(r.route_for(Some("other"), "/zzz", "GET")), Some("root".into()));
+    }
+
+    #[test]
+    fn host_ports_are_stripped() {
+        assert_eq!(strip_port("a.example:80"), "a.example");
+        assert_eq!(strip_port("[::1]:80"), "::1");
+        assert_eq!(strip_port("a.example"), "a.example");
+    }
+}

@@ -1,0 +1,397 @@
+//! The request phases (Pingora's `ProxyHttp`): route, identify, limit, answer or proxy.
+//!
+//! Phase by phase:
+//! - `request_filter`: request id, route (404 if none), client address, limits (429 if refused),
+//!   built-in responders. Answers written here end the request (`Ok(true)`).
+//! - `upstream_peer`: the next healthy target of the route's pool, round robin (502 if none).
+//! - `upstream_request_filter`: X-Request-Id, X-Forwarded-For, X-Forwarded-Proto and the shadow
+//!   marker toward the upstream; a client cannot forge the marker.
+//! - `response_filter`: X-Request-Id and the RateLimit fields toward the client.
+//! - `fail_to_connect` / `fail_to_proxy`: another target on connect failure; problem+json for
+//!   what cannot be proxied (502 unreachable, 504 too slow).
+//! - `logging`: metrics, and the access log line when enabled.
+
+use crate::identity::{client_ip, KeyInput};
+use crate::policy::{decide, Verdict};
+use crate::respond::{header, ratelimit_value, Problem};
+use crate::runtime::{count_unrouted, header_secs, Runtime, Shared};
+use async_trait::async_trait;
+use bytes::Bytes;
+use http::HeaderValue;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::prelude::*;
+use pingora::proxy::FailToProxy;
+use pingora::ErrorSource;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::Instant;
+use tollgate_config::RouteAction;
+
+pub struct Gateway {
+    shared: Arc<Shared>,
+}
+
+impl Gateway {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        Self { shared }
+    }
+}
+
+/// Per-request state shared across phases.
+pub struct Ctx {
+    start: Instant,
+    rt: Option<Arc<Runtime>>,
+    route: Option<usize>,
+    request_id: String,
+    peer: IpAddr,
+    /// The RateLimit field for the response.
+    ratelimit: Option<HeaderValue>,
+    /// A shadow limit would have refused: the upstream is told.
+    shadow_exceeded: bool,
+    tries: usize,
+}
+
+const SHADOW_HEADER: &str = "x-ratelimit-shadow-exceeded";
+
+/// A client's X-Request-Id is kept when it is short and made of safe characters.
+fn valid_request_id(v: &[u8]) -> bool {
+    !v.is_empty()
+        && v.len() <= 128
+        && v.iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:+/=@".contains(b))
+}
+
+fn new_request_id() -> String {
+    format!("{:032x}", fastrand::u128(..))
+}
+
+fn request_host(req: &RequestHeader) -> Option<&str> {
+    req.uri.authority().map(|a| a.as_str()).or_else(|| {
+        req.headers
+            .get(http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+    })
+}
+
+impl Gateway {
+    /// Writes an answer made at the edge. The caller returns `Ok(true)` after it.
+    async fn answer(
+        &self,
+        session: &mut Session,
+        ctx: &Ctx,
+        mut resp: ResponseHeader,
+        body: Bytes,
+    ) -> Result<()> {
+        if let (Some(rt), Some(route)) = (&ctx.rt, ctx.route) {
+            if let Some(p) = &rt.routes[route].policy_header {
+                resp.insert_header("ratelimit-policy", p.clone())?;
+            }
+        }
+        if let Some(v) = &ctx.ratelimit {
+            resp.insert_header("ratelimit", v.clone())?;
+        }
+        let head_only = session.req_header().method == http::Method::HEAD;
+        session
+            .write_response_header(Box::new(resp), head_only || body.is_empty())
+            .await?;
+        if !head_only && !body.is_empty() {
+            session.write_response_body(Some(body), true).await?;
+        }
+        Ok(())
+    }
+
+    async fn problem(
+        &self,
+        session: &mut Session,
+        ctx: &Ctx,
+        p: Problem,
+        detail: &str,
+        extra: &[(&str, serde_json::Value)],
+        headers: &[(&'static str, String)],
+    ) -> Result<()> {
+        let body = p.body(detail, &ctx.request_id, extra);
+        let mut resp = header(p.status(), "application/problem+json", body.len(), &ctx.request_id)?;
+        for (k, v) in headers {
+            resp.insert_header(*k, v.as_str())?;
+        }
+        self.answer(session, ctx, resp, body).await
+    }
+
+    async fn refuse(&self, session: &mut Session, ctx: &mut Ctx, rt: &Runtime, route: usize, limit: usize, wait: u64) -> Result<()> {
+        let l = &rt.limits[limit];
+        let secs = header_secs(wait);
+        ctx.ratelimit = HeaderValue::from_str(&ratelimit_value(&l.name_sf, 0, secs)).ok();
+        if let Some(pos) = rt.routes[route].cfg.limits.iter().position(|&i| i == limit) {
+            rt.routes[route].rejected[pos].inc();
+        }
+        let detail = format!("Rate limit \"{}\" exceeded: retry in {secs} s.", l.cfg.name);
+        self.problem(
+            session,
+            ctx,
+            Problem::RateLimited,
+            &detail,
+            &[("limit", l.cfg.name.as_str().into()), ("retry_after", secs.into())],
+            &[("retry-after", secs.to_string())],
+        )
+        .await
+    }
+
+    fn note_verdict(&self, ctx: &mut Ctx, rt: &Runtime, route: usize, v: &Verdict) {
+        if let Some((li, remaining, reset)) = v.nearest {
+            let l = &rt.limits[li];
+            let t = reset.div_ceil(tollgate_limit::NANOS_PER_SEC);
+            ctx.ratelimit = HeaderValue::from_str(&ratelimit_value(&l.name_sf, remaining, t)).ok();
+        }
+        if v.shadow_exceeded != 0 {
+            ctx.shadow_exceeded = true;
+            let limits = &rt.routes[route].cfg.limits;
+            for (pos, &li) in limits.iter().enumerate() {
+                if v.shadow_exceeded & (1 << pos) != 0 {
+                    let l = &rt.limits[li];
+                    l.shadow_counter.inc();
+                    tracing::warn!(
+                        event = "shadow_limit_exceeded",
+                        limit = %l.cfg.name,
+                        route = %rt.routes[route].name,
+                        request_id = %ctx.request_id,
+                        "a shadow-mode limit would have refused this request"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl ProxyHttp for Gateway {
+    type CTX = Ctx;
+
+    fn new_ctx(&self) -> Ctx {
+        Ctx {
+            start: Instant::now(),
+            rt: None,
+            route: None,
+            request_id: String::new(),
+            peer: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            ratelimit: None,
+            shadow_exceeded: false,
+            tries: 0,
+        }
+    }
+
+    async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
+        let rt = self.shared.runtime.load_full();
+        ctx.rt = Some(rt.clone());
+        ctx.peer = session
+            .client_addr()
+            .and_then(|a| a.as_inet())
+            .map(|a| a.ip())
+            .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+        let req = session.req_header();
+        ctx.request_id = match req.headers.get("x-request-id") {
+            Some(v) if valid_request_id(v.as_bytes()) => String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            _ => new_request_id(),
+        };
+
+        let Some(route) = rt.route_for(request_host(req), req.uri.path(), req.method.as_str()) else {
+            self.problem(session, ctx, Problem::NoRoute, "No route matches this request.", &[], &[])
+                .await?;
+            return Ok(true);
+        };
+        ctx.route = Some(route);
+
+        if !rt.routes[route].cfg.limits.is_empty() {
+            let client = client_ip(ctx.peer, req, &rt.trusted_proxies);
+            let input = KeyInput {
+                req,
+                client_ip: client,
+                route: route as u32,
+            };
+            let verdict = decide(&rt, route, &self.shared.hasher, &input, self.shared.clock.now());
+            if let Some((limit, wait)) = verdict.denied {
+                self.refuse(session, ctx, &rt, route, limit, wait).await?;
+                return Ok(true);
+            }
+            self.note_verdict(ctx, &rt, route, &verdict);
+        }
+
+        if let RouteAction::Respond { status, body } = rt.route_action(route) {
+            let body = Bytes::copy_from_slice(body.as_bytes());
+            let resp = header(*status, "text/plain; charset=utf-8", body.len(), &ctx.request_id)?;
+            self.answer(session, ctx, resp, body).await?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
+        let (Some(rt), Some(route)) = (&ctx.rt, ctx.route) else {
+            return Err(Error::explain(ErrorType::InternalError, "no route in context"));
+        };
+        let RouteAction::Upstream(u) = rt.route_action(route) else {
+            return Err(Error::explain(ErrorType::InternalError, "route has no upstream"));
+        };
+        let up = &rt.upstreams[*u];
+        ctx.tries += 1;
+        let Some(backend) = up.lb.select(b"", up.cfg.targets.len().max(1) * 2) else {
+            let mut e = Error::explain(ErrorType::ConnectNoRoute, "no healthy target in the upstream pool");
+            e.esource = ErrorSource::Upstream;
+            return Err(e);
+        };
+        let mut peer = HttpPeer::new(backend.addr, false, String::new());
+        let o = &mut peer.options;
+        o.connection_timeout = Some(up.cfg.connect_timeout);
+        o.total_connection_timeout = Some(up.cfg.connect_timeout);
+        o.read_timeout = Some(up.cfg.read_timeout);
+        o.write_timeout = Some(up.cfg.write_timeout);
+        o.idle_timeout = Some(std::time::Duration::from_secs(60));
+        Ok(Box::new(peer))
+    }
+
+    fn fail_to_connect(&self, _session: &mut Session, _peer: &HttpPeer, ctx: &mut Ctx, mut e: Box<Error>) -> Box<Error> {
+        // Try the next target: as many times as the pool has targets.
+        let targets = match (&ctx.rt, ctx.route) {
+            (Some(rt), Some(route)) => match rt.route_action(route) {
+                RouteAction::Upstream(u) => rt.upstreams[*u].cfg.targets.len(),
+                RouteAction::Respond { .. } => 0,
+            },
+            _ => 0,
+        };
+        if ctx.tries < targets {
+            e.set_retry(true);
+        }
+        e
+    }
+
+    async fn upstream_request_filter(
+        &self,
+        session: &mut Session,
+        upstream: &mut RequestHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        upstream.insert_header("x-request-id", ctx.request_id.as_str())?;
+        let peer = ctx.peer.to_string();
+        let xff = {
+            let prior: Vec<&str> = upstream
+                .headers
+                .get_all("x-forwarded-for")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .collect();
+            if prior.is_empty() {
+                peer
+            } else {
+                format!("{}, {peer}", prior.join(", "))
+            }
+        };
+        upstream.insert_header("x-forwarded-for", xff)?;
+        let from_trusted = ctx.rt.as_ref().is_some_and(|rt| {
+            rt.trusted_proxies
+                .iter()
+                .any(|n| n.contains(&crate::identity::fold(ctx.peer)))
+        });
+        if !(from_trusted && upstream.headers.contains_key("x-forwarded-proto")) {
+            let proto = if session.digest().and_then(|d| d.ssl_digest.as_ref()).is_some() {
+                "https"
+            } else {
+                "http"
+            };
+            upstream.insert_header("x-forwarded-proto", proto)?;
+        }
+        upstream.remove_header(SHADOW_HEADER);
+        if ctx.shadow_exceeded {
+            upstream.insert_header(SHADOW_HEADER, "true")?;
+        }
+        Ok(())
+    }
+
+    async fn response_filter(&self, _session: &mut Session, resp: &mut ResponseHeader, ctx: &mut Ctx) -> Result<()> {
+        resp.insert_header("x-request-id", ctx.request_id.as_str())?;
+        if let (Some(rt), Some(route)) = (&ctx.rt, ctx.route) {
+            if let Some(p) = &rt.routes[route].policy_header {
+                resp.insert_header("ratelimit-policy", p.clone())?;
+            }
+        }
+        if let Some(v) = &ctx.ratelimit {
+            resp.insert_header("ratelimit", v.clone())?;
+        }
+        Ok(())
+    }
+
+    async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
+        let problem = match e.etype() {
+            ErrorType::HTTPStatus(400) => Some(Problem::BadRequest),
+            ErrorType::HTTPStatus(_) => Some(Problem::Internal),
+            _ => match e.esource() {
+                ErrorSource::Upstream => match e.etype() {
+                    ErrorType::ReadTimedout | ErrorType::WriteTimedout => Some(Problem::UpstreamTimeout),
+                    _ => Some(Problem::UpstreamUnavailable),
+                },
+                ErrorSource::Downstream => match e.etype() {
+                    ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed => None,
+                    _ => Some(Problem::BadRequest),
+                },
+                ErrorSource::Internal | ErrorSource::Unset => Some(Problem::Internal),
+            },
+        };
+        let mut code = 0;
+        if let Some(p) = problem {
+            code = p.status();
+            if session.response_written().is_none() {
+                if ctx.request_id.is_empty() {
+                    ctx.request_id = new_request_id();
+                }
+                let detail = match p {
+                    Problem::UpstreamUnavailable => "The upstream could not be reached.",
+                    Problem::UpstreamTimeout => "The upstream did not answer in time.",
+                    Problem::BadRequest => "The request could not be read.",
+                    _ => "The gateway failed to handle this request.",
+                };
+                if let Err(err) = self.problem(session, ctx, p, detail, &[], &[]).await {
+                    tracing::debug!(error = %err, "could not send the error response");
+                }
+            }
+        }
+        FailToProxy {
+            error_code: code,
+            can_reuse_downstream: false,
+        }
+    }
+
+    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
+        let status = session
+            .response_written()
+            .map(|r| r.status.as_u16())
+            .unwrap_or(0);
+        let elapsed = ctx.start.elapsed();
+        let metrics = &self.shared.metrics;
+        match (&ctx.rt, ctx.route) {
+            (Some(rt), Some(route)) => {
+                let r = &rt.routes[route];
+                r.count(metrics, status);
+                r.duration.observe(elapsed.as_secs_f64());
+            }
+            _ => count_unrouted(metrics, status),
+        }
+        let access_log = ctx.rt.as_ref().is_some_and(|rt| rt.config.server.access_log);
+        if access_log || e.is_some() {
+            let req = session.req_header();
+            let route = match (&ctx.rt, ctx.route) {
+                (Some(rt), Some(route)) => rt.routes[route].name.to_string(),
+                _ => String::new(),
+            };
+            let error = e.map(|e| e.to_string());
+            tracing::info!(
+                event = "request",
+                method = %req.method,
+                path = %req.uri.path(),
+                status,
+                route = %route,
+                request_id = %ctx.request_id,
+                peer = %ctx.peer,
+                duration_ms = elapsed.as_secs_f64() * 1000.0,
+                error = error.as_deref().unwrap_or(""),
+            );
+        }
+    }
+}
