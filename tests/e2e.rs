@@ -1,1 +1,771 @@
+//! End-to-end tests of the built `tollgate` binary: real sockets on loopback, ephemeral ports,
+//! a real backend. Limiter time here is real but the limits are chosen so that no refill can
+//! happen during a test (rates per hour or minute); the limiter's timing itself is tested on a
+//! manual clock in crates/limit.
 
+use std::net::IpAddr;
+use std::path::Path;
+use std::time::Duration;
+use tollgate_testkit::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
+
+fn bin() -> &'static Path {
+    Path::new(BIN)
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().expect("ip")
+}
+
+async fn start(toml: &str, port: u16, admin: u16) -> GatewayProc {
+    match GatewayProc::start(bin(), toml, port, Some(admin)).await {
+        Ok(gw) => gw,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+async fn metrics(admin: u16) -> String {
+    get(admin, "/metrics", &[]).await.expect("metrics").body
+}
+
+/// Request counters are bumped in the logging phase, which runs just after the response is
+/// sent: wait briefly for a sample to reach its value.
+async fn metric_reaches(admin: u16, name: &str, labels: &[&str], want: f64) -> bool {
+    eventually(Duration::from_secs(3), || async {
+        metric(&metrics(admin).await, name, labels) == want
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_by_host_longest_prefix_and_method() {
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let conf = format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+threads = 1
+[upstreams.app]
+targets = ["{be}"]
+[[routes]]
+name = "api"
+path_prefix = "/api"
+upstream = "app"
+[[routes]]
+name = "api-admin"
+path_prefix = "/api/admin"
+respond = {{ status = 403, body = "admins only" }}
+[[routes]]
+name = "login"
+path_prefix = "/api/login"
+methods = ["POST"]
+respond = {{ status = 200, body = "login" }}
+[[routes]]
+name = "docs-host"
+host = "docs.example.com"
+path_prefix = "/"
+respond = {{ status = 200, body = "docs" }}
+"#,
+        be = be.addr
+    );
+    let _gw = start(&conf, port, admin).await;
+
+    let r = get(port, "/api/users?x=1", &[]).await.expect("req");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["path"], "/api/users?x=1", "proxied with the query");
+    let r = get(port, "/api/admin/x", &[]).await.expect("req");
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (403, "admins only"),
+        "longest prefix wins"
+    );
+    let r = request_from(ip("127.0.0.1"), port, "POST", "/api/login", &[], "")
+        .await
+        .expect("req");
+    assert_eq!(r.body, "login");
+    let r = get(port, "/api/login", &[]).await.expect("req");
+    assert_eq!(r.status, 200);
+    assert!(
+        r.body.contains("\"method\":\"GET\""),
+        "GET skips the POST-only route: {}",
+        r.body
+    );
+    let r = get(port, "/api/x", &[("host", "docs.example.com")])
+        .await
+        .expect("req");
+    assert_eq!(
+        r.body, "docs",
+        "an exact host beats a longer prefix without host"
+    );
+
+    let r = get(port, "/nothing", &[]).await.expect("req");
+    assert_eq!(r.status, 404);
+    assert!(r
+        .header("content-type")
+        .is_some_and(|c| c.starts_with("application/problem+json")));
+    let j = r.json();
+    assert_eq!(j["status"], 404);
+    assert_eq!(j["error_code"], "NO_ROUTE");
+    assert_eq!(j["request_id"].as_str(), r.header("x-request-id"));
+
+    assert!(
+        metric_reaches(
+            admin,
+            "http_requests_total",
+            &["route=\"api\"", "status=\"200\""],
+            2.0
+        )
+        .await
+    );
+    assert!(
+        metric_reaches(
+            admin,
+            "http_requests_total",
+            &["route=\"\"", "status=\"404\""],
+            1.0
+        )
+        .await
+    );
+    assert!(
+        metric_reaches(
+            admin,
+            "http_request_duration_seconds_count",
+            &["route=\"api\""],
+            2.0
+        )
+        .await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_is_exact_and_the_429_follows_the_contract() {
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let conf = format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+[upstreams.app]
+targets = ["{be}"]
+[[routes]]
+name = "api"
+path_prefix = "/"
+upstream = "app"
+limits = ["per_ip", "wide"]
+[limits.per_ip]
+key = "client_ip"
+rate = "1/m"
+burst = 5
+[limits.wide]
+key = "global"
+algorithm = "gcra"
+rate = "100/h"
+"#,
+        be = be.addr
+    );
+    let _gw = start(&conf, port, admin).await;
+    let mut replies = Vec::new();
+    for _ in 0..8 {
+        replies.push(
+            get(port, "/x", &[("x-request-id", "req-42")])
+                .await
+                .expect("req"),
+        );
+    }
+    let codes: Vec<u16> = replies.iter().map(|r| r.status).collect();
+    assert_eq!(codes, [200, 200, 200, 200, 200, 429, 429, 429]);
+    assert_eq!(be.hits(), 5, "refused requests never reach the backend");
+
+    let ok = &replies[1];
+    assert_eq!(
+        ok.header("ratelimit-policy"),
+        Some("\"per_ip\";q=1;w=60, \"wide\";q=100;w=3600")
+    );
+    assert_eq!(
+        ok.header("ratelimit"),
+        Some("\"per_ip\";r=3;t=120"),
+        "nearest to exhaustion"
+    );
+    assert_eq!(
+        ok.header("x-request-id"),
+        Some("req-42"),
+        "the client's id is kept"
+    );
+
+    let r = &replies[7];
+    assert_eq!(r.header("retry-after"), Some("60"));
+    assert_eq!(r.header("ratelimit"), Some("\"per_ip\";r=0;t=60"));
+    assert!(r
+        .header("ratelimit-policy")
+        .is_some_and(|p| p.contains("\"per_ip\";q=1;w=60")));
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    let j = r.json();
+    for k in ["type", "title", "detail"] {
+        assert!(j[k].as_str().is_some_and(|s| !s.is_empty()), "{k} in {j}");
+    }
+    assert_eq!(j["status"], 429);
+    assert_eq!(j["error_code"], "RATE_LIMIT_EXCEEDED");
+    assert_eq!(j["request_id"], "req-42");
+
+    // The refused requests consumed nothing from "wide": 5 of 100 taken.
+    let m = metrics(admin).await;
+    assert_eq!(
+        metric(
+            &m,
+            "http_requests_rejected_total",
+            &["reason=\"rate_limit\"", "route=\"api\"", "limit=\"per_ip\""]
+        ),
+        3.0
+    );
+    assert!(
+        metric_reaches(
+            admin,
+            "http_requests_total",
+            &["route=\"api\"", "status=\"429\""],
+            3.0
+        )
+        .await
+    );
+    // Another client has its own per_ip bucket; "wide" (5 of 100 spent) is not the nearest.
+    let r = request_from(ip("127.0.0.9"), port, "GET", "/x", &[], "")
+        .await
+        .expect("req");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("ratelimit"), Some("\"per_ip\";r=4;t=60"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_behind_a_trusted_proxy_are_keyed_apart_and_untrusted_xff_is_ignored() {
+    let (port, admin) = (free_port(), free_port());
+    let conf = |trusted: &str| {
+        format!(
+            r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+trusted_proxies = [{trusted}]
+[[routes]]
+path_prefix = "/"
+respond = {{ status = 200, body = "ok" }}
+limits = ["per_ip"]
+[limits.per_ip]
+key = "client_ip"
+rate = "1/h"
+burst = 3
+"#
+        )
+    };
+    let count = |xff: &'static str| async move {
+        let mut ok = 0;
+        for _ in 0..5 {
+            let r = get(port, "/", &[("x-forwarded-for", xff)])
+                .await
+                .expect("req");
+            ok += usize::from(r.status == 200);
+        }
+        ok
+    };
+    {
+        let _gw = start(&conf("\"127.0.0.0/8\""), port, admin).await;
+        assert_eq!(count("203.0.113.1").await, 3, "client one gets its burst");
+        assert_eq!(count("203.0.113.2").await, 3, "client two gets its own");
+        assert_eq!(
+            count("198.51.100.1, 203.0.113.2").await,
+            0,
+            "right-most untrusted entry"
+        );
+    }
+    let (port2, admin2) = (free_port(), free_port());
+    let conf2 = conf("\"10.0.0.0/8\"")
+        .replace(&port.to_string(), &port2.to_string())
+        .replace(&admin.to_string(), &admin2.to_string());
+    let _gw = start(&conf2, port2, admin2).await;
+    let mut ok = 0;
+    for xff in [
+        "203.0.113.1",
+        "203.0.113.2",
+        "203.0.113.3",
+        "203.0.113.4",
+        "203.0.113.5",
+    ] {
+        ok += usize::from(
+            get(port2, "/", &[("x-forwarded-for", xff)])
+                .await
+                .expect("req")
+                .status
+                == 200,
+        );
+    }
+    assert_eq!(
+        ok, 3,
+        "an untrusted peer's X-Forwarded-For is ignored: one bucket"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_worker_threads_and_50_concurrent_requests_admit_exactly_burst() {
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let conf = format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+threads = 2
+[upstreams.app]
+targets = ["{be}"]
+[[routes]]
+path_prefix = "/"
+upstream = "app"
+limits = ["per_ip"]
+[limits.per_ip]
+key = "client_ip"
+rate = "1/h"
+burst = 20
+"#,
+        be = be.addr
+    );
+    let _gw = start(&conf, port, admin).await;
+    let tasks: Vec<_> = (0..50)
+        .map(|_| tokio::spawn(async move { get(port, "/", &[]).await.map(|r| r.status) }))
+        .collect();
+    let mut ok = 0;
+    let mut refused = 0;
+    for t in tasks {
+        match t.await.expect("task").expect("request") {
+            200 => ok += 1,
+            429 => refused += 1,
+            s => panic!("status {s}"),
+        }
+    }
+    assert_eq!(
+        (ok, refused),
+        (20, 30),
+        "limits are per process, never per thread"
+    );
+    assert_eq!(be.hits(), 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_checks_take_a_dead_target_out_and_bring_it_back() {
+    let live = Backend::start().await.expect("backend");
+    let dead_port = free_port();
+    let (port, admin) = (free_port(), free_port());
+    let conf = format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+[upstreams.app]
+targets = ["{live}", "127.0.0.1:{dead_port}"]
+health_check = {{ interval = "100ms", timeout = "100ms" }}
+[[routes]]
+path_prefix = "/"
+upstream = "app"
+"#,
+        live = live.addr
+    );
+    let _gw = start(&conf, port, admin).await;
+    let dead_label = format!("target=\"127.0.0.1:{dead_port}\"");
+    let marked_down = eventually(Duration::from_secs(5), || {
+        let l = dead_label.clone();
+        async move {
+            metrics(admin).await.contains(&format!(
+                "tollgate_upstream_target_healthy{{{l},upstream=\"app\"}} 0"
+            )) || {
+                let m = metrics(admin).await;
+                m.lines().any(|x| {
+                    x.starts_with("tollgate_upstream_target_healthy")
+                        && x.contains(&l)
+                        && x.ends_with(" 0")
+                })
+            }
+        }
+    })
+    .await;
+    assert!(marked_down, "the dead target is marked unhealthy");
+    for _ in 0..10 {
+        assert_eq!(get(port, "/", &[]).await.expect("req").status, 200);
+    }
+    assert_eq!(live.hits(), 10, "every request went to the live target");
+
+    // Bring it back: it rejoins the rotation.
+    let revived = Backend::start_on(dead_port).await.expect("revive");
+    let back = eventually(Duration::from_secs(5), || {
+        let l = dead_label.clone();
+        async move {
+            let m = metrics(admin).await;
+            m.lines().any(|x| {
+                x.starts_with("tollgate_upstream_target_healthy")
+                    && x.contains(&l)
+                    && x.ends_with(" 1")
+            })
+        }
+    })
+    .await;
+    assert!(back, "the revived target is healthy again");
+    for _ in 0..10 {
+        assert_eq!(get(port, "/", &[]).await.expect("req").status, 200);
+    }
+    assert!(
+        revived.hits() >= 4,
+        "round robin sends it traffic again: {}",
+        revived.hits()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_and_slow_upstreams_get_problem_json() {
+    let be = Backend::start().await.expect("backend");
+    let dead = free_port();
+    let (port, admin) = (free_port(), free_port());
+    let conf = format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+[upstreams.gone]
+targets = ["127.0.0.1:{dead}"]
+health_check = false
+[upstreams.slow]
+targets = ["{be}"]
+read_timeout = "200ms"
+[[routes]]
+name = "gone"
+path_prefix = "/gone"
+upstream = "gone"
+[[routes]]
+name = "slow"
+path_prefix = "/slow"
+upstream = "slow"
+"#,
+        be = be.addr
+    );
+    let _gw = start(&conf, port, admin).await;
+    let r = get(port, "/gone", &[]).await.expect("req");
+    assert_eq!(r.status, 502);
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    assert_eq!(r.json()["error_code"], "UPSTREAM_UNAVAILABLE");
+    assert!(r.header("x-request-id").is_some());
+    let started = std::time::Instant::now();
+    let r = get(port, "/slow?ms=3000", &[]).await.expect("req");
+    assert_eq!(r.status, 504);
+    assert_eq!(r.json()["error_code"], "UPSTREAM_TIMEOUT");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "read_timeout applies"
+    );
+    assert!(
+        metric_reaches(
+            admin,
+            "http_requests_total",
+            &["route=\"gone\"", "status=\"502\""],
+            1.0
+        )
+        .await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_is_told_request_id_forwarded_for_and_proto() {
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let conf = format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+[upstreams.app]
+targets = ["{be}"]
+[[routes]]
+path_prefix = "/"
+upstream = "app"
+"#,
+        be = be.addr
+    );
+    let _gw = start(&conf, port, admin).await;
+    let r = request_from(
+        ip("127.0.0.7"),
+        port,
+        "GET",
+        "/",
+        &[
+            ("x-forwarded-for", "198.51.100.1"),
+            ("x-ratelimit-shadow-exceeded", "true"),
+        ],
+        "",
+    )
+    .await
+    .expect("req");
+    let seen = r.json();
+    let h = &seen["headers"];
+    assert_eq!(
+        h["x-forwarded-for"], "198.51.100.1, 127.0.0.7",
+        "the peer is appended"
+    );
+    assert_eq!(h["x-forwarded-proto"], "http");
+    assert_eq!(
+        h["x-request-id"].as_str(),
+        r.header("x-request-id"),
+        "the same id both ways"
+    );
+    assert_eq!(r.header("x-request-id").map(str::len), Some(32));
+    assert!(
+        h.get("x-ratelimit-shadow-exceeded").is_none(),
+        "a client cannot forge the marker"
+    );
+    // An unsafe client id is replaced.
+    let r = get(port, "/", &[("x-request-id", "<script>")])
+        .await
+        .expect("req");
+    assert_ne!(r.header("x-request-id"), Some("<script>"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_mode_passes_marks_and_counts() {
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let conf = format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+[upstreams.app]
+targets = ["{be}"]
+[[routes]]
+path_prefix = "/"
+upstream = "app"
+limits = ["trial"]
+[limits.trial]
+key = "client_ip"
+rate = "1/h"
+burst = 2
+shadow = true
+"#,
+        be = be.addr
+    );
+    let _gw = start(&conf, port, admin).await;
+    let mut marked = 0;
+    for _ in 0..5 {
+        let r = get(port, "/", &[]).await.expect("req");
+        assert_eq!(r.status, 200, "shadow limits never refuse");
+        assert!(
+            r.header("x-ratelimit-shadow-exceeded").is_none(),
+            "never told to the client"
+        );
+        marked += usize::from(r.json()["headers"]["x-ratelimit-shadow-exceeded"] == "true");
+    }
+    assert_eq!(marked, 3);
+    let m = metrics(admin).await;
+    assert_eq!(
+        metric(&m, "tollgate_shadow_exceeded_total", &["limit=\"trial\""]),
+        3.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_with_prior_knowledge() {
+    let (port, admin) = (free_port(), free_port());
+    let conf = format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+[[routes]]
+path_prefix = "/"
+respond = {{ status = 200, body = "over h2" }}
+"#
+    );
+    let _gw = start(&conf, port, admin).await;
+    let r = get_h2(port, "/").await.expect("h2 request");
+    assert_eq!((r.status, r.body.as_str()), (200, "over h2"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_and_keeps_the_old_config_when_the_new_one_is_bad() {
+    let (port, admin) = (free_port(), free_port());
+    let conf = |body: &str| {
+        format!(
+            r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+[[routes]]
+path_prefix = "/"
+respond = {{ status = 200, body = "{body}" }}
+limits = ["per_ip"]
+[limits.per_ip]
+key = "client_ip"
+rate = "1/h"
+burst = 4
+"#
+        )
+    };
+    let gw = start(&conf("one"), port, admin).await;
+    let admitted = std::sync::atomic::AtomicUsize::new(0);
+    let fetch = || async {
+        let r = get(port, "/", &[]).await.expect("req");
+        if r.status == 200 {
+            admitted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        r
+    };
+    assert_eq!(fetch().await.body, "one");
+    std::fs::write(&gw.config, conf("two")).expect("write");
+    gw.signal(libc::SIGHUP);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            fetch().await.body == "two"
+        })
+        .await
+    );
+    // Limiter state survived the reload: the burst of 4 spans both configs.
+    while fetch().await.status == 200 {}
+    assert_eq!(admitted.load(std::sync::atomic::Ordering::SeqCst), 4);
+
+    std::fs::write(&gw.config, "[server]\nthreads = \"many\"\n").expect("write");
+    gw.signal(libc::SIGHUP);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            metric(
+                &metrics(admin).await,
+                "tollgate_config_reloads_total",
+                &["result=\"error\""],
+            ) == 1.0
+        })
+        .await
+    );
+    assert_eq!(
+        get(port, "/", &[])
+            .await
+            .expect("req")
+            .body
+            .contains("RATE_LIMIT"),
+        true,
+        "still serving the old config"
+    );
+    assert!(
+        gw.log_text().contains("server.threads"),
+        "the log names the bad key"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_stops_within_two_seconds_and_sigterm_within_the_grace_period() {
+    for (sig, limit) in [
+        (libc::SIGINT, Duration::from_secs(2)),
+        (libc::SIGTERM, Duration::from_secs(3)),
+    ] {
+        let (port, admin) = (free_port(), free_port());
+        let conf = format!(
+            r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+grace_period = "2s"
+[[routes]]
+path_prefix = "/"
+respond = {{ status = 200 }}
+"#
+        );
+        let mut gw = start(&conf, port, admin).await;
+        gw.signal(sig);
+        let took = gw.wait_exit(limit).await;
+        assert!(
+            took.is_some(),
+            "signal {sig}: still running after {limit:?}:\n{}",
+            gw.log_text()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_accepts_the_shipped_configs_and_names_every_problem() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = vec![root.join("conf/tollgate.toml")];
+    for e in std::fs::read_dir(root.join("conf/examples")).expect("conf/examples") {
+        files.push(e.expect("entry").path());
+    }
+    for f in &files {
+        let out = std::process::Command::new(BIN)
+            .arg("check")
+            .arg(f)
+            .output()
+            .expect("run");
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            f.display(),
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+
+    let dir = temp_dir("check");
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        r#"[server]
+listen = ["127.0.0.1:1"]
+workers = 2
+
+[limits.per_ip]
+key = "client_ip"
+rate = "10/fortnight"
+
+[limits.typo]
+key = "cookie:session"
+rate = "1/s"
+algorithm = "sliding_log"
+
+[[routes]]
+path_prefix = "/"
+upstream = "nowhere"
+limits = ["per_ip", "missing"]
+"#,
+    )
+    .expect("write");
+    let out = std::process::Command::new(BIN)
+        .arg("check")
+        .arg(&bad)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let f = bad.display().to_string();
+    let got = String::from_utf8_lossy(&out.stdout).into_owned();
+    let want = [
+        format!("{f}: server.workers: unknown key (line 3)"),
+        format!("{f}: limits.per_ip.rate: \"10/fortnight\" is not a rate: write N/s, N/m, N/h or N/d, e.g. \"10/s\" (line 7)"),
+        format!("{f}: limits.typo.key: unknown key source \"cookie:session\" (use client_ip, header:NAME, query:NAME, user_agent, ip_ua, route, path, method or global) (line 10)"),
+        format!("{f}: limits.typo.algorithm: algorithm \"sliding_log\" is not built yet in this version (available: token_bucket, gcra) (line 12)"),
+        format!("{f}: routes[0].upstream: unknown upstream \"nowhere\" (defined: none) (line 16)"),
+        format!("{f}: routes[0].limits[1]: unknown limit \"missing\" (defined: per_ip, typo) (line 17)"),
+    ];
+    assert_eq!(
+        got.lines().collect::<Vec<_>>(),
+        want.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+
+    std::fs::write(&bad, "[server\nlisten = 1").expect("write");
+    let out = std::process::Command::new(BIN)
+        .arg("check")
+        .arg(&bad)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("not valid TOML"));
+
+    // `run` refuses a bad file with the same messages and a non-zero exit.
+    std::fs::write(&bad, "[server]\nthreads = 0\n").expect("write");
+    let out = std::process::Command::new(BIN)
+        .args(["run", "--config"])
+        .arg(&bad)
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("server.threads: must be between 1 and 1024, got 0 (line 2)"));
+}

@@ -22,7 +22,11 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const DEFAULT_CONFIG: &str = "conf/tollgate.toml";
 
 #[derive(Parser)]
-#[command(name = "tollgate", version, about = "An API gateway with serious rate limiting, on Pingora")]
+#[command(
+    name = "tollgate",
+    version,
+    about = "An API gateway with serious rate limiting, on Pingora"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -151,7 +155,9 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
     );
     let mut opts = HttpServerOptions::default();
     opts.h2c = server_cfg.h2c;
-    proxy.app_logic_mut().map(|app| app.server_options = Some(opts));
+    proxy
+        .app_logic_mut()
+        .map(|app| app.server_options = Some(opts));
     for addr in &server_cfg.listen {
         proxy.add_tcp(&addr.to_string());
     }
@@ -168,7 +174,10 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
         admin.threads = Some(1);
         server.add_service(admin);
     }
-    server.add_service(background_service("health checks", HealthChecks::new(shared.clone())));
+    server.add_service(background_service(
+        "health checks",
+        HealthChecks::new(shared.clone()),
+    ));
 
     tracing::info!(
         config = %path.display(),
@@ -211,7 +220,9 @@ impl Signals {
             }
         };
         let old = self.shared.runtime.load();
-        if cfg.server.listen != old.config.server.listen || cfg.server.admin != old.config.server.admin {
+        if cfg.server.listen != old.config.server.listen
+            || cfg.server.admin != old.config.server.admin
+        {
             tracing::warn!(
                 event = "reload_listeners_unchanged",
                 "listen and admin addresses change only on restart or --upgrade"
@@ -225,7 +236,9 @@ impl Signals {
                 ms = started.elapsed().as_secs_f64() * 1000.0,
                 "config reloaded"
             ),
-            Err(e) => tracing::error!(event = "reload_failed", error = %e, "config rejected; the old one keeps serving"),
+            Err(e) => {
+                tracing::error!(event = "reload_failed", error = %e, "config rejected; the old one keeps serving")
+            }
         }
     }
 }

@@ -16,8 +16,7 @@ use toml::de::{DeTable, DeValue};
 
 const NOT_BUILT_REDIS: &str =
     "Redis-backed global limits are not built yet in this version: remove [redis] and use scope = \"local\"";
-const NOT_BUILT_ACCESS: &str =
-    "access lists are not built yet in this version: remove [access]";
+const NOT_BUILT_ACCESS: &str = "access lists are not built yet in this version: remove [access]";
 const NOT_BUILT_TARPIT: &str = "tarpits are not built yet in this version: remove tarpit";
 const NOT_BUILT_QUOTA: &str =
     "quotas are not built yet in this version: use rate (and burst) instead of quota";
@@ -95,7 +94,12 @@ fn server_defaults() -> ServerConfig {
     }
 }
 
-fn socket_addr(cx: &mut Cx, path: &str, s: &str, span: std::ops::Range<usize>) -> Option<SocketAddr> {
+fn socket_addr(
+    cx: &mut Cx,
+    path: &str,
+    s: &str,
+    span: std::ops::Range<usize>,
+) -> Option<SocketAddr> {
     match s.parse::<SocketAddr>() {
         Ok(a) => Some(a),
         Err(_) => {
@@ -183,7 +187,12 @@ fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
     s
 }
 
-pub(crate) fn cidr(cx: &mut Cx, path: &str, s: &str, span: std::ops::Range<usize>) -> Option<IpNet> {
+pub(crate) fn cidr(
+    cx: &mut Cx,
+    path: &str,
+    s: &str,
+    span: std::ops::Range<usize>,
+) -> Option<IpNet> {
     if let Ok(n) = s.parse::<IpNet>() {
         return Some(n.trunc());
     }
@@ -299,14 +308,22 @@ fn key_source(cx: &mut Cx, path: &str, s: &str, span: std::ops::Range<usize>) ->
         _ if s.starts_with("header:") => match named("header:") {
             Some(h) if http_token(h) => KeySource::Header(h.to_ascii_lowercase()),
             _ => {
-                cx.err(path, span, format!("\"{s}\": header:NAME needs a valid header name"));
+                cx.err(
+                    path,
+                    span,
+                    format!("\"{s}\": header:NAME needs a valid header name"),
+                );
                 return None;
             }
         },
         _ if s.starts_with("query:") => match named("query:") {
             Some(q) => KeySource::Query(q.to_string()),
             None => {
-                cx.err(path, span, format!("\"{s}\": query:NAME needs a parameter name"));
+                cx.err(
+                    path,
+                    span,
+                    format!("\"{s}\": query:NAME needs a parameter name"),
+                );
                 return None;
             }
         },
@@ -363,7 +380,11 @@ fn limits(cx: &mut Cx, mut t: Tbl) -> Vec<(String, Option<LimitConfig>)> {
                 })
             }
             None => {
-                cx.err(&path, l.span.clone(), "missing key \"key\" (e.g. key = \"client_ip\")");
+                cx.err(
+                    &path,
+                    l.span.clone(),
+                    "missing key \"key\" (e.g. key = \"client_ip\")",
+                );
                 None
             }
         };
@@ -409,7 +430,11 @@ fn limits(cx: &mut Cx, mut t: Tbl) -> Vec<(String, Option<LimitConfig>)> {
             }
             None => {
                 if l.get("quota").is_none() {
-                    cx.err(&path, l.span.clone(), "missing key \"rate\" (e.g. rate = \"10/s\")");
+                    cx.err(
+                        &path,
+                        l.span.clone(),
+                        "missing key \"rate\" (e.g. rate = \"10/s\")",
+                    );
                 } else {
                     let qp = l.key_path("quota");
                     let span = l.get("quota").map(|q| q.span()).unwrap_or(0..0);
@@ -432,7 +457,11 @@ fn limits(cx: &mut Cx, mut t: Tbl) -> Vec<(String, Option<LimitConfig>)> {
                         None
                     }
                     Some(other) => {
-                        cx.err(&p, sv.span(), format!("unknown scope \"{other}\" (local or global)"));
+                        cx.err(
+                            &p,
+                            sv.span(),
+                            format!("unknown scope \"{other}\" (local or global)"),
+                        );
                         None
                     }
                     None => None,
@@ -445,7 +474,9 @@ fn limits(cx: &mut Cx, mut t: Tbl) -> Vec<(String, Option<LimitConfig>)> {
             None => false,
         };
         let max_keys = match l.get("max_keys") {
-            Some(v) => as_int_in(cx, &l.key_path("max_keys"), v, 1, 100_000_000).map(|n| n as usize),
+            Some(v) => {
+                as_int_in(cx, &l.key_path("max_keys"), v, 1, 100_000_000).map(|n| n as usize)
+            }
             None => Some(DEFAULT_MAX_KEYS),
         };
         if let Some(av) = l.get("action") {
@@ -464,7 +495,10 @@ fn limits(cx: &mut Cx, mut t: Tbl) -> Vec<(String, Option<LimitConfig>)> {
                 ),
             }
         }
-        l.finish(cx, &[("on_error", NOT_BUILT_ON_ERROR), ("quota", NOT_BUILT_QUOTA)]);
+        l.finish(
+            cx,
+            &[("on_error", NOT_BUILT_ON_ERROR), ("quota", NOT_BUILT_QUOTA)],
+        );
         let valid = match (key, algorithm, rate, burst, scope, max_keys) {
             (Some(key), Some(algorithm), Some(rate), Some(burst), Some(scope), Some(max_keys)) => {
                 Some(LimitConfig {
@@ -561,11 +595,19 @@ fn routes(
         let respond = r.get("respond");
         let action = match (upstream, respond) {
             (Some(_), Some(rv)) => {
-                cx.err(&r.key_path("respond"), rv.span(), "a route has either upstream or respond, not both");
+                cx.err(
+                    &r.key_path("respond"),
+                    rv.span(),
+                    "a route has either upstream or respond, not both",
+                );
                 None
             }
             (None, None) => {
-                cx.err(&path, r.span.clone(), "missing key \"upstream\" or \"respond\"");
+                cx.err(
+                    &path,
+                    r.span.clone(),
+                    "missing key \"upstream\" or \"respond\"",
+                );
                 None
             }
             (Some(uv), None) => {
@@ -577,7 +619,10 @@ fn routes(
                         cx.err(
                             &p,
                             uv.span(),
-                            format!("unknown upstream \"{u}\" (defined: {})", list_or_none(&known)),
+                            format!(
+                                "unknown upstream \"{u}\" (defined: {})",
+                                list_or_none(&known)
+                            ),
                         );
                         None
                     }
@@ -600,15 +645,23 @@ fn routes(
                             cx.err(
                                 &ip,
                                 span,
-                                format!("unknown limit \"{l}\" (defined: {})", list_or_none(&known)),
+                                format!(
+                                    "unknown limit \"{l}\" (defined: {})",
+                                    list_or_none(&known)
+                                ),
                             );
                         }
                     }
                 }
             }
         }
-        r.finish(cx, &[("tarpit", NOT_BUILT_TARPIT), ("access", NOT_BUILT_ACCESS)]);
-        if let (true, Some(path_prefix), Some((name, _)), Some(action)) = (ok, path_prefix, name, action) {
+        r.finish(
+            cx,
+            &[("tarpit", NOT_BUILT_TARPIT), ("access", NOT_BUILT_ACCESS)],
+        );
+        if let (true, Some(path_prefix), Some((name, _)), Some(action)) =
+            (ok, path_prefix, name, action)
+        {
             out.push(RouteConfig {
                 name,
                 host,

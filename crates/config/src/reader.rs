@@ -215,7 +215,11 @@ pub fn as_int(cx: &mut Cx, path: &str, v: &Value) -> Option<i64> {
 pub fn as_int_in(cx: &mut Cx, path: &str, v: &Value, lo: i64, hi: i64) -> Option<i64> {
     let n = as_int(cx, path, v)?;
     if n < lo || n > hi {
-        cx.err(path, v.span(), format!("must be between {lo} and {hi}, got {n}"));
+        cx.err(
+            path,
+            v.span(),
+            format!("must be between {lo} and {hi}, got {n}"),
+        );
         return None;
     }
     Some(n)

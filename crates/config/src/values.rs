@@ -6,9 +6,9 @@ use tollgate_limit::Rate;
 /// "250ms", "5s", "1m", "2h", "1d" (also "us" and "ns"). A whole number and one unit.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("\"{s}\" has no unit: write e.g. \"20ms\", \"5s\", \"1m\", \"1h\""))?;
+    let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(|| {
+        format!("\"{s}\" has no unit: write e.g. \"20ms\", \"5s\", \"1m\", \"1h\"")
+    })?;
     let (num, unit) = s.split_at(split);
     let n: u64 = num
         .parse()

@@ -8,8 +8,20 @@ use tollgate_limit::*;
 fn stores() -> Vec<(&'static str, Arc<dyn LocalLimiter>)> {
     let rate = Rate::per_second(1_000_000_000).expect("rate");
     vec![
-        ("token_bucket", Arc::new(KeyedStore::new(TokenBucket::new(rate, 1_000_000), DEFAULT_MAX_KEYS)) as Arc<dyn LocalLimiter>),
-        ("gcra", Arc::new(KeyedStore::new(Gcra::new(rate, 1_000_000), DEFAULT_MAX_KEYS))),
+        (
+            "token_bucket",
+            Arc::new(KeyedStore::new(
+                TokenBucket::new(rate, 1_000_000),
+                DEFAULT_MAX_KEYS,
+            )) as Arc<dyn LocalLimiter>,
+        ),
+        (
+            "gcra",
+            Arc::new(KeyedStore::new(
+                Gcra::new(rate, 1_000_000),
+                DEFAULT_MAX_KEYS,
+            )),
+        ),
     ]
 }
 

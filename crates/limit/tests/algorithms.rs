@@ -11,12 +11,17 @@ fn both(rate: Rate, burst: u64) -> Vec<(&'static str, Box<dyn LocalLimiter>)> {
             "token_bucket",
             Box::new(KeyedStore::new(TokenBucket::new(rate, burst), 1000)) as Box<dyn LocalLimiter>,
         ),
-        ("gcra", Box::new(KeyedStore::new(Gcra::new(rate, burst), 1000))),
+        (
+            "gcra",
+            Box::new(KeyedStore::new(Gcra::new(rate, burst), 1000)),
+        ),
     ]
 }
 
 fn admitted(l: &dyn LocalLimiter, key: u64, now: Nanos, n: usize) -> usize {
-    (0..n).filter(|_| l.acquire(key, now, 1).is_allowed()).count()
+    (0..n)
+        .filter(|_| l.acquire(key, now, 1).is_allowed())
+        .count()
 }
 
 #[test]
@@ -27,9 +32,17 @@ fn burst_then_refill_at_the_rate() {
         assert_eq!(admitted(&*l, 1, t0, 50), 20, "{name}: burst");
         // 100 ms later exactly one token is back.
         assert_eq!(admitted(&*l, 1, t0 + SEC / 10, 5), 1, "{name}: one refill");
-        assert_eq!(admitted(&*l, 1, t0 + SEC / 10 + SEC / 10 - 1, 5), 0, "{name}: not early");
+        assert_eq!(
+            admitted(&*l, 1, t0 + SEC / 10 + SEC / 10 - 1, 5),
+            0,
+            "{name}: not early"
+        );
         // One second later: ten more.
-        assert_eq!(admitted(&*l, 1, t0 + SEC + SEC / 10, 50), 10, "{name}: rate");
+        assert_eq!(
+            admitted(&*l, 1, t0 + SEC + SEC / 10, 50),
+            10,
+            "{name}: rate"
+        );
     }
 }
 
@@ -52,7 +65,10 @@ fn remaining_counts_down_and_retry_after_is_exact() {
             Decision::Deny { retry_after } => assert_eq!(retry_after, 7 * SEC, "{name}"),
             d => panic!("{name}: {d:?}"),
         }
-        assert!(l.acquire(7, now + 12 * SEC, 1).is_allowed(), "{name}: after retry_after");
+        assert!(
+            l.acquire(7, now + 12 * SEC, 1).is_allowed(),
+            "{name}: after retry_after"
+        );
         assert_eq!(ceil_secs(12 * SEC - 1), 12);
         assert_eq!(ceil_secs(1), 1);
     }
@@ -83,10 +99,21 @@ fn keys_are_isolated() {
 fn huge_gaps_do_not_overflow_and_cap_at_burst() {
     for (name, l) in both(Rate::per_second(1_000_000_000).expect("rate"), 3) {
         assert_eq!(admitted(&*l, 1, 0, 10), 3, "{name}");
-        assert_eq!(admitted(&*l, 1, u64::MAX / 2, 10), 3, "{name}: after ~292 years");
-        assert_eq!(admitted(&*l, 1, u64::MAX / 2 + 1, 10), 1, "{name}: one ns later, one unit");
+        assert_eq!(
+            admitted(&*l, 1, u64::MAX / 2, 10),
+            3,
+            "{name}: after ~292 years"
+        );
+        assert_eq!(
+            admitted(&*l, 1, u64::MAX / 2 + 1, 10),
+            1,
+            "{name}: one ns later, one unit"
+        );
     }
-    for (name, l) in both(Rate::new(1, Duration::from_secs(86_400 * 365)).expect("rate"), 1_000_000) {
+    for (name, l) in both(
+        Rate::new(1, Duration::from_secs(86_400 * 365)).expect("rate"),
+        1_000_000,
+    ) {
         assert!(l.acquire(1, 5, 1).is_allowed(), "{name}");
         match l.acquire(1, 5, 2_000_000) {
             Decision::Deny { retry_after } => assert!(retry_after > 0, "{name}"),
@@ -100,7 +127,11 @@ fn a_clock_going_backwards_grants_nothing() {
     for (name, l) in both(Rate::per_second(1).expect("rate"), 2) {
         assert_eq!(admitted(&*l, 1, 100 * SEC, 5), 2, "{name}");
         assert_eq!(admitted(&*l, 1, 50 * SEC, 5), 0, "{name}: back in time");
-        assert_eq!(admitted(&*l, 1, 100 * SEC, 5), 0, "{name}: back to the present");
+        assert_eq!(
+            admitted(&*l, 1, 100 * SEC, 5),
+            0,
+            "{name}: back to the present"
+        );
         assert_eq!(admitted(&*l, 1, 101 * SEC, 5), 1, "{name}: time moves on");
     }
 }
@@ -139,7 +170,10 @@ fn the_store_is_bounded_and_evicts_idle_keys_first() {
         assert!(store.len() <= cap);
     }
     let s = store.stats();
-    assert!(s.evicted_active > 0, "the flood forced lossy evictions: {s:?}");
+    assert!(
+        s.evicted_active > 0,
+        "the flood forced lossy evictions: {s:?}"
+    );
     // Once they are at rest (a minute later), new keys push out only idle ones.
     let before = store.stats().evicted_active;
     for k in 5000..6000u64 {
@@ -157,7 +191,10 @@ fn the_store_is_bounded_and_evicts_idle_keys_first() {
         let key = k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let _ = store.acquire(key, 140 * SEC, 1);
     }
-    assert!(!store.acquire(hot, 140 * SEC, 1).is_allowed(), "hot key kept its state");
+    assert!(
+        !store.acquire(hot, 140 * SEC, 1).is_allowed(),
+        "hot key kept its state"
+    );
 }
 
 #[test]
@@ -175,7 +212,10 @@ fn bytes_per_key() {
     let t = tb.stats();
     let per_key_g = g.table_bytes as f64 / g.keys as f64;
     let per_key_t = t.table_bytes as f64 / t.keys as f64;
-    println!("gcra: {} keys, {:.1} B/key; token_bucket: {} keys, {:.1} B/key", g.keys, per_key_g, t.keys, per_key_t);
+    println!(
+        "gcra: {} keys, {:.1} B/key; token_bucket: {} keys, {:.1} B/key",
+        g.keys, per_key_g, t.keys, per_key_t
+    );
     assert!(g.keys > 90_000 && t.keys > 90_000);
     assert!(per_key_g <= 40.0, "gcra {per_key_g} B/key");
     assert!(per_key_t <= 64.0, "token bucket {per_key_t} B/key");
@@ -191,7 +231,11 @@ fn two_threads_on_one_key_admit_exactly_burst() {
     let handles: Vec<_> = (0..2)
         .map(|_| {
             let l = l.clone();
-            std::thread::spawn(move || (0..5000).filter(|_| l.acquire(9, SEC, 1).is_allowed()).count())
+            std::thread::spawn(move || {
+                (0..5000)
+                    .filter(|_| l.acquire(9, SEC, 1).is_allowed())
+                    .count()
+            })
         })
         .collect();
     let total: usize = handles.into_iter().map(|h| h.join().expect("thread")).sum();

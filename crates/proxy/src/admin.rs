@@ -48,9 +48,17 @@ impl ServeHttp for Admin {
             }
             "/metrics" => {
                 self.shared.refresh_gauges();
-                reply(200, "text/plain; version=0.0.4", self.shared.metrics.encode())
+                reply(
+                    200,
+                    "text/plain; version=0.0.4",
+                    self.shared.metrics.encode(),
+                )
             }
-            _ => reply(404, "text/plain", b"not found: try /healthz, /readyz or /metrics\n".to_vec()),
+            _ => reply(
+                404,
+                "text/plain",
+                b"not found: try /healthz, /readyz or /metrics\n".to_vec(),
+            ),
         }
     }
 }

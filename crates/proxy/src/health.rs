@@ -34,7 +34,9 @@ impl BackgroundService for HealthChecks {
             let now = Instant::now();
             let mut live = Vec::with_capacity(rt.upstreams.len());
             for u in &rt.upstreams {
-                let Some(hc) = u.cfg.health_check else { continue };
+                let Some(hc) = u.cfg.health_check else {
+                    continue;
+                };
                 let id = Arc::as_ptr(&u.lb) as usize;
                 live.push(id);
                 if due.get(&id).is_some_and(|t| *t > now) {
@@ -44,7 +46,9 @@ impl BackgroundService for HealthChecks {
                 let lb = u.lb.clone();
                 // A check never outlives its timeout by much, and never blocks the others.
                 tokio::spawn(async move {
-                    let _ = tokio::time::timeout(hc.timeout * 2, lb.backends().run_health_check(true)).await;
+                    let _ =
+                        tokio::time::timeout(hc.timeout * 2, lb.backends().run_health_check(true))
+                            .await;
                 });
             }
             due.retain(|id, _| live.contains(id));

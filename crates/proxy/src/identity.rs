@@ -105,7 +105,8 @@ impl Default for KeyHasher {
 impl KeyHasher {
     /// A hasher with a random seed (from the standard library's OS-seeded RandomState).
     pub fn new() -> Self {
-        let seed = std::collections::hash_map::RandomState::new().hash_one(0x746f_6c6c_6761_7465u64);
+        let seed =
+            std::collections::hash_map::RandomState::new().hash_one(0x746f_6c6c_6761_7465u64);
         Self {
             state: foldhash::quality::FixedState::with_seed(seed),
         }
@@ -196,7 +197,11 @@ mod tests {
 
     #[test]
     fn untrusted_peers_are_taken_as_they_are() {
-        let ip = client_ip("198.51.100.7".parse().expect("ip"), &req(&["1.2.3.4"]), &nets(&["10.0.0.0/8"]));
+        let ip = client_ip(
+            "198.51.100.7".parse().expect("ip"),
+            &req(&["1.2.3.4"]),
+            &nets(&["10.0.0.0/8"]),
+        );
         assert_eq!(ip, "198.51.100.7".parse::<IpAddr>().expect("ip"));
     }
 
@@ -205,21 +210,33 @@ mod tests {
         let proxies = nets(&["10.0.0.0/8", "127.0.0.0/8"]);
         let peer = "127.0.0.1".parse().expect("ip");
         let r = req(&["6.6.6.6, 203.0.113.9", "10.1.2.3"]);
-        assert_eq!(client_ip(peer, &r, &proxies), "203.0.113.9".parse::<IpAddr>().expect("ip"));
+        assert_eq!(
+            client_ip(peer, &r, &proxies),
+            "203.0.113.9".parse::<IpAddr>().expect("ip")
+        );
         // All trusted: the left-most.
         let r = req(&["10.0.0.1, 10.0.0.2"]);
-        assert_eq!(client_ip(peer, &r, &proxies), "10.0.0.1".parse::<IpAddr>().expect("ip"));
+        assert_eq!(
+            client_ip(peer, &r, &proxies),
+            "10.0.0.1".parse::<IpAddr>().expect("ip")
+        );
         // A broken entry stops the walk at the last good hop.
         let r = req(&["203.0.113.9, garbage"]);
         assert_eq!(client_ip(peer, &r, &proxies), peer);
         // Ports and brackets are tolerated.
         let r = req(&["[2001:db8::1]:443"]);
-        assert_eq!(client_ip(peer, &r, &proxies), "2001:db8::1".parse::<IpAddr>().expect("ip"));
+        assert_eq!(
+            client_ip(peer, &r, &proxies),
+            "2001:db8::1".parse::<IpAddr>().expect("ip")
+        );
     }
 
     #[test]
     fn mapped_addresses_fold_and_ipv6_is_cut_to_the_prefix() {
-        assert_eq!(fold("::ffff:192.0.2.1".parse().expect("ip")), "192.0.2.1".parse::<IpAddr>().expect("ip"));
+        assert_eq!(
+            fold("::ffff:192.0.2.1".parse().expect("ip")),
+            "192.0.2.1".parse::<IpAddr>().expect("ip")
+        );
         assert_eq!(
             key_ip("2001:db8:1:2:3:4:5:6".parse().expect("ip"), 64),
             "2001:db8:1:2::".parse::<IpAddr>().expect("ip")
@@ -230,15 +247,32 @@ mod tests {
     fn keys_decode_and_miss() {
         let h = KeyHasher::new();
         let r = req(&[]);
-        let input = KeyInput { req: &r, client_ip: "192.0.2.1".parse().expect("ip"), route: 0 };
+        let input = KeyInput {
+            req: &r,
+            client_ip: "192.0.2.1".parse().expect("ip"),
+            route: 0,
+        };
         let a = h.key(&[KeySource::Query("a".into())], &input, 64);
         let mut r2 = RequestHeader::build("GET", b"/x?a=Ab", None).expect("request");
         r2.insert_header("x-api-key", "k").expect("header");
-        let input2 = KeyInput { req: &r2, client_ip: "192.0.2.1".parse().expect("ip"), route: 0 };
+        let input2 = KeyInput {
+            req: &r2,
+            client_ip: "192.0.2.1".parse().expect("ip"),
+            route: 0,
+        };
         assert!(a.is_some());
-        assert_eq!(a, h.key(&[KeySource::Query("a".into())], &input2, 64), "%41 == A");
-        assert_eq!(h.key(&[KeySource::Header("x-api-key".into())], &input, 64), None);
-        assert!(h.key(&[KeySource::Header("x-api-key".into())], &input2, 64).is_some());
+        assert_eq!(
+            a,
+            h.key(&[KeySource::Query("a".into())], &input2, 64),
+            "%41 == A"
+        );
+        assert_eq!(
+            h.key(&[KeySource::Header("x-api-key".into())], &input, 64),
+            None
+        );
+        assert!(h
+            .key(&[KeySource::Header("x-api-key".into())], &input2, 64)
+            .is_some());
         assert_ne!(
             h.key(&[KeySource::ClientIp, KeySource::Route], &input, 64),
             h.key(&[KeySource::ClientIp], &input, 64)

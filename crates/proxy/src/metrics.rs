@@ -25,7 +25,10 @@ impl Metrics {
     pub fn new() -> Result<Self, prometheus::Error> {
         let registry = Registry::new();
         let requests = IntCounterVec::new(
-            Opts::new("http_requests_total", "Requests answered, by route and status."),
+            Opts::new(
+                "http_requests_total",
+                "Requests answered, by route and status.",
+            ),
             &["route", "status"],
         )?;
         let rejected = IntCounterVec::new(
@@ -54,7 +57,10 @@ impl Metrics {
             &["limit"],
         )?;
         let limiter_keys = IntGaugeVec::new(
-            Opts::new("tollgate_limiter_keys", "Keys held by a local limit in this process."),
+            Opts::new(
+                "tollgate_limiter_keys",
+                "Keys held by a local limit in this process.",
+            ),
             &["limit"],
         )?;
         let limiter_evicted = IntCounterVec::new(
@@ -72,7 +78,10 @@ impl Metrics {
             &["upstream", "target"],
         )?;
         let reloads = IntCounterVec::new(
-            Opts::new("tollgate_config_reloads_total", "Config reloads, by result."),
+            Opts::new(
+                "tollgate_config_reloads_total",
+                "Config reloads, by result.",
+            ),
             &["result"],
         )?;
         registry.register(Box::new(requests.clone()))?;

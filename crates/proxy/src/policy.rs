@@ -20,7 +20,13 @@ pub struct Verdict {
     pub shadow_exceeded: u32,
 }
 
-pub fn decide(rt: &Runtime, route: usize, hasher: &KeyHasher, input: &KeyInput, now: Nanos) -> Verdict {
+pub fn decide(
+    rt: &Runtime,
+    route: usize,
+    hasher: &KeyHasher,
+    input: &KeyInput,
+    now: Nanos,
+) -> Verdict {
     let limits = &rt.routes[route].cfg.limits;
     let mut keys = [None::<u64>; MAX_LIMITS_PER_ROUTE];
     let mut taken = [false; MAX_LIMITS_PER_ROUTE];
@@ -122,10 +128,18 @@ shadow = true
         let plain = RequestHeader::build("GET", b"/", None).expect("req");
         let ip = "192.0.2.1".parse().expect("ip");
         let now = 1_000_000_000_000;
-        let keyed = KeyInput { req: &with_key, client_ip: ip, route: 0 };
+        let keyed = KeyInput {
+            req: &with_key,
+            client_ip: ip,
+            route: 0,
+        };
         let v1 = decide(&rt, 0, &h, &keyed, now);
         assert_eq!(v1.denied, None);
-        assert_eq!(v1.nearest.map(|(l, r, _)| (l, r)), Some((1, 1)), "tight is nearest");
+        assert_eq!(
+            v1.nearest.map(|(l, r, _)| (l, r)),
+            Some((1, 1)),
+            "tight is nearest"
+        );
         let v2 = decide(&rt, 0, &h, &keyed, now);
         assert_eq!(v2.denied, None);
         assert_ne!(v2.shadow_exceeded, 0, "the shadow limit would refuse now");
@@ -135,8 +149,14 @@ shadow = true
             assert_eq!(v.denied.map(|(l, _)| l), Some(1));
         }
         // per_ip spent 2 of 10: without the API key (tight not counted) 8 remain.
-        let anon = KeyInput { req: &plain, client_ip: ip, route: 0 };
-        let admitted = (0..20).filter(|_| decide(&rt, 0, &h, &anon, now).denied.is_none()).count();
+        let anon = KeyInput {
+            req: &plain,
+            client_ip: ip,
+            route: 0,
+        };
+        let admitted = (0..20)
+            .filter(|_| decide(&rt, 0, &h, &anon, now).denied.is_none())
+            .count();
         assert_eq!(admitted, 8);
     }
 }

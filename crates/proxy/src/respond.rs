@@ -31,17 +31,30 @@ impl Problem {
 
     fn parts(&self) -> (&'static str, &'static str, &'static str) {
         match self {
-            Problem::RateLimited => ("rate-limit-exceeded", "Too Many Requests", "RATE_LIMIT_EXCEEDED"),
+            Problem::RateLimited => (
+                "rate-limit-exceeded",
+                "Too Many Requests",
+                "RATE_LIMIT_EXCEEDED",
+            ),
             Problem::NoRoute => ("no-route", "Not Found", "NO_ROUTE"),
             Problem::BadRequest => ("bad-request", "Bad Request", "BAD_REQUEST"),
-            Problem::UpstreamUnavailable => ("upstream-unavailable", "Bad Gateway", "UPSTREAM_UNAVAILABLE"),
+            Problem::UpstreamUnavailable => (
+                "upstream-unavailable",
+                "Bad Gateway",
+                "UPSTREAM_UNAVAILABLE",
+            ),
             Problem::UpstreamTimeout => ("upstream-timeout", "Gateway Timeout", "UPSTREAM_TIMEOUT"),
             Problem::Internal => ("internal", "Internal Server Error", "INTERNAL_ERROR"),
         }
     }
 
     /// The problem+json body. `extra` members are added after the standard ones.
-    pub fn body(&self, detail: &str, request_id: &str, extra: &[(&str, serde_json::Value)]) -> Bytes {
+    pub fn body(
+        &self,
+        detail: &str,
+        request_id: &str,
+        extra: &[(&str, serde_json::Value)],
+    ) -> Bytes {
         let (slug, title, code) = self.parts();
         let mut m = serde_json::Map::with_capacity(6 + extra.len());
         m.insert("type".into(), format!("urn:tollgate:problem:{slug}").into());
@@ -58,7 +71,12 @@ impl Problem {
 }
 
 /// A response header for an edge answer with its body length and content type set.
-pub fn header(status: u16, content_type: &str, len: usize, request_id: &str) -> Result<ResponseHeader> {
+pub fn header(
+    status: u16,
+    content_type: &str,
+    len: usize,
+    request_id: &str,
+) -> Result<ResponseHeader> {
     let mut h = ResponseHeader::build(status, Some(6))?;
     h.insert_header(http::header::CONTENT_TYPE, content_type)?;
     h.insert_header(http::header::CONTENT_LENGTH, len)?;
@@ -107,7 +125,9 @@ mod tests {
         assert_eq!(v["error_code"], "RATE_LIMIT_EXCEEDED");
         assert_eq!(v["request_id"], "abc");
         assert_eq!(v["title"], "Too Many Requests");
-        assert!(v["type"].as_str().is_some_and(|t| t.starts_with("urn:tollgate:problem:")));
+        assert!(v["type"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("urn:tollgate:problem:")));
         assert_eq!(v["limit"], "per_ip");
     }
 

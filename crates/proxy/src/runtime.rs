@@ -16,9 +16,7 @@ use pingora::lb::selection::RoundRobin;
 use pingora::lb::LoadBalancer;
 use prometheus::{Histogram, IntCounter};
 use std::sync::{Arc, OnceLock};
-use tollgate_config::{
-    Config, HealthCheck, LimitConfig, RouteAction, RouteConfig, UpstreamConfig,
-};
+use tollgate_config::{Config, HealthCheck, LimitConfig, RouteAction, RouteConfig, UpstreamConfig};
 use tollgate_limit::{
     AlgorithmKind, Clock, Gcra, KeyedStore, LocalLimiter, TokenBucket, NANOS_PER_SEC,
 };
@@ -114,7 +112,10 @@ fn window_secs(cfg: &LimitConfig) -> u64 {
 
 fn new_limiter(cfg: &LimitConfig) -> Arc<dyn LocalLimiter> {
     match cfg.algorithm {
-        AlgorithmKind::Gcra => Arc::new(KeyedStore::new(Gcra::new(cfg.rate, cfg.burst), cfg.max_keys)),
+        AlgorithmKind::Gcra => Arc::new(KeyedStore::new(
+            Gcra::new(cfg.rate, cfg.burst),
+            cfg.max_keys,
+        )),
         // The config admits only algorithms built for local scope; token bucket is the default.
         _ => Arc::new(KeyedStore::new(
             TokenBucket::new(cfg.rate, cfg.burst),
@@ -206,9 +207,11 @@ impl Runtime {
                 .limits
                 .iter()
                 .map(|&i| {
-                    metrics
-                        .rejected
-                        .with_label_values(&["rate_limit", &cfg.name, &limits[i].cfg.name])
+                    metrics.rejected.with_label_values(&[
+                        "rate_limit",
+                        &cfg.name,
+                        &limits[i].cfg.name,
+                    ])
                 })
                 .collect();
             routes.push(RouteRt {
@@ -319,11 +322,17 @@ impl Shared {
                 .with_label_values(&[name])
                 .set(s.keys as i64);
             Metrics::mirror(
-                &self.metrics.limiter_evicted.with_label_values(&[name, "idle"]),
+                &self
+                    .metrics
+                    .limiter_evicted
+                    .with_label_values(&[name, "idle"]),
                 s.evicted_idle,
             );
             Metrics::mirror(
-                &self.metrics.limiter_evicted.with_label_values(&[name, "active"]),
+                &self
+                    .metrics
+                    .limiter_evicted
+                    .with_label_values(&[name, "active"]),
                 s.evicted_active,
             );
         }
@@ -377,10 +386,22 @@ respond = { status = 200 }
 "#);
         let name = |i: Option<usize>| i.map(|i| r.routes[i].cfg.name.clone());
         assert_eq!(name(r.route_for(None, "/api/x", "GET")), Some("api".into()));
-        assert_eq!(name(r.route_for(None, "/api/login", "POST")), Some("login".into()));
-        assert_eq!(name(r.route_for(None, "/api/login", "GET")), Some("api".into()));
-        assert_eq!(name(r.route_for(Some("admin.example.com:8080"), "/api/x", "GET")), Some("hosted".into()));
-        assert_eq!(name(r.route_for(Some("other"), "/zzz", "GET")), Some("root".into()));
+        assert_eq!(
+            name(r.route_for(None, "/api/login", "POST")),
+            Some("login".into())
+        );
+        assert_eq!(
+            name(r.route_for(None, "/api/login", "GET")),
+            Some("api".into())
+        );
+        assert_eq!(
+            name(r.route_for(Some("admin.example.com:8080"), "/api/x", "GET")),
+            Some("hosted".into())
+        );
+        assert_eq!(
+            name(r.route_for(Some("other"), "/zzz", "GET")),
+            Some("root".into())
+        );
     }
 
     #[test]

@@ -110,14 +110,27 @@ impl Gateway {
         headers: &[(&'static str, String)],
     ) -> Result<()> {
         let body = p.body(detail, &ctx.request_id, extra);
-        let mut resp = header(p.status(), "application/problem+json", body.len(), &ctx.request_id)?;
+        let mut resp = header(
+            p.status(),
+            "application/problem+json",
+            body.len(),
+            &ctx.request_id,
+        )?;
         for (k, v) in headers {
             resp.insert_header(*k, v.as_str())?;
         }
         self.answer(session, ctx, resp, body).await
     }
 
-    async fn refuse(&self, session: &mut Session, ctx: &mut Ctx, rt: &Runtime, route: usize, limit: usize, wait: u64) -> Result<()> {
+    async fn refuse(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        rt: &Runtime,
+        route: usize,
+        limit: usize,
+        wait: u64,
+    ) -> Result<()> {
         let l = &rt.limits[limit];
         let secs = header_secs(wait);
         ctx.ratelimit = HeaderValue::from_str(&ratelimit_value(&l.name_sf, 0, secs)).ok();
@@ -130,7 +143,10 @@ impl Gateway {
             ctx,
             Problem::RateLimited,
             &detail,
-            &[("limit", l.cfg.name.as_str().into()), ("retry_after", secs.into())],
+            &[
+                ("limit", l.cfg.name.as_str().into()),
+                ("retry_after", secs.into()),
+            ],
             &[("retry-after", secs.to_string())],
         )
         .await
@@ -189,13 +205,23 @@ impl ProxyHttp for Gateway {
             .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
         let req = session.req_header();
         ctx.request_id = match req.headers.get("x-request-id") {
-            Some(v) if valid_request_id(v.as_bytes()) => String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            Some(v) if valid_request_id(v.as_bytes()) => {
+                String::from_utf8_lossy(v.as_bytes()).into_owned()
+            }
             _ => new_request_id(),
         };
 
-        let Some(route) = rt.route_for(request_host(req), req.uri.path(), req.method.as_str()) else {
-            self.problem(session, ctx, Problem::NoRoute, "No route matches this request.", &[], &[])
-                .await?;
+        let Some(route) = rt.route_for(request_host(req), req.uri.path(), req.method.as_str())
+        else {
+            self.problem(
+                session,
+                ctx,
+                Problem::NoRoute,
+                "No route matches this request.",
+                &[],
+                &[],
+            )
+            .await?;
             return Ok(true);
         };
         ctx.route = Some(route);
@@ -207,7 +233,13 @@ impl ProxyHttp for Gateway {
                 client_ip: client,
                 route: route as u32,
             };
-            let verdict = decide(&rt, route, &self.shared.hasher, &input, self.shared.clock.now());
+            let verdict = decide(
+                &rt,
+                route,
+                &self.shared.hasher,
+                &input,
+                self.shared.clock.now(),
+            );
             if let Some((limit, wait)) = verdict.denied {
                 self.refuse(session, ctx, &rt, route, limit, wait).await?;
                 return Ok(true);
@@ -217,7 +249,12 @@ impl ProxyHttp for Gateway {
 
         if let RouteAction::Respond { status, body } = rt.route_action(route) {
             let body = Bytes::copy_from_slice(body.as_bytes());
-            let resp = header(*status, "text/plain; charset=utf-8", body.len(), &ctx.request_id)?;
+            let resp = header(
+                *status,
+                "text/plain; charset=utf-8",
+                body.len(),
+                &ctx.request_id,
+            )?;
             self.answer(session, ctx, resp, body).await?;
             return Ok(true);
         }
@@ -226,15 +263,24 @@ impl ProxyHttp for Gateway {
 
     async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
         let (Some(rt), Some(route)) = (&ctx.rt, ctx.route) else {
-            return Err(Error::explain(ErrorType::InternalError, "no route in context"));
+            return Err(Error::explain(
+                ErrorType::InternalError,
+                "no route in context",
+            ));
         };
         let RouteAction::Upstream(u) = rt.route_action(route) else {
-            return Err(Error::explain(ErrorType::InternalError, "route has no upstream"));
+            return Err(Error::explain(
+                ErrorType::InternalError,
+                "route has no upstream",
+            ));
         };
         let up = &rt.upstreams[*u];
         ctx.tries += 1;
         let Some(backend) = up.lb.select(b"", up.cfg.targets.len().max(1) * 2) else {
-            let mut e = Error::explain(ErrorType::ConnectNoRoute, "no healthy target in the upstream pool");
+            let mut e = Error::explain(
+                ErrorType::ConnectNoRoute,
+                "no healthy target in the upstream pool",
+            );
             e.esource = ErrorSource::Upstream;
             return Err(e);
         };
@@ -248,7 +294,13 @@ impl ProxyHttp for Gateway {
         Ok(Box::new(peer))
     }
 
-    fn fail_to_connect(&self, _session: &mut Session, _peer: &HttpPeer, ctx: &mut Ctx, mut e: Box<Error>) -> Box<Error> {
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        ctx: &mut Ctx,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
         // Try the next target: as many times as the pool has targets.
         let targets = match (&ctx.rt, ctx.route) {
             (Some(rt), Some(route)) => match rt.route_action(route) {
@@ -291,7 +343,11 @@ impl ProxyHttp for Gateway {
                 .any(|n| n.contains(&crate::identity::fold(ctx.peer)))
         });
         if !(from_trusted && upstream.headers.contains_key("x-forwarded-proto")) {
-            let proto = if session.digest().and_then(|d| d.ssl_digest.as_ref()).is_some() {
+            let proto = if session
+                .digest()
+                .and_then(|d| d.ssl_digest.as_ref())
+                .is_some()
+            {
                 "https"
             } else {
                 "http"
@@ -305,7 +361,12 @@ impl ProxyHttp for Gateway {
         Ok(())
     }
 
-    async fn response_filter(&self, _session: &mut Session, resp: &mut ResponseHeader, ctx: &mut Ctx) -> Result<()> {
+    async fn response_filter(
+        &self,
+        _session: &mut Session,
+        resp: &mut ResponseHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
         resp.insert_header("x-request-id", ctx.request_id.as_str())?;
         if let (Some(rt), Some(route)) = (&ctx.rt, ctx.route) {
             if let Some(p) = &rt.routes[route].policy_header {
@@ -324,11 +385,15 @@ impl ProxyHttp for Gateway {
             ErrorType::HTTPStatus(_) => Some(Problem::Internal),
             _ => match e.esource() {
                 ErrorSource::Upstream => match e.etype() {
-                    ErrorType::ReadTimedout | ErrorType::WriteTimedout => Some(Problem::UpstreamTimeout),
+                    ErrorType::ReadTimedout | ErrorType::WriteTimedout => {
+                        Some(Problem::UpstreamTimeout)
+                    }
                     _ => Some(Problem::UpstreamUnavailable),
                 },
                 ErrorSource::Downstream => match e.etype() {
-                    ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed => None,
+                    ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed => {
+                        None
+                    }
                     _ => Some(Problem::BadRequest),
                 },
                 ErrorSource::Internal | ErrorSource::Unset => Some(Problem::Internal),
@@ -373,7 +438,10 @@ impl ProxyHttp for Gateway {
             }
             _ => count_unrouted(metrics, status),
         }
-        let access_log = ctx.rt.as_ref().is_some_and(|rt| rt.config.server.access_log);
+        let access_log = ctx
+            .rt
+            .as_ref()
+            .is_some_and(|rt| rt.config.server.access_log);
         if access_log || e.is_some() {
             let req = session.req_header();
             let route = match (&ctx.rt, ctx.route) {

@@ -1,1 +1,372 @@
-//! placeholder
+//! Dev-only helpers for end-to-end tests: real sockets on loopback, ephemeral ports, processes
+//! killed on drop. Nothing here is used by the gateway itself.
+//!
+//! - [`Backend`]: an HTTP/1.1 server answering a JSON echo of each request (method, path,
+//!   headers, body), counting what it saw. `/slow?ms=N` waits N ms first.
+//! - [`GatewayProc`]: the built `tollgate` binary serving a TOML text, with readiness.
+//! - [`Client`] helpers: HTTP/1.1 from a chosen source address, and HTTP/2 with prior knowledge.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpSocket};
+
+/// A free TCP port on 127.0.0.1 (bound, read, released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+/// A loopback HTTP/1.1 backend that echoes requests as JSON.
+pub struct Backend {
+    pub addr: SocketAddr,
+    hits: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Backend {
+    pub async fn start() -> std::io::Result<Self> {
+        Self::start_on(0).await
+    }
+
+    /// On a given port (0: ephemeral), e.g. to bring a dead target back.
+    pub async fn start_on(port: u16) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+        let addr = listener.local_addr()?;
+        let hits = Arc::new(AtomicUsize::new(0));
+        let h = hits.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let h = h.clone();
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |req| echo(req, h.clone()));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        Ok(Self { addr, hits, task })
+    }
+
+    /// Requests answered so far.
+    pub fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn echo(
+    req: Request<Incoming>,
+    hits: Arc<AtomicUsize>,
+) -> Result<Response<Full<Bytes>>, hyper::Error> {
+    hits.fetch_add(1, Ordering::SeqCst);
+    let (parts, body) = req.into_parts();
+    let body = body.collect().await?.to_bytes();
+    if parts.uri.path() == "/slow" {
+        let ms = parts
+            .uri
+            .query()
+            .and_then(|q| q.strip_prefix("ms="))
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(1000);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    let mut headers = serde_json::Map::new();
+    for (k, v) in &parts.headers {
+        let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
+        match headers.get_mut(k.as_str()) {
+            // Repeated headers are joined as a list would be.
+            Some(serde_json::Value::String(prev)) => {
+                prev.push_str(", ");
+                prev.push_str(&v);
+            }
+            _ => {
+                headers.insert(k.as_str().to_string(), v.into());
+            }
+        }
+    }
+    let out = serde_json::json!({
+        "method": parts.method.as_str(),
+        "path": parts.uri.to_string(),
+        "headers": headers,
+        "body": String::from_utf8_lossy(&body),
+    });
+    let mut resp = Response::new(Full::new(Bytes::from(out.to_string())));
+    resp.headers_mut().insert(
+        "content-type",
+        http::HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
+}
+
+/// A response, read whole.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: HashMap<String, String>,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .get(&name.to_ascii_lowercase())
+            .map(String::as_str)
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+async fn read_reply(resp: Response<Incoming>) -> std::io::Result<Reply> {
+    let status = resp.status().as_u16();
+    let mut headers = HashMap::new();
+    for (k, v) in resp.headers() {
+        headers.insert(
+            k.as_str().to_string(),
+            String::from_utf8_lossy(v.as_bytes()).into_owned(),
+        );
+    }
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(std::io::Error::other)?
+        .to_bytes();
+    Ok(Reply {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
+}
+
+/// One HTTP/1.1 request on a new connection from `source` (any 127.0.0.0/8 address works on
+/// Linux loopback), with a 10 s budget.
+pub async fn request_from(
+    source: IpAddr,
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> std::io::Result<Reply> {
+    let fut = async {
+        let sock = TcpSocket::new_v4()?;
+        sock.bind(SocketAddr::new(source, 0))?;
+        let stream = sock
+            .connect(SocketAddr::from(([127, 0, 0, 1], port)))
+            .await?;
+        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(std::io::Error::other)?;
+        tokio::spawn(conn);
+        let mut req = Request::builder().method(method).uri(path);
+        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+            req = req.header("host", format!("127.0.0.1:{port}"));
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req
+            .body(Full::new(Bytes::from(body.to_string())))
+            .map_err(std::io::Error::other)?;
+        let resp = send
+            .send_request(req)
+            .await
+            .map_err(std::io::Error::other)?;
+        read_reply(resp).await
+    };
+    tokio::time::timeout(Duration::from_secs(10), fut)
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "request timed out"))?
+}
+
+/// A GET from 127.0.0.1.
+pub async fn get(port: u16, path: &str, headers: &[(&str, &str)]) -> std::io::Result<Reply> {
+    request_from(IpAddr::from([127, 0, 0, 1]), port, "GET", path, headers, "").await
+}
+
+/// One HTTP/2 request with prior knowledge (h2c).
+pub async fn get_h2(port: u16, path: &str) -> std::io::Result<Reply> {
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .map_err(std::io::Error::other)?;
+    tokio::spawn(conn);
+    let req = Request::builder()
+        .uri(format!("http://127.0.0.1:{port}{path}"))
+        .body(Full::new(Bytes::new()))
+        .map_err(std::io::Error::other)?;
+    let resp = send
+        .send_request(req)
+        .await
+        .map_err(std::io::Error::other)?;
+    read_reply(resp).await
+}
+
+/// A running `tollgate run` on a config written to a temporary directory. Killed on drop.
+pub struct GatewayProc {
+    pub child: Child,
+    pub dir: PathBuf,
+    pub config: PathBuf,
+    pub log: PathBuf,
+}
+
+/// A fresh temporary directory (removed by the OS, not by the tests: logs stay for failures).
+pub fn temp_dir(tag: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "tollgate-test-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::create_dir_all(&d);
+    d
+}
+
+impl GatewayProc {
+    /// Starts `bin run --config <toml>` and waits until `port` accepts connections and, when
+    /// given, `admin` answers /healthz.
+    pub async fn start(
+        bin: &Path,
+        toml: &str,
+        port: u16,
+        admin: Option<u16>,
+    ) -> std::io::Result<Self> {
+        let dir = temp_dir("gw");
+        let config = dir.join("tollgate.toml");
+        std::fs::write(&config, toml)?;
+        let log = dir.join("log");
+        let out = std::fs::File::create(&log)?;
+        let child = Command::new(bin)
+            .arg("run")
+            .arg("--config")
+            .arg(&config)
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .stdin(Stdio::null())
+            .spawn()?;
+        let mut gw = Self {
+            child,
+            dir,
+            config,
+            log,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(status)) = gw.child.try_wait() {
+                return Err(std::io::Error::other(format!(
+                    "tollgate exited at start ({status}):\n{}",
+                    gw.log_text()
+                )));
+            }
+            let listening = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok();
+            let healthy = match admin {
+                Some(a) => get(a, "/healthz", &[]).await.is_ok_and(|r| r.status == 200),
+                None => true,
+            };
+            if listening && healthy {
+                return Ok(gw);
+            }
+            if Instant::now() > deadline {
+                return Err(std::io::Error::other(format!(
+                    "tollgate did not become ready:\n{}",
+                    gw.log_text()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends a signal (SIGINT, SIGTERM, SIGHUP, ...).
+    pub fn signal(&self, sig: i32) {
+        // SAFETY-free: libc::kill is a plain syscall wrapper on a pid we own.
+        let _ = unsafe_kill(self.pid(), sig);
+    }
+
+    /// Waits for the process to exit, up to `limit`; returns how long it took.
+    pub async fn wait_exit(&mut self, limit: Duration) -> Option<Duration> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return Some(start.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        None
+    }
+}
+
+#[allow(unsafe_code)]
+fn unsafe_kill(pid: i32, sig: i32) -> i32 {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe { libc::kill(pid, sig) }
+}
+
+impl Drop for GatewayProc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Polls `f` every 50 ms until it returns true or `limit` passes. For waiting on real
+/// background work (health checks), never for limiter time.
+pub async fn eventually<F, Fut>(limit: Duration, mut f: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// The value of a Prometheus sample line `name{labels} value` whose labels include all of
+/// `want` (e.g. `route="api"`); 0 when absent.
+pub fn metric(text: &str, name: &str, want: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter(|l| want.iter().all(|w| l.contains(w)))
+        .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
+        .sum()
+}
