@@ -1,6 +1,7 @@
 //! Invariants as properties: no window of length t ever admits more than burst + rate*t (+1).
 
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use std::time::Duration;
 use tollgate_limit::*;
 
@@ -13,7 +14,12 @@ fn limiter(kind: u8, rate: Rate, burst: u64) -> Box<dyn LocalLimiter> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    // Failing cases are saved beside this file and replayed first on every run.
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("tests/proptests.proptest-regressions"))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn no_window_admits_more_than_burst_plus_rate_t(

@@ -1,0 +1,57 @@
+# Tollgate: the two commands of the README, and a few more.
+#   make run    installs what is missing, builds (release), serves conf/tollgate.toml
+#   make test   installs what is missing, runs every test of the workspace
+SHELL := /bin/bash
+CARGO ?= cargo
+CONFIG ?= conf/tollgate.toml
+# Debian packages the build and the tests need: cmake for Pingora's build, a C toolchain for
+# the crates that build C, redis-server for the tests of global limits, python3 for the
+# acceptance checks, curl for trying things out.
+DEB_PACKAGES := cmake build-essential pkg-config redis-server python3 curl
+
+.PHONY: run test deps build release lint fmt acceptance bench bench-micro clean
+
+deps:
+	@missing=""; \
+	for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust (rustup) first"; exit 1; }
+
+build: deps
+	$(CARGO) build --workspace
+
+release: deps
+	$(CARGO) build --release -p tollgate
+
+run: release
+	./target/release/tollgate run --config $(CONFIG)
+
+test: deps
+	$(CARGO) test --workspace --all-targets
+	$(CARGO) test --workspace --doc
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+# The black-box checks of ../shared/acceptance against the built binary.
+acceptance: release
+	../shared/acceptance/gateway
+
+# Load comparison (oha): backend direct vs Tollgate without/with limits. See bench/README.md.
+bench: release
+	bench/run.sh
+
+# Criterion micro-benchmarks of the limiter.
+bench-micro:
+	$(CARGO) bench -p tollgate-limit --bench decision
+
+clean:
+	$(CARGO) clean
