@@ -155,9 +155,9 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
     );
     let mut opts = HttpServerOptions::default();
     opts.h2c = server_cfg.h2c;
-    proxy
-        .app_logic_mut()
-        .map(|app| app.server_options = Some(opts));
+    if let Some(app) = proxy.app_logic_mut() {
+        app.server_options = Some(opts);
+    }
     for addr in &server_cfg.listen {
         proxy.add_tcp(&addr.to_string());
     }

@@ -25,6 +25,28 @@ fn stores() -> Vec<(&'static str, Arc<dyn LocalLimiter>)> {
     ]
 }
 
+/// The floors a decision stands on: reading the clock, and one contended atomic update (the
+/// least any shared per-key state costs when two cores write it at once).
+fn floors(c: &mut Criterion) {
+    let clock = MonotonicClock::new();
+    c.bench_function("floor/clock_now", |b| b.iter(|| black_box(clock.now())));
+    let cell = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let other = {
+        let (cell, stop) = (cell.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                cell.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            }
+        })
+    };
+    c.bench_function("floor/contended_atomic_2_threads", |b| {
+        b.iter(|| black_box(cell.fetch_add(1, std::sync::atomic::Ordering::AcqRel)))
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = other.join();
+}
+
 fn decision(c: &mut Criterion) {
     let clock = MonotonicClock::new();
     for (name, store) in stores() {
@@ -60,6 +82,6 @@ fn decision(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
-    targets = decision
+    targets = floors, decision
 }
 criterion_main!(benches);

@@ -5,8 +5,10 @@
 //! what a decision means. All arithmetic saturates; a `now` earlier than a state's last update
 //! (a clock going backwards) counts as no time passed.
 
+use crate::cell::{PairCell, StateCell};
 use crate::clock::Nanos;
 use crate::decision::{Decision, Rate};
+use std::sync::atomic::AtomicU64;
 
 /// The algorithms a limit can name in the config. Not all are built for every scope yet:
 /// [`AlgorithmKind::local_supported`] says which.
@@ -51,9 +53,11 @@ impl AlgorithmKind {
     }
 }
 
-/// One rate-limit algorithm. `State` is what it keeps per key.
+/// One rate-limit algorithm. `State` is what it keeps per key; `Cell` is how that state is
+/// stored so that an update is one atomic step (see [`StateCell`]).
 pub trait Algorithm: Send + Sync + 'static {
-    type State: Send + Sync + 'static;
+    type State: Copy + PartialEq + Send + Sync + 'static;
+    type Cell: StateCell<Self::State>;
 
     /// The state of a key seen for the first time at `now`: a full allowance.
     fn new_state(&self, now: Nanos) -> Self::State;
@@ -67,10 +71,6 @@ pub trait Algorithm: Send + Sync + 'static {
     fn at_rest(&self, state: &Self::State, now: Nanos) -> bool;
     /// A timestamp ordering keys by how recently they were used (larger is more recent).
     fn last_active(&self, state: &Self::State) -> Nanos;
-    /// Size in bytes of one state, for memory accounting.
-    fn state_size(&self) -> usize {
-        std::mem::size_of::<Self::State>()
-    }
 }
 
 /// A token bucket: capacity `burst`, refilled continuously at `rate`, exact integer arithmetic.
@@ -88,6 +88,21 @@ pub struct TokenBucket {
 pub struct TokenBucketState {
     tokens: u64,
     credited_to: Nanos,
+}
+
+impl From<TokenBucketState> for (u64, u64) {
+    fn from(s: TokenBucketState) -> Self {
+        (s.tokens, s.credited_to)
+    }
+}
+
+impl From<(u64, u64)> for TokenBucketState {
+    fn from((tokens, credited_to): (u64, u64)) -> Self {
+        Self {
+            tokens,
+            credited_to,
+        }
+    }
 }
 
 impl TokenBucket {
@@ -161,6 +176,7 @@ impl TokenBucket {
 
 impl Algorithm for TokenBucket {
     type State = TokenBucketState;
+    type Cell = PairCell<TokenBucketState>;
 
     fn new_state(&self, now: Nanos) -> TokenBucketState {
         TokenBucketState {
@@ -228,7 +244,7 @@ impl Gcra {
     fn decide(&self, tat: Nanos, now: Nanos, cost: u64) -> (Decision, Nanos) {
         // u128: a large cost times a long interval must not saturate into an admit.
         let t = self.t as u128;
-        let tau = self.tau as u128;
+        let tau = self.tau;
         let new_tat = tat.max(now) as u128 + t * cost as u128;
         let ahead = new_tat - now as u128;
         if ahead <= tau {
@@ -260,6 +276,7 @@ impl Gcra {
 impl Algorithm for Gcra {
     /// The theoretical arrival time.
     type State = Nanos;
+    type Cell = AtomicU64;
 
     fn new_state(&self, _now: Nanos) -> Nanos {
         0

@@ -7,17 +7,20 @@
 //!   into actions (pass, 429, ...). Failure policy is never decided here.
 //! - The algorithms ([`TokenBucket`], [`Gcra`]) as plain state machines over `&mut State`.
 //! - [`KeyedStore`]: one state per key per process, sharded so that no global lock exists,
-//!   and bounded to `max_keys` with eviction of idle keys first.
+//!   bounded to `max_keys` with eviction of idle keys first; each state is updated lock-free
+//!   ([`StateCell`]).
 //!
 //! Failure modes: none at run time. Arithmetic saturates rather than wraps, a clock that goes
 //! backwards is treated as "no time passed", and a store at capacity evicts rather than grows.
 
 mod algorithm;
+mod cell;
 mod clock;
 mod decision;
 mod store;
 
-pub use algorithm::{Algorithm, AlgorithmKind, Gcra, TokenBucket};
+pub use algorithm::{Algorithm, AlgorithmKind, Gcra, TokenBucket, TokenBucketState};
+pub use cell::{PairCell, StateCell};
 pub use clock::{Clock, ManualClock, MonotonicClock, Nanos, NANOS_PER_SEC};
 pub use decision::{ceil_secs, Decision, Rate, RateError};
 pub use store::{KeyedStore, LocalLimiter, StoreStats, DEFAULT_MAX_KEYS};

@@ -8,19 +8,23 @@
 //!
 //! - Keys are 64-bit hashes made by the caller with a per-process keyed hasher: the map never
 //!   stores a raw identity, and fixed-size keys keep the hot path free of allocation.
-//! - Locking: `SHARDS` mutexes picked by the key's top bits; a decision holds one shard lock
-//!   for a few nanoseconds. There is no global lock.
+//! - Locking: shards picked by the key's top bits, each a read-write lock around its table. A
+//!   decision on a known key takes the shard's read lock (shared with every other reader) and
+//!   updates the key's state with a compare-and-swap ([`StateCell`]): threads deciding at once,
+//!   even on one key, never wait for each other. Only inserting a new key takes the write lock.
+//!   There is no global lock.
 //! - Bounds: each shard holds at most its share of `max_keys`. Inserting into a full shard first
 //!   drops every state at rest (lossless), then, if still above 7/8 of its share, the least
 //!   recently active states (lossy: counted in [`StoreStats::evicted_active`]). Sweeping down to
 //!   7/8 amortises the O(shard) sweep over many inserts, so a flood of new keys stays O(1).
 
 use crate::algorithm::Algorithm;
+use crate::cell::StateCell;
 use crate::clock::Nanos;
 use crate::decision::Decision;
 use foldhash::fast::FixedState;
 use hashbrown::HashMap;
-use parking_lot::Mutex;
+use parking_lot::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The default bound on keys per limit.
@@ -48,13 +52,13 @@ pub trait LocalLimiter: Send + Sync + 'static {
 
 // Padding each shard to its own cache line keeps two threads on two keys from sharing one.
 #[repr(align(128))]
-struct Shard<S> {
-    map: Mutex<HashMap<u64, S, FixedState>>,
+struct Shard<C> {
+    map: RwLock<HashMap<u64, C, FixedState>>,
 }
 
 pub struct KeyedStore<A: Algorithm> {
     alg: A,
-    shards: Box<[Shard<A::State>]>,
+    shards: Box<[Shard<A::Cell>]>,
     shard_bits: u32,
     shard_cap: usize,
     evicted_idle: AtomicU64,
@@ -70,7 +74,7 @@ impl<A: Algorithm> KeyedStore<A> {
         let shard_cap = max_keys.div_ceil(shards);
         let shards = (0..shards)
             .map(|_| Shard {
-                map: Mutex::new(HashMap::with_hasher(FixedState::default())),
+                map: RwLock::new(HashMap::with_hasher(FixedState::default())),
             })
             .collect();
         Self {
@@ -88,7 +92,7 @@ impl<A: Algorithm> KeyedStore<A> {
     }
 
     #[inline]
-    fn shard(&self, key: u64) -> &Shard<A::State> {
+    fn shard(&self, key: u64) -> &Shard<A::Cell> {
         let i = if self.shard_bits == 0 {
             0
         } else {
@@ -98,9 +102,9 @@ impl<A: Algorithm> KeyedStore<A> {
     }
 
     /// Makes room for one more key in a full shard (see the module docs).
-    fn make_room(&self, map: &mut HashMap<u64, A::State, FixedState>, now: Nanos) {
+    fn make_room(&self, map: &mut HashMap<u64, A::Cell, FixedState>, now: Nanos) {
         let before = map.len();
-        map.retain(|_, s| !self.alg.at_rest(s, now));
+        map.retain(|_, c| !self.alg.at_rest(&c.load(), now));
         self.evicted_idle
             .fetch_add((before - map.len()) as u64, Ordering::Relaxed);
         let target = self.shard_cap - self.shard_cap / 8;
@@ -108,11 +112,14 @@ impl<A: Algorithm> KeyedStore<A> {
             return;
         }
         let excess = map.len() - target.min(self.shard_cap - 1);
-        let mut ages: Vec<Nanos> = map.values().map(|s| self.alg.last_active(s)).collect();
+        let mut ages: Vec<Nanos> = map
+            .values()
+            .map(|c| self.alg.last_active(&c.load()))
+            .collect();
         let (_, &mut cutoff, _) = ages.select_nth_unstable(excess - 1);
         let mut dropped = 0usize;
-        map.retain(|_, s| {
-            if dropped < excess && self.alg.last_active(s) <= cutoff {
+        map.retain(|_, c| {
+            if dropped < excess && self.alg.last_active(&c.load()) <= cutoff {
                 dropped += 1;
                 false
             } else {
@@ -123,22 +130,25 @@ impl<A: Algorithm> KeyedStore<A> {
             .fetch_add(dropped as u64, Ordering::Relaxed);
     }
 
-    /// Runs `f` on the key's state, creating it (and making room) if needed.
+    /// Updates the key's state with `f` (see [`StateCell::update`]), creating the state (and
+    /// making room) if the key is new.
     #[inline]
-    fn with_state<R>(&self, key: u64, now: Nanos, f: impl FnOnce(&mut A::State) -> R) -> R {
-        let mut map = self.shard(key).map.lock();
-        if let Some(s) = map.get_mut(&key) {
-            return f(s);
+    fn update<R>(&self, key: u64, now: Nanos, mut f: impl FnMut(&mut A::State) -> R) -> R {
+        let shard = self.shard(key);
+        if let Some(c) = shard.map.read().get(&key) {
+            return c.update(&mut f);
         }
-        if map.len() >= self.shard_cap {
+        let mut map = shard.map.write();
+        if map.len() >= self.shard_cap && !map.contains_key(&key) {
             self.make_room(&mut map, now);
         }
-        let s = map.entry(key).or_insert_with(|| self.alg.new_state(now));
-        f(s)
+        map.entry(key)
+            .or_insert_with(|| A::Cell::new(self.alg.new_state(now)))
+            .update(f)
     }
 
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.map.lock().len()).sum()
+        self.shards.iter().map(|s| s.map.read().len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -154,28 +164,27 @@ impl<A: Algorithm> KeyedStore<A> {
 impl<A: Algorithm> LocalLimiter for KeyedStore<A> {
     #[inline]
     fn acquire(&self, key: u64, now: Nanos, cost: u64) -> Decision {
-        self.with_state(key, now, |s| self.alg.acquire(s, now, cost))
+        self.update(key, now, |s| self.alg.acquire(s, now, cost))
     }
 
     fn peek(&self, key: u64, now: Nanos, cost: u64) -> Decision {
-        let map = self.shard(key).map.lock();
-        match map.get(&key) {
-            Some(s) => self.alg.peek(s, now, cost),
-            None => self.alg.peek(&self.alg.new_state(now), now, cost),
-        }
+        let state = match self.shard(key).map.read().get(&key) {
+            Some(c) => c.load(),
+            None => self.alg.new_state(now),
+        };
+        self.alg.peek(&state, now, cost)
     }
 
     fn refund(&self, key: u64, now: Nanos, cost: u64) {
-        let mut map = self.shard(key).map.lock();
-        if let Some(s) = map.get_mut(&key) {
-            self.alg.refund(s, now, cost);
+        if let Some(c) = self.shard(key).map.read().get(&key) {
+            c.update(|s| self.alg.refund(s, now, cost));
         }
     }
 
     fn stats(&self) -> StoreStats {
-        let slot = std::mem::size_of::<(u64, A::State)>() + 1;
+        let slot = std::mem::size_of::<(u64, A::Cell)>() + 1;
         let (keys, table_bytes) = self.shards.iter().fold((0, 0), |(k, b), s| {
-            let m = s.map.lock();
+            let m = s.map.read();
             let buckets = match m.capacity() {
                 0 => 0,
                 c => (c * 8 / 7).next_power_of_two(),

@@ -162,7 +162,7 @@ fn the_store_is_bounded_and_evicts_idle_keys_first() {
     let rate = Rate::new(1, Duration::from_secs(60)).expect("rate");
     let store = KeyedStore::new(Gcra::new(rate, 1), 1000);
     let cap = store.capacity();
-    assert!(cap >= 1000 && cap < 1100, "capacity {cap}");
+    assert!((1000..1100).contains(&cap), "capacity {cap}");
     // 5000 distinct keys, each spending its allowance: the map never grows past capacity.
     for k in 0..5000u64 {
         let key = k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
