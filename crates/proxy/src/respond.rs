@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use pingora::http::ResponseHeader;
 use pingora::prelude::*;
-use std::fmt::Write;
+use std::io::Write;
 
 /// The problems Tollgate answers with itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,40 +48,68 @@ impl Problem {
         }
     }
 
-    /// The problem+json body. `extra` members are added after the standard ones.
-    pub fn body(
-        &self,
-        detail: &str,
-        request_id: &str,
-        extra: &[(&str, serde_json::Value)],
-    ) -> Bytes {
+    /// The problem+json body. `extra` members are added after the standard ones. Written
+    /// straight into one buffer (no JSON tree): this is the body of every 429.
+    pub fn body(&self, detail: &str, request_id: &str, extra: &[(&str, Extra)]) -> Bytes {
         let (slug, title, code) = self.parts();
-        let mut m = serde_json::Map::with_capacity(6 + extra.len());
-        m.insert("type".into(), format!("urn:tollgate:problem:{slug}").into());
-        m.insert("title".into(), title.into());
-        m.insert("status".into(), self.status().into());
-        m.insert("detail".into(), detail.into());
-        m.insert("error_code".into(), code.into());
-        m.insert("request_id".into(), request_id.into());
+        let mut out = Vec::with_capacity(256 + detail.len());
+        out.extend_from_slice(b"{\"type\":\"urn:tollgate:problem:");
+        out.extend_from_slice(slug.as_bytes());
+        out.extend_from_slice(b"\",\"title\":\"");
+        out.extend_from_slice(title.as_bytes());
+        let _ = write!(out, "\",\"status\":{},\"detail\":", self.status());
+        json_str(&mut out, detail);
+        out.extend_from_slice(b",\"error_code\":\"");
+        out.extend_from_slice(code.as_bytes());
+        out.extend_from_slice(b"\",\"request_id\":");
+        json_str(&mut out, request_id);
         for (k, v) in extra {
-            m.insert((*k).into(), v.clone());
+            out.push(b',');
+            json_str(&mut out, k);
+            out.push(b':');
+            match v {
+                Extra::Str(s) => json_str(&mut out, s),
+                Extra::Int(n) => {
+                    let _ = write!(out, "{n}");
+                }
+            }
         }
-        Bytes::from(serde_json::Value::Object(m).to_string())
+        out.push(b'}');
+        Bytes::from(out)
     }
+}
+
+/// An extra member of a problem body.
+#[derive(Debug, Clone, Copy)]
+pub enum Extra<'a> {
+    Str(&'a str),
+    Int(u64),
+}
+
+/// Appends `s` as a JSON string literal.
+fn json_str(out: &mut Vec<u8>, s: &str) {
+    // Writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
 }
 
 /// A response header for an edge answer with its body length and content type set.
 pub fn header(
     status: u16,
-    content_type: &str,
+    content_type: &'static str,
     len: usize,
-    request_id: &str,
+    request_id: &http::HeaderValue,
 ) -> Result<ResponseHeader> {
-    let mut h = ResponseHeader::build(status, Some(6))?;
-    h.insert_header(http::header::CONTENT_TYPE, content_type)?;
+    let mut h = ResponseHeader::build(status, Some(8))?;
+    h.insert_header(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(content_type),
+    )?;
     h.insert_header(http::header::CONTENT_LENGTH, len)?;
-    h.insert_header("x-request-id", request_id)?;
-    h.insert_header(http::header::CACHE_CONTROL, "no-store")?;
+    h.insert_header("x-request-id", request_id.clone())?;
+    h.insert_header(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    )?;
     Ok(h)
 }
 
@@ -106,11 +134,15 @@ pub fn policy_item(name_sf: &str, quota: u64, window_secs: u64) -> String {
     format!("{name_sf};q={quota};w={window_secs}")
 }
 
-/// `"name";r=R;t=T` for RateLimit.
-pub fn ratelimit_value(name_sf: &str, remaining: u64, reset_secs: u64) -> String {
-    let mut s = String::with_capacity(name_sf.len() + 24);
-    let _ = write!(s, "{name_sf};r={remaining};t={reset_secs}");
-    s
+/// `"name";r=R;t=T` for RateLimit, as a header value built in place.
+pub fn ratelimit_value(
+    name_sf: &str,
+    remaining: u64,
+    reset_secs: u64,
+) -> Option<http::HeaderValue> {
+    let mut v = Vec::with_capacity(name_sf.len() + 24);
+    let _ = write!(v, "{name_sf};r={remaining};t={reset_secs}");
+    http::HeaderValue::from_maybe_shared(Bytes::from(v)).ok()
 }
 
 #[cfg(test)]
@@ -119,7 +151,14 @@ mod tests {
 
     #[test]
     fn problem_bodies_follow_the_contract() {
-        let b = Problem::RateLimited.body("slow down", "abc", &[("limit", "per_ip".into())]);
+        let b = Problem::RateLimited.body(
+            "say \"slow\"",
+            "abc",
+            &[
+                ("limit", Extra::Str("per_ip")),
+                ("retry_after", Extra::Int(3)),
+            ],
+        );
         let v: serde_json::Value = serde_json::from_slice(&b).expect("json");
         assert_eq!(v["status"], 429);
         assert_eq!(v["error_code"], "RATE_LIMIT_EXCEEDED");
@@ -129,6 +168,25 @@ mod tests {
             .as_str()
             .is_some_and(|t| t.starts_with("urn:tollgate:problem:")));
         assert_eq!(v["limit"], "per_ip");
+        assert_eq!(v["retry_after"], 3);
+        assert_eq!(v["detail"], "say \"slow\"");
+        let keys: Vec<_> = v
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
+        assert_eq!(
+            keys,
+            [
+                "type",
+                "title",
+                "status",
+                "detail",
+                "error_code",
+                "request_id",
+                "limit",
+                "retry_after"
+            ]
+        );
     }
 
     #[test]
@@ -136,6 +194,11 @@ mod tests {
         assert_eq!(sf_string("per_ip"), "\"per_ip\"");
         assert_eq!(sf_string("a\"b\\c"), "\"a\\\"b\\\\c\"");
         assert_eq!(policy_item("\"x\"", 10, 1), "\"x\";q=10;w=1");
-        assert_eq!(ratelimit_value("\"x\"", 7, 1), "\"x\";r=7;t=1");
+        assert_eq!(
+            ratelimit_value("\"x\"", 7, 1)
+                .as_ref()
+                .and_then(|v| v.to_str().ok()),
+            Some("\"x\";r=7;t=1")
+        );
     }
 }

@@ -13,7 +13,7 @@
 
 use crate::identity::{client_ip, KeyInput};
 use crate::policy::{decide, Verdict};
-use crate::respond::{header, ratelimit_value, Problem};
+use crate::respond::{header, ratelimit_value, Extra, Problem};
 use crate::runtime::{count_unrouted, header_secs, Runtime, Shared};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -22,6 +22,7 @@ use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::FailToProxy;
 use pingora::ErrorSource;
+use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Instant;
@@ -42,7 +43,8 @@ pub struct Ctx {
     start: Instant,
     rt: Option<Arc<Runtime>>,
     route: Option<usize>,
-    request_id: String,
+    /// Kept as a header value: it is sent both ways, and clones share one buffer.
+    request_id: HeaderValue,
     peer: IpAddr,
     /// The RateLimit field for the response.
     ratelimit: Option<HeaderValue>,
@@ -61,8 +63,23 @@ fn valid_request_id(v: &[u8]) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"-_.:+/=@".contains(b))
 }
 
-fn new_request_id() -> String {
-    format!("{:032x}", fastrand::u128(..))
+/// 128 random bits as 32 lower-case hex digits.
+fn new_request_id() -> HeaderValue {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut n = fastrand::u128(..);
+    let mut buf = [0u8; 32];
+    for b in buf.iter_mut().rev() {
+        *b = HEX[(n & 0xf) as usize];
+        n >>= 4;
+    }
+    HeaderValue::from_bytes(&buf).unwrap_or(HeaderValue::from_static("0"))
+}
+
+impl Ctx {
+    /// The request id as text (always ASCII: validated or generated).
+    fn request_id(&self) -> &str {
+        self.request_id.to_str().unwrap_or("")
+    }
 }
 
 fn request_host(req: &RequestHeader) -> Option<&str> {
@@ -106,10 +123,10 @@ impl Gateway {
         ctx: &Ctx,
         p: Problem,
         detail: &str,
-        extra: &[(&str, serde_json::Value)],
-        headers: &[(&'static str, String)],
+        extra: &[(&str, Extra<'_>)],
+        headers: &[(&'static str, HeaderValue)],
     ) -> Result<()> {
-        let body = p.body(detail, &ctx.request_id, extra);
+        let body = p.body(detail, ctx.request_id(), extra);
         let mut resp = header(
             p.status(),
             "application/problem+json",
@@ -117,7 +134,7 @@ impl Gateway {
             &ctx.request_id,
         )?;
         for (k, v) in headers {
-            resp.insert_header(*k, v.as_str())?;
+            resp.insert_header(*k, v.clone())?;
         }
         self.answer(session, ctx, resp, body).await
     }
@@ -133,7 +150,7 @@ impl Gateway {
     ) -> Result<()> {
         let l = &rt.limits[limit];
         let secs = header_secs(wait);
-        ctx.ratelimit = HeaderValue::from_str(&ratelimit_value(&l.name_sf, 0, secs)).ok();
+        ctx.ratelimit = ratelimit_value(&l.name_sf, 0, secs);
         if let Some(pos) = rt.routes[route].cfg.limits.iter().position(|&i| i == limit) {
             rt.routes[route].rejected[pos].inc();
         }
@@ -144,10 +161,10 @@ impl Gateway {
             Problem::RateLimited,
             &detail,
             &[
-                ("limit", l.cfg.name.as_str().into()),
-                ("retry_after", secs.into()),
+                ("limit", Extra::Str(&l.cfg.name)),
+                ("retry_after", Extra::Int(secs)),
             ],
-            &[("retry-after", secs.to_string())],
+            &[("retry-after", HeaderValue::from(secs))],
         )
         .await
     }
@@ -156,7 +173,7 @@ impl Gateway {
         if let Some((li, remaining, reset)) = v.nearest {
             let l = &rt.limits[li];
             let t = reset.div_ceil(tollgate_limit::NANOS_PER_SEC);
-            ctx.ratelimit = HeaderValue::from_str(&ratelimit_value(&l.name_sf, remaining, t)).ok();
+            ctx.ratelimit = ratelimit_value(&l.name_sf, remaining, t);
         }
         if v.shadow_exceeded != 0 {
             ctx.shadow_exceeded = true;
@@ -169,7 +186,7 @@ impl Gateway {
                         event = "shadow_limit_exceeded",
                         limit = %l.cfg.name,
                         route = %rt.routes[route].name,
-                        request_id = %ctx.request_id,
+                        request_id = %ctx.request_id(),
                         "a shadow-mode limit would have refused this request"
                     );
                 }
@@ -187,7 +204,7 @@ impl ProxyHttp for Gateway {
             start: Instant::now(),
             rt: None,
             route: None,
-            request_id: String::new(),
+            request_id: HeaderValue::from_static(""),
             peer: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             ratelimit: None,
             shadow_exceeded: false,
@@ -205,9 +222,7 @@ impl ProxyHttp for Gateway {
             .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
         let req = session.req_header();
         ctx.request_id = match req.headers.get("x-request-id") {
-            Some(v) if valid_request_id(v.as_bytes()) => {
-                String::from_utf8_lossy(v.as_bytes()).into_owned()
-            }
+            Some(v) if valid_request_id(v.as_bytes()) => v.clone(),
             _ => new_request_id(),
         };
 
@@ -321,22 +336,19 @@ impl ProxyHttp for Gateway {
         upstream: &mut RequestHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        upstream.insert_header("x-request-id", ctx.request_id.as_str())?;
-        let peer = ctx.peer.to_string();
-        let xff = {
-            let prior: Vec<&str> = upstream
-                .headers
-                .get_all("x-forwarded-for")
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .collect();
-            if prior.is_empty() {
-                peer
-            } else {
-                format!("{}, {peer}", prior.join(", "))
-            }
-        };
-        upstream.insert_header("x-forwarded-for", xff)?;
+        upstream.insert_header("x-request-id", ctx.request_id.clone())?;
+        // X-Forwarded-For: every prior value in order, then the peer, in one buffer.
+        let mut xff = Vec::with_capacity(64);
+        for v in upstream.headers.get_all("x-forwarded-for") {
+            xff.extend_from_slice(v.as_bytes());
+            xff.extend_from_slice(b", ");
+        }
+        let _ = write!(xff, "{}", ctx.peer);
+        upstream.insert_header(
+            "x-forwarded-for",
+            HeaderValue::from_maybe_shared(Bytes::from(xff))
+                .map_err(|_| Error::explain(ErrorType::InvalidHTTPHeader, "X-Forwarded-For"))?,
+        )?;
         let from_trusted = ctx.rt.as_ref().is_some_and(|rt| {
             rt.trusted_proxies
                 .iter()
@@ -367,7 +379,7 @@ impl ProxyHttp for Gateway {
         resp: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        resp.insert_header("x-request-id", ctx.request_id.as_str())?;
+        resp.insert_header("x-request-id", ctx.request_id.clone())?;
         if let (Some(rt), Some(route)) = (&ctx.rt, ctx.route) {
             if let Some(p) = &rt.routes[route].policy_header {
                 resp.insert_header("ratelimit-policy", p.clone())?;
@@ -406,6 +418,7 @@ impl ProxyHttp for Gateway {
                 if ctx.request_id.is_empty() {
                     ctx.request_id = new_request_id();
                 }
+
                 let detail = match p {
                     Problem::UpstreamUnavailable => "The upstream could not be reached.",
                     Problem::UpstreamTimeout => "The upstream did not answer in time.",
@@ -455,7 +468,7 @@ impl ProxyHttp for Gateway {
                 path = %req.uri.path(),
                 status,
                 route = %route,
-                request_id = %ctx.request_id,
+                request_id = %ctx.request_id(),
                 peer = %ctx.peer,
                 duration_ms = elapsed.as_secs_f64() * 1000.0,
                 error = error.as_deref().unwrap_or(""),
