@@ -220,13 +220,23 @@ impl Signals {
             }
         };
         let old = self.shared.runtime.load();
-        if cfg.server.listen != old.config.server.listen
-            || cfg.server.admin != old.config.server.admin
-        {
-            tracing::warn!(
-                event = "reload_listeners_unchanged",
-                "listen and admin addresses change only on restart or --upgrade"
-            );
+        let (a, b) = (&old.config.server, &cfg.server);
+        let fixed = [
+            ("server.listen", a.listen != b.listen),
+            ("server.admin", a.admin != b.admin),
+            ("server.threads", a.threads != b.threads),
+            ("server.h2c", a.h2c != b.h2c),
+            ("server.grace_period", a.grace_period != b.grace_period),
+            ("server.upgrade_sock", a.upgrade_sock != b.upgrade_sock),
+        ];
+        for (key, changed) in fixed {
+            if changed {
+                tracing::warn!(
+                    event = "reload_needs_restart",
+                    key,
+                    "this setting changes only on restart or --upgrade; the rest of the file is applied"
+                );
+            }
         }
         drop(old);
         match self.shared.reload(cfg) {

@@ -20,6 +20,9 @@ pub use values::{parse_duration, parse_rate};
 
 use std::path::Path;
 
+/// At most this many limits on one route: a decision keeps their keys on the stack.
+pub const MAX_LIMITS_PER_ROUTE: usize = 16;
+
 /// Every problem found in one file.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{}", self.render())]

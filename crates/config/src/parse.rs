@@ -6,6 +6,7 @@ use crate::reader::{
 };
 use crate::types::*;
 use crate::values::{parse_duration, parse_rate};
+use crate::MAX_LIMITS_PER_ROUTE;
 use ipnet::IpNet;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -654,6 +655,17 @@ fn routes(
                     }
                 }
             }
+        }
+        if limit_idx.len() > MAX_LIMITS_PER_ROUTE {
+            let span = r.get("limits").map(|v| v.span()).unwrap_or(0..0);
+            cx.err(
+                &r.key_path("limits"),
+                span,
+                format!(
+                    "at most {MAX_LIMITS_PER_ROUTE} limits per route, got {}",
+                    limit_idx.len()
+                ),
+            );
         }
         r.finish(
             cx,

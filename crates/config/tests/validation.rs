@@ -139,3 +139,25 @@ fn unchanged_limits_keep_their_state_across_reloads() {
     );
     assert!(!a.limits[0].same_state_as(&c.limits[0]));
 }
+
+#[test]
+fn at_most_sixteen_limits_per_route() {
+    let mut toml = String::new();
+    let mut names = Vec::new();
+    for i in 0..17 {
+        toml.push_str(&format!(
+            "[limits.l{i}]\nkey = \"global\"\nrate = \"1/s\"\n"
+        ));
+        names.push(format!("\"l{i}\""));
+    }
+    toml.push_str(&format!(
+        "[[routes]]\npath_prefix = \"/\"\nrespond = {{ status = 200 }}\nlimits = [{}]\n",
+        names.join(", ")
+    ));
+    let p = problems(&toml);
+    assert_eq!(p.len(), 1);
+    assert!(
+        p[0].contains("routes[0].limits: at most 16 limits per route, got 17"),
+        "{p:?}"
+    );
+}

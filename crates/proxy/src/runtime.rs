@@ -21,8 +21,7 @@ use tollgate_limit::{
     AlgorithmKind, Clock, Gcra, KeyedStore, LocalLimiter, TokenBucket, NANOS_PER_SEC,
 };
 
-/// At most this many limits on one route (keys are kept on the stack while deciding).
-pub const MAX_LIMITS_PER_ROUTE: usize = 16;
+pub use tollgate_config::MAX_LIMITS_PER_ROUTE;
 
 pub struct LimitRt {
     pub cfg: LimitConfig,
@@ -95,8 +94,6 @@ pub struct Runtime {
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    #[error("route {route}: more than {MAX_LIMITS_PER_ROUTE} limits")]
-    TooManyLimits { route: String },
     #[error("upstream {upstream}: {source}")]
     Upstream {
         upstream: String,
@@ -186,11 +183,6 @@ impl Runtime {
 
         let mut routes = Vec::with_capacity(config.routes.len());
         for cfg in &config.routes {
-            if cfg.limits.len() > MAX_LIMITS_PER_ROUTE {
-                return Err(BuildError::TooManyLimits {
-                    route: cfg.name.clone(),
-                });
-            }
             let items: Vec<String> = cfg
                 .limits
                 .iter()
