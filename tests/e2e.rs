@@ -18,6 +18,11 @@ fn ip(s: &str) -> IpAddr {
     s.parse().expect("ip")
 }
 
+/// A config serving on `port` with its admin on `admin`; `rest` goes on inside `[server]`.
+fn serving(port: u16, admin: u16, rest: &str) -> String {
+    format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\nadmin = \"127.0.0.1:{admin}\"\n{rest}")
+}
+
 async fn start(toml: &str, port: u16, admin: u16) -> GatewayProc {
     match GatewayProc::start(bin(), toml, port, Some(admin)).await {
         Ok(gw) => gw,
@@ -42,11 +47,11 @@ async fn metric_reaches(admin: u16, name: &str, labels: &[&str], want: f64) -> b
 async fn routes_by_host_longest_prefix_and_method() {
     let be = Backend::start().await.expect("backend");
     let (port, admin) = (free_port(), free_port());
-    let conf = format!(
-        r#"
-[server]
-listen = ["127.0.0.1:{port}"]
-admin = "127.0.0.1:{admin}"
+    let conf = serving(
+        port,
+        admin,
+        &format!(
+            r#"
 threads = 1
 [upstreams.app]
 targets = ["{be}"]
@@ -69,7 +74,8 @@ host = "docs.example.com"
 path_prefix = "/"
 respond = {{ status = 200, body = "docs" }}
 "#,
-        be = be.addr
+            be = be.addr
+        ),
     );
     let _gw = start(&conf, port, admin).await;
 
@@ -144,11 +150,11 @@ respond = {{ status = 200, body = "docs" }}
 async fn a_burst_is_exact_and_the_429_follows_the_contract() {
     let be = Backend::start().await.expect("backend");
     let (port, admin) = (free_port(), free_port());
-    let conf = format!(
-        r#"
-[server]
-listen = ["127.0.0.1:{port}"]
-admin = "127.0.0.1:{admin}"
+    let conf = serving(
+        port,
+        admin,
+        &format!(
+            r#"
 [upstreams.app]
 targets = ["{be}"]
 [[routes]]
@@ -165,7 +171,8 @@ key = "global"
 algorithm = "gcra"
 rate = "100/h"
 "#,
-        be = be.addr
+            be = be.addr
+        ),
     );
     let _gw = start(&conf, port, admin).await;
     let mut replies = Vec::new();
@@ -310,11 +317,11 @@ burst = 3
 async fn two_worker_threads_and_50_concurrent_requests_admit_exactly_burst() {
     let be = Backend::start().await.expect("backend");
     let (port, admin) = (free_port(), free_port());
-    let conf = format!(
-        r#"
-[server]
-listen = ["127.0.0.1:{port}"]
-admin = "127.0.0.1:{admin}"
+    let conf = serving(
+        port,
+        admin,
+        &format!(
+            r#"
 threads = 2
 [upstreams.app]
 targets = ["{be}"]
@@ -327,7 +334,8 @@ key = "client_ip"
 rate = "1/h"
 burst = 20
 "#,
-        be = be.addr
+            be = be.addr
+        ),
     );
     let _gw = start(&conf, port, admin).await;
     let tasks: Vec<_> = (0..50)
@@ -355,11 +363,11 @@ async fn health_checks_take_a_dead_target_out_and_bring_it_back() {
     let live = Backend::start().await.expect("backend");
     let dead_port = free_port();
     let (port, admin) = (free_port(), free_port());
-    let conf = format!(
-        r#"
-[server]
-listen = ["127.0.0.1:{port}"]
-admin = "127.0.0.1:{admin}"
+    let conf = serving(
+        port,
+        admin,
+        &format!(
+            r#"
 [upstreams.app]
 targets = ["{live}", "127.0.0.1:{dead_port}"]
 health_check = {{ interval = "100ms", timeout = "100ms" }}
@@ -367,7 +375,8 @@ health_check = {{ interval = "100ms", timeout = "100ms" }}
 path_prefix = "/"
 upstream = "app"
 "#,
-        live = live.addr
+            live = live.addr
+        ),
     );
     let _gw = start(&conf, port, admin).await;
     let dead_label = format!("target=\"127.0.0.1:{dead_port}\"");
@@ -423,11 +432,11 @@ async fn unreachable_and_slow_upstreams_get_problem_json() {
     let be = Backend::start().await.expect("backend");
     let dead = free_port();
     let (port, admin) = (free_port(), free_port());
-    let conf = format!(
-        r#"
-[server]
-listen = ["127.0.0.1:{port}"]
-admin = "127.0.0.1:{admin}"
+    let conf = serving(
+        port,
+        admin,
+        &format!(
+            r#"
 [upstreams.gone]
 targets = ["127.0.0.1:{dead}"]
 health_check = false
@@ -443,7 +452,8 @@ name = "slow"
 path_prefix = "/slow"
 upstream = "slow"
 "#,
-        be = be.addr
+            be = be.addr
+        ),
     );
     let _gw = start(&conf, port, admin).await;
     let r = get(port, "/gone", &[]).await.expect("req");
@@ -474,18 +484,19 @@ upstream = "slow"
 async fn the_upstream_is_told_request_id_forwarded_for_and_proto() {
     let be = Backend::start().await.expect("backend");
     let (port, admin) = (free_port(), free_port());
-    let conf = format!(
-        r#"
-[server]
-listen = ["127.0.0.1:{port}"]
-admin = "127.0.0.1:{admin}"
+    let conf = serving(
+        port,
+        admin,
+        &format!(
+            r#"
 [upstreams.app]
 targets = ["{be}"]
 [[routes]]
 path_prefix = "/"
 upstream = "app"
 "#,
-        be = be.addr
+            be = be.addr
+        ),
     );
     let _gw = start(&conf, port, admin).await;
     let r = request_from(
@@ -529,11 +540,11 @@ upstream = "app"
 async fn shadow_mode_passes_marks_and_counts() {
     let be = Backend::start().await.expect("backend");
     let (port, admin) = (free_port(), free_port());
-    let conf = format!(
-        r#"
-[server]
-listen = ["127.0.0.1:{port}"]
-admin = "127.0.0.1:{admin}"
+    let conf = serving(
+        port,
+        admin,
+        &format!(
+            r#"
 [upstreams.app]
 targets = ["{be}"]
 [[routes]]
@@ -546,7 +557,8 @@ rate = "1/h"
 burst = 2
 shadow = true
 "#,
-        be = be.addr
+            be = be.addr
+        ),
     );
     let _gw = start(&conf, port, admin).await;
     let mut marked = 0;
@@ -570,15 +582,14 @@ shadow = true
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_with_prior_knowledge() {
     let (port, admin) = (free_port(), free_port());
-    let conf = format!(
+    let conf = serving(
+        port,
+        admin,
         r#"
-[server]
-listen = ["127.0.0.1:{port}"]
-admin = "127.0.0.1:{admin}"
 [[routes]]
 path_prefix = "/"
-respond = {{ status = 200, body = "over h2" }}
-"#
+respond = { status = 200, body = "over h2" }
+"#,
     );
     let _gw = start(&conf, port, admin).await;
     let r = get_h2(port, "/").await.expect("h2 request");

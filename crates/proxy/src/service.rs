@@ -80,6 +80,20 @@ impl Ctx {
     fn request_id(&self) -> &str {
         self.request_id.to_str().unwrap_or("")
     }
+
+    /// RateLimit-Policy (the route's enforced limits) and RateLimit (the decision), on every
+    /// response of a limited route, whoever wrote it.
+    fn add_limit_headers(&self, resp: &mut ResponseHeader) -> Result<()> {
+        if let (Some(rt), Some(route)) = (&self.rt, self.route) {
+            if let Some(p) = &rt.routes[route].policy_header {
+                resp.insert_header("ratelimit-policy", p.clone())?;
+            }
+        }
+        if let Some(v) = &self.ratelimit {
+            resp.insert_header("ratelimit", v.clone())?;
+        }
+        Ok(())
+    }
 }
 
 fn request_host(req: &RequestHeader) -> Option<&str> {
@@ -99,14 +113,7 @@ impl Gateway {
         mut resp: ResponseHeader,
         body: Bytes,
     ) -> Result<()> {
-        if let (Some(rt), Some(route)) = (&ctx.rt, ctx.route) {
-            if let Some(p) = &rt.routes[route].policy_header {
-                resp.insert_header("ratelimit-policy", p.clone())?;
-            }
-        }
-        if let Some(v) = &ctx.ratelimit {
-            resp.insert_header("ratelimit", v.clone())?;
-        }
+        ctx.add_limit_headers(&mut resp)?;
         let head_only = session.req_header().method == http::Method::HEAD;
         session
             .write_response_header(Box::new(resp), head_only || body.is_empty())
@@ -380,15 +387,7 @@ impl ProxyHttp for Gateway {
         ctx: &mut Ctx,
     ) -> Result<()> {
         resp.insert_header("x-request-id", ctx.request_id.clone())?;
-        if let (Some(rt), Some(route)) = (&ctx.rt, ctx.route) {
-            if let Some(p) = &rt.routes[route].policy_header {
-                resp.insert_header("ratelimit-policy", p.clone())?;
-            }
-        }
-        if let Some(v) = &ctx.ratelimit {
-            resp.insert_header("ratelimit", v.clone())?;
-        }
-        Ok(())
+        ctx.add_limit_headers(resp)
     }
 
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
