@@ -17,7 +17,9 @@ pub fn fold(ip: IpAddr) -> IpAddr {
     }
 }
 
-fn trusted(ip: IpAddr, proxies: &[IpNet]) -> bool {
+/// Whether `ip` (IPv4-mapped folded) is one of the trusted proxies.
+pub fn trusted(ip: IpAddr, proxies: &[IpNet]) -> bool {
+    let ip = fold(ip);
     proxies.iter().any(|n| n.contains(&ip))
 }
 

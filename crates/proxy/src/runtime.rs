@@ -17,9 +17,7 @@ use pingora::lb::LoadBalancer;
 use prometheus::{Histogram, IntCounter};
 use std::sync::{Arc, OnceLock};
 use tollgate_config::{Config, HealthCheck, LimitConfig, RouteAction, RouteConfig, UpstreamConfig};
-use tollgate_limit::{
-    AlgorithmKind, Clock, Gcra, KeyedStore, LocalLimiter, TokenBucket, NANOS_PER_SEC,
-};
+use tollgate_limit::{AlgorithmKind, Clock, Gcra, KeyedStore, LocalLimiter, TokenBucket};
 
 pub use tollgate_config::MAX_LIMITS_PER_ROUTE;
 
@@ -338,11 +336,6 @@ impl Shared {
             }
         }
     }
-}
-
-/// Whole seconds for a header, at least 1.
-pub fn header_secs(ns: u64) -> u64 {
-    ns.div_ceil(NANOS_PER_SEC).max(1)
 }
 
 #[cfg(test)]

@@ -11,10 +11,10 @@
 //!   what cannot be proxied (502 unreachable, 504 too slow).
 //! - `logging`: metrics, and the access log line when enabled.
 
-use crate::identity::{client_ip, KeyInput};
+use crate::identity::{client_ip, trusted, KeyInput};
 use crate::policy::{decide, Verdict};
 use crate::respond::{header, ratelimit_value, Extra, Problem};
-use crate::runtime::{count_unrouted, header_secs, Runtime, Shared};
+use crate::runtime::{count_unrouted, Runtime, Shared};
 use async_trait::async_trait;
 use bytes::Bytes;
 use http::HeaderValue;
@@ -27,6 +27,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Instant;
 use tollgate_config::RouteAction;
+use tollgate_limit::ceil_secs;
 
 pub struct Gateway {
     shared: Arc<Shared>,
@@ -156,7 +157,8 @@ impl Gateway {
         wait: u64,
     ) -> Result<()> {
         let l = &rt.limits[limit];
-        let secs = header_secs(wait);
+        // Retry-After is whole seconds and at least 1: a client that waits that long passes.
+        let secs = ceil_secs(wait).max(1);
         ctx.ratelimit = ratelimit_value(&l.name_sf, 0, secs);
         if let Some(pos) = rt.routes[route].cfg.limits.iter().position(|&i| i == limit) {
             rt.routes[route].rejected[pos].inc();
@@ -179,7 +181,7 @@ impl Gateway {
     fn note_verdict(&self, ctx: &mut Ctx, rt: &Runtime, route: usize, v: &Verdict) {
         if let Some((li, remaining, reset)) = v.nearest {
             let l = &rt.limits[li];
-            let t = reset.div_ceil(tollgate_limit::NANOS_PER_SEC);
+            let t = ceil_secs(reset);
             ctx.ratelimit = ratelimit_value(&l.name_sf, remaining, t);
         }
         if v.shadow_exceeded != 0 {
@@ -356,11 +358,10 @@ impl ProxyHttp for Gateway {
             HeaderValue::from_maybe_shared(Bytes::from(xff))
                 .map_err(|_| Error::explain(ErrorType::InvalidHTTPHeader, "X-Forwarded-For"))?,
         )?;
-        let from_trusted = ctx.rt.as_ref().is_some_and(|rt| {
-            rt.trusted_proxies
-                .iter()
-                .any(|n| n.contains(&crate::identity::fold(ctx.peer)))
-        });
+        let from_trusted = ctx
+            .rt
+            .as_ref()
+            .is_some_and(|rt| trusted(ctx.peer, &rt.trusted_proxies));
         if !(from_trusted && upstream.headers.contains_key("x-forwarded-proto")) {
             let proto = if session
                 .digest()
