@@ -23,6 +23,16 @@ fn serving(port: u16, admin: u16, rest: &str) -> String {
     format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\nadmin = \"127.0.0.1:{admin}\"\n{rest}")
 }
 
+/// A loopback backend and a gateway serving `rest(backend address)` (inside `[server]`).
+async fn with_backend(
+    rest: impl FnOnce(std::net::SocketAddr) -> String,
+) -> (Backend, GatewayProc, u16, u16) {
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let gw = start(&serving(port, admin, &rest(be.addr)), port, admin).await;
+    (be, gw, port, admin)
+}
+
 async fn start(toml: &str, port: u16, admin: u16) -> GatewayProc {
     match GatewayProc::start(bin(), toml, port, Some(admin)).await {
         Ok(gw) => gw,
@@ -45,12 +55,8 @@ async fn metric_reaches(admin: u16, name: &str, labels: &[&str], want: f64) -> b
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routes_by_host_longest_prefix_and_method() {
-    let be = Backend::start().await.expect("backend");
-    let (port, admin) = (free_port(), free_port());
-    let conf = serving(
-        port,
-        admin,
-        &format!(
+    let (_be, _gw, port, admin) = with_backend(|be| {
+        format!(
             r#"
 threads = 1
 [upstreams.app]
@@ -73,11 +79,10 @@ name = "docs-host"
 host = "docs.example.com"
 path_prefix = "/"
 respond = {{ status = 200, body = "docs" }}
-"#,
-            be = be.addr
-        ),
-    );
-    let _gw = start(&conf, port, admin).await;
+"#
+        )
+    })
+    .await;
 
     let r = get(port, "/api/users?x=1", &[]).await.expect("req");
     assert_eq!(r.status, 200);
@@ -148,12 +153,8 @@ respond = {{ status = 200, body = "docs" }}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_is_exact_and_the_429_follows_the_contract() {
-    let be = Backend::start().await.expect("backend");
-    let (port, admin) = (free_port(), free_port());
-    let conf = serving(
-        port,
-        admin,
-        &format!(
+    let (be, _gw, port, admin) = with_backend(|be| {
+        format!(
             r#"
 [upstreams.app]
 targets = ["{be}"]
@@ -170,11 +171,10 @@ burst = 5
 key = "global"
 algorithm = "gcra"
 rate = "100/h"
-"#,
-            be = be.addr
-        ),
-    );
-    let _gw = start(&conf, port, admin).await;
+"#
+        )
+    })
+    .await;
     let mut replies = Vec::new();
     for _ in 0..8 {
         replies.push(
@@ -315,12 +315,8 @@ burst = 3
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_worker_threads_and_50_concurrent_requests_admit_exactly_burst() {
-    let be = Backend::start().await.expect("backend");
-    let (port, admin) = (free_port(), free_port());
-    let conf = serving(
-        port,
-        admin,
-        &format!(
+    let (be, _gw, port, _admin) = with_backend(|be| {
+        format!(
             r#"
 threads = 2
 [upstreams.app]
@@ -333,11 +329,10 @@ limits = ["per_ip"]
 key = "client_ip"
 rate = "1/h"
 burst = 20
-"#,
-            be = be.addr
-        ),
-    );
-    let _gw = start(&conf, port, admin).await;
+"#
+        )
+    })
+    .await;
     let tasks: Vec<_> = (0..50)
         .map(|_| tokio::spawn(async move { get(port, "/", &[]).await.map(|r| r.status) }))
         .collect();
@@ -482,23 +477,18 @@ upstream = "slow"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_upstream_is_told_request_id_forwarded_for_and_proto() {
-    let be = Backend::start().await.expect("backend");
-    let (port, admin) = (free_port(), free_port());
-    let conf = serving(
-        port,
-        admin,
-        &format!(
+    let (_be, _gw, port, _admin) = with_backend(|be| {
+        format!(
             r#"
 [upstreams.app]
 targets = ["{be}"]
 [[routes]]
 path_prefix = "/"
 upstream = "app"
-"#,
-            be = be.addr
-        ),
-    );
-    let _gw = start(&conf, port, admin).await;
+"#
+        )
+    })
+    .await;
     let r = request_from(
         ip("127.0.0.7"),
         port,
@@ -538,12 +528,8 @@ upstream = "app"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shadow_mode_passes_marks_and_counts() {
-    let be = Backend::start().await.expect("backend");
-    let (port, admin) = (free_port(), free_port());
-    let conf = serving(
-        port,
-        admin,
-        &format!(
+    let (_be, _gw, port, admin) = with_backend(|be| {
+        format!(
             r#"
 [upstreams.app]
 targets = ["{be}"]
@@ -556,11 +542,10 @@ key = "client_ip"
 rate = "1/h"
 burst = 2
 shadow = true
-"#,
-            be = be.addr
-        ),
-    );
-    let _gw = start(&conf, port, admin).await;
+"#
+        )
+    })
+    .await;
     let mut marked = 0;
     for _ in 0..5 {
         let r = get(port, "/", &[]).await.expect("req");
