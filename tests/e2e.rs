@@ -762,3 +762,36 @@ limits = ["per_ip", "missing"]
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("server.threads: must be between 1 and 1024, got 0 (line 2)"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_finishes_requests_in_flight_then_exits_without_waiting_out_the_grace_period() {
+    let (_be, gw, port, _admin) = with_backend(|be| {
+        format!(
+            r#"grace_period = "10s"
+[upstreams.app]
+targets = ["{be}"]
+[[routes]]
+path_prefix = "/"
+upstream = "app"
+"#
+        )
+    })
+    .await;
+    let mut gw = gw;
+    let slow = tokio::spawn(async move { get(port, "/slow?ms=1000", &[]).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    gw.signal(libc::SIGTERM);
+    let r = slow
+        .await
+        .expect("task")
+        .expect("the request in flight completes");
+    assert_eq!(r.status, 200);
+    assert!(r.body.contains("/slow"));
+    let took = gw.wait_exit(Duration::from_secs(4)).await;
+    assert!(
+        took.is_some(),
+        "exits once drained, long before the 10 s grace period:\n{}",
+        gw.log_text()
+    );
+    assert!(gw.log_text().contains("drained"));
+}

@@ -253,6 +253,29 @@ impl Signals {
     }
 }
 
+/// Pingora's graceful terminate stops the listeners, then sleeps the whole grace period before
+/// ending. The grace period is a deadline, not a duration: once no request is in flight (twice
+/// in a row, 50 ms apart, after the listeners had time to close), exit at once. If requests are
+/// still running when the grace period ends, Pingora's own shutdown takes over.
+fn exit_when_drained() {
+    std::thread::spawn(|| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let mut idle = 0;
+        loop {
+            if tollgate_proxy::service::in_flight() == 0 {
+                idle += 1;
+                if idle >= 2 {
+                    tracing::info!(event = "drained", "no request in flight: exiting");
+                    std::process::exit(0);
+                }
+            } else {
+                idle = 0;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    });
+}
+
 #[async_trait::async_trait]
 impl ShutdownSignalWatch for Signals {
     async fn recv(&self) -> ShutdownSignal {
@@ -271,6 +294,7 @@ impl ShutdownSignalWatch for Signals {
                 _ = term.recv() => {
                     self.draining.store(true, Ordering::Relaxed);
                     tracing::info!(event = "draining", "SIGTERM: draining");
+                    exit_when_drained();
                     return ShutdownSignal::GracefulTerminate;
                 }
                 _ = int.recv() => {

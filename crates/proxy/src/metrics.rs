@@ -2,8 +2,8 @@
 //! label sets they need once, so the hot path only increments pre-resolved handles.
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 pub struct Metrics {
@@ -16,6 +16,7 @@ pub struct Metrics {
     pub limiter_evicted: IntCounterVec,
     pub upstream_healthy: IntGaugeVec,
     pub reloads: IntCounterVec,
+    pub in_flight: IntGauge,
 }
 
 /// Label for requests that matched no route.
@@ -84,6 +85,11 @@ impl Metrics {
             ),
             &["result"],
         )?;
+        let in_flight = IntGauge::new(
+            "tollgate_in_flight_requests",
+            "Requests being handled right now.",
+        )?;
+        registry.register(Box::new(in_flight.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(rejected.clone()))?;
         registry.register(Box::new(duration.clone()))?;
@@ -102,6 +108,7 @@ impl Metrics {
             limiter_evicted,
             upstream_healthy,
             reloads,
+            in_flight,
         })
     }
 

@@ -303,6 +303,9 @@ impl Shared {
 
     /// Refreshes the gauges that mirror state held elsewhere (called per /metrics scrape).
     pub fn refresh_gauges(&self) {
+        self.metrics
+            .in_flight
+            .set(crate::service::in_flight() as i64);
         let rt = self.runtime.load();
         for l in &rt.limits {
             let s = l.limiter.stats();

@@ -24,6 +24,7 @@ use pingora::proxy::FailToProxy;
 use pingora::ErrorSource;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tollgate_config::RouteAction;
@@ -39,8 +40,33 @@ impl Gateway {
     }
 }
 
+/// Requests being handled right now, process-wide (drain waits for zero).
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// How many requests are being handled right now.
+pub fn in_flight() -> usize {
+    IN_FLIGHT.load(Ordering::Acquire)
+}
+
+/// Counts one request for as long as its context lives.
+struct InFlight;
+
+impl InFlight {
+    fn new() -> Self {
+        IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Per-request state shared across phases.
 pub struct Ctx {
+    _in_flight: InFlight,
     start: Instant,
     rt: Option<Arc<Runtime>>,
     route: Option<usize>,
@@ -210,6 +236,7 @@ impl ProxyHttp for Gateway {
 
     fn new_ctx(&self) -> Ctx {
         Ctx {
+            _in_flight: InFlight::new(),
             start: Instant::now(),
             rt: None,
             route: None,
