@@ -795,3 +795,37 @@ upstream = "app"
     );
     assert!(gw.log_text().contains("drained"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_post_keeps_its_connection() {
+    let (port, admin) = (free_port(), free_port());
+    let conf = serving(
+        port,
+        admin,
+        r#"
+[[routes]]
+path_prefix = "/login"
+respond = { status = 200, body = "welcome" }
+limits = ["login"]
+[limits.login]
+key = "client_ip"
+rate = "1/h"
+burst = 1
+"#,
+    );
+    let _gw = start(&conf, port, admin).await;
+    let form = "user=alice&password=".to_string() + &"x".repeat(4000);
+    let replies = on_one_connection(
+        port,
+        &[
+            ("POST", "/login", &form),
+            ("POST", "/login", &form),
+            ("POST", "/login", &form),
+        ],
+    )
+    .await
+    .expect("three requests on one connection");
+    let codes: Vec<u16> = replies.iter().map(|r| r.status).collect();
+    assert_eq!(codes, [200, 429, 429]);
+    assert_eq!(replies[1].header("connection"), Some("keep-alive"));
+}

@@ -123,6 +123,29 @@ impl Ctx {
     }
 }
 
+/// Bodies up to this size are read and discarded before an edge answer, so that the client's
+/// connection can carry its next request (a refused login POST keeps its keep-alive). Larger
+/// or chunked bodies are not read: the connection closes after the answer instead.
+const DRAIN_LIMIT: u64 = 64 * 1024;
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
+async fn drain_small_body(session: &mut Session) {
+    if session.is_body_done() {
+        return;
+    }
+    let small = session
+        .req_header()
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .is_some_and(|n| n <= DRAIN_LIMIT);
+    if small {
+        // A client that stalls mid-body loses its connection, nothing else.
+        let _ = tokio::time::timeout(DRAIN_TIMEOUT, session.drain_request_body()).await;
+    }
+}
+
 fn request_host(req: &RequestHeader) -> Option<&str> {
     req.uri.authority().map(|a| a.as_str()).or_else(|| {
         req.headers
@@ -141,6 +164,7 @@ impl Gateway {
         body: Bytes,
     ) -> Result<()> {
         ctx.add_limit_headers(&mut resp)?;
+        drain_small_body(session).await;
         let head_only = session.req_header().method == http::Method::HEAD;
         session
             .write_response_header(Box::new(resp), head_only || body.is_empty())

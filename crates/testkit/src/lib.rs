@@ -202,6 +202,35 @@ pub async fn request_from(
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "request timed out"))?
 }
 
+/// Several requests, one after the other, on one keep-alive HTTP/1.1 connection: `(method,
+/// path, body)` each. Fails if the gateway closes the connection between them.
+pub async fn on_one_connection(
+    port: u16,
+    requests: &[(&str, &str, &str)],
+) -> std::io::Result<Vec<Reply>> {
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(std::io::Error::other)?;
+    tokio::spawn(conn);
+    let mut out = Vec::with_capacity(requests.len());
+    for (method, path, body) in requests {
+        send.ready().await.map_err(std::io::Error::other)?;
+        let req = Request::builder()
+            .method(*method)
+            .uri(*path)
+            .header("host", format!("127.0.0.1:{port}"))
+            .body(Full::new(Bytes::from(body.to_string())))
+            .map_err(std::io::Error::other)?;
+        let resp = tokio::time::timeout(Duration::from_secs(10), send.send_request(req))
+            .await
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "request timed out"))?
+            .map_err(std::io::Error::other)?;
+        out.push(read_reply(resp).await?);
+    }
+    Ok(out)
+}
+
 /// A GET from 127.0.0.1.
 pub async fn get(port: u16, path: &str, headers: &[(&str, &str)]) -> std::io::Result<Reply> {
     request_from(IpAddr::from([127, 0, 0, 1]), port, "GET", path, headers, "").await
