@@ -258,6 +258,10 @@ impl Gateway {
 impl ProxyHttp for Gateway {
     type CTX = Ctx;
 
+    /// No downstream modules: Pingora's default adds a disabled compression module that every
+    /// request still walks through. Tollgate does not compress; the upstream does.
+    fn init_downstream_modules(&self, _modules: &mut pingora::modules::http::HttpModules) {}
+
     fn new_ctx(&self) -> Ctx {
         Ctx {
             _in_flight: InFlight::new(),
