@@ -829,3 +829,77 @@ burst = 1
     assert_eq!(codes, [200, 429, 429]);
     assert_eq!(replies[1].header("connection"), Some("keep-alive"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_sources_split_and_skip_as_configured() {
+    let (port, admin) = (free_port(), free_port());
+    let conf = serving(
+        port,
+        admin,
+        r#"
+[[routes]]
+name = "by-key"
+path_prefix = "/key"
+respond = { status = 200 }
+limits = ["per_api_key"]
+[[routes]]
+name = "by-page"
+path_prefix = "/page"
+respond = { status = 200 }
+limits = ["per_page_and_method"]
+[limits.per_api_key]
+key = "header:X-API-Key"
+rate = "1/h"
+burst = 2
+[limits.per_page_and_method]
+key = ["query:page", "method"]
+rate = "1/h"
+burst = 1
+"#,
+    );
+    let _gw = start(&conf, port, admin).await;
+    let status = |path: &'static str,
+                  headers: Vec<(&'static str, &'static str)>,
+                  method: &'static str| async move {
+        request_from(ip("127.0.0.1"), port, method, path, &headers, "")
+            .await
+            .expect("req")
+            .status
+    };
+    // Per API key: each key its own bucket; no key, not counted.
+    let mut a = Vec::new();
+    for _ in 0..3 {
+        a.push(status("/key", vec![("x-api-key", "alpha")], "GET").await);
+    }
+    assert_eq!(a, [200, 200, 429]);
+    assert_eq!(
+        status("/key", vec![("x-api-key", "beta")], "GET").await,
+        200
+    );
+    for _ in 0..5 {
+        assert_eq!(
+            status("/key", vec![], "GET").await,
+            200,
+            "a request without the header is not counted"
+        );
+    }
+    // Composite key: the decoded query value and the method together.
+    assert_eq!(status("/page?page=A", vec![], "GET").await, 200);
+    assert_eq!(
+        status("/page?page=%41", vec![], "GET").await,
+        429,
+        "%41 is A: same key"
+    );
+    assert_eq!(
+        status("/page?page=A", vec![], "POST").await,
+        200,
+        "another method, another key"
+    );
+    assert_eq!(status("/page?page=B", vec![], "GET").await, 200);
+    assert_eq!(
+        status("/page", vec![], "GET").await,
+        200,
+        "no page parameter: not counted"
+    );
+    assert_eq!(status("/page", vec![], "GET").await, 200);
+}
