@@ -161,8 +161,71 @@ async fn read_reply(resp: Response<Incoming>) -> std::io::Result<Reply> {
     })
 }
 
-/// One HTTP/1.1 request on a new connection from `source` (any 127.0.0.0/8 address works on
-/// Linux loopback), with a 10 s budget.
+const REQUEST_BUDGET: Duration = Duration::from_secs(10);
+
+fn timed_out(_: tokio::time::error::Elapsed) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::TimedOut, "request timed out")
+}
+
+/// One HTTP/1.1 keep-alive connection to the gateway on 127.0.0.1.
+pub struct Conn {
+    port: u16,
+    send: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+}
+
+impl Conn {
+    /// Connects from `source` (any 127.0.0.0/8 address works on Linux loopback).
+    pub async fn open_from(source: IpAddr, port: u16) -> std::io::Result<Self> {
+        let sock = TcpSocket::new_v4()?;
+        sock.bind(SocketAddr::new(source, 0))?;
+        let stream = tokio::time::timeout(
+            REQUEST_BUDGET,
+            sock.connect(SocketAddr::from(([127, 0, 0, 1], port))),
+        )
+        .await
+        .map_err(timed_out)??;
+        let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(std::io::Error::other)?;
+        tokio::spawn(conn);
+        Ok(Self { port, send })
+    }
+
+    /// One request on this connection, read whole, with a 10 s budget. A `host` header is
+    /// added unless given. Fails if the gateway closed the connection.
+    pub async fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> std::io::Result<Reply> {
+        let mut req = Request::builder().method(method).uri(path);
+        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+            req = req.header("host", format!("127.0.0.1:{}", self.port));
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req
+            .body(Full::new(Bytes::from(body.to_string())))
+            .map_err(std::io::Error::other)?;
+        let fut = async {
+            self.send.ready().await.map_err(std::io::Error::other)?;
+            let resp = self
+                .send
+                .send_request(req)
+                .await
+                .map_err(std::io::Error::other)?;
+            read_reply(resp).await
+        };
+        tokio::time::timeout(REQUEST_BUDGET, fut)
+            .await
+            .map_err(timed_out)?
+    }
+}
+
+/// One HTTP/1.1 request on a new connection from `source`.
 pub async fn request_from(
     source: IpAddr,
     port: u16,
@@ -171,62 +234,22 @@ pub async fn request_from(
     headers: &[(&str, &str)],
     body: &str,
 ) -> std::io::Result<Reply> {
-    let fut = async {
-        let sock = TcpSocket::new_v4()?;
-        sock.bind(SocketAddr::new(source, 0))?;
-        let stream = sock
-            .connect(SocketAddr::from(([127, 0, 0, 1], port)))
-            .await?;
-        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(std::io::Error::other)?;
-        tokio::spawn(conn);
-        let mut req = Request::builder().method(method).uri(path);
-        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
-            req = req.header("host", format!("127.0.0.1:{port}"));
-        }
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        let req = req
-            .body(Full::new(Bytes::from(body.to_string())))
-            .map_err(std::io::Error::other)?;
-        let resp = send
-            .send_request(req)
-            .await
-            .map_err(std::io::Error::other)?;
-        read_reply(resp).await
-    };
-    tokio::time::timeout(Duration::from_secs(10), fut)
+    Conn::open_from(source, port)
+        .await?
+        .send(method, path, headers, body)
         .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "request timed out"))?
 }
 
-/// Several requests, one after the other, on one keep-alive HTTP/1.1 connection: `(method,
-/// path, body)` each. Fails if the gateway closes the connection between them.
+/// Several requests, one after the other, on one keep-alive connection: `(method, path, body)`
+/// each. Fails if the gateway closes the connection between them.
 pub async fn on_one_connection(
     port: u16,
     requests: &[(&str, &str, &str)],
 ) -> std::io::Result<Vec<Reply>> {
-    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(std::io::Error::other)?;
-    tokio::spawn(conn);
+    let mut conn = Conn::open_from(IpAddr::from([127, 0, 0, 1]), port).await?;
     let mut out = Vec::with_capacity(requests.len());
     for (method, path, body) in requests {
-        send.ready().await.map_err(std::io::Error::other)?;
-        let req = Request::builder()
-            .method(*method)
-            .uri(*path)
-            .header("host", format!("127.0.0.1:{port}"))
-            .body(Full::new(Bytes::from(body.to_string())))
-            .map_err(std::io::Error::other)?;
-        let resp = tokio::time::timeout(Duration::from_secs(10), send.send_request(req))
-            .await
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "request timed out"))?
-            .map_err(std::io::Error::other)?;
-        out.push(read_reply(resp).await?);
+        out.push(conn.send(method, path, &[], body).await?);
     }
     Ok(out)
 }
