@@ -121,15 +121,17 @@ def oha(port, measure_pids):
     }
 
 
+# The two limit shapes, (rate per second, burst), given to Tollgate and nginx alike.
+SHAPES = {"allow": (100000000, 100000000), "deny": (100, 100)}
+
+
 def tg_conf(port, be_port, limits):
     lim = ""
     route_limits = ""
-    if limits == "allow":
+    if limits:
+        rate, burst = SHAPES[limits]
         route_limits = 'limits = ["per_ip"]'
-        lim = '[limits.per_ip]\nkey = "client_ip"\nrate = "100000000/s"\nburst = 100000000\n'
-    elif limits == "deny":
-        route_limits = 'limits = ["per_ip"]'
-        lim = '[limits.per_ip]\nkey = "client_ip"\nrate = "100/s"\nburst = 100\n'
+        lim = f'[limits.per_ip]\nkey = "client_ip"\nrate = "{rate}/s"\nburst = {burst}\n'
     return f"""
 [server]
 listen = ["127.0.0.1:{port}"]
@@ -148,12 +150,10 @@ upstream = "be"
 
 def ngx_proxy(port, be_port, limits):
     zone, use = "", ""
-    if limits == "allow":
-        zone = "limit_req_zone $binary_remote_addr zone=ip:10m rate=100000000r/s;"
-        use = "limit_req zone=ip burst=100000000 nodelay;"
-    elif limits == "deny":
-        zone = "limit_req_zone $binary_remote_addr zone=ip:10m rate=100r/s;"
-        use = "limit_req zone=ip burst=100 nodelay; limit_req_status 429;"
+    if limits:
+        rate, burst = SHAPES[limits]
+        zone = f"limit_req_zone $binary_remote_addr zone=ip:10m rate={rate}r/s;"
+        use = f"limit_req zone=ip burst={burst} nodelay; limit_req_status 429;"
     return f"""
   {zone}
   upstream be {{ server 127.0.0.1:{be_port}; keepalive 64; }}

@@ -87,10 +87,6 @@ impl<A: Algorithm> KeyedStore<A> {
         }
     }
 
-    pub fn algorithm(&self) -> &A {
-        &self.alg
-    }
-
     #[inline]
     fn shard(&self, key: u64) -> &Shard<A::Cell> {
         let i = if self.shard_bits == 0 {

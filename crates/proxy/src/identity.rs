@@ -46,14 +46,8 @@ pub fn client_ip(peer: IpAddr, req: &RequestHeader, proxies: &[IpNet]) -> IpAddr
         return client;
     }
     // Several X-Forwarded-For headers form one list, in order: walk them all from the right.
-    let values: Vec<&[u8]> = req
-        .headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .map(|v| v.as_bytes())
-        .collect();
-    for v in values.iter().rev() {
-        let Ok(s) = std::str::from_utf8(v) else {
+    for v in req.headers.get_all("x-forwarded-for").iter().rev() {
+        let Ok(s) = std::str::from_utf8(v.as_bytes()) else {
             return client;
         };
         for item in s.rsplit(',') {
