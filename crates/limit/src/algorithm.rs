@@ -47,16 +47,19 @@ impl AlgorithmKind {
         Self::ALL.into_iter().find(|k| k.name() == name)
     }
 
-    /// Whether a `scope = "local"` limit can use this algorithm in this build.
-    pub fn local_supported(&self) -> bool {
-        matches!(self, AlgorithmKind::TokenBucket | AlgorithmKind::Gcra)
+    /// Whether `burst` is a bucket capacity (buckets, GCRA) rather than a count per window.
+    pub fn is_window(&self) -> bool {
+        matches!(
+            self,
+            AlgorithmKind::FixedWindow | AlgorithmKind::SlidingWindow | AlgorithmKind::SlidingLog
+        )
     }
 }
 
 /// One rate-limit algorithm. `State` is what it keeps per key; `Cell` is how that state is
 /// stored so that an update is one atomic step (see [`StateCell`]).
 pub trait Algorithm: Send + Sync + 'static {
-    type State: Copy + PartialEq + Send + Sync + 'static;
+    type State: Clone + PartialEq + Send + Sync + 'static;
     type Cell: StateCell<Self::State>;
 
     /// The state of a key seen for the first time at `now`: a full allowance.
@@ -163,6 +166,7 @@ impl TokenBucket {
             Decision::Allow {
                 remaining: after.tokens,
                 reset: self.time_until(&after, now, self.burst),
+                delay: 0,
             }
         } else {
             // A cost above the capacity can never pass: report the time to a full bucket.
@@ -253,6 +257,7 @@ impl Gcra {
                 Decision::Allow {
                     remaining: remaining.min(self.burst),
                     reset: ahead as u64,
+                    delay: 0,
                 },
                 u64::try_from(new_tat).unwrap_or(u64::MAX),
             )
@@ -303,5 +308,77 @@ impl Algorithm for Gcra {
     fn last_active(&self, tat: &Nanos) -> Nanos {
         // TAT runs ahead of the last request by at most tau: a fair recency order.
         *tat
+    }
+}
+
+/// nginx's `limit_req` leaky bucket: the GCRA admission test (at most `burst` queued at once,
+/// drained at the rate), but a request admitted while others are queued ahead of it is held
+/// until its turn instead of passing at once. The first `delay` queued requests pass without
+/// waiting (nginx's `delay=`; `delay >= burst` is nginx's `nodelay`, which is plain GCRA).
+///
+/// Mapping from nginx: `limit_req burst=B` queues B requests beyond the one being served, so it
+/// is `burst = B + 1` here (`burst` is the capacity, as for every other algorithm).
+#[derive(Debug, Clone, Copy)]
+pub struct LeakyBucket {
+    gcra: Gcra,
+    /// Queue depth (as time) that passes without waiting.
+    free: u128,
+}
+
+impl LeakyBucket {
+    pub fn new(rate: Rate, burst: u64, delay: u64) -> Self {
+        let gcra = Gcra::new(rate, burst);
+        Self {
+            gcra,
+            free: gcra.t as u128 * delay as u128,
+        }
+    }
+
+    fn with_delay(&self, d: Decision, tat: Nanos, now: Nanos) -> Decision {
+        match d {
+            Decision::Allow {
+                remaining, reset, ..
+            } => {
+                let queued = tat.saturating_sub(now) as u128;
+                let delay = u64::try_from(queued.saturating_sub(self.free)).unwrap_or(u64::MAX);
+                Decision::Allow {
+                    remaining,
+                    reset,
+                    delay,
+                }
+            }
+            deny => deny,
+        }
+    }
+}
+
+impl Algorithm for LeakyBucket {
+    type State = Nanos;
+    type Cell = AtomicU64;
+
+    fn new_state(&self, now: Nanos) -> Nanos {
+        self.gcra.new_state(now)
+    }
+
+    fn acquire(&self, tat: &mut Nanos, now: Nanos, cost: u64) -> Decision {
+        let before = *tat;
+        let d = self.gcra.acquire(tat, now, cost);
+        self.with_delay(d, before, now)
+    }
+
+    fn peek(&self, tat: &Nanos, now: Nanos, cost: u64) -> Decision {
+        self.with_delay(self.gcra.peek(tat, now, cost), *tat, now)
+    }
+
+    fn refund(&self, tat: &mut Nanos, now: Nanos, cost: u64) {
+        self.gcra.refund(tat, now, cost)
+    }
+
+    fn at_rest(&self, tat: &Nanos, now: Nanos) -> bool {
+        self.gcra.at_rest(tat, now)
+    }
+
+    fn last_active(&self, tat: &Nanos) -> Nanos {
+        self.gcra.last_active(tat)
     }
 }

@@ -10,7 +10,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Atomic storage for a state of type `S`.
-pub trait StateCell<S: Copy>: Send + Sync + 'static {
+pub trait StateCell<S>: Send + Sync + 'static {
     fn new(s: S) -> Self;
     fn load(&self) -> S;
     /// Applies `f` to a copy of the state and publishes the result atomically. `f` may run more
@@ -92,5 +92,23 @@ where
                 Err(actual) => cur = actual,
             }
         }
+    }
+}
+
+/// A state too large for one atomic (the sliding log's timestamps) behind a mutex held only for
+/// the pure update. Contention is per key, never across keys.
+pub struct MutexCell<S>(parking_lot::Mutex<S>);
+
+impl<S: Clone + Send + 'static> StateCell<S> for MutexCell<S> {
+    fn new(s: S) -> Self {
+        Self(parking_lot::Mutex::new(s))
+    }
+
+    fn load(&self) -> S {
+        self.0.lock().clone()
+    }
+
+    fn update<R>(&self, mut f: impl FnMut(&mut S) -> R) -> R {
+        f(&mut self.0.lock())
     }
 }

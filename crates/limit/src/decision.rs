@@ -63,8 +63,13 @@ impl Rate {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
     /// Admitted. `remaining` units are left right after this request; `reset` is the time until
-    /// the limit is back at full capacity.
-    Allow { remaining: u64, reset: Nanos },
+    /// the limit is back at full capacity; `delay` is how long to hold the request before passing
+    /// it on (only the leaky bucket queues; every other algorithm says 0).
+    Allow {
+        remaining: u64,
+        reset: Nanos,
+        delay: Nanos,
+    },
     /// Refused. The same request would be admitted after `retry_after` if nothing else arrived.
     Deny { retry_after: Nanos },
 }

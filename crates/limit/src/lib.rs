@@ -5,7 +5,10 @@
 //!   [`ManualClock`] and never sleep.
 //! - [`Rate`] and [`Decision`]: the vocabulary shared with the proxy, which turns decisions
 //!   into actions (pass, 429, ...). Failure policy is never decided here.
-//! - The algorithms ([`TokenBucket`], [`Gcra`]) as plain state machines over `&mut State`.
+//! - The algorithms ([`TokenBucket`], [`Gcra`], [`LeakyBucket`], [`FixedWindow`],
+//!   [`SlidingWindow`], [`SlidingLog`]) as plain state machines over `&mut State`, chosen by a
+//!   [`LimitSpec`] that the Redis scripts implement identically for global limits.
+//! - [`VerdictCache`]: refusals of global limits remembered until they expire.
 //! - [`KeyedStore`]: one state per key per process, sharded so that no global lock exists,
 //!   bounded to `max_keys` with eviction of idle keys first; each state is updated lock-free
 //!   ([`StateCell`]).
@@ -17,10 +20,16 @@ mod algorithm;
 mod cell;
 mod clock;
 mod decision;
+mod spec;
 mod store;
+mod verdict;
+mod windows;
 
-pub use algorithm::{Algorithm, AlgorithmKind, Gcra, TokenBucket, TokenBucketState};
-pub use cell::{PairCell, StateCell};
+pub use algorithm::{Algorithm, AlgorithmKind, Gcra, LeakyBucket, TokenBucket, TokenBucketState};
+pub use cell::{MutexCell, PairCell, StateCell};
 pub use clock::{Clock, ManualClock, MonotonicClock, Nanos, NANOS_PER_SEC};
 pub use decision::{ceil_secs, Decision, Rate, RateError};
+pub use spec::LimitSpec;
 pub use store::{KeyedStore, LocalLimiter, StoreStats, DEFAULT_MAX_KEYS};
+pub use verdict::VerdictCache;
+pub use windows::{FixedWindow, Log, SlidingCounts, SlidingLog, SlidingWindow, WindowCount};

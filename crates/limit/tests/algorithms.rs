@@ -15,6 +15,10 @@ fn both(rate: Rate, burst: u64) -> Vec<(&'static str, Box<dyn LocalLimiter>)> {
             "gcra",
             Box::new(KeyedStore::new(Gcra::new(rate, burst), 1000)),
         ),
+        (
+            "leaky_bucket nodelay",
+            Box::new(KeyedStore::new(LeakyBucket::new(rate, burst, burst), 1000)),
+        ),
     ]
 }
 
@@ -78,7 +82,9 @@ fn remaining_counts_down_and_retry_after_is_exact() {
 fn reset_reports_time_to_full() {
     for (name, l) in both(Rate::per_second(1).expect("rate"), 3) {
         match l.acquire(1, 100 * SEC, 2) {
-            Decision::Allow { remaining, reset } => {
+            Decision::Allow {
+                remaining, reset, ..
+            } => {
                 assert_eq!(remaining, 1, "{name}");
                 assert_eq!(reset, 2 * SEC, "{name}");
             }
@@ -240,4 +246,194 @@ fn two_threads_on_one_key_admit_exactly_burst() {
         .collect();
     let total: usize = handles.into_iter().map(|h| h.join().expect("thread")).sum();
     assert_eq!(total, 1000);
+}
+
+fn spec(
+    algorithm: AlgorithmKind,
+    rate: Rate,
+    burst: u64,
+    delay: u64,
+) -> std::sync::Arc<dyn LocalLimiter> {
+    LimitSpec {
+        algorithm,
+        rate,
+        burst,
+        delay,
+    }
+    .local(1000)
+}
+
+fn allow(d: Decision) -> (u64, Nanos, Nanos) {
+    match d {
+        Decision::Allow {
+            remaining,
+            reset,
+            delay,
+        } => (remaining, reset, delay),
+        d => panic!("expected an admit: {d:?}"),
+    }
+}
+
+fn deny(d: Decision) -> Nanos {
+    match d {
+        Decision::Deny { retry_after } => retry_after,
+        d => panic!("expected a refusal: {d:?}"),
+    }
+}
+
+#[test]
+fn fixed_window_counts_per_aligned_window() {
+    let l = spec(
+        AlgorithmKind::FixedWindow,
+        Rate::per_second(5).expect("rate"),
+        5,
+        0,
+    );
+    let t = 100 * SEC + SEC / 4; // a quarter into a window
+    for want in (0..5).rev() {
+        assert_eq!(allow(l.acquire(1, t, 1)), (want, 3 * SEC / 4, 0));
+    }
+    assert_eq!(
+        deny(l.acquire(1, t, 1)),
+        3 * SEC / 4,
+        "until the window ends"
+    );
+    assert!(!l.acquire(1, 101 * SEC - 1, 1).is_allowed());
+    // The edge: a whole new allowance at once (the fixed window's known weakness).
+    assert_eq!(admitted(&*l, 1, 101 * SEC, 10), 5);
+    // burst 10 at 5/s: a 2 s window holding 10.
+    let l = spec(
+        AlgorithmKind::FixedWindow,
+        Rate::per_second(5).expect("rate"),
+        10,
+        0,
+    );
+    assert_eq!(admitted(&*l, 1, 100 * SEC, 20), 10);
+    assert_eq!(deny(l.acquire(1, 101 * SEC, 1)), SEC);
+    // Cost and refund.
+    let l = spec(
+        AlgorithmKind::FixedWindow,
+        Rate::per_second(5).expect("rate"),
+        5,
+        0,
+    );
+    assert_eq!(allow(l.acquire(2, 10 * SEC, 3)).0, 2);
+    assert!(!l.acquire(2, 10 * SEC, 3).is_allowed());
+    l.refund(2, 10 * SEC, 3);
+    assert_eq!(allow(l.acquire(2, 10 * SEC, 5)).0, 0);
+}
+
+#[test]
+fn sliding_window_weights_the_previous_window() {
+    let l = spec(
+        AlgorithmKind::SlidingWindow,
+        Rate::per_second(10).expect("rate"),
+        10,
+        0,
+    );
+    // Ten at the end of window 100.
+    assert_eq!(admitted(&*l, 1, 100 * SEC + 9 * SEC / 10, 20), 10);
+    // A quarter into window 101 the previous window still weighs 3/4: 7.5 used, 2 more fit.
+    let t = 101 * SEC + SEC / 4;
+    assert_eq!(allow(l.acquire(1, t, 1)).0, 1);
+    assert_eq!(allow(l.acquire(1, t, 1)).0, 0);
+    // The next needs 10*(1-e) + 2 + 1 <= 10: e >= 0.3, i.e. 50 ms from now.
+    assert_eq!(deny(l.acquire(1, t, 1)), SEC / 20);
+    assert!(l.acquire(1, t + SEC / 20, 1).is_allowed());
+    // Two windows later nothing is left.
+    assert_eq!(admitted(&*l, 1, 103 * SEC, 20), 10);
+    // This window alone full: wait for the next, then for its weight to fall enough.
+    let l = spec(
+        AlgorithmKind::SlidingWindow,
+        Rate::per_second(4).expect("rate"),
+        4,
+        0,
+    );
+    assert_eq!(admitted(&*l, 1, 10 * SEC, 10), 4);
+    // Next window: 4*(1-e) + 1 <= 4 -> e >= 1/4.
+    assert_eq!(deny(l.acquire(1, 10 * SEC, 1)), SEC + SEC / 4);
+}
+
+#[test]
+fn sliding_log_is_exact_over_any_window() {
+    let l = spec(
+        AlgorithmKind::SlidingLog,
+        Rate::per_second(3).expect("rate"),
+        3,
+        0,
+    );
+    assert!(l.acquire(1, 10 * SEC, 1).is_allowed());
+    assert!(l.acquire(1, 10 * SEC + SEC / 2, 1).is_allowed());
+    assert_eq!(allow(l.acquire(1, 10 * SEC + 9 * SEC / 10, 1)).0, 0);
+    // The oldest leaves at 11 s.
+    assert_eq!(deny(l.acquire(1, 10 * SEC + 9 * SEC / 10, 1)), SEC / 10);
+    assert!(l.acquire(1, 11 * SEC, 1).is_allowed());
+    assert!(!l.acquire(1, 11 * SEC, 1).is_allowed());
+    // Cost 2 needs the two oldest gone: 10.5 s and 10.9 s entries -> 11.9 s.
+    assert_eq!(deny(l.acquire(1, 11 * SEC, 2)), 9 * SEC / 10);
+    // Refund removes the newest.
+    l.refund(1, 11 * SEC, 1);
+    assert!(l.acquire(1, 11 * SEC, 1).is_allowed());
+    // Cost above the limit: never, reported as the time until the log is empty.
+    assert_eq!(deny(l.acquire(1, 11 * SEC, 4)), SEC);
+}
+
+#[test]
+fn leaky_bucket_delays_queued_requests_like_nginx() {
+    // 10/s, capacity 5, no free passes: each queued request waits one more interval.
+    let l = spec(
+        AlgorithmKind::LeakyBucket,
+        Rate::per_second(10).expect("rate"),
+        5,
+        0,
+    );
+    let t = 50 * SEC;
+    for i in 0..5 {
+        assert_eq!(allow(l.acquire(1, t, 1)).2, i * SEC / 10, "request {i}");
+    }
+    assert_eq!(deny(l.acquire(1, t, 1)), SEC / 10);
+    // delay = 2: the first two queued pass at once, then the waits start.
+    let l = spec(
+        AlgorithmKind::LeakyBucket,
+        Rate::per_second(10).expect("rate"),
+        5,
+        2,
+    );
+    let delays: Vec<_> = (0..5).map(|_| allow(l.acquire(1, t, 1)).2).collect();
+    assert_eq!(delays, vec![0, 0, 0, SEC / 10, 2 * SEC / 10]);
+}
+
+#[test]
+fn a_share_divides_rate_and_burst_between_instances() {
+    let s = LimitSpec {
+        algorithm: AlgorithmKind::Gcra,
+        rate: Rate::new(1, Duration::from_secs(3600)).expect("rate"),
+        burst: 6,
+        delay: 0,
+    };
+    let share = s.share(4);
+    assert_eq!(share.rate.period(), Duration::from_secs(4 * 3600));
+    assert_eq!(share.rate.count(), 1);
+    assert_eq!(share.burst, 2);
+    assert_eq!(s.share(0), s.share(1));
+    assert_eq!(s.share(1), s);
+}
+
+#[test]
+fn the_verdict_cache_answers_until_expiry_and_stays_bounded() {
+    let c = VerdictCache::new(1000);
+    assert_eq!(c.get(1, 10), None);
+    c.insert(1, 100, 10);
+    assert_eq!(c.get(1, 40), Some(60));
+    assert_eq!(c.get(1, 100), None, "expired at its end");
+    assert_eq!(c.hits(), 1);
+    for k in 0..10_000u64 {
+        c.insert(k.wrapping_mul(0x9E37_79B9_7F4A_7C15), 1_000 + k, 0);
+    }
+    assert!(c.len() <= 1100, "bounded: {}", c.len());
+    // The most recent (longest-lived) refusals are kept.
+    let last = 9_999u64.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    assert!(c.get(last, 500).is_some());
+    c.remove(last);
+    assert_eq!(c.get(last, 500), None);
 }

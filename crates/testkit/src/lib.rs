@@ -422,3 +422,175 @@ pub fn metric(text: &str, name: &str, want: &[&str]) -> f64 {
         .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
         .sum()
 }
+
+/// A `redis-server` of the test's own on a free port, killed on drop. Needs the Debian package
+/// `redis-server` (the Makefile installs it).
+pub struct RedisServer {
+    pub port: u16,
+    child: Option<Child>,
+    dir: PathBuf,
+    extra: Vec<String>,
+}
+
+fn redis_cli(port: u16, args: &[&str]) -> String {
+    Command::new("redis-cli")
+        .arg("-p")
+        .arg(port.to_string())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+impl RedisServer {
+    pub fn start() -> std::io::Result<Self> {
+        Self::start_with(free_port(), &[])
+    }
+
+    fn start_with(port: u16, extra: &[&str]) -> std::io::Result<Self> {
+        let mut s = Self {
+            port,
+            child: None,
+            dir: temp_dir("redis"),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        s.restart()?;
+        Ok(s)
+    }
+
+    /// Starts the server again on the same port (after [`RedisServer::stop`]): empty, as a
+    /// restarted Redis without persistence is (no keys, no scripts).
+    pub fn restart(&mut self) -> std::io::Result<()> {
+        self.stop();
+        let log = std::fs::File::create(self.dir.join(format!("redis-{}.log", self.port)))?;
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(&self.extra)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()?;
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.cli(&["PING"]) != "PONG" {
+            if Instant::now() > deadline {
+                return Err(std::io::Error::other("redis-server did not answer PING"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    /// Kills the server at once (SIGKILL: no goodbye to clients).
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Runs `redis-cli -p PORT args...` and returns its output, trimmed.
+    pub fn cli(&self, args: &[&str]) -> String {
+        redis_cli(self.port, args)
+    }
+
+    /// Calls of `command` (lower case, e.g. "evalsha") since start, from INFO commandstats.
+    pub fn command_calls(&self, command: &str) -> u64 {
+        let info = self.cli(&["INFO", "commandstats"]);
+        let prefix = format!("cmdstat_{command}:calls=");
+        info.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A free port whose cluster bus port (+10000) is free too.
+fn free_cluster_port() -> u16 {
+    loop {
+        let p = free_port();
+        if p != 0 && p < 55_000 && std::net::TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok() {
+            return p;
+        }
+    }
+}
+
+/// A Redis Cluster of `masters` masters (no replicas) made with `redis-cli --cluster create`.
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    pub fn start(masters: usize) -> std::io::Result<Self> {
+        let mut nodes = Vec::new();
+        for _ in 0..masters {
+            let port = free_cluster_port();
+            let conf = format!("nodes-{port}.conf");
+            nodes.push(RedisServer::start_with(
+                port,
+                &[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    &conf,
+                    "--cluster-node-timeout",
+                    "2000",
+                ],
+            )?);
+        }
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()?;
+        if !out.status.success() {
+            return Err(std::io::Error::other(format!(
+                "redis-cli --cluster create failed: {}",
+                String::from_utf8_lossy(&out.stdout)
+            )));
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !nodes
+            .iter()
+            .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+        {
+            if Instant::now() > deadline {
+                return Err(std::io::Error::other("the cluster did not reach state ok"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(Self { nodes })
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.url()).collect()
+    }
+
+    /// Keys held by each master.
+    pub fn key_counts(&self) -> Vec<u64> {
+        self.nodes
+            .iter()
+            .map(|n| n.cli(&["DBSIZE"]).parse().unwrap_or(0))
+            .collect()
+    }
+}

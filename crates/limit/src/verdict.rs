@@ -1,0 +1,107 @@
+//! The edge verdict cache: denials of global limits remembered until they expire.
+//!
+//! When Redis refuses a key, the answer stays the same until its retry time (nothing another
+//! gateway does can make it admissible sooner, except a refund, which only makes us stricter
+//! for a moment). Remembering the refusal lets a hammered key be refused from memory: a
+//! thundering herd on a blocked key costs no Redis call at all.
+//!
+//! Bounded: each shard holds at most its share of `max_entries`; inserting into a full shard
+//! drops expired entries, then the entries expiring soonest. Keys are the caller's 64-bit
+//! hashes; time is the caller's clock (no clock read here).
+
+use crate::clock::Nanos;
+use foldhash::fast::FixedState;
+use hashbrown::HashMap;
+use parking_lot::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[repr(align(128))]
+struct Shard {
+    map: RwLock<HashMap<u64, Nanos, FixedState>>,
+}
+
+pub struct VerdictCache {
+    shards: Box<[Shard]>,
+    shard_bits: u32,
+    shard_cap: usize,
+    hits: AtomicU64,
+}
+
+impl VerdictCache {
+    pub fn new(max_entries: usize) -> Self {
+        let max_entries = max_entries.max(1);
+        let shards = (max_entries / 256).clamp(1, 64).next_power_of_two().min(64);
+        Self {
+            shards: (0..shards)
+                .map(|_| Shard {
+                    map: RwLock::new(HashMap::with_hasher(FixedState::default())),
+                })
+                .collect(),
+            shard_bits: shards.trailing_zeros(),
+            shard_cap: max_entries.div_ceil(shards),
+            hits: AtomicU64::new(0),
+        }
+    }
+
+    #[inline]
+    fn shard(&self, key: u64) -> &Shard {
+        let i = if self.shard_bits == 0 {
+            0
+        } else {
+            (key >> (64 - self.shard_bits)) as usize
+        };
+        &self.shards[i]
+    }
+
+    /// The remaining wait if `key` was refused and its refusal has not expired at `now`.
+    #[inline]
+    pub fn get(&self, key: u64, now: Nanos) -> Option<Nanos> {
+        let until = *self.shard(key).map.read().get(&key)?;
+        if until > now {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            Some(until - now)
+        } else {
+            None
+        }
+    }
+
+    /// Remembers that `key` is refused until `until`.
+    pub fn insert(&self, key: u64, until: Nanos, now: Nanos) {
+        let mut map = self.shard(key).map.write();
+        if map.len() >= self.shard_cap && !map.contains_key(&key) {
+            map.retain(|_, u| *u > now);
+            if map.len() >= self.shard_cap {
+                // Still full of live refusals: forget the ones that end soonest (at most an
+                // eighth, so the sweep is amortised); they cost one Redis call each when asked.
+                let excess = (map.len() - self.shard_cap + 1).max(self.shard_cap / 8);
+                let mut ends: Vec<Nanos> = map.values().copied().collect();
+                let (_, &mut cutoff, _) = ends.select_nth_unstable(excess - 1);
+                let mut dropped = 0;
+                map.retain(|_, u| {
+                    let drop = dropped < excess && *u <= cutoff;
+                    dropped += drop as usize;
+                    !drop
+                });
+            }
+        }
+        map.insert(key, until);
+    }
+
+    /// Forgets `key` (its state was changed from here, e.g. a block was lifted).
+    pub fn remove(&self, key: u64) {
+        self.shard(key).map.write().remove(&key);
+    }
+
+    /// Refusals answered from memory so far.
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.map.read().len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,149 @@
+//! A circuit breaker on atomics: no lock, one load per call while closed.
+//!
+//! Closed: calls go through; `threshold` failures in a row open it. Open: calls are refused at
+//! once until the back-off ends; then exactly one caller (whoever wins a compare-and-swap) is
+//! let through as the probe, and the others keep being refused for another back-off. A probe's
+//! success closes the breaker; its failure doubles the back-off (up to `max_backoff`). A
+//! background probe may report success or failure at any time too.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use tollgate_limit::Nanos;
+
+pub struct Breaker {
+    threshold: u32,
+    base_backoff: Nanos,
+    max_backoff: Nanos,
+    failures: AtomicU32,
+    /// 0 while closed; otherwise the time before which calls are refused.
+    open_until: AtomicU64,
+    backoff: AtomicU64,
+    up: AtomicBool,
+}
+
+impl Breaker {
+    pub fn new(threshold: u32, base_backoff: Nanos, max_backoff: Nanos) -> Self {
+        Self {
+            threshold: threshold.max(1),
+            base_backoff: base_backoff.max(1),
+            max_backoff: max_backoff.max(base_backoff),
+            failures: AtomicU32::new(0),
+            open_until: AtomicU64::new(0),
+            backoff: AtomicU64::new(base_backoff.max(1)),
+            up: AtomicBool::new(true),
+        }
+    }
+
+    /// Whether a call may go to the store now.
+    #[inline]
+    pub fn allow(&self, now: Nanos) -> bool {
+        let until = self.open_until.load(Ordering::Acquire);
+        if until == 0 {
+            return true;
+        }
+        if now < until {
+            return false;
+        }
+        // The back-off is over: one caller becomes the probe.
+        let next = now.saturating_add(self.backoff.load(Ordering::Relaxed));
+        self.open_until
+            .compare_exchange(until, next, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    #[inline]
+    pub fn success(&self) {
+        if self.failures.load(Ordering::Relaxed) != 0 {
+            self.failures.store(0, Ordering::Relaxed);
+        }
+        if self.open_until.load(Ordering::Acquire) != 0 {
+            self.open_until.store(0, Ordering::Release);
+            self.backoff.store(self.base_backoff, Ordering::Relaxed);
+            tracing::info!(
+                event = "redis_up",
+                "Redis answers again: global limits resume"
+            );
+        }
+        if !self.up.load(Ordering::Relaxed) {
+            self.up.store(true, Ordering::Relaxed);
+        }
+    }
+
+    pub fn failure(&self, now: Nanos) {
+        let failures = self
+            .failures
+            .fetch_add(1, Ordering::AcqRel)
+            .saturating_add(1);
+        let was_open = self.open_until.load(Ordering::Acquire) != 0;
+        if was_open {
+            // A failed probe: wait longer before the next one.
+            let b = self.backoff.load(Ordering::Relaxed);
+            let b = b.saturating_mul(2).min(self.max_backoff);
+            self.backoff.store(b, Ordering::Relaxed);
+            self.open_until
+                .store(now.saturating_add(b).max(1), Ordering::Release);
+        } else if failures >= self.threshold {
+            let b = self.base_backoff;
+            self.backoff.store(b, Ordering::Relaxed);
+            self.open_until
+                .store(now.saturating_add(b).max(1), Ordering::Release);
+            tracing::warn!(
+                event = "redis_down",
+                failures,
+                backoff_ms = b / 1_000_000,
+                "Redis failed repeatedly: not called until a probe succeeds"
+            );
+        }
+        if failures >= self.threshold {
+            self.up.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// False once `threshold` failures in a row happened, until a success.
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.open_until.load(Ordering::Acquire) != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Nanos = 1_000_000;
+
+    #[test]
+    fn opens_after_threshold_probes_once_and_backs_off() {
+        let b = Breaker::new(3, 100 * MS, 400 * MS);
+        let t = 1_000 * MS;
+        assert!(b.allow(t));
+        b.failure(t);
+        b.failure(t);
+        assert!(b.allow(t) && b.is_up(), "two failures: still closed");
+        b.failure(t);
+        assert!(!b.is_up() && b.is_open());
+        assert!(!b.allow(t + 99 * MS), "refused during back-off");
+        // Back-off over: exactly one probe.
+        assert!(b.allow(t + 100 * MS));
+        assert!(!b.allow(t + 100 * MS));
+        // The probe fails: the back-off doubles.
+        b.failure(t + 100 * MS);
+        assert!(!b.allow(t + 299 * MS));
+        assert!(b.allow(t + 300 * MS));
+        b.failure(t + 300 * MS);
+        b.failure(t + 300 * MS);
+        // Capped at 400 ms.
+        assert!(!b.allow(t + 699 * MS));
+        assert!(b.allow(t + 700 * MS));
+        b.success();
+        assert!(b.is_up() && !b.is_open());
+        assert!(b.allow(t + 700 * MS) && b.allow(t + 700 * MS));
+        // The back-off starts over after a recovery.
+        for _ in 0..3 {
+            b.failure(t + 800 * MS);
+        }
+        assert!(b.allow(t + 900 * MS));
+    }
+}

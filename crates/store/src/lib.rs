@@ -1,0 +1,96 @@
+//! Global limiter state: one limit shared by every gateway instance.
+//!
+//! What this crate owns:
+//! - [`GlobalStore`]: the asynchronous face of a shared limiter (acquire, refund, probe).
+//! - [`RedisStore`]: its implementation on Redis or Redis Cluster with the `redis` crate
+//!   (multiplexed, reconnecting connections; a cluster client for `cluster = [...]`). Each
+//!   algorithm is one atomic Lua script from `lua/`, compiled into the binary, called by EVALSHA
+//!   and loaded again on NOSCRIPT (a restarted or failed-over Redis has an empty script cache).
+//!   Time comes from Redis `TIME`, so gateways with skewed clocks agree.
+//! - [`Breaker`]: after repeated failures Redis is not called for a back-off period; one call
+//!   (or the background probe) tests whether it is back.
+//!
+//! Failure modes: every call is bounded by the configured timeout and fails with a
+//! [`StoreError`]; none blocks a thread (everything is async on the caller's runtime). What a
+//! failure means for a request (admit, 503, local fallback) is the proxy's decision, never this
+//! crate's.
+
+mod breaker;
+mod redis_store;
+mod scripts;
+
+pub use breaker::Breaker;
+pub use redis_store::{RedisConfig, RedisStore, StoreMetrics, Target};
+pub use scripts::{script_source, ScriptReply};
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+use tollgate_limit::{Decision, LimitSpec};
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("circuit open: Redis failed repeatedly and is not called until it answers a probe")]
+    CircuitOpen,
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("unexpected reply from the limiter script: {0}")]
+    BadReply(String),
+}
+
+impl StoreError {
+    /// A short label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreError::Timeout(_) => "timeout",
+            StoreError::CircuitOpen => "circuit_open",
+            StoreError::Redis(e) if e.is_connection_refusal() || e.is_io_error() => "connection",
+            StoreError::Redis(_) => "redis",
+            StoreError::BadReply(_) => "reply",
+        }
+    }
+}
+
+/// Which shared state a decision is about: a limit's name and the caller's stable key hash.
+#[derive(Debug, Clone, Copy)]
+pub struct GlobalKey<'a> {
+    pub limit: &'a str,
+    pub key: u64,
+}
+
+impl GlobalKey<'_> {
+    /// The Redis key: the whole name is one hash tag, so a script touches one cluster slot
+    /// (no CROSSSLOT) and keys of one limit spread over every slot.
+    pub fn redis_key(&self) -> String {
+        format!("{{tollgate:{}:{:016x}}}", self.limit, self.key)
+    }
+}
+
+/// A limiter whose state is shared between gateway instances.
+pub trait GlobalStore: Send + Sync + 'static {
+    /// Takes `cost` units from the key's allowance if available (as the local limiters do).
+    fn acquire<'a>(
+        &'a self,
+        spec: &'a LimitSpec,
+        key: GlobalKey<'a>,
+        cost: u64,
+    ) -> BoxFuture<'a, Result<Decision, StoreError>>;
+
+    /// Gives back `cost` units taken by `acquire` (another limit refused the request).
+    fn refund<'a>(
+        &'a self,
+        spec: &'a LimitSpec,
+        key: GlobalKey<'a>,
+        cost: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Checks the store answers (bypassing the breaker) and records the result in it.
+    fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// False while the breaker is open: decisions fail at once without calling the store.
+    fn is_up(&self) -> bool;
+}

@@ -1,0 +1,63 @@
+//! The Lua scripts (one per algorithm, from `lua/`) and their reply.
+//!
+//! Calling convention, shared by all six: `KEYS[1]` is the limiter key; `ARGV` is count,
+//! period (µs), burst, cost, mode (`acquire` | `refund`), delay (leaky bucket). The reply is
+//! `{allowed, remaining, reset_us, retry_after_us, delay_us}`.
+
+use crate::StoreError;
+use tollgate_limit::{AlgorithmKind, Decision};
+
+pub fn script_source(kind: AlgorithmKind) -> &'static str {
+    match kind {
+        AlgorithmKind::TokenBucket => include_str!("../../../lua/token_bucket.lua"),
+        AlgorithmKind::Gcra => include_str!("../../../lua/gcra.lua"),
+        AlgorithmKind::FixedWindow => include_str!("../../../lua/fixed_window.lua"),
+        AlgorithmKind::SlidingWindow => include_str!("../../../lua/sliding_window.lua"),
+        AlgorithmKind::SlidingLog => include_str!("../../../lua/sliding_log.lua"),
+        AlgorithmKind::LeakyBucket => include_str!("../../../lua/leaky_bucket.lua"),
+    }
+}
+
+/// A script's answer, in the script's units (microseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScriptReply {
+    pub allowed: bool,
+    pub remaining: u64,
+    pub reset_us: u64,
+    pub retry_after_us: u64,
+    pub delay_us: u64,
+}
+
+impl ScriptReply {
+    pub fn parse(v: &[i64]) -> Result<Self, StoreError> {
+        let [allowed, remaining, reset, retry, delay] = v else {
+            return Err(StoreError::BadReply(format!(
+                "{} values, expected 5",
+                v.len()
+            )));
+        };
+        let u = |x: i64| u64::try_from(x).unwrap_or(0);
+        Ok(Self {
+            allowed: *allowed == 1,
+            remaining: u(*remaining),
+            reset_us: u(*reset),
+            retry_after_us: u(*retry),
+            delay_us: u(*delay),
+        })
+    }
+
+    pub fn decision(&self) -> Decision {
+        const US: u64 = 1_000;
+        if self.allowed {
+            Decision::Allow {
+                remaining: self.remaining,
+                reset: self.reset_us.saturating_mul(US),
+                delay: self.delay_us.saturating_mul(US),
+            }
+        } else {
+            Decision::Deny {
+                retry_after: self.retry_after_us.saturating_mul(US).max(1),
+            }
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! The scripts and the store against a real redis-server (and a real 3-master cluster), each
+//! test with its own server on a free port.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tollgate_limit::{AlgorithmKind, Clock, Decision, LimitSpec, ManualClock, Rate};
+use tollgate_store::*;
+use tollgate_testkit::{RedisCluster, RedisServer};
+
+fn metrics() -> StoreMetrics {
+    StoreMetrics::register(&prometheus::Registry::new()).expect("metrics")
+}
+
+fn store_with(target: Target, clock: Arc<dyn Clock>, timeout: Duration) -> RedisStore {
+    RedisStore::new(&RedisConfig::new(target, timeout, 2), clock, metrics()).expect("store")
+}
+
+fn store(r: &RedisServer) -> RedisStore {
+    store_with(
+        Target::Single(r.url()),
+        Arc::new(ManualClock::new(1)),
+        Duration::from_millis(500),
+    )
+}
+
+fn spec(algorithm: AlgorithmKind, count: u64, period: Duration, burst: u64) -> LimitSpec {
+    LimitSpec {
+        algorithm,
+        rate: Rate::new(count, period).expect("rate"),
+        burst,
+        delay: 0,
+    }
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn key(limit: &str, k: u64) -> GlobalKey<'_> {
+    GlobalKey { limit, key: k }
+}
+
+async fn acquire(s: &RedisStore, spec: &LimitSpec, k: GlobalKey<'_>, cost: u64) -> Decision {
+    s.acquire(spec, k, cost).await.expect("redis answers")
+}
+
+fn pttl(r: &RedisServer, k: GlobalKey<'_>) -> i64 {
+    r.cli(&["PTTL", &k.redis_key()]).parse().unwrap_or(-3)
+}
+
+#[tokio::test]
+async fn every_algorithm_admits_its_burst_then_refuses_and_sets_ttls() {
+    let r = RedisServer::start().expect("redis-server");
+    let s = store(&r);
+    for kind in AlgorithmKind::ALL {
+        let sp = spec(kind, 1, HOUR, 5);
+        let k = key(kind.name(), 42);
+        for want in (0..5).rev() {
+            match acquire(&s, &sp, k, 1).await {
+                Decision::Allow { remaining, .. } => {
+                    assert_eq!(remaining, want, "{}", kind.name())
+                }
+                d => panic!("{}: {d:?}", kind.name()),
+            }
+            let ttl = pttl(&r, k);
+            assert!(ttl > 0, "{}: PTTL {ttl} after an admit", kind.name());
+        }
+        match acquire(&s, &sp, k, 1).await {
+            Decision::Deny { retry_after } => {
+                // One interval (1 h) for the buckets; for the windows (5 h long, 5 per
+                // window) up to the next window's end.
+                let bound = if kind.is_window() { 10 * HOUR } else { HOUR };
+                assert!(
+                    retry_after > 0 && retry_after <= bound.as_nanos() as u64,
+                    "{}: {retry_after}",
+                    kind.name()
+                );
+            }
+            d => panic!("{}: the sixth must be refused: {d:?}", kind.name()),
+        }
+        assert!(pttl(&r, k) > 0, "{}: TTL kept after a refusal", kind.name());
+        // Another key of the same limit is untouched.
+        assert!(acquire(&s, &sp, key(kind.name(), 43), 1).await.is_allowed());
+    }
+    // Every key written by any script has a TTL.
+    let keys = r.cli(&["KEYS", "*"]);
+    assert!(!keys.is_empty());
+    for k in keys.lines() {
+        let ttl: i64 = r.cli(&["PTTL", k]).parse().unwrap_or(-3);
+        assert!(ttl > 0, "{k} has PTTL {ttl}");
+    }
+}
+
+#[tokio::test]
+async fn cost_above_one_and_refunds() {
+    let r = RedisServer::start().expect("redis-server");
+    let s = store(&r);
+    for kind in AlgorithmKind::ALL {
+        let sp = spec(kind, 1, HOUR, 10);
+        let k = key(kind.name(), 7);
+        match acquire(&s, &sp, k, 4).await {
+            Decision::Allow { remaining, .. } => assert_eq!(remaining, 6, "{}", kind.name()),
+            d => panic!("{}: {d:?}", kind.name()),
+        }
+        assert!(acquire(&s, &sp, k, 6).await.is_allowed(), "{}", kind.name());
+        assert!(
+            !acquire(&s, &sp, k, 1).await.is_allowed(),
+            "{}",
+            kind.name()
+        );
+        s.refund(&sp, k, 3).await.expect("refund");
+        match acquire(&s, &sp, k, 3).await {
+            Decision::Allow { remaining, .. } => assert_eq!(remaining, 0, "{}", kind.name()),
+            d => panic!("{}: the refund is usable: {d:?}", kind.name()),
+        }
+        // More than the capacity never passes.
+        let fresh = key(kind.name(), 8);
+        assert!(
+            !acquire(&s, &sp, fresh, 11).await.is_allowed(),
+            "{}",
+            kind.name()
+        );
+        // A refund on a key never seen creates nothing.
+        s.refund(&sp, key(kind.name(), 9), 1).await.expect("refund");
+        assert_eq!(r.cli(&["EXISTS", &key(kind.name(), 9).redis_key()]), "0");
+    }
+}
+
+#[tokio::test]
+async fn refill_follows_the_rate_on_redis_time() {
+    let r = RedisServer::start().expect("redis-server");
+    let s = store(&r);
+    // 20/s: one unit every 50 ms. Real time here, but the bound is loose (Redis's clock).
+    for kind in [
+        AlgorithmKind::TokenBucket,
+        AlgorithmKind::Gcra,
+        AlgorithmKind::LeakyBucket,
+    ] {
+        let sp = spec(kind, 20, Duration::from_secs(1), 2);
+        let k = key(kind.name(), 1);
+        assert!(acquire(&s, &sp, k, 1).await.is_allowed());
+        assert!(acquire(&s, &sp, k, 1).await.is_allowed());
+        let retry = match acquire(&s, &sp, k, 1).await {
+            Decision::Deny { retry_after } => retry_after,
+            d => panic!("{}: {d:?}", kind.name()),
+        };
+        assert!(retry <= 50_000_000, "{}: {retry}", kind.name());
+        tokio::time::sleep(Duration::from_nanos(retry) + Duration::from_millis(2)).await;
+        assert!(
+            acquire(&s, &sp, k, 1).await.is_allowed(),
+            "{}: admitted after retry_after",
+            kind.name()
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_sliding_log_never_holds_more_than_its_limit() {
+    let r = RedisServer::start().expect("redis-server");
+    let s = store(&r);
+    let sp = spec(AlgorithmKind::SlidingLog, 1, HOUR, 25);
+    let k = key("log", 5);
+    let mut admitted = 0;
+    for i in 0..200 {
+        if acquire(&s, &sp, k, 1 + i % 3).await.is_allowed() {
+            admitted += 1;
+        }
+        let card: u64 = r.cli(&["ZCARD", &k.redis_key()]).parse().unwrap_or(999);
+        assert!(card <= 25, "ZCARD {card}");
+    }
+    // Full: every cost-1 request fills a gap, refusals add nothing.
+    assert_eq!(r.cli(&["ZCARD", &k.redis_key()]), "25");
+    assert!((12..=25).contains(&admitted), "{admitted}");
+}
+
+#[tokio::test]
+async fn the_leaky_bucket_reports_growing_delays() {
+    let r = RedisServer::start().expect("redis-server");
+    let s = store(&r);
+    let mut sp = spec(AlgorithmKind::LeakyBucket, 10, Duration::from_secs(1), 5);
+    sp.delay = 1;
+    let k = key("leaky", 1);
+    let mut delays = Vec::new();
+    for _ in 0..5 {
+        match acquire(&s, &sp, k, 1).await {
+            Decision::Allow { delay, .. } => delays.push(delay / 1_000_000),
+            d => panic!("{d:?}"),
+        }
+    }
+    // The first two pass at once (one free queued request), then ~100 ms more each (the calls
+    // themselves take a little time, which the queue drains meanwhile).
+    assert_eq!(delays[0], 0);
+    assert_eq!(delays[1], 0);
+    for w in delays.windows(2).skip(1) {
+        assert!(w[1] > w[0] && w[1] - w[0] <= 100, "{delays:?}");
+    }
+    assert!(delays[4] > 250 && delays[4] <= 300, "{delays:?}");
+    assert!(!acquire(&s, &sp, k, 1).await.is_allowed());
+}
+
+#[tokio::test]
+async fn skewed_gateway_clocks_change_nothing() {
+    let r = RedisServer::start().expect("redis-server");
+    // Two gateways whose clocks differ by ten seconds (+5 s and -5 s around a base): the
+    // scripts take time from Redis only, so the shared limit admits exactly its burst.
+    let base = 1_000_000_000_000u64;
+    let ahead = store_with(
+        Target::Single(r.url()),
+        Arc::new(ManualClock::new(base + 5_000_000_000)),
+        Duration::from_millis(500),
+    );
+    let behind = store_with(
+        Target::Single(r.url()),
+        Arc::new(ManualClock::new(base - 5_000_000_000)),
+        Duration::from_millis(500),
+    );
+    for kind in AlgorithmKind::ALL {
+        let sp = spec(kind, 1, HOUR, 6);
+        let k = key(kind.name(), 77);
+        let mut admitted = 0;
+        let mut resets = Vec::new();
+        for i in 0..12 {
+            let s = if i % 2 == 0 { &ahead } else { &behind };
+            if let Decision::Allow { reset, .. } = acquire(s, &sp, k, 1).await {
+                admitted += 1;
+                resets.push(reset);
+            }
+        }
+        assert_eq!(admitted, 6, "{}", kind.name());
+        // Reset times come from one clock: they never move backwards by a skew's worth.
+        for w in resets.windows(2) {
+            assert!(w[1] + 1_000_000_000 >= w[0], "{}: {resets:?}", kind.name());
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_flushed_script_cache_is_reloaded_on_noscript() {
+    let r = RedisServer::start().expect("redis-server");
+    let s = store(&r);
+    let sp = spec(AlgorithmKind::Gcra, 1, HOUR, 3);
+    assert!(acquire(&s, &sp, key("g", 1), 1).await.is_allowed());
+    assert_eq!(r.cli(&["SCRIPT", "FLUSH"]), "OK");
+    let loads = r.command_calls("script|load");
+    assert!(acquire(&s, &sp, key("g", 1), 1).await.is_allowed());
+    assert_eq!(
+        r.command_calls("script|load"),
+        loads + 1,
+        "loaded again once"
+    );
+    assert!(r.command_calls("evalsha") >= 3);
+    assert_eq!(
+        r.command_calls("eval"),
+        0,
+        "never sends the script body per call"
+    );
+}
+
+#[tokio::test]
+async fn a_dead_redis_fails_fast_opens_the_breaker_and_recovers() {
+    let mut r = RedisServer::start().expect("redis-server");
+    let clock = Arc::new(ManualClock::new(1_000_000_000));
+    let timeout = Duration::from_millis(50);
+    let s = store_with(Target::Single(r.url()), clock.clone(), timeout);
+    let sp = spec(AlgorithmKind::TokenBucket, 1, HOUR, 100);
+    assert!(acquire(&s, &sp, key("t", 1), 1).await.is_allowed());
+    r.stop();
+    // Failures until the breaker opens; none waits much past the timeout.
+    let mut opened = false;
+    for _ in 0..10 {
+        let start = Instant::now();
+        match s.acquire(&sp, key("t", 1), 1).await {
+            Err(StoreError::CircuitOpen) => {
+                opened = true;
+                assert!(start.elapsed() < Duration::from_millis(5), "open: no wait");
+            }
+            Err(e) => assert!(
+                start.elapsed() < timeout + Duration::from_millis(100),
+                "{e} took {:?}",
+                start.elapsed()
+            ),
+            Ok(d) => panic!("a dead Redis decided {d:?}"),
+        }
+    }
+    assert!(opened, "the breaker opened");
+    assert!(!s.is_up());
+    r.restart().expect("restart");
+    // The probe (as the background prober does) finds it back and closes the breaker.
+    let start = Instant::now();
+    while s.probe().await.is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "Redis never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(s.is_up());
+    // A restarted Redis has no scripts and no keys: decisions work again, from a fresh state.
+    match acquire(&s, &sp, key("t", 1), 1).await {
+        Decision::Allow { remaining, .. } => assert_eq!(remaining, 99),
+        d => panic!("{d:?}"),
+    }
+    // Half-open without a background probe: after the back-off one request tests Redis.
+    r.stop();
+    for _ in 0..10 {
+        let _ = s.acquire(&sp, key("t", 1), 1).await;
+    }
+    assert!(!s.is_up());
+    r.restart().expect("restart");
+    clock.advance(Duration::from_secs(10));
+    let start = Instant::now();
+    loop {
+        if let Ok(d) = s.acquire(&sp, key("t", 1), 1).await {
+            assert!(d.is_allowed());
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "no recovery");
+        clock.advance(Duration::from_secs(10));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(s.is_up());
+}
+
+#[tokio::test]
+async fn a_cluster_spreads_keys_over_its_masters_without_crossslot() {
+    let c = RedisCluster::start(3).expect("cluster");
+    let s = store_with(
+        Target::Cluster(c.urls()),
+        Arc::new(ManualClock::new(1)),
+        Duration::from_secs(2),
+    );
+    for kind in AlgorithmKind::ALL {
+        let sp = spec(kind, 1, HOUR, 3);
+        let mut admitted = 0;
+        for k in 0..100u64 {
+            for _ in 0..5 {
+                let d = s
+                    .acquire(&sp, key(kind.name(), k), 1)
+                    .await
+                    .unwrap_or_else(|e| panic!("{}: {e}", kind.name()));
+                admitted += d.is_allowed() as u32;
+            }
+        }
+        assert_eq!(admitted, 300, "{}: 100 keys x burst 3", kind.name());
+    }
+    let counts = c.key_counts();
+    assert_eq!(counts.iter().sum::<u64>(), 600, "{counts:?}");
+    assert!(counts.iter().all(|&n| n > 100), "spread: {counts:?}");
+}
