@@ -228,6 +228,12 @@ impl Signals {
             ("server.h2c", a.h2c != b.h2c),
             ("server.grace_period", a.grace_period != b.grace_period),
             ("server.upgrade_sock", a.upgrade_sock != b.upgrade_sock),
+            // The Redis connections are made from the settings read at start.
+            (
+                "redis (url, cluster, timeout)",
+                old.config.redis.as_ref().map(|r| (&r.target, r.timeout))
+                    != cfg.redis.as_ref().map(|r| (&r.target, r.timeout)),
+            ),
         ];
         for (key, changed) in fixed {
             if changed {

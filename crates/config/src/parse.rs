@@ -15,14 +15,10 @@ use std::time::Duration;
 use tollgate_limit::{AlgorithmKind, DEFAULT_MAX_KEYS};
 use toml::de::{DeTable, DeValue};
 
-const NOT_BUILT_REDIS: &str =
-    "Redis-backed global limits are not built yet in this version: remove [redis] and use scope = \"local\"";
 const NOT_BUILT_ACCESS: &str = "access lists are not built yet in this version: remove [access]";
 const NOT_BUILT_TARPIT: &str = "tarpits are not built yet in this version: remove tarpit";
 const NOT_BUILT_QUOTA: &str =
     "quotas are not built yet in this version: use rate (and burst) instead of quota";
-const NOT_BUILT_ON_ERROR: &str =
-    "on_error applies to global limits, which are not built yet in this version";
 
 pub fn parse(text: &str) -> Result<Config, Vec<Problem>> {
     let mut cx = Cx::new(text);
@@ -46,9 +42,13 @@ pub fn parse(text: &str) -> Result<Config, Vec<Problem>> {
             .unwrap_or_default(),
         None => Vec::new(),
     };
+    let redis = match root.get("redis") {
+        Some(v) => Tbl::of(&mut cx, "redis".into(), v).and_then(|t| redis(&mut cx, t)),
+        None => None,
+    };
     let limits = match root.get("limits") {
         Some(v) => Tbl::of(&mut cx, "limits".into(), v)
-            .map(|t| limits(&mut cx, t))
+            .map(|t| limits(&mut cx, t, redis.as_ref(), root.get("redis").is_some()))
             .unwrap_or_default(),
         None => Vec::new(),
     };
@@ -56,10 +56,7 @@ pub fn parse(text: &str) -> Result<Config, Vec<Problem>> {
         Some(v) => routes(&mut cx, v, &upstreams, &limits),
         None => Vec::new(),
     };
-    root.finish(
-        &mut cx,
-        &[("redis", NOT_BUILT_REDIS), ("access", NOT_BUILT_ACCESS)],
-    );
+    root.finish(&mut cx, &[("access", NOT_BUILT_ACCESS)]);
 
     if !cx.problems.is_empty() {
         cx.problems.sort_by_key(|p| p.line);
@@ -71,6 +68,123 @@ pub fn parse(text: &str) -> Result<Config, Vec<Problem>> {
         upstreams: upstreams.into_iter().map(|(_, u)| u).collect(),
         routes,
         limits: limits.into_iter().filter_map(|(_, l)| l).collect(),
+        redis,
+    })
+}
+
+fn on_error(cx: &mut Cx, path: &str, v: &Value) -> Option<OnError> {
+    match as_str(cx, path, v)? {
+        "open" => Some(OnError::Open),
+        "closed" => Some(OnError::Closed),
+        "local" => Some(OnError::Local),
+        other => {
+            cx.err(
+                path,
+                v.span(),
+                format!("unknown on_error \"{other}\" (open, closed or local)"),
+            );
+            None
+        }
+    }
+}
+
+fn redis_url(cx: &mut Cx, path: &str, s: &str, span: std::ops::Range<usize>) -> Option<String> {
+    let rest = s.strip_prefix("redis://");
+    let ok = rest.is_some_and(|r| {
+        let hostport = r.rsplit('@').next().unwrap_or(r);
+        let hostport = hostport.split('/').next().unwrap_or(hostport);
+        !hostport.is_empty()
+    });
+    if ok {
+        Some(s.to_string())
+    } else if s.starts_with("rediss://") {
+        cx.err(
+            path,
+            span,
+            "TLS to Redis (rediss://) is not supported: reach Redis over a private network or a local TLS tunnel",
+        );
+        None
+    } else {
+        cx.err(
+            path,
+            span,
+            format!("\"{s}\" is not a Redis URL: write redis://HOST:PORT (optionally redis://:PASSWORD@HOST:PORT/DB)"),
+        );
+        None
+    }
+}
+
+/// Default entries of the verdict cache per global limit.
+pub const DEFAULT_VERDICT_CACHE: usize = 100_000;
+
+fn redis(cx: &mut Cx, mut t: Tbl) -> Option<RedisSettings> {
+    let url = t.get("url").map(|v| (t.key_path("url"), v));
+    let cluster = t.get("cluster").map(|v| (t.key_path("cluster"), v));
+    let target = match (url, cluster) {
+        (Some((p, v)), None) => {
+            let s = as_str(cx, &p, v)?;
+            redis_url(cx, &p, s, v.span()).map(RedisTarget::Url)
+        }
+        (None, Some((p, v))) => {
+            let items = as_str_list(cx, &p, v, false)?;
+            if items.is_empty() {
+                cx.err(&p, v.span(), "needs at least one node URL");
+                return None;
+            }
+            let urls: Vec<_> = items
+                .iter()
+                .filter_map(|(ip, s, span)| redis_url(cx, ip, s, span.clone()))
+                .collect();
+            (urls.len() == items.len()).then_some(RedisTarget::Cluster(urls))
+        }
+        (Some((p, v)), Some(_)) => {
+            cx.err(&p, v.span(), "set either url or cluster, not both");
+            None
+        }
+        (None, None) => {
+            cx.err(
+                "redis",
+                t.span.clone(),
+                "missing key \"url\" (e.g. url = \"redis://127.0.0.1:6379\") or \"cluster\"",
+            );
+            None
+        }
+    };
+    let timeout = match t.get("timeout") {
+        Some(v) => {
+            let p = t.key_path("timeout");
+            duration(cx, &p, v).and_then(|d| {
+                if d.is_zero() || d > Duration::from_secs(10) {
+                    cx.err(&p, v.span(), "must be between 1ms and 10s");
+                    None
+                } else {
+                    Some(d)
+                }
+            })
+        }
+        None => Some(Duration::from_millis(20)),
+    };
+    let on_error = match t.get("on_error") {
+        Some(v) => on_error(cx, &t.key_path("on_error"), v),
+        None => Some(OnError::Open),
+    };
+    let instances = match t.get("instances") {
+        Some(v) => as_int_in(cx, &t.key_path("instances"), v, 1, 10_000).map(|n| n as u32),
+        None => Some(1),
+    };
+    let verdict_cache = match t.get("verdict_cache") {
+        Some(v) => {
+            as_int_in(cx, &t.key_path("verdict_cache"), v, 1, 100_000_000).map(|n| n as usize)
+        }
+        None => Some(DEFAULT_VERDICT_CACHE),
+    };
+    t.finish(cx, &[]);
+    Some(RedisSettings {
+        target: target?,
+        timeout: timeout?,
+        on_error: on_error?,
+        instances: instances?,
+        verdict_cache: verdict_cache?,
     })
 }
 
@@ -358,7 +472,16 @@ fn http_token(s: &str) -> bool {
 
 /// Every limit defined, in file order; `None` for one with problems (already reported), so a
 /// route naming it is not also told the limit does not exist.
-fn limits(cx: &mut Cx, mut t: Tbl) -> Vec<(String, Option<LimitConfig>)> {
+/// The sliding log keeps one entry per admitted unit: beyond this, the sliding window is the
+/// right tool.
+const MAX_SLIDING_LOG_BURST: i64 = 100_000;
+
+fn limits(
+    cx: &mut Cx,
+    mut t: Tbl,
+    redis: Option<&RedisSettings>,
+    redis_present: bool,
+) -> Vec<(String, Option<LimitConfig>)> {
     let mut out = Vec::new();
     for (name, v, _) in t.entries() {
         let path = join(&t.path, name);
@@ -393,18 +516,7 @@ fn limits(cx: &mut Cx, mut t: Tbl) -> Vec<(String, Option<LimitConfig>)> {
             Some(av) => {
                 let p = l.key_path("algorithm");
                 as_str(cx, &p, av).and_then(|s| match AlgorithmKind::from_name(s) {
-                    Some(k) if k.local_supported() => Some(k),
-                    Some(k) => {
-                        cx.err(
-                            &p,
-                            av.span(),
-                            format!(
-                                "algorithm \"{}\" is not built yet in this version (available: token_bucket, gcra)",
-                                k.name()
-                            ),
-                        );
-                        None
-                    }
+                    Some(k) => Some(k),
                     None => {
                         let all: Vec<_> = AlgorithmKind::ALL.iter().map(|k| k.name()).collect();
                         cx.err(
@@ -445,16 +557,55 @@ fn limits(cx: &mut Cx, mut t: Tbl) -> Vec<(String, Option<LimitConfig>)> {
             }
         };
         let burst = match l.get("burst") {
-            Some(bv) => as_int_in(cx, &l.key_path("burst"), bv, 1, 1_000_000_000).map(|n| n as u64),
+            Some(bv) => {
+                let p = l.key_path("burst");
+                if algorithm == Some(AlgorithmKind::SlidingLog) {
+                    as_int_in(cx, &p, bv, 1, MAX_SLIDING_LOG_BURST).map(|n| n as u64)
+                } else {
+                    as_int_in(cx, &p, bv, 1, 1_000_000_000).map(|n| n as u64)
+                }
+            }
             None => rate.map(|r| r.count()),
+        };
+        if let (None, Some(AlgorithmKind::SlidingLog), Some(r)) = (l.get("burst"), algorithm, rate)
+        {
+            if r.count() > MAX_SLIDING_LOG_BURST as u64 {
+                let span = l.get("rate").map(|v| v.span()).unwrap_or(0..0);
+                cx.err(
+                    &l.key_path("rate"),
+                    span,
+                    format!("the sliding log keeps one entry per request: at most {MAX_SLIDING_LOG_BURST} per window (use sliding_window for more)"),
+                );
+            }
+        }
+        let delay = match l.get("delay") {
+            Some(dv) => {
+                let p = l.key_path("delay");
+                if algorithm != Some(AlgorithmKind::LeakyBucket) {
+                    cx.err(
+                        &p,
+                        dv.span(),
+                        "delay applies only to algorithm = \"leaky_bucket\"",
+                    );
+                    None
+                } else {
+                    as_int_in(cx, &p, dv, 0, 1_000_000_000).map(|n| n as u64)
+                }
+            }
+            None => Some(0),
         };
         let scope = match l.get("scope") {
             Some(sv) => {
                 let p = l.key_path("scope");
                 match as_str(cx, &p, sv) {
                     Some("local") => Some(Scope::Local),
+                    Some("global") if redis_present => Some(Scope::Global),
                     Some("global") => {
-                        cx.err(&p, sv.span(), "scope \"global\" (Redis) is not built yet in this version: use \"local\"");
+                        cx.err(
+                            &p,
+                            sv.span(),
+                            "scope \"global\" keeps state in Redis: add a [redis] section (url or cluster)",
+                        );
                         None
                     }
                     Some(other) => {
@@ -469,6 +620,22 @@ fn limits(cx: &mut Cx, mut t: Tbl) -> Vec<(String, Option<LimitConfig>)> {
                 }
             }
             None => Some(Scope::Local),
+        };
+        let on_err = match l.get("on_error") {
+            Some(v) => {
+                let p = l.key_path("on_error");
+                if scope == Some(Scope::Local) {
+                    cx.err(
+                        &p,
+                        v.span(),
+                        "on_error applies only to scope = \"global\" (a local limit never fails)",
+                    );
+                    None
+                } else {
+                    on_error(cx, &p, v)
+                }
+            }
+            None => Some(redis.map_or(OnError::Open, |r| r.on_error)),
         };
         let shadow = match l.get("shadow") {
             Some(v) => as_bool(cx, &l.key_path("shadow"), v).unwrap_or(false),
@@ -496,23 +663,29 @@ fn limits(cx: &mut Cx, mut t: Tbl) -> Vec<(String, Option<LimitConfig>)> {
                 ),
             }
         }
-        l.finish(
-            cx,
-            &[("on_error", NOT_BUILT_ON_ERROR), ("quota", NOT_BUILT_QUOTA)],
-        );
-        let valid = match (key, algorithm, rate, burst, scope, max_keys) {
-            (Some(key), Some(algorithm), Some(rate), Some(burst), Some(scope), Some(max_keys)) => {
-                Some(LimitConfig {
-                    name: name.to_string(),
-                    key,
-                    algorithm,
-                    rate,
-                    burst,
-                    scope,
-                    shadow,
-                    max_keys,
-                })
-            }
+        l.finish(cx, &[("quota", NOT_BUILT_QUOTA)]);
+        let valid = match (key, algorithm, rate, burst, delay, scope, on_err, max_keys) {
+            (
+                Some(key),
+                Some(algorithm),
+                Some(rate),
+                Some(burst),
+                Some(delay),
+                Some(scope),
+                Some(on_error),
+                Some(max_keys),
+            ) => Some(LimitConfig {
+                name: name.to_string(),
+                key,
+                algorithm,
+                rate,
+                burst,
+                delay,
+                scope,
+                on_error,
+                shadow,
+                max_keys,
+            }),
             _ => None,
         };
         out.push((name.to_string(), valid));

@@ -12,6 +12,48 @@ pub struct Config {
     pub upstreams: Vec<UpstreamConfig>,
     pub routes: Vec<RouteConfig>,
     pub limits: Vec<LimitConfig>,
+    /// `[redis]`: where global limits keep their state. `None`: every limit is local.
+    pub redis: Option<RedisSettings>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RedisSettings {
+    pub target: RedisTarget,
+    /// Budget of one global decision; past it the limit's `on_error` applies.
+    pub timeout: Duration,
+    /// The default for global limits that do not say.
+    pub on_error: OnError,
+    /// Gateways sharing the limits: a `local` fallback takes `rate / instances` each.
+    pub instances: u32,
+    /// Refusals remembered per global limit (the edge verdict cache).
+    pub verdict_cache: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisTarget {
+    Url(String),
+    Cluster(Vec<String>),
+}
+
+/// What a global limit does when Redis does not answer in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnError {
+    /// Admit (availability first).
+    Open,
+    /// Answer 503 (protection first).
+    Closed,
+    /// Decide on this process's own state at `rate / instances`.
+    Local,
+}
+
+impl OnError {
+    pub fn name(&self) -> &'static str {
+        match self {
+            OnError::Open => "open",
+            OnError::Closed => "closed",
+            OnError::Local => "local",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -81,19 +123,34 @@ pub struct LimitConfig {
     pub algorithm: AlgorithmKind,
     pub rate: Rate,
     pub burst: u64,
+    /// Leaky bucket only: queued requests that pass without waiting (nginx's `delay=`).
+    pub delay: u64,
     pub scope: Scope,
+    /// Global limits: the limit's own `on_error`, else `[redis] on_error`.
+    pub on_error: OnError,
     pub shadow: bool,
     /// Bound on keys held by this limit in one process.
     pub max_keys: usize,
 }
 
 impl LimitConfig {
+    /// What the limiters need: algorithm, rate, burst, delay.
+    pub fn spec(&self) -> tollgate_limit::LimitSpec {
+        tollgate_limit::LimitSpec {
+            algorithm: self.algorithm,
+            rate: self.rate,
+            burst: self.burst,
+            delay: self.delay,
+        }
+    }
+
     /// Whether state kept under `other` can go on serving this definition (on reload).
     pub fn same_state_as(&self, other: &LimitConfig) -> bool {
         self.key == other.key
             && self.algorithm == other.algorithm
             && self.rate == other.rate
             && self.burst == other.burst
+            && self.delay == other.delay
             && self.scope == other.scope
             && self.max_keys == other.max_keys
     }
@@ -101,7 +158,10 @@ impl LimitConfig {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
+    /// This process's memory.
     Local,
+    /// Redis, shared by every gateway instance.
+    Global,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -55,6 +55,63 @@ rate = "5/m"
 }
 
 #[test]
+fn redis_settings_and_global_limits() {
+    let c = ok(r#"
+[redis]
+cluster = ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"]
+on_error = "local"
+instances = 3
+[limits.inherits]
+key = "global"
+rate = "100/s"
+scope = "global"
+[limits.own]
+key = "client_ip"
+rate = "10/s"
+scope = "global"
+on_error = "closed"
+algorithm = "leaky_bucket"
+delay = 4
+[limits.here]
+key = "client_ip"
+rate = "10/s"
+algorithm = "sliding_window"
+"#);
+    let r = c.redis.as_ref().expect("redis");
+    assert_eq!(
+        r.target,
+        RedisTarget::Cluster(vec![
+            "redis://10.0.0.1:7000".into(),
+            "redis://10.0.0.2:7000".into()
+        ])
+    );
+    assert_eq!(r.timeout, Duration::from_millis(20), "default budget");
+    assert_eq!(
+        (r.on_error, r.instances, r.verdict_cache),
+        (OnError::Local, 3, 100_000)
+    );
+    assert_eq!(
+        (c.limits[0].scope, c.limits[0].on_error),
+        (Scope::Global, OnError::Local)
+    );
+    assert_eq!(
+        (c.limits[1].on_error, c.limits[1].delay),
+        (OnError::Closed, 4)
+    );
+    assert_eq!(c.limits[2].scope, Scope::Local);
+    let single = ok("[redis]\nurl = \"redis://:secret@127.0.0.1:6379/2\"\ntimeout = \"50ms\"\n");
+    let r = single.redis.expect("redis");
+    assert_eq!(
+        r.target,
+        RedisTarget::Url("redis://:secret@127.0.0.1:6379/2".into())
+    );
+    assert_eq!(
+        (r.timeout, r.on_error),
+        (Duration::from_millis(50), OnError::Open)
+    );
+}
+
+#[test]
 fn each_error_names_its_key_and_line() {
     let cases: &[(&str, &str)] = &[
         ("[server]\nthreads = 0\n", "f.toml: server.threads: must be between 1 and 1024, got 0 (line 2)"),
@@ -63,10 +120,20 @@ fn each_error_names_its_key_and_line() {
         ("[server]\nipv6_prefix = 129\n", "f.toml: server.ipv6_prefix: must be between 1 and 128, got 129 (line 2)"),
         ("[server]\ngrace_period = \"5 minutes\"\n", "f.toml: server.grace_period: \"5 minutes\": unknown unit \" minutes\" (use ns, us, ms, s, m, h or d) (line 2)"),
         ("[server]\nshadow = \"yes\"\n", "f.toml: server.shadow: expected true or false, found string (line 2)"),
-        ("[redis]\nurl = \"redis://127.0.0.1\"\n", "f.toml: redis: Redis-backed global limits are not built yet in this version: remove [redis] and use scope = \"local\" (line 1)"),
+        ("[redis]\ntimeout = \"5ms\"\n", "f.toml: redis: missing key \"url\" (e.g. url = \"redis://127.0.0.1:6379\") or \"cluster\" (line 1)"),
+        ("[redis]\nurl = \"redis://a:1\"\ncluster = [\"redis://b:1\"]\n", "f.toml: redis.url: set either url or cluster, not both (line 2)"),
+        ("[redis]\nurl = \"rediss://a:1\"\n", "f.toml: redis.url: TLS to Redis (rediss://) is not supported: reach Redis over a private network or a local TLS tunnel (line 2)"),
+        ("[redis]\ncluster = [\"redis://a:1\", \"http://b\"]\n", "f.toml: redis.cluster[1]: \"http://b\" is not a Redis URL: write redis://HOST:PORT (optionally redis://:PASSWORD@HOST:PORT/DB) (line 2)"),
+        ("[redis]\nurl = \"redis://a:1\"\ntimeout = \"30s\"\n", "f.toml: redis.timeout: must be between 1ms and 10s (line 3)"),
+        ("[redis]\nurl = \"redis://a:1\"\non_error = \"retry\"\n", "f.toml: redis.on_error: unknown on_error \"retry\" (open, closed or local) (line 3)"),
+        ("[redis]\nurl = \"redis://a:1\"\ninstances = 0\n", "f.toml: redis.instances: must be between 1 and 10000, got 0 (line 3)"),
+        ("[redis]\nurl = \"redis://a:1\"\npool = 3\n", "f.toml: redis.pool: unknown key (line 3)"),
+        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\non_error = \"closed\"\n", "f.toml: limits.a.on_error: on_error applies only to scope = \"global\" (a local limit never fails) (line 4)"),
+        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\ndelay = 2\n", "f.toml: limits.a.delay: delay applies only to algorithm = \"leaky_bucket\" (line 4)"),
+        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nalgorithm = \"sliding_log\"\nburst = 200000\n", "f.toml: limits.a.burst: must be between 1 and 100000, got 200000 (line 5)"),
         ("[limits.a]\nkey = \"client_ip\"\n", "f.toml: limits.a: missing key \"rate\" (e.g. rate = \"10/s\") (line 1)"),
         ("[limits.a]\nkey = \"client_ip\"\nquota = \"10000/month\"\n", "f.toml: limits.a.quota: quotas are not built yet in this version: use rate (and burst) instead of quota (line 3)"),
-        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nscope = \"global\"\n", "f.toml: limits.a.scope: scope \"global\" (Redis) is not built yet in this version: use \"local\" (line 4)"),
+        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nscope = \"global\"\n", "f.toml: limits.a.scope: scope \"global\" keeps state in Redis: add a [redis] section (url or cluster) (line 4)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\naction = \"tarpit\"\n", "f.toml: limits.a.action: action \"tarpit\" is not built yet in this version: use \"reject\" (line 4)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nburst = 0\n", "f.toml: limits.a.burst: must be between 1 and 1000000000, got 0 (line 4)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nalgorithm = \"leaky\"\n", "f.toml: limits.a.algorithm: unknown algorithm \"leaky\" (one of: token_bucket, gcra, sliding_window, fixed_window, sliding_log, leaky_bucket) (line 4)"),

@@ -40,10 +40,18 @@ impl ServeHttp for Admin {
         match path.as_str() {
             "/healthz" => reply(200, "text/plain", b"ok\n".to_vec()),
             "/readyz" => {
+                // Redis being away does not make this instance unready: every instance shares
+                // the same Redis, so taking them out of rotation would help nobody; each
+                // limit's on_error says what happens meanwhile. The state is shown, though.
+                let redis: &[u8] = match &self.shared.store {
+                    None => b"",
+                    Some(s) if s.is_up() => b"redis: up\n",
+                    Some(_) => b"redis: down (global limits follow their on_error)\n",
+                };
                 if self.draining.load(Ordering::Relaxed) {
-                    reply(503, "text/plain", b"draining\n".to_vec())
+                    reply(503, "text/plain", [b"draining\n", redis].concat())
                 } else {
-                    reply(200, "text/plain", b"ready\n".to_vec())
+                    reply(200, "text/plain", [b"ready\n", redis].concat())
                 }
             }
             "/metrics" => {

@@ -3,6 +3,10 @@
 //! Each tick looks at the current runtime (so reloads are picked up) and checks every pool
 //! whose interval has passed. A target that fails its TCP check is taken out of rotation until
 //! it passes again; results live in the pool, which reloads carry over when unchanged.
+//!
+//! The same service probes Redis (PING, and the scripts loaded again after an outage) once a
+//! second, so its state on /readyz and `tollgate_redis_up` is current without traffic, and an
+//! open breaker closes as soon as Redis answers again.
 
 use crate::runtime::Shared;
 use async_trait::async_trait;
@@ -23,13 +27,25 @@ impl HealthChecks {
 }
 
 const TICK: Duration = Duration::from_millis(50);
+const REDIS_PROBE_EVERY: Duration = Duration::from_secs(1);
 
 #[async_trait]
 impl BackgroundService for HealthChecks {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         // Next due time per pool, keyed by the pool's address (pools are shared across reloads).
         let mut due: HashMap<usize, Instant> = HashMap::new();
+        let mut redis_due = Instant::now();
         loop {
+            if let Some(store) = &self.shared.store {
+                if Instant::now() >= redis_due {
+                    redis_due = Instant::now() + REDIS_PROBE_EVERY;
+                    let store = store.clone();
+                    // Bounded by the store's own probe timeout; never blocks the loop.
+                    tokio::spawn(async move {
+                        let _ = store.probe().await;
+                    });
+                }
+            }
             let rt = self.shared.runtime.load_full();
             let now = Instant::now();
             let mut live = Vec::with_capacity(rt.upstreams.len());

@@ -112,33 +112,62 @@ impl KeyHasher {
     /// limit does not count this request).
     pub fn key(&self, sources: &[KeySource], input: &KeyInput, ipv6_prefix: u8) -> Option<u64> {
         let mut h = self.state.build_hasher();
-        for (i, src) in sources.iter().enumerate() {
-            h.write_u8(i as u8);
-            match src {
-                KeySource::ClientIp => write_ip(&mut h, key_ip(input.client_ip, ipv6_prefix)),
-                KeySource::Header(name) => {
-                    h.write(input.req.headers.get(name.as_str())?.as_bytes());
-                }
-                KeySource::Query(name) => {
-                    write_decoded(&mut h, query_param(input.req.uri.query()?, name)?);
-                }
-                KeySource::UserAgent => {
-                    h.write(input.req.headers.get(http::header::USER_AGENT)?.as_bytes());
-                }
-                KeySource::IpUa => {
-                    write_ip(&mut h, key_ip(input.client_ip, ipv6_prefix));
-                    let ua = input.req.headers.get(http::header::USER_AGENT);
-                    h.write(ua.map(|v| v.as_bytes()).unwrap_or(b""));
-                }
-                KeySource::Route => h.write_u32(input.route),
-                KeySource::Path => write_decoded(&mut h, input.req.uri.path().as_bytes()),
-                KeySource::Method => h.write(input.req.method.as_str().as_bytes()),
-                KeySource::Global => {}
-            }
-            h.write_u8(0xff);
-        }
+        write_key(&mut h, sources, input, ipv6_prefix)?;
         Some(h.finish())
     }
+
+    /// The key of a global limit: the same on every gateway instance (SipHash-1-3 has a stable
+    /// definition, unlike the per-process seeded hash), so all of them name one Redis key.
+    /// Redis sees only this hash, never the identifying value.
+    pub fn stable_key(
+        &self,
+        sources: &[KeySource],
+        input: &KeyInput,
+        ipv6_prefix: u8,
+    ) -> Option<u64> {
+        let mut h = siphasher::sip::SipHasher13::new_with_keys(STABLE_K0, STABLE_K1);
+        write_key(&mut h, sources, input, ipv6_prefix)?;
+        Some(h.finish())
+    }
+}
+
+// Fixed keys: the stable hash must agree between processes. Identities in Redis are therefore
+// pseudonymous (hashed), not secret from someone who can compute SipHash over every IPv4.
+const STABLE_K0: u64 = 0x746f_6c6c_6761_7465;
+const STABLE_K1: u64 = 0x676c_6f62_616c_6b79;
+
+fn write_key(
+    h: &mut impl Hasher,
+    sources: &[KeySource],
+    input: &KeyInput,
+    ipv6_prefix: u8,
+) -> Option<()> {
+    for (i, src) in sources.iter().enumerate() {
+        h.write_u8(i as u8);
+        match src {
+            KeySource::ClientIp => write_ip(h, key_ip(input.client_ip, ipv6_prefix)),
+            KeySource::Header(name) => {
+                h.write(input.req.headers.get(name.as_str())?.as_bytes());
+            }
+            KeySource::Query(name) => {
+                write_decoded(h, query_param(input.req.uri.query()?, name)?);
+            }
+            KeySource::UserAgent => {
+                h.write(input.req.headers.get(http::header::USER_AGENT)?.as_bytes());
+            }
+            KeySource::IpUa => {
+                write_ip(h, key_ip(input.client_ip, ipv6_prefix));
+                let ua = input.req.headers.get(http::header::USER_AGENT);
+                h.write(ua.map(|v| v.as_bytes()).unwrap_or(b""));
+            }
+            KeySource::Route => h.write_u32(input.route),
+            KeySource::Path => write_decoded(h, input.req.uri.path().as_bytes()),
+            KeySource::Method => h.write(input.req.method.as_str().as_bytes()),
+            KeySource::Global => {}
+        }
+        h.write_u8(0xff);
+    }
+    Some(())
 }
 
 fn write_ip(h: &mut impl Hasher, ip: IpAddr) {

@@ -17,6 +17,8 @@ pub struct Metrics {
     pub upstream_healthy: IntGaugeVec,
     pub reloads: IntCounterVec,
     pub in_flight: IntGauge,
+    pub verdict_cache_hits: IntCounterVec,
+    pub redis_fallbacks: IntCounterVec,
 }
 
 /// Label for requests that matched no route.
@@ -89,6 +91,22 @@ impl Metrics {
             "tollgate_in_flight_requests",
             "Requests being handled right now.",
         )?;
+        let verdict_cache_hits = IntCounterVec::new(
+            Opts::new(
+                "tollgate_verdict_cache_hits_total",
+                "Requests refused from the edge verdict cache, without asking Redis.",
+            ),
+            &["limit"],
+        )?;
+        let redis_fallbacks = IntCounterVec::new(
+            Opts::new(
+                "tollgate_redis_fallback_total",
+                "Global decisions Redis could not make, by limit and the on_error applied.",
+            ),
+            &["limit", "on_error"],
+        )?;
+        registry.register(Box::new(verdict_cache_hits.clone()))?;
+        registry.register(Box::new(redis_fallbacks.clone()))?;
         registry.register(Box::new(in_flight.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(rejected.clone()))?;
@@ -109,6 +127,8 @@ impl Metrics {
             upstream_healthy,
             reloads,
             in_flight,
+            verdict_cache_hits,
+            redis_fallbacks,
         })
     }
 

@@ -1,13 +1,23 @@
 //! A route's limits, decided together.
 //!
-//! Every listed limit applies and the strictest decides. Limits are taken in order; when one
-//! refuses, what the earlier ones took is given back, so a refused request consumes nothing
-//! (the contract), and the later ones are only asked what they would say, so Retry-After covers
-//! the longest wait. Shadow limits are decided the same way but never refuse.
+//! Every listed limit applies and the strictest decides. Local limits are decided first, in
+//! order, synchronously; global limits (Redis) after them, all at once, so a request waits for
+//! one Redis round trip however many global limits it has. When one refuses, what the others
+//! took is given back (locally at once; in Redis by a refund sent in the background), so a
+//! refused request consumes nothing (the contract), and Retry-After covers the longest wait
+//! known without asking Redis again. Shadow limits are decided the same way but never refuse.
+//!
+//! Global refusals are remembered in the limit's verdict cache until they expire: a key that
+//! Redis refused is refused again from memory, with the remaining wait, and Redis is not asked
+//! (checked in the synchronous step, so a hammered key costs no await at all). When Redis fails
+//! (timeout, error, open breaker), the limit's `on_error` applies: `open` admits, `closed`
+//! refuses with 503, `local` decides on this process's share of the limit.
 
 use crate::identity::{KeyHasher, KeyInput};
-use crate::runtime::{Runtime, MAX_LIMITS_PER_ROUTE};
-use tollgate_limit::{Decision, Nanos};
+use crate::runtime::{LimitState, Runtime, MAX_LIMITS_PER_ROUTE};
+use tollgate_config::OnError;
+use tollgate_limit::{Clock, Decision, Nanos};
+use tollgate_store::GlobalKey;
 
 /// What the route's limits say about one request.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -18,73 +28,252 @@ pub struct Verdict {
     pub nearest: Option<(usize, u64, Nanos)>,
     /// Shadow limits that would have refused, as a bit set over the route's limit positions.
     pub shadow_exceeded: u32,
+    /// How long to hold the request before passing it on (a leaky bucket's queue).
+    pub delay: Nanos,
+    /// A global limit with `on_error = "closed"` that could not be decided: answer 503.
+    pub unavailable: Option<usize>,
 }
 
-pub fn decide(
+/// The state between the local step and the global one.
+pub struct Plan {
+    v: Verdict,
+    route: usize,
+    now: Nanos,
+    keys: [u64; MAX_LIMITS_PER_ROUTE],
+    /// Positions that took a unit (locally, or from a global limit's local fallback).
+    taken: u32,
+    /// Positions that took a unit in Redis.
+    taken_global: u32,
+    /// Global positions still to ask Redis about.
+    pending: u32,
+}
+
+impl Plan {
+    /// The verdict, if the local step already settled it (refused, or nothing global to ask).
+    pub fn settled(&self) -> Option<Verdict> {
+        (self.v.denied.is_some() || self.pending == 0).then_some(self.v)
+    }
+}
+
+fn note_allow(
+    v: &mut Verdict,
+    li: usize,
+    shadow: bool,
+    remaining: u64,
+    reset: Nanos,
+    delay: Nanos,
+) {
+    if shadow {
+        return;
+    }
+    let nearer = match v.nearest {
+        None => true,
+        Some((_, r, t)) => remaining < r || (remaining == r && reset > t),
+    };
+    if nearer {
+        v.nearest = Some((li, remaining, reset));
+    }
+    v.delay = v.delay.max(delay);
+}
+
+/// The local step: keys, local limits, cached global refusals. Never waits.
+pub fn decide_local(
     rt: &Runtime,
     route: usize,
     hasher: &KeyHasher,
     input: &KeyInput,
     now: Nanos,
-) -> Verdict {
+) -> Plan {
     let limits = &rt.routes[route].cfg.limits;
-    let mut keys = [None::<u64>; MAX_LIMITS_PER_ROUTE];
-    let mut taken = [false; MAX_LIMITS_PER_ROUTE];
-    let mut v = Verdict::default();
+    let mut p = Plan {
+        v: Verdict::default(),
+        route,
+        now,
+        keys: [0; MAX_LIMITS_PER_ROUTE],
+        taken: 0,
+        taken_global: 0,
+        pending: 0,
+    };
 
     for (pos, &li) in limits.iter().enumerate() {
         let l = &rt.limits[li];
-        let Some(key) = hasher.key(&l.cfg.key, input, rt.ipv6_prefix) else {
-            continue;
+        let key = match &l.state {
+            LimitState::Local(_) => hasher.key(&l.cfg.key, input, rt.ipv6_prefix),
+            LimitState::Global(_) => hasher.stable_key(&l.cfg.key, input, rt.ipv6_prefix),
         };
-        keys[pos] = Some(key);
-        match l.limiter.acquire(key, now, 1) {
-            Decision::Allow { remaining, reset } => {
-                taken[pos] = true;
-                if !l.shadow {
-                    let nearer = match v.nearest {
-                        None => true,
-                        Some((_, r, t)) => remaining < r || (remaining == r && reset > t),
-                    };
-                    if nearer {
-                        v.nearest = Some((li, remaining, reset));
-                    }
+        let Some(key) = key else { continue };
+        p.keys[pos] = key;
+        let d = match &l.state {
+            LimitState::Local(limiter) => limiter.acquire(key, now, 1),
+            LimitState::Global(g) => match g.cache.get(key, now) {
+                Some(wait) => {
+                    g.cache_hits.inc();
+                    Decision::Deny { retry_after: wait }
                 }
+                None => {
+                    p.pending |= 1 << pos;
+                    continue;
+                }
+            },
+        };
+        match d {
+            Decision::Allow {
+                remaining,
+                reset,
+                delay,
+            } => {
+                p.taken |= 1 << pos;
+                note_allow(&mut p.v, li, l.shadow, remaining, reset, delay);
             }
             Decision::Deny { retry_after } => {
                 if l.shadow {
-                    v.shadow_exceeded |= 1 << pos;
+                    p.v.shadow_exceeded |= 1 << pos;
                     continue;
                 }
-                v.denied = Some((li, retry_after));
-                // Give back what earlier limits took for this request.
-                for (p, &lj) in limits.iter().enumerate().take(pos) {
-                    if let (true, Some(k)) = (taken[p], keys[p]) {
-                        rt.limits[lj].limiter.refund(k, now, 1);
-                    }
-                }
-                // The later enforced limits: would they refuse too, and for longer?
+                p.v.denied = Some((li, retry_after));
+                give_back(rt, &mut p);
+                // The later enforced limits: would they refuse too, and for longer? (Global
+                // ones are only asked from the cache: a refusal must not cost a Redis call.)
                 for &lj in &limits[pos + 1..] {
                     let l2 = &rt.limits[lj];
                     if l2.shadow {
                         continue;
                     }
-                    let Some(k) = hasher.key(&l2.cfg.key, input, rt.ipv6_prefix) else {
-                        continue;
+                    let k = match &l2.state {
+                        LimitState::Local(_) => hasher.key(&l2.cfg.key, input, rt.ipv6_prefix),
+                        LimitState::Global(_) => {
+                            hasher.stable_key(&l2.cfg.key, input, rt.ipv6_prefix)
+                        }
                     };
-                    if let Decision::Deny { retry_after: r2 } = l2.limiter.peek(k, now, 1) {
-                        if v.denied.is_some_and(|(_, r)| r2 > r) {
-                            v.denied = Some((lj, r2));
+                    let Some(k) = k else { continue };
+                    let wait = match &l2.state {
+                        LimitState::Local(limiter) => match limiter.peek(k, now, 1) {
+                            Decision::Deny { retry_after } => Some(retry_after),
+                            Decision::Allow { .. } => None,
+                        },
+                        LimitState::Global(g) => g.cache.get(k, now),
+                    };
+                    if let Some(r2) = wait {
+                        if p.v.denied.is_some_and(|(_, r)| r2 > r) {
+                            p.v.denied = Some((lj, r2));
                         }
                     }
                 }
-                v.nearest = None;
-                v.shadow_exceeded = 0;
-                return v;
+                p.pending = 0;
+                return p;
             }
         }
     }
-    v
+    p
+}
+
+/// The global step: asks Redis about every pending global limit at once.
+pub async fn decide_global(rt: &Runtime, mut p: Plan, clock: &dyn Clock) -> Verdict {
+    if let Some(v) = p.settled() {
+        return v;
+    }
+    let limits = &rt.routes[p.route].cfg.limits;
+    let mut calls = Vec::new();
+    for (pos, &li) in limits.iter().enumerate() {
+        if p.pending & (1 << pos) == 0 {
+            continue;
+        }
+        if let LimitState::Global(g) = &rt.limits[li].state {
+            let key = GlobalKey {
+                limit: &g.name,
+                key: p.keys[pos],
+            };
+            calls.push(async move { (pos, li, g.store.acquire(&g.spec, key, 1).await) });
+        }
+    }
+    let results = futures_util::future::join_all(calls).await;
+    let now = clock.now();
+    for (pos, li, result) in results {
+        let l = &rt.limits[li];
+        let LimitState::Global(g) = &l.state else {
+            continue;
+        };
+        let key = p.keys[pos];
+        let d = match result {
+            Ok(d) => {
+                if let Decision::Deny { retry_after } = d {
+                    g.cache.insert(key, now.saturating_add(retry_after), now);
+                } else {
+                    p.taken_global |= 1 << pos;
+                }
+                d
+            }
+            Err(_) => {
+                g.fallbacks.inc();
+                match (g.on_error, &g.fallback) {
+                    (OnError::Local, Some(local)) => {
+                        let d = local.acquire(key, now, 1);
+                        if d.is_allowed() {
+                            p.taken |= 1 << pos;
+                        }
+                        d
+                    }
+                    (OnError::Closed, _) => {
+                        if !l.shadow && p.v.unavailable.is_none() {
+                            p.v.unavailable = Some(li);
+                        }
+                        continue;
+                    }
+                    // Open: admitted, and no RateLimit field can be reported for it.
+                    _ => continue,
+                }
+            }
+        };
+        match d {
+            Decision::Allow {
+                remaining,
+                reset,
+                delay,
+            } => note_allow(&mut p.v, li, l.shadow, remaining, reset, delay),
+            Decision::Deny { retry_after } => {
+                if l.shadow {
+                    p.v.shadow_exceeded |= 1 << pos;
+                } else if p.v.denied.is_none_or(|(_, r)| retry_after > r) {
+                    p.v.denied = Some((li, retry_after));
+                }
+            }
+        }
+    }
+    if p.v.denied.is_some() || p.v.unavailable.is_some() {
+        give_back(rt, &mut p);
+    }
+    p.v
+}
+
+/// Refunds every unit this request took, because it is refused after all.
+fn give_back(rt: &Runtime, p: &mut Plan) {
+    let limits = &rt.routes[p.route].cfg.limits;
+    for (pos, &li) in limits.iter().enumerate() {
+        let bit = 1 << pos;
+        let key = p.keys[pos];
+        match &rt.limits[li].state {
+            LimitState::Local(limiter) if p.taken & bit != 0 => limiter.refund(key, p.now, 1),
+            LimitState::Global(g) if p.taken & bit != 0 => {
+                if let Some(local) = &g.fallback {
+                    local.refund(key, p.now, 1);
+                }
+            }
+            LimitState::Global(g) if p.taken_global & bit != 0 => {
+                // In the background: the answer to this client does not wait for it.
+                let (store, spec, name) = (g.store.clone(), g.spec, g.name.clone());
+                tokio::spawn(async move {
+                    let key = GlobalKey { limit: &name, key };
+                    let _ = store.refund(&spec, key, 1).await;
+                });
+            }
+            _ => {}
+        }
+    }
+    p.taken = 0;
+    p.taken_global = 0;
+    p.v.nearest = None;
+    p.v.shadow_exceeded = 0;
+    p.v.delay = 0;
 }
 
 #[cfg(test)]
@@ -95,7 +284,14 @@ mod tests {
 
     fn rt(toml: &str) -> Runtime {
         let cfg = tollgate_config::parse_str(toml, "t.toml").expect("config");
-        Runtime::build(cfg, None, &Metrics::new().expect("metrics")).expect("runtime")
+        Runtime::build(cfg, None, None, &Metrics::new().expect("metrics")).expect("runtime")
+    }
+
+    /// Local limits only: the local step settles every request.
+    fn decide(rt: &Runtime, route: usize, h: &KeyHasher, input: &KeyInput, now: Nanos) -> Verdict {
+        decide_local(rt, route, h, input, now)
+            .settled()
+            .expect("no global limits")
     }
 
     const CONF: &str = r#"

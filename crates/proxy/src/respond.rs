@@ -15,6 +15,8 @@ pub enum Problem {
     UpstreamUnavailable,
     UpstreamTimeout,
     Internal,
+    /// A global limit could not be decided (Redis away) and its `on_error` is `closed`.
+    LimiterUnavailable,
 }
 
 impl Problem {
@@ -26,6 +28,7 @@ impl Problem {
             Problem::UpstreamUnavailable => 502,
             Problem::UpstreamTimeout => 504,
             Problem::Internal => 500,
+            Problem::LimiterUnavailable => 503,
         }
     }
 
@@ -45,6 +48,11 @@ impl Problem {
             ),
             Problem::UpstreamTimeout => ("upstream-timeout", "Gateway Timeout", "UPSTREAM_TIMEOUT"),
             Problem::Internal => ("internal", "Internal Server Error", "INTERNAL_ERROR"),
+            Problem::LimiterUnavailable => (
+                "limiter-unavailable",
+                "Service Unavailable",
+                "RATE_LIMITER_UNAVAILABLE",
+            ),
         }
     }
 

@@ -16,14 +16,40 @@ use pingora::lb::selection::RoundRobin;
 use pingora::lb::LoadBalancer;
 use prometheus::{Histogram, IntCounter};
 use std::sync::{Arc, OnceLock};
-use tollgate_config::{Config, HealthCheck, LimitConfig, RouteAction, RouteConfig, UpstreamConfig};
-use tollgate_limit::{AlgorithmKind, Clock, Gcra, KeyedStore, LocalLimiter, TokenBucket};
+use tollgate_config::{
+    Config, HealthCheck, LimitConfig, OnError, RouteAction, RouteConfig, Scope, UpstreamConfig,
+};
+use tollgate_limit::{Clock, LimitSpec, LocalLimiter, VerdictCache};
+use tollgate_store::{GlobalStore, RedisConfig, RedisStore, StoreMetrics, Target};
 
 pub use tollgate_config::MAX_LIMITS_PER_ROUTE;
 
+/// Where a limit's state lives.
+pub enum LimitState {
+    Local(Arc<dyn LocalLimiter>),
+    Global(GlobalRt),
+}
+
+/// A global limit: Redis decides; refusals are remembered at the edge; a local share stands in
+/// while Redis is away when `on_error = "local"`.
+pub struct GlobalRt {
+    pub store: Arc<dyn GlobalStore>,
+    pub spec: LimitSpec,
+    pub cache: Arc<VerdictCache>,
+    pub fallback: Option<Arc<dyn LocalLimiter>>,
+    pub on_error: OnError,
+    /// The limit's name, owned: background refunds outlive the request.
+    pub name: Arc<str>,
+    instances: u32,
+    /// `tollgate_verdict_cache_hits_total{limit}`
+    pub cache_hits: IntCounter,
+    /// `tollgate_redis_fallback_total{limit,on_error}`
+    pub fallbacks: IntCounter,
+}
+
 pub struct LimitRt {
     pub cfg: LimitConfig,
-    pub limiter: Arc<dyn LocalLimiter>,
+    pub state: LimitState,
     /// This limit never refuses (per-limit shadow or `[server] shadow`).
     pub shadow: bool,
     /// The policy name as a Structured Fields string.
@@ -99,24 +125,60 @@ pub enum BuildError {
     },
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
+    #[error("limit {0}: scope \"global\" needs Redis, and [redis] was not configured at start: restart to connect")]
+    NoStore(String),
+    #[error("redis: {0}")]
+    Store(#[from] tollgate_store::StoreError),
 }
 
 fn window_secs(cfg: &LimitConfig) -> u64 {
     cfg.rate.period().as_secs().max(1)
 }
 
-fn new_limiter(cfg: &LimitConfig) -> Arc<dyn LocalLimiter> {
-    match cfg.algorithm {
-        AlgorithmKind::Gcra => Arc::new(KeyedStore::new(
-            Gcra::new(cfg.rate, cfg.burst),
-            cfg.max_keys,
-        )),
-        // The config admits only algorithms built for local scope; token bucket is the default.
-        _ => Arc::new(KeyedStore::new(
-            TokenBucket::new(cfg.rate, cfg.burst),
-            cfg.max_keys,
-        )),
+fn limit_state(
+    cfg: &LimitConfig,
+    previous: Option<&LimitRt>,
+    config: &Config,
+    store: Option<&Arc<dyn GlobalStore>>,
+    metrics: &Metrics,
+) -> Result<LimitState, BuildError> {
+    let kept = previous.filter(|p| p.cfg.name == cfg.name && p.cfg.same_state_as(cfg));
+    if cfg.scope == Scope::Local {
+        return Ok(LimitState::Local(match kept.map(|p| &p.state) {
+            Some(LimitState::Local(l)) => l.clone(),
+            _ => cfg.spec().local(cfg.max_keys),
+        }));
     }
+    let store = store.ok_or_else(|| BuildError::NoStore(cfg.name.clone()))?;
+    let (instances, cache_size) = config
+        .redis
+        .as_ref()
+        .map_or((1, 1), |r| (r.instances, r.verdict_cache));
+    let prev = match kept.map(|p| &p.state) {
+        Some(LimitState::Global(g)) => Some(g),
+        _ => None,
+    };
+    let cache = prev
+        .map(|g| g.cache.clone())
+        .unwrap_or_else(|| Arc::new(VerdictCache::new(cache_size)));
+    let fallback = (cfg.on_error == OnError::Local).then(|| {
+        prev.filter(|g| g.instances == instances)
+            .and_then(|g| g.fallback.clone())
+            .unwrap_or_else(|| cfg.spec().share(instances).local(cfg.max_keys))
+    });
+    Ok(LimitState::Global(GlobalRt {
+        store: store.clone(),
+        spec: cfg.spec(),
+        cache,
+        fallback,
+        on_error: cfg.on_error,
+        name: Arc::from(cfg.name.as_str()),
+        instances,
+        cache_hits: metrics.verdict_cache_hits.with_label_values(&[&cfg.name]),
+        fallbacks: metrics
+            .redis_fallbacks
+            .with_label_values(&[&cfg.name, cfg.on_error.name()]),
+    }))
 }
 
 fn new_pool(cfg: &UpstreamConfig) -> Result<LoadBalancer<RoundRobin>, std::io::Error> {
@@ -135,28 +197,21 @@ impl Runtime {
     pub fn build(
         config: Config,
         previous: Option<&Runtime>,
+        store: Option<&Arc<dyn GlobalStore>>,
         metrics: &Metrics,
     ) -> Result<Self, BuildError> {
         let shadow_all = config.server.shadow;
-        let limits: Vec<LimitRt> = config
-            .limits
-            .iter()
-            .map(|cfg| {
-                let kept = previous.and_then(|p| {
-                    p.limits
-                        .iter()
-                        .find(|l| l.cfg.name == cfg.name && l.cfg.same_state_as(cfg))
-                        .map(|l| l.limiter.clone())
-                });
-                LimitRt {
-                    limiter: kept.unwrap_or_else(|| new_limiter(cfg)),
-                    shadow: cfg.shadow || shadow_all,
-                    name_sf: sf_string(&cfg.name),
-                    shadow_counter: metrics.shadow_exceeded.with_label_values(&[&cfg.name]),
-                    cfg: cfg.clone(),
-                }
-            })
-            .collect();
+        let mut limits = Vec::with_capacity(config.limits.len());
+        for cfg in &config.limits {
+            let prev = previous.and_then(|p| p.limits.iter().find(|l| l.cfg.name == cfg.name));
+            limits.push(LimitRt {
+                state: limit_state(cfg, prev, &config, store, metrics)?,
+                shadow: cfg.shadow || shadow_all,
+                name_sf: sf_string(&cfg.name),
+                shadow_counter: metrics.shadow_exceeded.with_label_values(&[&cfg.name]),
+                cfg: cfg.clone(),
+            });
+        }
 
         let mut upstreams = Vec::with_capacity(config.upstreams.len());
         for cfg in &config.upstreams {
@@ -265,30 +320,46 @@ fn strip_port(host: &str) -> &str {
     }
 }
 
-/// What lives for the whole process: the current runtime, metrics, the clock, the key hasher.
+/// What lives for the whole process: the current runtime, metrics, the clock, the key hasher,
+/// and the Redis store (made from `[redis]` at start; connections follow the worker threads).
 pub struct Shared {
     pub runtime: ArcSwap<Runtime>,
     pub metrics: Metrics,
     pub clock: Arc<dyn Clock>,
     pub hasher: KeyHasher,
+    pub store: Option<Arc<dyn GlobalStore>>,
 }
 
 impl Shared {
     pub fn new(config: Config, clock: Arc<dyn Clock>) -> Result<Self, BuildError> {
         let metrics = Metrics::new()?;
-        let runtime = Runtime::build(config, None, &metrics)?;
+        let store: Option<Arc<dyn GlobalStore>> = match &config.redis {
+            Some(r) => {
+                let target = match &r.target {
+                    tollgate_config::RedisTarget::Url(u) => Target::Single(u.clone()),
+                    tollgate_config::RedisTarget::Cluster(n) => Target::Cluster(n.clone()),
+                };
+                // One connection per worker thread, one for the background prober.
+                let rc = RedisConfig::new(target, r.timeout, config.server.threads + 1);
+                let sm = StoreMetrics::register(&metrics.registry)?;
+                Some(Arc::new(RedisStore::new(&rc, clock.clone(), sm)?))
+            }
+            None => None,
+        };
+        let runtime = Runtime::build(config, None, store.as_ref(), &metrics)?;
         Ok(Self {
             runtime: ArcSwap::from_pointee(runtime),
             metrics,
             clock,
             hasher: KeyHasher::new(),
+            store,
         })
     }
 
     /// Builds a runtime for `config` and makes it current. On error the old one keeps serving.
     pub fn reload(&self, config: Config) -> Result<(), BuildError> {
         let current = self.runtime.load_full();
-        match Runtime::build(config, Some(&current), &self.metrics) {
+        match Runtime::build(config, Some(&current), self.store.as_ref(), &self.metrics) {
             Ok(rt) => {
                 self.runtime.store(Arc::new(rt));
                 self.metrics.reloads.with_label_values(&["ok"]).inc();
@@ -308,7 +379,12 @@ impl Shared {
             .set(crate::service::in_flight() as i64);
         let rt = self.runtime.load();
         for l in &rt.limits {
-            let s = l.limiter.stats();
+            let limiter = match &l.state {
+                LimitState::Local(l) => Some(l),
+                LimitState::Global(g) => g.fallback.as_ref(),
+            };
+            let Some(limiter) = limiter else { continue };
+            let s = limiter.stats();
             let name = l.cfg.name.as_str();
             self.metrics
                 .limiter_keys
@@ -347,7 +423,7 @@ mod tests {
 
     fn rt(toml: &str) -> Runtime {
         let cfg = tollgate_config::parse_str(toml, "t.toml").expect("config");
-        Runtime::build(cfg, None, &Metrics::new().expect("metrics")).expect("runtime")
+        Runtime::build(cfg, None, None, &Metrics::new().expect("metrics")).expect("runtime")
     }
 
     #[test]

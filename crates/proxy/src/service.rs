@@ -12,7 +12,7 @@
 //! - `logging`: metrics, and the access log line when enabled.
 
 use crate::identity::{client_ip, trusted, KeyInput};
-use crate::policy::{decide, Verdict};
+use crate::policy::{decide_global, decide_local, Verdict};
 use crate::respond::{header, ratelimit_value, Extra, Problem};
 use crate::runtime::{count_unrouted, Runtime, Shared};
 use async_trait::async_trait;
@@ -228,6 +228,36 @@ impl Gateway {
         .await
     }
 
+    /// A global limit could not be decided and its `on_error` is `closed`.
+    async fn unavailable(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        rt: &Runtime,
+        route: usize,
+        limit: usize,
+    ) -> Result<()> {
+        let l = &rt.limits[limit];
+        self.shared
+            .metrics
+            .rejected
+            .with_label_values(&["limiter_unavailable", &rt.routes[route].name, &l.cfg.name])
+            .inc();
+        let detail = format!(
+            "Limit \"{}\" cannot be checked right now and refuses while it cannot: retry shortly.",
+            l.cfg.name
+        );
+        self.problem(
+            session,
+            ctx,
+            Problem::LimiterUnavailable,
+            &detail,
+            &[("limit", Extra::Str(&l.cfg.name))],
+            &[("retry-after", HeaderValue::from(1u64))],
+        )
+        .await
+    }
+
     fn note_verdict(&self, ctx: &mut Ctx, rt: &Runtime, route: usize, v: &Verdict) {
         if let Some((li, remaining, reset)) = v.nearest {
             let l = &rt.limits[li];
@@ -312,18 +342,30 @@ impl ProxyHttp for Gateway {
                 client_ip: client,
                 route: route as u32,
             };
-            let verdict = decide(
+            let plan = decide_local(
                 &rt,
                 route,
                 &self.shared.hasher,
                 &input,
                 self.shared.clock.now(),
             );
+            let verdict = match plan.settled() {
+                Some(v) => v,
+                None => decide_global(&rt, plan, &*self.shared.clock).await,
+            };
             if let Some((limit, wait)) = verdict.denied {
                 self.refuse(session, ctx, &rt, route, limit, wait).await?;
                 return Ok(true);
             }
+            if let Some(limit) = verdict.unavailable {
+                self.unavailable(session, ctx, &rt, route, limit).await?;
+                return Ok(true);
+            }
             self.note_verdict(ctx, &rt, route, &verdict);
+            if verdict.delay > 0 {
+                // A leaky bucket's queue: held without a thread, then passed on at the rate.
+                tokio::time::sleep(std::time::Duration::from_nanos(verdict.delay)).await;
+            }
         }
 
         if let RouteAction::Respond { status, body } = rt.route_action(route) {

@@ -15,7 +15,7 @@ use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
@@ -110,7 +110,7 @@ impl StoreMetrics {
 
 enum Client {
     Single(redis::Client),
-    Cluster(redis::cluster::ClusterClient),
+    Cluster(Box<redis::cluster::ClusterClient>),
 }
 
 #[derive(Clone)]
@@ -131,6 +131,7 @@ pub struct RedisStore {
     /// Resolved once: the hot path increments without a label lookup.
     acquire_calls: IntCounter,
     refund_calls: IntCounter,
+    scripts_loaded: AtomicBool,
 }
 
 fn script_index(kind: AlgorithmKind) -> usize {
@@ -164,13 +165,13 @@ impl RedisStore {
     ) -> Result<Self, StoreError> {
         let client = match &cfg.target {
             Target::Single(url) => Client::Single(redis::Client::open(url.as_str())?),
-            Target::Cluster(nodes) => Client::Cluster(
+            Target::Cluster(nodes) => Client::Cluster(Box::new(
                 ClusterClientBuilder::new(nodes.clone())
                     .connection_timeout(CONNECT_TIMEOUT)
                     .response_timeout(RESPONSE_TIMEOUT)
                     .retries(1)
                     .build()?,
-            ),
+            )),
         };
         let ms = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         Ok(Self {
@@ -191,6 +192,7 @@ impl RedisStore {
             clock,
             acquire_calls: metrics.calls.with_label_values(&["acquire"]),
             refund_calls: metrics.calls.with_label_values(&["refund"]),
+            scripts_loaded: AtomicBool::new(false),
             metrics,
         })
     }
@@ -298,9 +300,12 @@ impl RedisStore {
         if pong != "PONG" {
             return Err(StoreError::BadReply(pong));
         }
-        if !self.breaker.is_up() || self.breaker.is_open() {
-            // Back from an outage: a restarted Redis has no scripts; load them before the
-            // first decisions rather than on their NOSCRIPT.
+        if !self.scripts_loaded.load(Ordering::Relaxed)
+            || !self.breaker.is_up()
+            || self.breaker.is_open()
+        {
+            // At start, and back from an outage (a restarted Redis has no scripts): load them
+            // before the first decisions rather than on their NOSCRIPT.
             for s in &self.scripts {
                 let inv = s.prepare_invoke();
                 match self.conn().await? {
@@ -308,6 +313,7 @@ impl RedisStore {
                     Conn::Cluster(mut c) => inv.load_async(&mut c).await?,
                 };
             }
+            self.scripts_loaded.store(true, Ordering::Relaxed);
         }
         Ok(())
     }

@@ -174,6 +174,11 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// Connects from 127.0.0.1.
+    pub async fn open(port: u16) -> std::io::Result<Self> {
+        Self::open_from(IpAddr::from([127, 0, 0, 1]), port).await
+    }
+
     /// Connects from `source` (any 127.0.0.0/8 address works on Linux loopback).
     pub async fn open_from(source: IpAddr, port: u16) -> std::io::Result<Self> {
         let sock = TcpSocket::new_v4()?;

@@ -1,0 +1,523 @@
+//! End-to-end tests of global limits: the built `tollgate` binary, real redis-servers (and a real
+//! 3-master cluster) spawned on free ports, real sockets. Limits are chosen so that no refill
+//! happens during a test unless the test is about refill.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tollgate_testkit::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
+
+async fn start(toml: &str, port: u16, admin: u16) -> GatewayProc {
+    match GatewayProc::start(Path::new(BIN), toml, port, Some(admin)).await {
+        Ok(gw) => gw,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn server(port: u16, admin: u16) -> String {
+    format!(
+        "[server]\nlisten = [\"127.0.0.1:{port}\"]\nadmin = \"127.0.0.1:{admin}\"\nthreads = 2\n"
+    )
+}
+
+async fn metrics(admin: u16) -> String {
+    get(admin, "/metrics", &[]).await.expect("metrics").body
+}
+
+const ALGORITHMS: [&str; 6] = [
+    "token_bucket",
+    "gcra",
+    "fixed_window",
+    "sliding_window",
+    "sliding_log",
+    "leaky_bucket",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_algorithm_moves_between_scopes_by_one_word() {
+    let redis = RedisServer::start().expect("redis-server");
+    let (port, admin) = (free_port(), free_port());
+    let mut toml = server(port, admin);
+    toml += &format!("[redis]\nurl = \"{}\"\ntimeout = \"500ms\"\n", redis.url());
+    for alg in ALGORITHMS {
+        for scope in ["local", "global"] {
+            toml += &format!(
+                r#"
+[[routes]]
+name = "{scope}-{alg}"
+path_prefix = "/{scope}/{alg}"
+respond = {{ status = 200, body = "ok" }}
+limits = ["{scope}_{alg}"]
+[limits.{scope}_{alg}]
+key = "client_ip"
+algorithm = "{alg}"
+rate = "3/h"
+scope = "{scope}"
+"#
+            );
+            if alg == "leaky_bucket" {
+                // Without free passes a leaky bucket holds queued requests for 20 min each.
+                toml += "delay = 3\n";
+            }
+        }
+    }
+    let _gw = start(&toml, port, admin).await;
+    for alg in ALGORITHMS {
+        for scope in ["local", "global"] {
+            let path = format!("/{scope}/{alg}");
+            let mut c = Conn::open(port).await.expect("connect");
+            for i in 0..3 {
+                let r = c.send("GET", &path, &[], "").await.expect("request");
+                assert_eq!(r.status, 200, "{path} request {i}");
+                let want = format!("r={}", 2 - i);
+                assert!(
+                    r.header("ratelimit").is_some_and(|v| v.contains(&want)),
+                    "{path}: {:?}",
+                    r.header("ratelimit")
+                );
+            }
+            let r = c.send("GET", &path, &[], "").await.expect("request");
+            assert_eq!(r.status, 429, "{path}: the fourth is refused");
+            assert_eq!(r.json()["error_code"], "RATE_LIMIT_EXCEEDED");
+            let retry: u64 = r
+                .header("retry-after")
+                .and_then(|v| v.parse().ok())
+                .expect("retry-after");
+            assert!((1..=7200).contains(&retry), "{path}: retry-after {retry}");
+        }
+    }
+    // The global ones wrote hash-tagged keys, each with a TTL.
+    let keys = redis.cli(&["KEYS", "*"]);
+    assert_eq!(keys.lines().count(), 6, "{keys}");
+    for k in keys.lines() {
+        assert!(
+            k.starts_with("{tollgate:global_") && k.ends_with('}'),
+            "{k}"
+        );
+        let ttl: i64 = redis.cli(&["PTTL", k]).parse().unwrap_or(-3);
+        assert!(ttl > 0, "{k}: PTTL {ttl}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gateways_share_one_limit() {
+    let redis = RedisServer::start().expect("redis-server");
+    let conf = |port: u16, admin: u16| {
+        format!(
+            r#"{}
+[redis]
+url = "{}"
+timeout = "500ms"
+[[routes]]
+name = "api"
+path_prefix = "/"
+respond = {{ status = 200, body = "ok" }}
+limits = ["shared", "steady"]
+[limits.shared]
+key = "header:x-user"
+rate = "1/h"
+burst = 10
+scope = "global"
+[limits.steady]
+key = "header:x-steady"
+algorithm = "gcra"
+rate = "20/s"
+burst = 5
+scope = "global"
+"#,
+            server(port, admin),
+            redis.url()
+        )
+    };
+    let (p1, a1, p2, a2) = (free_port(), free_port(), free_port(), free_port());
+    let _g1 = start(&conf(p1, a1), p1, a1).await;
+    let _g2 = start(&conf(p2, a2), p2, a2).await;
+
+    // One burst, two doors: exactly 10 pass in total, whichever door they take.
+    let mut admitted = 0;
+    for i in 0..40 {
+        let port = if i % 2 == 0 { p1 } else { p2 };
+        let r = get(port, "/", &[("x-user", "alice")])
+            .await
+            .expect("request");
+        admitted += (r.status == 200) as u32;
+    }
+    assert_eq!(admitted, 10);
+
+    // A run at full speed from 8 clients on both gateways for 1.5 s: the total admitted is
+    // burst + rate * t, as for one gateway (plus at most one per instance at the edges).
+    let start_t = Instant::now();
+    let run = Duration::from_millis(1500);
+    let mut tasks = Vec::new();
+    for c in 0..8 {
+        let port = if c % 2 == 0 { p1 } else { p2 };
+        tasks.push(tokio::spawn(async move {
+            let mut conn = Conn::open(port).await.expect("connect");
+            let mut ok = 0u32;
+            while start_t.elapsed() < run {
+                let r = conn
+                    .send("GET", "/", &[("x-steady", "k")], "")
+                    .await
+                    .expect("request");
+                assert!(r.status == 200 || r.status == 429, "{}", r.status);
+                ok += (r.status == 200) as u32;
+            }
+            ok
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.expect("client");
+    }
+    let secs = start_t.elapsed().as_secs_f64();
+    let bound = 5.0 + 20.0 * secs + 2.0;
+    assert!(
+        (total as f64) <= bound,
+        "{total} admitted in {secs:.2} s, bound {bound:.1}"
+    );
+    assert!(
+        (total as f64) >= 5.0 + 20.0 * 1.5 * 0.8,
+        "the limit admits its rate: {total} in {secs:.2} s"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_served_from_the_verdict_cache_until_their_reset() {
+    let redis = RedisServer::start().expect("redis-server");
+    let (port, admin) = (free_port(), free_port());
+    let toml = format!(
+        r#"{}
+[redis]
+url = "{}"
+timeout = "500ms"
+[[routes]]
+name = "hot"
+path_prefix = "/"
+respond = {{ status = 200, body = "ok" }}
+limits = ["hot"]
+[limits.hot]
+key = "global"
+algorithm = "gcra"
+rate = "20/m"
+burst = 1
+scope = "global"
+"#,
+        server(port, admin),
+        redis.url()
+    );
+    let _gw = start(&toml, port, admin).await;
+    let mut c = Conn::open(port).await.expect("connect");
+    assert_eq!(c.send("GET", "/", &[], "").await.expect("req").status, 200);
+    let first_refusal = Instant::now();
+    let r = c.send("GET", "/", &[], "").await.expect("req");
+    assert_eq!(r.status, 429);
+    let evalsha = redis.command_calls("evalsha");
+    // One call per decision (plus one NOSCRIPT retry if a request beat the start-up probe's
+    // SCRIPT LOAD).
+    assert!((2..=3).contains(&evalsha), "{evalsha}");
+
+    // 1000 more on 4 connections, all refused from memory.
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        tasks.push(tokio::spawn(async move {
+            let mut c = Conn::open(port).await.expect("connect");
+            let mut retry_afters = Vec::new();
+            for _ in 0..250 {
+                let r = c.send("GET", "/", &[], "").await.expect("req");
+                assert_eq!(r.status, 429);
+                retry_afters.push(r.header("retry-after").unwrap_or("").to_string());
+            }
+            retry_afters
+        }));
+    }
+    for t in tasks {
+        for ra in t.await.expect("client") {
+            let secs: u64 = ra.parse().expect("retry-after");
+            assert!((1..=3).contains(&secs), "retry-after {secs}");
+        }
+    }
+    assert!(
+        first_refusal.elapsed() < Duration::from_secs(3),
+        "the herd ran inside the window (too slow a machine for this check?)"
+    );
+    assert_eq!(
+        redis.command_calls("evalsha"),
+        evalsha,
+        "the herd caused no EVALSHA"
+    );
+    let m = metrics(admin).await;
+    assert!(metric(&m, "tollgate_verdict_cache_hits_total", &["limit=\"hot\""]) >= 1000.0);
+    assert_eq!(
+        metric(
+            &m,
+            "http_requests_rejected_total",
+            &["reason=\"rate_limit\""]
+        ),
+        1001.0
+    );
+
+    // Right after the reset the key is admitted again (Redis asked again).
+    let wait = Duration::from_secs(3).saturating_sub(first_refusal.elapsed());
+    tokio::time::sleep(wait + Duration::from_millis(50)).await;
+    let r = c.send("GET", "/", &[], "").await.expect("req");
+    assert_eq!(r.status, 200, "admitted after the reset");
+    assert_eq!(redis.command_calls("evalsha"), evalsha + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_redis_degrades_as_configured_and_recovers() {
+    let mut redis = RedisServer::start().expect("redis-server");
+    let (port, admin) = (free_port(), free_port());
+    let be = Backend::start().await.expect("backend");
+    let toml = format!(
+        r#"{}
+[redis]
+url = "{}"
+timeout = "50ms"
+instances = 2
+[upstreams.app]
+targets = ["{}"]
+[[routes]]
+name = "open"
+path_prefix = "/open"
+upstream = "app"
+limits = ["open"]
+[[routes]]
+name = "closed"
+path_prefix = "/closed"
+upstream = "app"
+limits = ["closed"]
+[[routes]]
+name = "local"
+path_prefix = "/local"
+upstream = "app"
+limits = ["local"]
+[limits.open]
+key = "client_ip"
+rate = "1/h"
+burst = 1000
+scope = "global"
+on_error = "open"
+[limits.closed]
+key = "client_ip"
+rate = "1/h"
+burst = 1000
+scope = "global"
+on_error = "closed"
+[limits.local]
+key = "client_ip"
+rate = "1/h"
+burst = 6
+scope = "global"
+on_error = "local"
+"#,
+        server(port, admin),
+        redis.url(),
+        be.addr
+    );
+    let _gw = start(&toml, port, admin).await;
+    for path in ["/open", "/closed", "/local"] {
+        assert_eq!(
+            get(port, path, &[]).await.expect("req").status,
+            200,
+            "{path}"
+        );
+    }
+    let ready = get(admin, "/readyz", &[]).await.expect("readyz");
+    assert!(ready.body.contains("redis: up"), "{}", ready.body);
+
+    // Load on /open while Redis dies: every request is answered, none waits long.
+    let load = tokio::spawn(async move {
+        let mut c = Conn::open(port).await.expect("connect");
+        let mut slowest = Duration::ZERO;
+        let mut statuses = Vec::new();
+        for _ in 0..300 {
+            let t = Instant::now();
+            let r = c.send("GET", "/open", &[], "").await.expect("request");
+            slowest = slowest.max(t.elapsed());
+            statuses.push(r.status);
+        }
+        (slowest, statuses)
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    redis.stop();
+    let (slowest, statuses) = load.await.expect("load");
+    assert!(statuses.iter().all(|&s| s == 200), "open admits throughout");
+    // The 50 ms budget plus a debug build's own time, loosely.
+    assert!(slowest < Duration::from_millis(500), "slowest {slowest:?}");
+
+    let r = get(port, "/closed", &[]).await.expect("req");
+    assert_eq!(r.status, 503);
+    assert_eq!(r.json()["error_code"], "RATE_LIMITER_UNAVAILABLE");
+    assert_eq!(r.json()["limit"], "closed");
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+
+    // local: this instance's share of burst 6 over 2 instances is 3.
+    let local: Vec<u16> = {
+        let mut v = Vec::new();
+        for _ in 0..6 {
+            v.push(get(port, "/local", &[]).await.expect("req").status);
+        }
+        v
+    };
+    assert_eq!(local, vec![200, 200, 200, 429, 429, 429], "{local:?}");
+
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            metric(&metrics(admin).await, "tollgate_redis_up", &[]) == 0.0
+        })
+        .await,
+        "tollgate_redis_up drops to 0"
+    );
+    let m = metrics(admin).await;
+    assert!(metric(&m, "tollgate_redis_errors_total", &[]) > 0.0);
+    assert!(metric(&m, "tollgate_redis_fallback_total", &["on_error=\"open\""]) > 0.0);
+    assert!(
+        metric(
+            &m,
+            "tollgate_redis_fallback_total",
+            &["on_error=\"closed\""]
+        ) > 0.0
+    );
+    assert!(metric(&m, "tollgate_redis_latency_seconds_count", &[]) > 0.0);
+    let ready = get(admin, "/readyz", &[]).await.expect("readyz");
+    assert_eq!(
+        ready.status, 200,
+        "Redis away does not make the instance unready"
+    );
+    assert!(ready.body.contains("redis: down"), "{}", ready.body);
+    assert_eq!(
+        get(admin, "/healthz", &[]).await.expect("healthz").status,
+        200
+    );
+
+    // Redis back (empty: no scripts, no keys): global limiting resumes within seconds.
+    redis.restart().expect("restart");
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            get(port, "/closed", &[])
+                .await
+                .is_ok_and(|r| r.status == 200)
+        })
+        .await,
+        "global limiting resumes"
+    );
+    assert!(redis.command_calls("evalsha") > 0);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            metric(&metrics(admin).await, "tollgate_redis_up", &[]) == 1.0
+        })
+        .await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_holds_many_keys_across_its_masters() {
+    let cluster = RedisCluster::start(3).expect("cluster");
+    let (port, admin) = (free_port(), free_port());
+    let nodes: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
+    let toml = format!(
+        r#"{}
+[redis]
+cluster = [{}]
+timeout = "1s"
+[[routes]]
+name = "api"
+path_prefix = "/"
+respond = {{ status = 200, body = "ok" }}
+limits = ["per_user"]
+[limits.per_user]
+key = "header:x-user"
+algorithm = "sliding_window"
+rate = "2/h"
+scope = "global"
+"#,
+        server(port, admin),
+        nodes.join(", ")
+    );
+    let _gw = start(&toml, port, admin).await;
+    let mut c = Conn::open(port).await.expect("connect");
+    let mut admitted = 0;
+    for u in 0..60 {
+        let user = format!("user-{u}");
+        for _ in 0..3 {
+            let r = c
+                .send("GET", "/", &[("x-user", &user)], "")
+                .await
+                .expect("req");
+            assert!(
+                r.status == 200 || r.status == 429,
+                "{}: {}",
+                r.status,
+                r.body
+            );
+            admitted += (r.status == 200) as u32;
+        }
+    }
+    assert_eq!(admitted, 120, "60 users x 2");
+    let counts = cluster.key_counts();
+    assert_eq!(counts.iter().sum::<u64>(), 60, "{counts:?}");
+    assert!(
+        counts.iter().all(|&n| n > 0),
+        "spread over the masters: {counts:?}"
+    );
+    let m = metrics(admin).await;
+    assert_eq!(
+        metric(&m, "tollgate_redis_errors_total", &[]),
+        0.0,
+        "no CROSSSLOT, no error"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaky_bucket_holds_queued_requests_instead_of_refusing() {
+    let (port, admin) = (free_port(), free_port());
+    let toml = format!(
+        r#"{}
+[[routes]]
+name = "q"
+path_prefix = "/"
+respond = {{ status = 200, body = "ok" }}
+limits = ["q"]
+[limits.q]
+key = "global"
+algorithm = "leaky_bucket"
+rate = "5/s"
+burst = 4
+"#,
+        server(port, admin)
+    );
+    let _gw = start(&toml, port, admin).await;
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..5 {
+        tasks.push(tokio::spawn(async move {
+            let r = get(port, "/", &[]).await.expect("req");
+            (r.status, t0.elapsed())
+        }));
+    }
+    let mut done = Vec::new();
+    for t in tasks {
+        done.push(t.await.expect("client"));
+    }
+    done.sort_by_key(|d| d.1);
+    let statuses: Vec<u16> = done.iter().map(|d| d.0).collect();
+    assert_eq!(
+        statuses.iter().filter(|&&s| s == 200).count(),
+        4,
+        "{done:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|&&s| s == 429).count(),
+        1,
+        "{done:?}"
+    );
+    // The 4 admitted leave 200 ms apart: the last one about 600 ms after the first.
+    let admitted: Vec<Duration> = done.iter().filter(|d| d.0 == 200).map(|d| d.1).collect();
+    let spread = admitted[3] - admitted[0];
+    assert!(
+        spread >= Duration::from_millis(550) && spread < Duration::from_millis(1500),
+        "{done:?}"
+    );
+}
