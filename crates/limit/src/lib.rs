@@ -31,5 +31,5 @@ pub use clock::{Clock, ManualClock, MonotonicClock, Nanos, NANOS_PER_SEC};
 pub use decision::{ceil_secs, Decision, Rate, RateError};
 pub use spec::LimitSpec;
 pub use store::{KeyedStore, LocalLimiter, StoreStats, DEFAULT_MAX_KEYS};
-pub use verdict::VerdictCache;
+pub use verdict::{Cached, VerdictCache};
 pub use windows::{FixedWindow, Log, SlidingCounts, SlidingLog, SlidingWindow, WindowCount};

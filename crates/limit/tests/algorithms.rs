@@ -422,18 +422,27 @@ fn a_share_divides_rate_and_burst_between_instances() {
 #[test]
 fn the_verdict_cache_answers_until_expiry_and_stays_bounded() {
     let c = VerdictCache::new(1000);
-    assert_eq!(c.get(1, 10), None);
+    assert_eq!(c.check(1, 10, 5), Cached::Miss);
     c.insert(1, 100, 10);
-    assert_eq!(c.get(1, 40), Some(60));
-    assert_eq!(c.get(1, 100), None, "expired at its end");
-    assert_eq!(c.hits(), 1);
+    assert_eq!(c.check(1, 40, 5), Cached::Refused(60));
+    assert_eq!(c.peek(1, 40), Some(60));
+    assert_eq!(c.hits(), 1, "a peek is not a hit");
+    // Expired: one probe, the others refused while it asks (for at most the hold).
+    assert_eq!(c.check(1, 100, 5), Cached::Probe);
+    assert_eq!(c.check(1, 101, 5), Cached::Refused(4));
+    assert_eq!(c.check(1, 104, 5), Cached::Refused(1));
+    // The probe got no answer in time: the next caller probes.
+    assert_eq!(c.check(1, 105, 5), Cached::Probe);
+    // The probe was admitted with room left: the key flows to Redis again.
+    c.remove(1);
+    assert_eq!(c.check(1, 106, 5), Cached::Miss);
     for k in 0..10_000u64 {
         c.insert(k.wrapping_mul(0x9E37_79B9_7F4A_7C15), 1_000 + k, 0);
     }
     assert!(c.len() <= 1100, "bounded: {}", c.len());
     // The most recent (longest-lived) refusals are kept.
     let last = 9_999u64.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    assert!(c.get(last, 500).is_some());
+    assert!(c.peek(last, 500).is_some());
     c.remove(last);
-    assert_eq!(c.get(last, 500), None);
+    assert_eq!(c.peek(last, 500), None);
 }

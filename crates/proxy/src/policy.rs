@@ -16,7 +16,10 @@
 use crate::identity::{KeyHasher, KeyInput};
 use crate::runtime::{LimitState, Runtime, MAX_LIMITS_PER_ROUTE};
 use tollgate_config::OnError;
-use tollgate_limit::{Clock, Decision, Nanos};
+use tollgate_limit::{Cached, Clock, Decision, Nanos};
+
+/// After a probe took the last unit, refusals stay cached this long before the next probe.
+const EMPTY_HOLD: Nanos = 1_000_000;
 use tollgate_store::GlobalKey;
 
 /// What the route's limits say about one request.
@@ -46,6 +49,8 @@ pub struct Plan {
     taken_global: u32,
     /// Global positions still to ask Redis about.
     pending: u32,
+    /// Of those, the ones whose cached refusal just expired (this request is the probe).
+    probes: u32,
 }
 
 impl Plan {
@@ -93,6 +98,7 @@ pub fn decide_local(
         taken: 0,
         taken_global: 0,
         pending: 0,
+        probes: 0,
     };
 
     for (pos, &li) in limits.iter().enumerate() {
@@ -105,12 +111,17 @@ pub fn decide_local(
         p.keys[pos] = key;
         let d = match &l.state {
             LimitState::Local(limiter) => limiter.acquire(key, now, 1),
-            LimitState::Global(g) => match g.cache.get(key, now) {
-                Some(wait) => {
+            LimitState::Global(g) => match g.cache.check(key, now, g.probe_hold) {
+                Cached::Refused(wait) => {
                     g.cache_hits.inc();
                     Decision::Deny { retry_after: wait }
                 }
-                None => {
+                Cached::Probe => {
+                    p.probes |= 1 << pos;
+                    p.pending |= 1 << pos;
+                    continue;
+                }
+                Cached::Miss => {
                     p.pending |= 1 << pos;
                     continue;
                 }
@@ -151,7 +162,7 @@ pub fn decide_local(
                             Decision::Deny { retry_after } => Some(retry_after),
                             Decision::Allow { .. } => None,
                         },
-                        LimitState::Global(g) => g.cache.get(k, now),
+                        LimitState::Global(g) => g.cache.peek(k, now),
                     };
                     if let Some(r2) = wait {
                         if p.v.denied.is_some_and(|(_, r)| r2 > r) {
@@ -196,10 +207,22 @@ pub async fn decide_global(rt: &Runtime, mut p: Plan, clock: &dyn Clock) -> Verd
         let key = p.keys[pos];
         let d = match result {
             Ok(d) => {
-                if let Decision::Deny { retry_after } = d {
-                    g.cache.insert(key, now.saturating_add(retry_after), now);
-                } else {
-                    p.taken_global |= 1 << pos;
+                match d {
+                    Decision::Deny { retry_after } => {
+                        g.cache.insert(key, now.saturating_add(retry_after), now)
+                    }
+                    Decision::Allow { remaining, .. } => {
+                        p.taken_global |= 1 << pos;
+                        if p.probes & (1 << pos) != 0 {
+                            if remaining == 0 {
+                                // Nothing left: the next unit is not due at once, so the herd
+                                // stays refused a moment longer, then one probes again.
+                                g.cache.hold(key, now.saturating_add(EMPTY_HOLD), now);
+                            } else {
+                                g.cache.remove(key);
+                            }
+                        }
+                    }
                 }
                 d
             }

@@ -38,6 +38,9 @@ pub struct GlobalRt {
     pub cache: Arc<VerdictCache>,
     pub fallback: Option<Arc<dyn LocalLimiter>>,
     pub on_error: OnError,
+    /// How long others stay refused while one request re-asks Redis about an expired refusal
+    /// (the decision budget: the probe's answer comes sooner or not at all).
+    pub probe_hold: tollgate_limit::Nanos,
     /// The limit's name, owned: background refunds outlive the request.
     pub name: Arc<str>,
     instances: u32,
@@ -150,10 +153,12 @@ fn limit_state(
         }));
     }
     let store = store.ok_or_else(|| BuildError::NoStore(cfg.name.clone()))?;
-    let (instances, cache_size) = config
+    let (instances, cache_size, timeout) = config
         .redis
         .as_ref()
-        .map_or((1, 1), |r| (r.instances, r.verdict_cache));
+        .map_or((1, 1, std::time::Duration::from_millis(20)), |r| {
+            (r.instances, r.verdict_cache, r.timeout)
+        });
     let prev = match kept.map(|p| &p.state) {
         Some(LimitState::Global(g)) => Some(g),
         _ => None,
@@ -172,6 +177,7 @@ fn limit_state(
         cache,
         fallback,
         on_error: cfg.on_error,
+        probe_hold: u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX),
         name: Arc::from(cfg.name.as_str()),
         instances,
         cache_hits: metrics.verdict_cache_hits.with_label_values(&[&cfg.name]),
