@@ -9,7 +9,7 @@ CONFIG ?= conf/tollgate.toml
 # acceptance checks, curl for trying things out.
 DEB_PACKAGES := cmake build-essential pkg-config redis-server python3 curl
 
-.PHONY: run test deps build release lint fmt acceptance bench bench-micro clean
+.PHONY: run test deps build release lint fmt acceptance bench bench-global bench-micro clean
 
 deps:
 	@missing=""; \
@@ -48,6 +48,10 @@ acceptance: release
 # Load comparison (oha): backend direct vs Tollgate without/with limits. See bench/README.md.
 bench: release
 	bench/run.sh
+
+# Global (Redis) limits against the same limits local, one redis-server. See bench/README.md.
+bench-global: release
+	bench/run.sh global
 
 # Criterion micro-benchmarks of the limiter.
 bench-micro:

@@ -249,6 +249,10 @@ scope = "global"
     let m = metrics(admin).await;
     assert!(metric(&m, "tollgate_verdict_cache_hits_total", &["limit=\"hot\""]) >= 1000.0);
     assert_eq!(
+        metric(&m, "tollgate_verdict_cache_entries", &["limit=\"hot\""]),
+        1.0
+    );
+    assert_eq!(
         metric(
             &m,
             "http_requests_rejected_total",
@@ -519,5 +523,110 @@ burst = 4
     assert!(
         spread >= Duration::from_millis(550) && spread < Duration::from_millis(1500),
         "{done:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_running_example_holds_across_two_gateways() {
+    let redis = RedisServer::start().expect("redis-server");
+    let be = Backend::start().await.expect("backend");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let example = std::fs::read_to_string(root.join("conf/examples/saas-api.toml"))
+        .expect("conf/examples/saas-api.toml");
+    let conf = |port: u16, admin: u16| {
+        let swaps = [
+            (
+                "listen = [\"0.0.0.0:8080\"]",
+                format!("listen = [\"127.0.0.1:{port}\"]"),
+            ),
+            (
+                "admin = \"127.0.0.1:9901\"",
+                format!("admin = \"127.0.0.1:{admin}\""),
+            ),
+            (
+                "url = \"redis://127.0.0.1:6379\"",
+                format!("url = \"{}\"", redis.url()),
+            ),
+            (
+                "targets = [\"127.0.0.1:3000\", \"127.0.0.1:3001\"]",
+                format!("targets = [\"{}\"]", be.addr),
+            ),
+            (
+                "targets = [\"127.0.0.1:3100\"]",
+                format!("targets = [\"{}\"]", be.addr),
+            ),
+        ];
+        let mut t = example.clone();
+        for (from, to) in swaps {
+            assert!(t.contains(from), "the example no longer has {from}");
+            t = t.replace(from, &to);
+        }
+        t
+    };
+    let (p1, a1, p2, a2) = (free_port(), free_port(), free_port(), free_port());
+    let _g1 = start(&conf(p1, a1), p1, a1).await;
+    let _g2 = start(&conf(p2, a2), p2, a2).await;
+    let ip = |n: u8| std::net::IpAddr::from([127, 0, 0, n]);
+
+    // Password reset: 3 per hour per client IP, fleet-wide (sliding log in Redis).
+    let mut codes = Vec::new();
+    for i in 0..6 {
+        let port = if i % 2 == 0 { p1 } else { p2 };
+        let r = request_from(ip(7), port, "POST", "/api/v1/auth/password-reset", &[], "")
+            .await
+            .expect("request");
+        codes.push(r.status);
+        if r.status == 429 {
+            assert_eq!(r.json()["limit"], "password_reset");
+            let policy = r.header("ratelimit-policy").unwrap_or("");
+            for l in ["\"system\"", "\"per_ip\"", "\"password_reset\""] {
+                assert!(policy.contains(l), "{policy}");
+            }
+        }
+    }
+    assert_eq!(codes, vec![200, 200, 200, 429, 429, 429]);
+
+    // Credential stuffing on one account from 12 addresses through both gateways: the
+    // account's global limit (burst 10) stops it, whichever gateway and address.
+    let mut admitted = 0;
+    for n in 0..12u8 {
+        let port = if n % 2 == 0 { p1 } else { p2 };
+        let r = request_from(
+            ip(20 + n),
+            port,
+            "POST",
+            "/api/v1/auth/login",
+            &[("x-login-account", "alice@example.com")],
+            "{}",
+        )
+        .await
+        .expect("request");
+        if r.status == 200 {
+            admitted += 1;
+        } else {
+            assert_eq!(
+                (r.status, r.json()["limit"].as_str()),
+                (429, Some("login_target"))
+            );
+        }
+    }
+    assert_eq!(admitted, 10);
+    // Another account is untouched.
+    let r = request_from(
+        ip(40),
+        p1,
+        "POST",
+        "/api/v1/auth/login",
+        &[("x-login-account", "bob@example.com")],
+        "{}",
+    )
+    .await
+    .expect("request");
+    assert_eq!(r.status, 200);
+    // Redis holds only hashes: no address or account name in clear.
+    let keys = redis.cli(&["KEYS", "*"]);
+    assert!(
+        !keys.contains("alice") && !keys.contains("127.0.0"),
+        "{keys}"
     );
 }

@@ -18,6 +18,7 @@ pub struct Metrics {
     pub reloads: IntCounterVec,
     pub in_flight: IntGauge,
     pub verdict_cache_hits: IntCounterVec,
+    pub verdict_cache_entries: IntGaugeVec,
     pub redis_fallbacks: IntCounterVec,
 }
 
@@ -105,7 +106,15 @@ impl Metrics {
             ),
             &["limit", "on_error"],
         )?;
+        let verdict_cache_entries = IntGaugeVec::new(
+            Opts::new(
+                "tollgate_verdict_cache_entries",
+                "Refusals a global limit remembers at the edge (bounded by [redis] verdict_cache).",
+            ),
+            &["limit"],
+        )?;
         registry.register(Box::new(verdict_cache_hits.clone()))?;
+        registry.register(Box::new(verdict_cache_entries.clone()))?;
         registry.register(Box::new(redis_fallbacks.clone()))?;
         registry.register(Box::new(in_flight.clone()))?;
         registry.register(Box::new(requests.clone()))?;
@@ -128,6 +137,7 @@ impl Metrics {
             reloads,
             in_flight,
             verdict_cache_hits,
+            verdict_cache_entries,
             redis_fallbacks,
         })
     }

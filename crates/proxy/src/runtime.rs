@@ -385,6 +385,12 @@ impl Shared {
             .set(crate::service::in_flight() as i64);
         let rt = self.runtime.load();
         for l in &rt.limits {
+            if let LimitState::Global(g) = &l.state {
+                self.metrics
+                    .verdict_cache_entries
+                    .with_label_values(&[l.cfg.name.as_str()])
+                    .set(g.cache.len() as i64);
+            }
             let limiter = match &l.state {
                 LimitState::Local(l) => Some(l),
                 LimitState::Global(g) => g.fallback.as_ref(),
