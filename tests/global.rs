@@ -630,3 +630,82 @@ async fn the_running_example_holds_across_two_gateways() {
         "{keys}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_refused_by_one_global_limit_consumes_nothing_from_the_others() {
+    let redis = RedisServer::start().expect("redis-server");
+    let (port, admin) = (free_port(), free_port());
+    let toml = format!(
+        r#"{}
+[redis]
+url = "{}"
+timeout = "500ms"
+[[routes]]
+name = "both"
+path_prefix = "/both"
+respond = {{ status = 200, body = "ok" }}
+limits = ["local_ip", "per_user", "tight"]
+[[routes]]
+name = "user"
+path_prefix = "/user"
+respond = {{ status = 200, body = "ok" }}
+limits = ["per_user"]
+[[routes]]
+name = "ip"
+path_prefix = "/ip"
+respond = {{ status = 200, body = "ok" }}
+limits = ["local_ip"]
+[limits.local_ip]
+key = "client_ip"
+rate = "1/h"
+burst = 10
+[limits.per_user]
+key = "header:x-user"
+rate = "1/h"
+burst = 5
+scope = "global"
+[limits.tight]
+key = "global"
+algorithm = "fixed_window"
+rate = "2/h"
+scope = "global"
+"#,
+        server(port, admin),
+        redis.url()
+    );
+    let _gw = start(&toml, port, admin).await;
+    let user = [("x-user", "u1")];
+    let mut codes = Vec::new();
+    for _ in 0..5 {
+        codes.push(get(port, "/both", &user).await.expect("req").status);
+    }
+    // "tight" admits 2. The third is asked of Redis together with per_user (one round trip),
+    // which took a unit: it goes back. The fourth and fifth meet tight's refusal in the verdict
+    // cache, so per_user is not asked at all.
+    assert_eq!(codes, vec![200, 200, 429, 429, 429]);
+    // The refunds run in the background, right after each answer.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut more = 0;
+    for _ in 0..10 {
+        more += (get(port, "/user", &user).await.expect("req").status == 200) as u32;
+    }
+    assert_eq!(more, 3, "per_user spent 2 of 5, not 5");
+    let mut ip = 0;
+    for _ in 0..20 {
+        ip += (get(port, "/ip", &[]).await.expect("req").status == 200) as u32;
+    }
+    assert_eq!(ip, 8, "the local limit spent 2 of 10, not 5");
+    let m = metrics(admin).await;
+    assert_eq!(
+        metric(&m, "tollgate_redis_calls_total", &["op=\"refund\""]),
+        1.0
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_verdict_cache_hits_total",
+            &["limit=\"tight\""]
+        ),
+        2.0
+    );
+}

@@ -621,6 +621,26 @@ fn limits(
             }
             None => Some(Scope::Local),
         };
+        // The Redis sliding window compares burst x window (in microseconds) in Lua doubles:
+        // exact only below 2^53.
+        if let (Some(Scope::Global), Some(AlgorithmKind::SlidingWindow), Some(r), Some(b)) =
+            (scope, algorithm, rate, burst)
+        {
+            let window_us = (r.period_ns() as u128 / 1_000) * b as u128 / r.count() as u128;
+            if b as u128 * window_us >= 1u128 << 53 {
+                let which = if l.get("burst").is_some() {
+                    "burst"
+                } else {
+                    "rate"
+                };
+                let span = l.get(which).map(|v| v.span()).unwrap_or(0..0);
+                cx.err(
+                    &l.key_path(which),
+                    span,
+                    "too large for a global sliding_window (burst x window must stay below 2^53 microseconds): use a shorter period, a smaller burst, or fixed_window",
+                );
+            }
+        }
         let on_err = match l.get("on_error") {
             Some(v) => {
                 let p = l.key_path("on_error");

@@ -5,24 +5,48 @@ use std::sync::Arc;
 use std::time::Duration;
 use tollgate_limit::*;
 
+/// Every algorithm at a rate that never refuses (the admit path is the one that writes).
 fn stores() -> Vec<(&'static str, Arc<dyn LocalLimiter>)> {
     let rate = Rate::per_second(1_000_000_000).expect("rate");
-    vec![
-        (
-            "token_bucket",
-            Arc::new(KeyedStore::new(
-                TokenBucket::new(rate, 1_000_000),
-                DEFAULT_MAX_KEYS,
-            )) as Arc<dyn LocalLimiter>,
-        ),
-        (
-            "gcra",
-            Arc::new(KeyedStore::new(
-                Gcra::new(rate, 1_000_000),
-                DEFAULT_MAX_KEYS,
-            )),
-        ),
-    ]
+    AlgorithmKind::ALL
+        .iter()
+        .map(|&algorithm| {
+            // The log keeps one entry per unit in its window: a small window keeps it short.
+            let burst = if algorithm == AlgorithmKind::SlidingLog {
+                100
+            } else {
+                1_000_000
+            };
+            let spec = LimitSpec {
+                algorithm,
+                rate,
+                burst,
+                delay: burst,
+            };
+            (algorithm.name(), spec.local(DEFAULT_MAX_KEYS))
+        })
+        .collect()
+}
+
+/// The edge verdict cache: the refusal of a hot key answered from memory.
+fn verdict_cache(c: &mut Criterion) {
+    let clock = MonotonicClock::new();
+    let cache = VerdictCache::new(100_000);
+    for k in 0..10_000u64 {
+        cache.insert(k.wrapping_mul(0x9E37_79B9_7F4A_7C15), u64::MAX, 0);
+    }
+    c.bench_function("verdict_cache/refused_hot_key", |b| {
+        b.iter(|| {
+            black_box(cache.check(
+                black_box(42u64.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+                clock.now(),
+                1,
+            ))
+        })
+    });
+    c.bench_function("verdict_cache/miss", |b| {
+        b.iter(|| black_box(cache.check(black_box(7), clock.now(), 1)))
+    });
 }
 
 /// The floors a decision stands on: reading the clock, and one contended atomic update (the
@@ -82,6 +106,6 @@ fn decision(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
-    targets = floors, decision
+    targets = floors, decision, verdict_cache
 }
 criterion_main!(benches);

@@ -44,7 +44,6 @@ pub struct VerdictCache {
     shards: Box<[Shard]>,
     shard_bits: u32,
     shard_cap: usize,
-    hits: AtomicU64,
 }
 
 impl VerdictCache {
@@ -59,7 +58,6 @@ impl VerdictCache {
                 .collect(),
             shard_bits: shards.trailing_zeros(),
             shard_cap: max_entries.div_ceil(shards),
-            hits: AtomicU64::new(0),
         }
     }
 
@@ -74,7 +72,7 @@ impl VerdictCache {
     }
 
     /// The remaining wait if `key` was refused and its refusal has not expired at `now`
-    /// (a look only: no probe is elected, no hit counted).
+    /// (a look only: no probe is elected).
     #[inline]
     pub fn peek(&self, key: u64, now: Nanos) -> Option<Nanos> {
         let until = self
@@ -86,7 +84,8 @@ impl VerdictCache {
         (until > now).then(|| until - now)
     }
 
-    /// Whether `key` is refused at `now`; elects one probe per expiry (held for `hold`).
+    /// Whether `key` is refused at `now`; elects one probe per expiry (held for `hold`). A
+    /// refusal only reads: a hammered key's entry stays shared between cores.
     #[inline]
     pub fn check(&self, key: u64, now: Nanos, hold: Nanos) -> Cached {
         let map = self.shard(key).map.read();
@@ -96,7 +95,6 @@ impl VerdictCache {
         let mut until = cell.load(Ordering::Acquire);
         loop {
             if until > now {
-                self.hits.fetch_add(1, Ordering::Relaxed);
                 return Cached::Refused(until - now);
             }
             let held = now.saturating_add(hold.max(1));
@@ -144,11 +142,6 @@ impl VerdictCache {
     /// Forgets `key` (a probe found room again, or its state was changed from here).
     pub fn remove(&self, key: u64) {
         self.shard(key).map.write().remove(&key);
-    }
-
-    /// Refusals answered from memory so far.
-    pub fn hits(&self) -> u64 {
-        self.hits.load(Ordering::Relaxed)
     }
 
     pub fn len(&self) -> usize {
