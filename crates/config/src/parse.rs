@@ -621,6 +621,22 @@ fn limits(
             }
             None => Some(Scope::Local),
         };
+        // The Redis scripts of GCRA and the leaky bucket step in whole microseconds.
+        if let (
+            Some(Scope::Global),
+            Some(AlgorithmKind::Gcra | AlgorithmKind::LeakyBucket),
+            Some(r),
+        ) = (scope, algorithm, rate)
+        {
+            if r.period_ns() / 1_000 < r.count() {
+                let span = l.get("rate").map(|v| v.span()).unwrap_or(0..0);
+                cx.err(
+                    &l.key_path("rate"),
+                    span,
+                    "a global gcra or leaky_bucket decides in whole microseconds: at most 1000000/s per key (use token_bucket for more)",
+                );
+            }
+        }
         // The Redis sliding window compares burst x window (in microseconds) in Lua doubles:
         // exact only below 2^53.
         if let (Some(Scope::Global), Some(AlgorithmKind::SlidingWindow), Some(r), Some(b)) =

@@ -130,6 +130,7 @@ fn each_error_names_its_key_and_line() {
         ("[redis]\nurl = \"redis://a:1\"\npool = 3\n", "f.toml: redis.pool: unknown key (line 3)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\non_error = \"closed\"\n", "f.toml: limits.a.on_error: on_error applies only to scope = \"global\" (a local limit never fails) (line 4)"),
         ("[redis]\nurl = \"redis://a:1\"\n[limits.a]\nkey = \"client_ip\"\nrate = \"200000/d\"\nalgorithm = \"sliding_window\"\nscope = \"global\"\n", "f.toml: limits.a.rate: too large for a global sliding_window (burst x window must stay below 2^53 microseconds): use a shorter period, a smaller burst, or fixed_window (line 5)"),
+        ("[redis]\nurl = \"redis://a:1\"\n[limits.a]\nkey = \"global\"\nrate = \"2000000/s\"\nalgorithm = \"gcra\"\nscope = \"global\"\n", "f.toml: limits.a.rate: a global gcra or leaky_bucket decides in whole microseconds: at most 1000000/s per key (use token_bucket for more) (line 5)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\ndelay = 2\n", "f.toml: limits.a.delay: delay applies only to algorithm = \"leaky_bucket\" (line 4)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nalgorithm = \"sliding_log\"\nburst = 200000\n", "f.toml: limits.a.burst: must be between 1 and 100000, got 200000 (line 5)"),
         ("[limits.a]\nkey = \"client_ip\"\n", "f.toml: limits.a: missing key \"rate\" (e.g. rate = \"10/s\") (line 1)"),

@@ -13,6 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub trait StateCell<S>: Send + Sync + 'static {
     fn new(s: S) -> Self;
     fn load(&self) -> S;
+    /// Reads the state in place (no copy of a large state).
+    fn read<R>(&self, f: impl FnOnce(&S) -> R) -> R {
+        f(&self.load())
+    }
     /// Applies `f` to a copy of the state and publishes the result atomically. `f` may run more
     /// than once (on contention) and must be a pure function of the state it is given.
     fn update<R>(&self, f: impl FnMut(&mut S) -> R) -> R;
@@ -106,6 +110,10 @@ impl<S: Clone + Send + 'static> StateCell<S> for MutexCell<S> {
 
     fn load(&self) -> S {
         self.0.lock().clone()
+    }
+
+    fn read<R>(&self, f: impl FnOnce(&S) -> R) -> R {
+        f(&self.0.lock())
     }
 
     fn update<R>(&self, mut f: impl FnMut(&mut S) -> R) -> R {

@@ -100,7 +100,7 @@ impl<A: Algorithm> KeyedStore<A> {
     /// Makes room for one more key in a full shard (see the module docs).
     fn make_room(&self, map: &mut HashMap<u64, A::Cell, FixedState>, now: Nanos) {
         let before = map.len();
-        map.retain(|_, c| !self.alg.at_rest(&c.load(), now));
+        map.retain(|_, c| !c.read(|s| self.alg.at_rest(s, now)));
         self.evicted_idle
             .fetch_add((before - map.len()) as u64, Ordering::Relaxed);
         let target = self.shard_cap - self.shard_cap / 8;
@@ -110,12 +110,12 @@ impl<A: Algorithm> KeyedStore<A> {
         let excess = map.len() - target.min(self.shard_cap - 1);
         let mut ages: Vec<Nanos> = map
             .values()
-            .map(|c| self.alg.last_active(&c.load()))
+            .map(|c| c.read(|s| self.alg.last_active(s)))
             .collect();
         let (_, &mut cutoff, _) = ages.select_nth_unstable(excess - 1);
         let mut dropped = 0usize;
         map.retain(|_, c| {
-            if dropped < excess && self.alg.last_active(&c.load()) <= cutoff {
+            if dropped < excess && c.read(|s| self.alg.last_active(s)) <= cutoff {
                 dropped += 1;
                 false
             } else {
@@ -164,11 +164,10 @@ impl<A: Algorithm> LocalLimiter for KeyedStore<A> {
     }
 
     fn peek(&self, key: u64, now: Nanos, cost: u64) -> Decision {
-        let state = match self.shard(key).map.read().get(&key) {
-            Some(c) => c.load(),
-            None => self.alg.new_state(now),
-        };
-        self.alg.peek(&state, now, cost)
+        match self.shard(key).map.read().get(&key) {
+            Some(c) => c.read(|s| self.alg.peek(s, now, cost)),
+            None => self.alg.peek(&self.alg.new_state(now), now, cost),
+        }
     }
 
     fn refund(&self, key: u64, now: Nanos, cost: u64) {

@@ -85,7 +85,7 @@ impl VerdictCache {
     }
 
     /// Whether `key` is refused at `now`; elects one probe per expiry (held for `hold`). A
-    /// refusal only reads: a hammered key's entry stays shared between cores.
+    /// refusal writes nothing to the entry (only the shard's read-lock count is touched).
     #[inline]
     pub fn check(&self, key: u64, now: Nanos, hold: Nanos) -> Cached {
         let map = self.shard(key).map.read();
@@ -142,6 +142,20 @@ impl VerdictCache {
     /// Forgets `key` (a probe found room again, or its state was changed from here).
     pub fn remove(&self, key: u64) {
         self.shard(key).map.write().remove(&key);
+    }
+
+    /// Entries still refusing at `now` (expired ones linger until a full shard sweeps them).
+    pub fn live(&self, now: Nanos) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                s.map
+                    .read()
+                    .values()
+                    .filter(|u| u.load(Ordering::Relaxed) > now)
+                    .count()
+            })
+            .sum()
     }
 
     pub fn len(&self) -> usize {

@@ -170,7 +170,16 @@ pub fn decide_local(
                         }
                     }
                 }
+                // Probes elected above will not ask Redis now: let the next request do it.
+                for (pos2, &lj) in limits.iter().enumerate() {
+                    if p.probes & (1 << pos2) != 0 {
+                        if let LimitState::Global(g) = &rt.limits[lj].state {
+                            g.cache.remove(p.keys[pos2]);
+                        }
+                    }
+                }
                 p.pending = 0;
+                p.probes = 0;
                 return p;
             }
         }
@@ -184,7 +193,7 @@ pub async fn decide_global(rt: &Runtime, mut p: Plan, clock: &dyn Clock) -> Verd
         return v;
     }
     let limits = &rt.routes[p.route].cfg.limits;
-    let mut calls = Vec::new();
+    let mut calls = Vec::with_capacity(p.pending.count_ones() as usize);
     for (pos, &li) in limits.iter().enumerate() {
         if p.pending & (1 << pos) == 0 {
             continue;
@@ -197,7 +206,15 @@ pub async fn decide_global(rt: &Runtime, mut p: Plan, clock: &dyn Clock) -> Verd
             calls.push(async move { (pos, li, g.store.acquire(&g.spec, key, 1).await) });
         }
     }
-    let results = futures_util::future::join_all(calls).await;
+    // One pending limit (the common case) is awaited directly: no join machinery.
+    let results = if calls.len() == 1 {
+        match calls.pop() {
+            Some(call) => vec![call.await],
+            None => Vec::new(),
+        }
+    } else {
+        futures_util::future::join_all(calls).await
+    };
     let now = clock.now();
     for (pos, li, result) in results {
         let l = &rt.limits[li];
@@ -227,6 +244,11 @@ pub async fn decide_global(rt: &Runtime, mut p: Plan, clock: &dyn Clock) -> Verd
                 d
             }
             Err(_) => {
+                if p.probes & (1 << pos) != 0 {
+                    // The probe learnt nothing: the refusal is forgotten and this limit's
+                    // on_error decides, for this request and the next ones, until Redis answers.
+                    g.cache.remove(key);
+                }
                 g.fallbacks.inc();
                 match (g.on_error, &g.fallback) {
                     (OnError::Local, Some(local)) => {
@@ -377,5 +399,112 @@ shadow = true
             .filter(|_| decide(&rt, 0, &h, &anon, now).denied.is_none())
             .count();
         assert_eq!(admitted, 8);
+    }
+
+    /// A store whose every answer the test decides, counting calls.
+    struct FakeStore {
+        answer: std::sync::Mutex<Result<Decision, ()>>,
+        calls: std::sync::atomic::AtomicUsize,
+    }
+
+    impl tollgate_store::GlobalStore for FakeStore {
+        fn acquire<'a>(
+            &'a self,
+            _spec: &'a tollgate_limit::LimitSpec,
+            _key: GlobalKey<'a>,
+            _cost: u64,
+        ) -> tollgate_store::BoxFuture<'a, Result<Decision, tollgate_store::StoreError>> {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let a = self.answer.lock().map(|g| *g).unwrap_or(Err(()));
+            Box::pin(
+                async move { a.map_err(|_| tollgate_store::StoreError::BadReply("down".into())) },
+            )
+        }
+        fn refund<'a>(
+            &'a self,
+            _spec: &'a tollgate_limit::LimitSpec,
+            _key: GlobalKey<'a>,
+            _cost: u64,
+        ) -> tollgate_store::BoxFuture<'a, Result<(), tollgate_store::StoreError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn probe(&self) -> tollgate_store::BoxFuture<'_, Result<(), tollgate_store::StoreError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn is_up(&self) -> bool {
+            true
+        }
+    }
+
+    #[tokio::test]
+    async fn cached_refusals_spare_the_store_and_a_failed_probe_falls_to_on_error() {
+        let fake = std::sync::Arc::new(FakeStore {
+            answer: std::sync::Mutex::new(Ok(Decision::Deny {
+                retry_after: 1_000_000_000,
+            })),
+            calls: Default::default(),
+        });
+        let store: std::sync::Arc<dyn tollgate_store::GlobalStore> = fake.clone();
+        let conf = r#"
+[redis]
+url = "redis://127.0.0.1:1"
+timeout = "20ms"
+[[routes]]
+name = "open"
+path_prefix = "/o"
+respond = { status = 200 }
+limits = ["g_open"]
+[[routes]]
+name = "closed"
+path_prefix = "/c"
+respond = { status = 200 }
+limits = ["g_closed"]
+[limits.g_open]
+key = "global"
+rate = "1/h"
+scope = "global"
+on_error = "open"
+[limits.g_closed]
+key = "global"
+rate = "1/h"
+scope = "global"
+on_error = "closed"
+"#;
+        let cfg = tollgate_config::parse_str(conf, "t.toml").expect("config");
+        let rt = Runtime::build(cfg, None, Some(&store), &Metrics::new().expect("metrics"))
+            .expect("runtime");
+        let h = KeyHasher::new();
+        let req = RequestHeader::build("GET", b"/o", None).expect("req");
+        let input = KeyInput {
+            req: &req,
+            client_ip: "192.0.2.1".parse().expect("ip"),
+            route: 0,
+        };
+        let clock = tollgate_limit::ManualClock::new(1_000_000_000_000);
+        let calls = || fake.calls.load(std::sync::atomic::Ordering::SeqCst);
+        let run = |route: usize| {
+            let plan = decide_local(&rt, route, &h, &input, clock.now());
+            decide_global(&rt, plan, &clock)
+        };
+        // Refused by the store once, then from memory.
+        assert_eq!(run(0).await.denied.map(|d| d.1), Some(1_000_000_000));
+        for _ in 0..100 {
+            assert!(run(0).await.denied.is_some());
+        }
+        assert_eq!(calls(), 1, "refusals answered from the cache");
+        // Expired while the store is down: the probe fails, on_error = open admits, and the
+        // refusal is forgotten so the next requests are decided by on_error too.
+        *fake.answer.lock().expect("lock") = Err(());
+        clock.advance(std::time::Duration::from_secs(2));
+        let v = run(0).await;
+        assert_eq!((v.denied, v.unavailable), (None, None));
+        assert_eq!(calls(), 2);
+        let v = run(0).await;
+        assert_eq!((v.denied, v.unavailable), (None, None));
+        assert_eq!(calls(), 3, "not held as refused");
+        // on_error = closed: 503, never a 429 from a stale refusal.
+        let v = run(1).await;
+        assert_eq!(v.unavailable, Some(1));
+        assert_eq!(v.denied, None);
     }
 }

@@ -389,7 +389,7 @@ impl Shared {
                 self.metrics
                     .verdict_cache_entries
                     .with_label_values(&[l.cfg.name.as_str()])
-                    .set(g.cache.len() as i64);
+                    .set(g.cache.live(self.clock.now()) as i64);
             }
             let limiter = match &l.state {
                 LimitState::Local(l) => Some(l),

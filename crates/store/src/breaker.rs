@@ -3,8 +3,9 @@
 //! Closed: calls go through; `threshold` failures in a row open it. Open: calls are refused at
 //! once until the back-off ends; then exactly one caller (whoever wins a compare-and-swap) is
 //! let through as the probe, and the others keep being refused for another back-off. A probe's
-//! success closes the breaker; its failure doubles the back-off (up to `max_backoff`). A
-//! background probe may report success or failure at any time too.
+//! success closes the breaker; its failure doubles the back-off (up to `max_backoff`). Calls
+//! that were already in flight when it opened fail without moving anything: only a probe's
+//! failure lengthens the back-off. A background probe may report success at any time too.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use tollgate_limit::Nanos;
@@ -33,21 +34,23 @@ impl Breaker {
         }
     }
 
-    /// Whether a call may go to the store now.
+    /// Whether a call may go to the store now: `None` refuses it; `Some(true)` lets it through
+    /// as the probe of an open breaker (report its result with `probe = true`).
     #[inline]
-    pub fn allow(&self, now: Nanos) -> bool {
+    pub fn allow(&self, now: Nanos) -> Option<bool> {
         let until = self.open_until.load(Ordering::Acquire);
         if until == 0 {
-            return true;
+            return Some(false);
         }
         if now < until {
-            return false;
+            return None;
         }
         // The back-off is over: one caller becomes the probe.
         let next = now.saturating_add(self.backoff.load(Ordering::Relaxed));
         self.open_until
             .compare_exchange(until, next, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+            .ok()
+            .map(|_| true)
     }
 
     #[inline]
@@ -68,13 +71,16 @@ impl Breaker {
         }
     }
 
-    pub fn failure(&self, now: Nanos) {
+    /// A failed call; `probe` when it was let through by [`Breaker::allow`] as the probe.
+    pub fn failure(&self, now: Nanos, probe: bool) {
         let failures = self
             .failures
             .fetch_add(1, Ordering::AcqRel)
             .saturating_add(1);
         let was_open = self.open_until.load(Ordering::Acquire) != 0;
-        if was_open {
+        if was_open && !probe {
+            // In flight when the breaker opened: says nothing new.
+        } else if was_open {
             // A failed probe: wait longer before the next one.
             let b = self.backoff.load(Ordering::Relaxed);
             let b = b.saturating_mul(2).min(self.max_backoff);
@@ -118,32 +124,41 @@ mod tests {
     fn opens_after_threshold_probes_once_and_backs_off() {
         let b = Breaker::new(3, 100 * MS, 400 * MS);
         let t = 1_000 * MS;
-        assert!(b.allow(t));
-        b.failure(t);
-        b.failure(t);
-        assert!(b.allow(t) && b.is_up(), "two failures: still closed");
-        b.failure(t);
+        assert_eq!(b.allow(t), Some(false));
+        b.failure(t, false);
+        b.failure(t, false);
+        assert!(
+            b.allow(t).is_some() && b.is_up(),
+            "two failures: still closed"
+        );
+        b.failure(t, false);
         assert!(!b.is_up() && b.is_open());
-        assert!(!b.allow(t + 99 * MS), "refused during back-off");
+        assert_eq!(b.allow(t + 99 * MS), None, "refused during back-off");
+        // Calls in flight when it opened fail too: the back-off does not move.
+        for _ in 0..100 {
+            b.failure(t + 50 * MS, false);
+        }
         // Back-off over: exactly one probe.
-        assert!(b.allow(t + 100 * MS));
-        assert!(!b.allow(t + 100 * MS));
+        assert_eq!(b.allow(t + 100 * MS), Some(true));
+        assert_eq!(b.allow(t + 100 * MS), None);
         // The probe fails: the back-off doubles.
-        b.failure(t + 100 * MS);
-        assert!(!b.allow(t + 299 * MS));
-        assert!(b.allow(t + 300 * MS));
-        b.failure(t + 300 * MS);
-        b.failure(t + 300 * MS);
+        b.failure(t + 100 * MS, true);
+        assert_eq!(b.allow(t + 299 * MS), None);
+        assert_eq!(b.allow(t + 300 * MS), Some(true));
+        b.failure(t + 300 * MS, true);
+        assert_eq!(b.allow(t + 699 * MS), None);
+        assert_eq!(b.allow(t + 700 * MS), Some(true));
+        b.failure(t + 700 * MS, true);
         // Capped at 400 ms.
-        assert!(!b.allow(t + 699 * MS));
-        assert!(b.allow(t + 700 * MS));
+        assert_eq!(b.allow(t + 1099 * MS), None);
+        assert_eq!(b.allow(t + 1100 * MS), Some(true));
         b.success();
         assert!(b.is_up() && !b.is_open());
-        assert!(b.allow(t + 700 * MS) && b.allow(t + 700 * MS));
+        assert_eq!(b.allow(t + 1100 * MS), Some(false));
         // The back-off starts over after a recovery.
         for _ in 0..3 {
-            b.failure(t + 800 * MS);
+            b.failure(t + 1200 * MS, false);
         }
-        assert!(b.allow(t + 900 * MS));
+        assert_eq!(b.allow(t + 1300 * MS), Some(true));
     }
 }

@@ -26,7 +26,7 @@ pub use scripts::{script_source, ScriptReply};
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
-use tollgate_limit::{Decision, LimitSpec};
+use tollgate_limit::{AlgorithmKind, Decision, LimitSpec};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -63,10 +63,18 @@ pub struct GlobalKey<'a> {
 }
 
 impl GlobalKey<'_> {
-    /// The Redis key: the whole name is one hash tag, so a script touches one cluster slot
-    /// (no CROSSSLOT) and keys of one limit spread over every slot.
-    pub fn redis_key(&self) -> String {
-        format!("{{tollgate:{}:{:016x}}}", self.limit, self.key)
+    /// The Redis key, `{tollgate:<limit>:<algorithm>:<hash>}`: the whole name is one hash
+    /// tag, so a script touches one cluster slot (no CROSSSLOT) and keys of one limit spread
+    /// over every slot. The algorithm is part of the name because each keeps a different Redis
+    /// type: a limit whose algorithm changes (or a fleet mid-deploy running both) starts a new
+    /// state instead of failing on the old one with WRONGTYPE.
+    pub fn redis_key(&self, algorithm: AlgorithmKind) -> String {
+        format!(
+            "{{tollgate:{}:{}:{:016x}}}",
+            self.limit,
+            algorithm.name(),
+            self.key
+        )
     }
 }
 

@@ -2,8 +2,9 @@
 //!
 //! Connections: one multiplexed connection per worker thread (made lazily on the thread's own
 //! runtime, so a decision never hops threads), reconnecting in the background after a failure
-//! (`ConnectionManager`; the cluster client reconnects per node). Concurrent decisions on one
-//! thread share its connection and are pipelined on it.
+//! (`ConnectionManager`; the cluster client reconnects per node), and replaced when it goes
+//! silent (see [`Slot`]). Concurrent decisions on one thread share its connection and are
+//! pipelined on it.
 //!
 //! Every call is bounded by `timeout` and goes through the [`Breaker`]; errors, latency and the
 //! up state are exported as metrics.
@@ -15,10 +16,9 @@ use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::OnceCell;
 use tollgate_limit::{AlgorithmKind, Clock, Decision, LimitSpec};
 
 /// Where the shared state lives.
@@ -108,6 +108,7 @@ impl StoreMetrics {
     }
 }
 
+#[derive(Clone)]
 enum Client {
     Single(redis::Client),
     Cluster(Box<redis::cluster::ClusterClient>),
@@ -119,20 +120,44 @@ enum Conn {
     Cluster(ClusterConnection),
 }
 
+/// One worker thread's connection.
+///
+/// A connection that stops answering without being closed (a host gone, a partition, a
+/// failover that moved the address) is never noticed by the client library: every call just
+/// times out. So after `STALE_AFTER` timeouts in a row the slot drops it and the next call makes
+/// a new one; and when Redis comes back after an outage every slot starts afresh (`epoch`).
+#[derive(Default)]
+struct Slot {
+    conn: parking_lot::Mutex<Option<(u64, Conn)>>,
+    /// A cluster connection is being made (in its own task, so that a slow handshake completes
+    /// for the next call even when this one gives up at its timeout).
+    connecting: AtomicBool,
+    ready: tokio::sync::Notify,
+    timeouts: AtomicU32,
+}
+
+const STALE_AFTER: u32 = 3;
+
 pub struct RedisStore {
     client: Client,
-    conns: Box<[OnceCell<Conn>]>,
+    slots: Box<[Arc<Slot>]>,
+    /// Connections made before this epoch are replaced on their next use.
+    epoch: AtomicU64,
     /// By `AlgorithmKind::ALL` order; each knows its SHA1 for EVALSHA.
     scripts: Vec<redis::Script>,
     timeout: Duration,
     breaker: Breaker,
     clock: Arc<dyn Clock>,
     metrics: StoreMetrics,
-    /// Resolved once: the hot path increments without a label lookup.
+    /// Resolved once: the hot path (and an outage's every request) increments without a label
+    /// lookup.
     acquire_calls: IntCounter,
     refund_calls: IntCounter,
+    errors: [IntCounter; 5],
     scripts_loaded: AtomicBool,
 }
+
+const ERROR_KINDS: [&str; 5] = ["timeout", "circuit_open", "connection", "redis", "reply"];
 
 fn script_index(kind: AlgorithmKind) -> usize {
     AlgorithmKind::ALL
@@ -155,6 +180,26 @@ fn thread_slot() -> usize {
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Whether an error says Redis is unreachable or unable (the breaker's business), rather than
+/// that one call was wrong (a script error, a wrong type): those fail that call only.
+fn is_outage(e: &StoreError) -> bool {
+    match e {
+        StoreError::Timeout(_) | StoreError::CircuitOpen => true,
+        StoreError::Redis(r) => {
+            r.is_io_error()
+                || r.is_connection_refusal()
+                || r.is_connection_dropped()
+                || r.is_timeout()
+                || r.is_cluster_error()
+                || matches!(
+                    r.code(),
+                    Some("LOADING" | "BUSY" | "MASTERDOWN" | "CLUSTERDOWN" | "TRYAGAIN")
+                )
+        }
+        StoreError::BadReply(_) => false,
+    }
+}
+
 impl RedisStore {
     /// Checks the URLs; connects nothing (connections are made on first use, on the thread
     /// that uses them).
@@ -173,12 +218,14 @@ impl RedisStore {
                     .build()?,
             )),
         };
-        let ms = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let errors = ERROR_KINDS.map(|k| metrics.errors.with_label_values(&[k]));
         Ok(Self {
             client,
-            conns: (0..cfg.connections.max(1))
-                .map(|_| OnceCell::new())
+            slots: (0..cfg.connections.max(1))
+                .map(|_| Arc::new(Slot::default()))
                 .collect(),
+            epoch: AtomicU64::new(0),
             scripts: AlgorithmKind::ALL
                 .iter()
                 .map(|k| redis::Script::new(script_source(*k)))
@@ -186,39 +233,73 @@ impl RedisStore {
             timeout: cfg.timeout,
             breaker: Breaker::new(
                 cfg.breaker_threshold,
-                ms(cfg.breaker_backoff),
-                ms(cfg.breaker_max_backoff),
+                ns(cfg.breaker_backoff),
+                ns(cfg.breaker_max_backoff),
             ),
             clock,
             acquire_calls: metrics.calls.with_label_values(&["acquire"]),
             refund_calls: metrics.calls.with_label_values(&["refund"]),
+            errors,
             scripts_loaded: AtomicBool::new(false),
             metrics,
         })
     }
 
+    fn slot(&self) -> &Arc<Slot> {
+        &self.slots[thread_slot() % self.slots.len()]
+    }
+
     async fn conn(&self) -> Result<Conn, StoreError> {
-        let cell = &self.conns[thread_slot() % self.conns.len()];
-        let conn = cell
-            .get_or_try_init(|| async {
-                match &self.client {
-                    Client::Single(c) => {
-                        let cfg = ConnectionManagerConfig::new()
-                            .set_connection_timeout(Some(CONNECT_TIMEOUT))
-                            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-                            .set_number_of_retries(2)
-                            .set_min_delay(Duration::from_millis(20))
-                            .set_max_delay(Duration::from_millis(500));
-                        Ok::<_, StoreError>(Conn::Single(ConnectionManager::new_lazy_with_config(
-                            c.clone(),
-                            cfg,
-                        )?))
-                    }
-                    Client::Cluster(c) => Ok(Conn::Cluster(c.get_async_connection().await?)),
+        let slot = self.slot();
+        let epoch = self.epoch.load(Ordering::Acquire);
+        if let Some((e, c)) = &*slot.conn.lock() {
+            if *e == epoch {
+                return Ok(c.clone());
+            }
+        }
+        match &self.client {
+            Client::Single(c) => {
+                // Made at once; it connects on first use and reconnects by itself.
+                let cfg = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
+                    .set_number_of_retries(2)
+                    .set_min_delay(Duration::from_millis(20))
+                    .set_max_delay(Duration::from_millis(500));
+                let conn = Conn::Single(ConnectionManager::new_lazy_with_config(c.clone(), cfg)?);
+                *slot.conn.lock() = Some((epoch, conn.clone()));
+                Ok(conn)
+            }
+            Client::Cluster(c) => {
+                // Register for the wake-up before looking at the flag, so none is missed.
+                let ready = slot.ready.notified();
+                if !slot.connecting.swap(true, Ordering::AcqRel) {
+                    let (slot2, client) = (slot.clone(), c.clone());
+                    tokio::spawn(async move {
+                        let made =
+                            tokio::time::timeout(CONNECT_TIMEOUT, client.get_async_connection())
+                                .await;
+                        match made {
+                            Ok(Ok(conn)) => {
+                                *slot2.conn.lock() = Some((epoch, Conn::Cluster(conn)));
+                            }
+                            Ok(Err(e)) => tracing::debug!(error = %e, "cluster connection failed"),
+                            Err(_) => tracing::debug!("cluster connection timed out"),
+                        }
+                        slot2.connecting.store(false, Ordering::Release);
+                        slot2.ready.notify_waiters();
+                    });
                 }
-            })
-            .await?;
-        Ok(conn.clone())
+                ready.await;
+                match &*slot.conn.lock() {
+                    Some((e, c)) if *e == epoch => Ok(c.clone()),
+                    _ => Err(StoreError::Redis(redis::RedisError::from((
+                        redis::ErrorKind::Io,
+                        "no connection to the cluster",
+                    )))),
+                }
+            }
+        }
     }
 
     async fn eval(
@@ -230,7 +311,7 @@ impl RedisStore {
     ) -> Result<ScriptReply, StoreError> {
         let script = &self.scripts[script_index(spec.algorithm)];
         let mut inv = script.prepare_invoke();
-        inv.key(key.redis_key())
+        inv.key(key.redis_key(spec.algorithm))
             .arg(spec.rate.count())
             .arg((spec.rate.period_ns() / 1_000).max(1))
             .arg(spec.burst)
@@ -252,13 +333,10 @@ impl RedisStore {
         cost: u64,
         mode: &'static str,
     ) -> Result<ScriptReply, StoreError> {
-        if !self.breaker.allow(self.clock.now()) {
-            self.metrics
-                .errors
-                .with_label_values(&["circuit_open"])
-                .inc();
+        let Some(probe) = self.breaker.allow(self.clock.now()) else {
+            self.errors[1].inc();
             return Err(StoreError::CircuitOpen);
-        }
+        };
         if mode == "acquire" {
             self.acquire_calls.inc();
         } else {
@@ -270,23 +348,39 @@ impl RedisStore {
             Err(_) => Err(StoreError::Timeout(self.timeout)),
         };
         self.metrics.latency.observe(start.elapsed().as_secs_f64());
-        self.record(&r);
+        self.record(&r, probe);
         r
     }
 
-    fn record<T>(&self, r: &Result<T, StoreError>) {
+    fn record<T>(&self, r: &Result<T, StoreError>, probe: bool) {
+        let slot = self.slot();
         match r {
             Ok(_) => {
+                if slot.timeouts.load(Ordering::Relaxed) != 0 {
+                    slot.timeouts.store(0, Ordering::Relaxed);
+                }
                 self.breaker.success();
                 if self.metrics.up.get() != 1 {
                     self.metrics.up.set(1);
                 }
             }
             Err(e) => {
-                self.metrics.errors.with_label_values(&[e.kind()]).inc();
-                self.breaker.failure(self.clock.now());
-                if !self.breaker.is_up() {
-                    self.metrics.up.set(0);
+                let kind = e.kind();
+                if let Some(i) = ERROR_KINDS.iter().position(|k| *k == kind) {
+                    self.errors[i].inc();
+                }
+                if matches!(e, StoreError::Timeout(_))
+                    && slot.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= STALE_AFTER
+                {
+                    // Silent for too long: a new connection for this thread's next call.
+                    slot.timeouts.store(0, Ordering::Relaxed);
+                    *slot.conn.lock() = None;
+                }
+                if is_outage(e) {
+                    self.breaker.failure(self.clock.now(), probe);
+                    if !self.breaker.is_up() {
+                        self.metrics.up.set(0);
+                    }
                 }
             }
         }
@@ -300,10 +394,13 @@ impl RedisStore {
         if pong != "PONG" {
             return Err(StoreError::BadReply(pong));
         }
-        if !self.scripts_loaded.load(Ordering::Relaxed)
-            || !self.breaker.is_up()
-            || self.breaker.is_open()
-        {
+        let recovering = !self.breaker.is_up() || self.breaker.is_open();
+        if recovering {
+            // Back from an outage: every thread's connection may be one that silently died;
+            // each makes a new one on its next call.
+            self.epoch.fetch_add(1, Ordering::AcqRel);
+        }
+        if recovering || !self.scripts_loaded.load(Ordering::Relaxed) {
             // At start, and back from an outage (a restarted Redis has no scripts): load them
             // before the first decisions rather than on their NOSCRIPT.
             for s in &self.scripts {
@@ -348,7 +445,9 @@ impl GlobalStore for RedisStore {
                 Ok(r) => r,
                 Err(_) => Err(StoreError::Timeout(CONNECT_TIMEOUT)),
             };
-            self.record(&r);
+            // The probe bypasses the breaker: its failure is not a probe of it (that would
+            // lengthen the back-off every second); its success closes it.
+            self.record(&r, false);
             r
         })
     }

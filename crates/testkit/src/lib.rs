@@ -599,3 +599,73 @@ impl RedisCluster {
             .collect()
     }
 }
+
+/// A TCP relay to `target` that can silently stall the connections it carries: after
+/// [`StallingProxy::stall_existing`] their bytes are read and dropped, nothing is closed, so
+/// the client sees a peer that went silent (a host gone, a partition) while new connections
+/// pass normally (as after a failover). Runs on the caller's tokio runtime.
+pub struct StallingProxy {
+    pub port: u16,
+    epoch: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl StallingProxy {
+    pub async fn start(target: u16) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let epoch = Arc::new(AtomicUsize::new(0));
+        let ep = epoch.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else {
+                    continue;
+                };
+                let born = ep.load(Ordering::SeqCst);
+                let (cr, cw) = client.into_split();
+                let (sr, sw) = server.into_split();
+                for (mut r, mut w) in [
+                    (
+                        Box::new(cr) as Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+                        Box::new(sw) as Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+                    ),
+                    (Box::new(sr), Box::new(cw)),
+                ] {
+                    let ep = ep.clone();
+                    tokio::spawn(async move {
+                        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                        let mut buf = vec![0u8; 16 * 1024];
+                        loop {
+                            let n = match r.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => n,
+                            };
+                            if ep.load(Ordering::SeqCst) != born {
+                                continue; // stalled: swallow, never answer, never close
+                            }
+                            if w.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        Ok(Self { port, epoch, task })
+    }
+
+    /// Every connection open now goes silent for good; later ones pass.
+    pub fn stall_existing(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for StallingProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
