@@ -419,3 +419,18 @@ async fn a_connection_that_goes_silent_is_replaced() {
     }
     panic!("the silent connection was never replaced ({timeouts} timeouts)");
 }
+
+#[tokio::test]
+async fn a_limit_whose_algorithm_changes_starts_afresh_without_errors() {
+    let r = RedisServer::start().expect("redis-server");
+    let s = store(&r);
+    // One limit name, its algorithm changed between decisions (a reload, or a fleet mid-deploy
+    // running both definitions): each keeps its own Redis type under its own key.
+    for kind in AlgorithmKind::ALL.into_iter().chain(AlgorithmKind::ALL) {
+        let sp = spec(kind, 1, HOUR, 100);
+        let d = s.acquire(&sp, key("same", 1), 1).await;
+        assert!(d.is_ok_and(|d| d.is_allowed()), "{}", kind.name());
+    }
+    assert_eq!(r.cli(&["KEYS", "*"]).lines().count(), 6);
+    assert!(s.is_up());
+}
