@@ -9,30 +9,9 @@
 -- State: hash KEYS[1] { w = window index (floor(now / window)), n = units counted in w }. A
 -- count from another window is 0, so the key expires at its window's end (+1 s slack).
 --
--- KEYS[1] the limiter key (the only key touched: safe on Redis Cluster).
--- ARGV    count, period_us (rate = count per period), burst (units per window), cost,
---         mode ("acquire" | "refund": give back `cost` taken by an acquire another limit
---         denied, only within the same window; never creates a key), delay (ignored here).
--- Time comes only from Redis TIME so every gateway shares one clock.
 -- Returns {allowed, remaining, reset_us (until the window ends, 0 if nothing is counted),
 --          retry_after_us (>= 1 when denied: the window's end), delay_us (always 0)}.
-if redis.replicate_commands then pcall(redis.replicate_commands) end
-
-local key = KEYS[1]
-local count, period = tonumber(ARGV[1]), tonumber(ARGV[2])
-local burst, cost = tonumber(ARGV[3]), tonumber(ARGV[4])
-local mode = ARGV[5]
-local function bad(x) return x == nil or x < 1 or x > 9007199254740991 or x ~= math.floor(x) end
-if bad(count) or bad(period) or bad(burst) or bad(cost)
-    or (mode ~= 'acquire' and mode ~= 'refund') then
-  return redis.error_reply('ERR tollgate fixed_window: bad arguments')
-end
-
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-
--- Integers as strings: tostring() would print 16-digit numbers in %.14g and lose digits.
-local function fmt(x) return string.format('%.0f', x) end
+-- (lua/prelude.lua runs first: arguments checked, `now` from Redis TIME, fmt.)
 
 local window = math.max(1, math.ceil(burst * period / count))
 local cur = math.floor(now / window)

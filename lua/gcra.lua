@@ -7,31 +7,10 @@
 -- traffic as a token bucket with one number of state. A TAT at or before now equals a missing
 -- key, so the key expires (or is deleted) as soon as it is.
 --
--- KEYS[1] the limiter key (the only key touched: safe on Redis Cluster).
--- ARGV    count, period_us (rate = count per period), burst (capacity), cost,
---         mode ("acquire" | "refund": give back `cost` taken by an acquire another limit
---         denied; never creates a key), delay (ignored here).
--- Time comes only from Redis TIME so every gateway shares one clock.
 -- Returns {allowed, remaining, reset_us (until TAT is back at now), retry_after_us (>= 1 when
 --          denied), delay_us (always 0)}. A cost above burst can never pass: its retry_after is
 --          the time until the allowance is full again (at least 1), as the local limiter says.
-if redis.replicate_commands then pcall(redis.replicate_commands) end
-
-local key = KEYS[1]
-local count, period = tonumber(ARGV[1]), tonumber(ARGV[2])
-local burst, cost = tonumber(ARGV[3]), tonumber(ARGV[4])
-local mode = ARGV[5]
-local function bad(x) return x == nil or x < 1 or x > 9007199254740991 or x ~= math.floor(x) end
-if bad(count) or bad(period) or bad(burst) or bad(cost)
-    or (mode ~= 'acquire' and mode ~= 'refund') then
-  return redis.error_reply('ERR tollgate gcra: bad arguments')
-end
-
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-
--- Integers as strings: tostring() would print 16-digit numbers in %.14g and lose digits.
-local function fmt(x) return string.format('%.0f', x) end
+-- (lua/prelude.lua runs first: arguments checked, `now` from Redis TIME, fmt.)
 
 local T = math.max(1, math.ceil(period / count))
 local tau = T * burst

@@ -8,32 +8,9 @@
 -- `delay` queued units pass without waiting (nginx's delay=; delay >= burst is nodelay, plain
 -- GCRA). The hold is returned, not slept here: the proxy waits, Redis never blocks.
 --
--- KEYS[1] the limiter key (the only key touched: safe on Redis Cluster).
--- ARGV    count, period_us (rate = count per period), burst (capacity), cost,
---         mode ("acquire" | "refund": give back `cost` taken by an acquire another limit
---         denied; never creates a key), delay (queued units that pass without waiting, >= 0).
--- Time comes only from Redis TIME so every gateway shares one clock.
 -- Returns {allowed, remaining, reset_us, retry_after_us (>= 1 when denied), delay_us (how long
 --          the proxy holds an admitted request; 0 when denied or refunding)}.
-if redis.replicate_commands then pcall(redis.replicate_commands) end
-
-local key = KEYS[1]
-local count, period = tonumber(ARGV[1]), tonumber(ARGV[2])
-local burst, cost = tonumber(ARGV[3]), tonumber(ARGV[4])
-local mode = ARGV[5]
-local delay = tonumber(ARGV[6] or '0')
-local function bad(x) return x == nil or x < 1 or x > 9007199254740991 or x ~= math.floor(x) end
-if bad(count) or bad(period) or bad(burst) or bad(cost)
-    or delay == nil or delay < 0 or delay > 9007199254740991 or delay ~= math.floor(delay)
-    or (mode ~= 'acquire' and mode ~= 'refund') then
-  return redis.error_reply('ERR tollgate leaky_bucket: bad arguments')
-end
-
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-
--- Integers as strings: tostring() would print 16-digit numbers in %.14g and lose digits.
-local function fmt(x) return string.format('%.0f', x) end
+-- (lua/prelude.lua runs first: arguments checked, `now` from Redis TIME, fmt.)
 
 local T = math.max(1, math.ceil(period / count))
 local tau = T * burst

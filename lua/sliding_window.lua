@@ -11,31 +11,10 @@
 -- State: hash KEYS[1] { w = current window index, n = units in w, p = units in w - 1 }, rolled
 -- forward on read. Nothing counts any more two windows after w, so that is the key's TTL.
 --
--- KEYS[1] the limiter key (the only key touched: safe on Redis Cluster).
--- ARGV    count, period_us (rate = count per period), burst (units per window), cost,
---         mode ("acquire" | "refund": give back `cost` taken by an acquire another limit
---         denied, from the current window's count; never creates a key), delay (ignored).
--- Time comes only from Redis TIME so every gateway shares one clock.
 -- Returns {allowed, remaining (floor of burst - estimate), reset_us (until the estimate is 0
 --          if nothing else arrives), retry_after_us (>= 1 when denied: until this request
 --          would fit if nothing else arrives), delay_us (always 0)}.
-if redis.replicate_commands then pcall(redis.replicate_commands) end
-
-local key = KEYS[1]
-local count, period = tonumber(ARGV[1]), tonumber(ARGV[2])
-local burst, cost = tonumber(ARGV[3]), tonumber(ARGV[4])
-local mode = ARGV[5]
-local function bad(x) return x == nil or x < 1 or x > 9007199254740991 or x ~= math.floor(x) end
-if bad(count) or bad(period) or bad(burst) or bad(cost)
-    or (mode ~= 'acquire' and mode ~= 'refund') then
-  return redis.error_reply('ERR tollgate sliding_window: bad arguments')
-end
-
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-
--- Integers as strings: tostring() would print 16-digit numbers in %.14g and lose digits.
-local function fmt(x) return string.format('%.0f', x) end
+-- (lua/prelude.lua runs first: arguments checked, `now` from Redis TIME, fmt.)
 
 local W = math.max(1, math.ceil(burst * period / count))
 local cur = math.floor(now / W)

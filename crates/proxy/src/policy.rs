@@ -14,7 +14,7 @@
 //! refuses with 503, `local` decides on this process's share of the limit.
 
 use crate::identity::{KeyHasher, KeyInput};
-use crate::runtime::{LimitState, Runtime, MAX_LIMITS_PER_ROUTE};
+use crate::runtime::{LimitRt, LimitState, Runtime, MAX_LIMITS_PER_ROUTE};
 use tollgate_config::OnError;
 use tollgate_limit::{Cached, Clock, Decision, Nanos};
 
@@ -81,6 +81,14 @@ fn note_allow(
     v.delay = v.delay.max(delay);
 }
 
+/// A request's key under a limit: global limits need the hash every instance computes alike.
+fn limit_key(rt: &Runtime, l: &LimitRt, hasher: &KeyHasher, input: &KeyInput) -> Option<u64> {
+    match &l.state {
+        LimitState::Local(_) => hasher.key(&l.cfg.key, input, rt.ipv6_prefix),
+        LimitState::Global(_) => hasher.stable_key(&l.cfg.key, input, rt.ipv6_prefix),
+    }
+}
+
 /// The local step: keys, local limits, cached global refusals. Never waits.
 pub fn decide_local(
     rt: &Runtime,
@@ -103,11 +111,9 @@ pub fn decide_local(
 
     for (pos, &li) in limits.iter().enumerate() {
         let l = &rt.limits[li];
-        let key = match &l.state {
-            LimitState::Local(_) => hasher.key(&l.cfg.key, input, rt.ipv6_prefix),
-            LimitState::Global(_) => hasher.stable_key(&l.cfg.key, input, rt.ipv6_prefix),
+        let Some(key) = limit_key(rt, l, hasher, input) else {
+            continue;
         };
-        let Some(key) = key else { continue };
         p.keys[pos] = key;
         let d = match &l.state {
             LimitState::Local(limiter) => limiter.acquire(key, now, 1),
@@ -150,13 +156,9 @@ pub fn decide_local(
                     if l2.shadow {
                         continue;
                     }
-                    let k = match &l2.state {
-                        LimitState::Local(_) => hasher.key(&l2.cfg.key, input, rt.ipv6_prefix),
-                        LimitState::Global(_) => {
-                            hasher.stable_key(&l2.cfg.key, input, rt.ipv6_prefix)
-                        }
+                    let Some(k) = limit_key(rt, l2, hasher, input) else {
+                        continue;
                     };
-                    let Some(k) = k else { continue };
                     let wait = match &l2.state {
                         LimitState::Local(limiter) => match limiter.peek(k, now, 1) {
                             Decision::Deny { retry_after } => Some(retry_after),

@@ -1,20 +1,30 @@
 //! The Lua scripts (one per algorithm, from `lua/`) and their reply.
 //!
-//! Calling convention, shared by all six: `KEYS[1]` is the limiter key; `ARGV` is count,
-//! period (µs), burst, cost, mode (`acquire` | `refund`), delay (leaky bucket). The reply is
-//! `{allowed, remaining, reset_us, retry_after_us, delay_us}`.
+//! Calling convention, shared by all six (checked by `lua/prelude.lua`, prepended to each):
+//! `KEYS[1]` is the limiter key; `ARGV` is count, period (µs), burst, cost, mode (`acquire` |
+//! `refund`), delay (leaky bucket). The reply is `{allowed, remaining, reset_us,
+//! retry_after_us, delay_us}`.
 
 use crate::StoreError;
 use tollgate_limit::{AlgorithmKind, Decision};
 
+/// The script run for `kind`: the shared prelude (arguments, Redis time) and the algorithm.
 pub fn script_source(kind: AlgorithmKind) -> &'static str {
+    macro_rules! script {
+        ($name:literal) => {
+            concat!(
+                include_str!("../../../lua/prelude.lua"),
+                include_str!(concat!("../../../lua/", $name, ".lua"))
+            )
+        };
+    }
     match kind {
-        AlgorithmKind::TokenBucket => include_str!("../../../lua/token_bucket.lua"),
-        AlgorithmKind::Gcra => include_str!("../../../lua/gcra.lua"),
-        AlgorithmKind::FixedWindow => include_str!("../../../lua/fixed_window.lua"),
-        AlgorithmKind::SlidingWindow => include_str!("../../../lua/sliding_window.lua"),
-        AlgorithmKind::SlidingLog => include_str!("../../../lua/sliding_log.lua"),
-        AlgorithmKind::LeakyBucket => include_str!("../../../lua/leaky_bucket.lua"),
+        AlgorithmKind::TokenBucket => script!("token_bucket"),
+        AlgorithmKind::Gcra => script!("gcra"),
+        AlgorithmKind::FixedWindow => script!("fixed_window"),
+        AlgorithmKind::SlidingWindow => script!("sliding_window"),
+        AlgorithmKind::SlidingLog => script!("sliding_log"),
+        AlgorithmKind::LeakyBucket => script!("leaky_bucket"),
     }
 }
 
