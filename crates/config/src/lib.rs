@@ -56,12 +56,14 @@ pub fn load_file(path: &Path) -> Result<Config, ConfigErrors> {
             message: format!("cannot read the file: {e}"),
         }],
     })?;
-    parse_str(&text, &file)
+    let base = path.parent().unwrap_or(Path::new("."));
+    parse::parse(&text, base).map_err(|problems| ConfigErrors { file, problems })
 }
 
-/// Validates config text; `file` names it in errors.
+/// Validates config text; `file` names it in errors. Relative file names in it (key files)
+/// are read from the current directory.
 pub fn parse_str(text: &str, file: &str) -> Result<Config, ConfigErrors> {
-    parse::parse(text).map_err(|problems| ConfigErrors {
+    parse::parse(text, Path::new(".")).map_err(|problems| ConfigErrors {
         file: file.to_string(),
         problems,
     })

@@ -14,6 +14,35 @@ pub struct Config {
     pub limits: Vec<LimitConfig>,
     /// `[redis]`: where global limits keep their state. `None`: every limit is local.
     pub redis: Option<RedisSettings>,
+    /// `[jwt]`: how bearer tokens are verified for `jwt:CLAIM` key sources.
+    pub jwt: Option<JwtSettings>,
+}
+
+/// Bearer-token verification. Keys are read and checked at load time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JwtSettings {
+    /// Accepted `alg` values (never `none`).
+    pub algorithms: Vec<jsonwebtoken::Algorithm>,
+    /// The HMAC secret for HS256/384/512.
+    pub secret: Option<String>,
+    /// PEM public keys (RSA or EC), each with the file it came from.
+    pub public_keys: Vec<PublicKey>,
+    /// A JWKS document (JSON), selected by the token's `kid`.
+    pub jwks: Option<String>,
+    pub issuer: Option<String>,
+    pub audience: Option<String>,
+    /// Clock skew tolerated on `exp` and `nbf`.
+    pub leeway: Duration,
+    /// The header carrying `Bearer <token>`, lower case.
+    pub header: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicKey {
+    pub file: String,
+    pub pem: Vec<u8>,
+    /// RSA (RS*, PS*) or EC (ES*).
+    pub rsa: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -183,6 +212,8 @@ pub enum KeySource {
     Method,
     /// One key shared by every request.
     Global,
+    /// A claim of the verified bearer token.
+    Jwt(String),
 }
 
 impl KeySource {
@@ -197,6 +228,7 @@ impl KeySource {
             KeySource::Path => "path".into(),
             KeySource::Method => "method".into(),
             KeySource::Global => "global".into(),
+            KeySource::Jwt(c) => format!("jwt:{c}"),
         }
     }
 }

@@ -84,6 +84,8 @@ pub struct KeyInput<'a> {
     pub req: &'a RequestHeader,
     pub client_ip: IpAddr,
     pub route: u32,
+    /// The verified bearer token's claims, when the route reads any.
+    pub claims: Option<&'a crate::jwt::Claims>,
 }
 
 /// The process-wide keyed hasher for limit keys.
@@ -164,6 +166,15 @@ fn write_key(
             KeySource::Path => write_decoded(h, input.req.uri.path().as_bytes()),
             KeySource::Method => h.write(input.req.method.as_str().as_bytes()),
             KeySource::Global => {}
+            KeySource::Jwt(claim) => match input.claims?.get(claim.as_str())? {
+                serde_json::Value::String(v) => h.write(v.as_bytes()),
+                serde_json::Value::Null => return None,
+                // Numbers and the rest by their JSON text: 42 and "42" stay different keys.
+                other => {
+                    h.write_u8(1);
+                    h.write(other.to_string().as_bytes());
+                }
+            },
         }
         h.write_u8(0xff);
     }
@@ -276,6 +287,7 @@ mod tests {
             req: &r,
             client_ip: "192.0.2.1".parse().expect("ip"),
             route: 0,
+            claims: None,
         };
         let a = h.key(&[KeySource::Query("a".into())], &input, 64);
         let mut r2 = RequestHeader::build("GET", b"/x?a=Ab", None).expect("request");
@@ -284,6 +296,7 @@ mod tests {
             req: &r2,
             client_ip: "192.0.2.1".parse().expect("ip"),
             route: 0,
+            claims: None,
         };
         assert!(a.is_some());
         assert_eq!(

@@ -4,19 +4,22 @@
 //! - [`runtime`]: a complete, immutable serving state built from a validated config (routes,
 //!   limiters, upstream pools, metric handles). Reload builds a new one and swaps it; limiter
 //!   state and upstream health survive for definitions that did not change.
-//! - [`identity`]: who is asking (client IP behind trusted proxies, key sources, key hashing).
+//! - [`identity`]: who is asking (client IP behind trusted proxies, key sources, key hashing);
+//!   [`jwt`]: bearer tokens verified for `jwt:CLAIM` keys.
 //! - [`policy`]: evaluating a route's limits into one verdict.
 //! - [`respond`]: problem+json answers and the IETF RateLimit fields.
 //! - [`service`]: the request phases; [`admin`]: /healthz, /readyz, /metrics;
 //!   [`health`]: active health checks of upstream targets.
 //!
-//! Failure modes: a request that matches no route (404), an upstream that cannot be reached
+//! Failure modes: a bearer token that does not verify on a route keyed by its claims (401), a
+//! request that matches no route (404), an upstream that cannot be reached
 //! (502) or does not answer in time (504); each is answered with problem+json and counted.
 //! Nothing here panics on input.
 
 pub mod admin;
 pub mod health;
 pub mod identity;
+pub mod jwt;
 pub mod metrics;
 pub mod policy;
 pub mod respond;

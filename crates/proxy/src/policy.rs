@@ -375,6 +375,7 @@ shadow = true
             req: &with_key,
             client_ip: ip,
             route: 0,
+            claims: None,
         };
         let v1 = decide(&rt, 0, &h, &keyed, now);
         assert_eq!(v1.denied, None);
@@ -396,6 +397,7 @@ shadow = true
             req: &plain,
             client_ip: ip,
             route: 0,
+            claims: None,
         };
         let admitted = (0..20)
             .filter(|_| decide(&rt, 0, &h, &anon, now).denied.is_none())
@@ -481,6 +483,7 @@ on_error = "closed"
             req: &req,
             client_ip: "192.0.2.1".parse().expect("ip"),
             route: 0,
+            claims: None,
         };
         let clock = tollgate_limit::ManualClock::new(1_000_000_000_000);
         let calls = || fake.calls.load(std::sync::atomic::Ordering::SeqCst);

@@ -17,6 +17,8 @@ pub enum Problem {
     Internal,
     /// A global limit could not be decided (Redis away) and its `on_error` is `closed`.
     LimiterUnavailable,
+    /// A bearer token on a route keyed by its claims did not verify.
+    InvalidToken,
 }
 
 impl Problem {
@@ -29,6 +31,7 @@ impl Problem {
             Problem::UpstreamTimeout => 504,
             Problem::Internal => 500,
             Problem::LimiterUnavailable => 503,
+            Problem::InvalidToken => 401,
         }
     }
 
@@ -53,6 +56,7 @@ impl Problem {
                 "Service Unavailable",
                 "RATE_LIMITER_UNAVAILABLE",
             ),
+            Problem::InvalidToken => ("invalid-token", "Unauthorized", "INVALID_TOKEN"),
         }
     }
 

@@ -68,6 +68,8 @@ pub struct UpstreamRt {
 pub struct RouteRt {
     pub cfg: RouteConfig,
     pub name: Arc<str>,
+    /// A limit of the route reads a bearer token's claim: the token is verified first.
+    pub needs_jwt: bool,
     /// The route's enforced policies as one RateLimit-Policy value; `None` without limits.
     pub policy_header: Option<HeaderValue>,
     /// `http_requests_rejected_total{reason="rate_limit",route,limit}`, by position in `limits`.
@@ -117,6 +119,7 @@ pub struct Runtime {
     pub upstreams: Vec<UpstreamRt>,
     pub trusted_proxies: Vec<IpNet>,
     pub ipv6_prefix: u8,
+    pub jwt: Option<crate::jwt::Verifier>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -265,7 +268,15 @@ impl Runtime {
                     ])
                 })
                 .collect();
+            let needs_jwt = cfg.limits.iter().any(|&i| {
+                limits[i]
+                    .cfg
+                    .key
+                    .iter()
+                    .any(|k| matches!(k, tollgate_config::KeySource::Jwt(_)))
+            });
             routes.push(RouteRt {
+                needs_jwt,
                 name: Arc::from(cfg.name.as_str()),
                 policy_header,
                 rejected,
@@ -281,6 +292,7 @@ impl Runtime {
         });
 
         Ok(Self {
+            jwt: config.jwt.as_ref().map(crate::jwt::Verifier::new),
             trusted_proxies: config.server.trusted_proxies.clone(),
             ipv6_prefix: config.server.ipv6_prefix,
             config,

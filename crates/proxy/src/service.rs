@@ -12,6 +12,7 @@
 //! - `logging`: metrics, and the access log line when enabled.
 
 use crate::identity::{client_ip, trusted, KeyInput};
+use crate::jwt::Verifier;
 use crate::policy::{decide_global, decide_local, Verdict};
 use crate::respond::{header, ratelimit_value, Extra, Problem};
 use crate::runtime::{count_unrouted, Runtime, Shared};
@@ -337,10 +338,39 @@ impl ProxyHttp for Gateway {
 
         if !rt.routes[route].cfg.limits.is_empty() {
             let client = client_ip(ctx.peer, req, &rt.trusted_proxies);
+            let mut claims = None;
+            if let (true, Some(v)) = (rt.routes[route].needs_jwt, &rt.jwt) {
+                if let Some(token) = req
+                    .headers
+                    .get(&v.header)
+                    .and_then(|h| Verifier::token(h.as_bytes()))
+                {
+                    match v.verify(token) {
+                        Ok(c) => claims = Some(c),
+                        Err(why) => {
+                            self.problem(
+                                session,
+                                ctx,
+                                Problem::InvalidToken,
+                                why,
+                                &[],
+                                &[(
+                                    "www-authenticate",
+                                    HeaderValue::from_static("Bearer error=\"invalid_token\""),
+                                )],
+                            )
+                            .await?;
+                            return Ok(true);
+                        }
+                    }
+                }
+            }
+            let req = session.req_header();
             let input = KeyInput {
                 req,
                 client_ip: client,
                 route: route as u32,
+                claims: claims.as_ref(),
             };
             let plan = decide_local(
                 &rt,

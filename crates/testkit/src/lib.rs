@@ -669,3 +669,27 @@ impl Drop for StallingProxy {
         self.task.abort();
     }
 }
+
+/// A signed JWT for tests: `alg` (e.g. "RS256"), a PEM private key (or the HMAC secret for
+/// HS*), and the claims.
+pub fn jwt(alg: &str, key: &[u8], claims: &serde_json::Value) -> String {
+    use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+    let a: Algorithm = alg.parse().unwrap_or(Algorithm::HS256);
+    let k = match alg {
+        a if a.starts_with("HS") => Ok(EncodingKey::from_secret(key)),
+        a if a.starts_with("ES") => EncodingKey::from_ec_pem(key),
+        _ => EncodingKey::from_rsa_pem(key),
+    };
+    match k.and_then(|k| encode(&Header::new(a), claims, &k)) {
+        Ok(t) => t,
+        Err(e) => format!("unsignable:{e}"),
+    }
+}
+
+/// Seconds since the Unix epoch, for `exp`/`nbf` claims.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}

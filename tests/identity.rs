@@ -1,0 +1,195 @@
+//! End-to-end tests of identities: `jwt:CLAIM` keys from verified bearer tokens (HS256, RS256,
+//! ES256 from the test keys in tests/fixtures/jwt), and every way a token is refused.
+
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use tollgate_testkit::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/jwt")
+        .join(name)
+}
+
+fn read(name: &str) -> Vec<u8> {
+    std::fs::read(fixture(name)).expect("fixture")
+}
+
+const SECRET: &str = "test-secret-of-32-bytes-or-more!!";
+
+async fn start(extra: &str) -> (GatewayProc, u16) {
+    let (port, admin) = (free_port(), free_port());
+    let toml = format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+[jwt]
+secret = "{SECRET}"
+public_keys = ["{}", "{}"]
+algorithms = ["HS256", "RS256", "ES256"]
+issuer = "https://auth.example.com"
+{extra}
+[[routes]]
+name = "api"
+path_prefix = "/api"
+respond = {{ status = 200, body = "ok" }}
+limits = ["per_user"]
+[[routes]]
+name = "open"
+path_prefix = "/open"
+respond = {{ status = 200, body = "ok" }}
+[limits.per_user]
+key = "jwt:sub"
+rate = "1/h"
+burst = 2
+"#,
+        fixture("rs256-public.pem").display(),
+        fixture("es256-public.pem").display(),
+    );
+    match GatewayProc::start(Path::new(BIN), &toml, port, Some(admin)).await {
+        Ok(gw) => (gw, port),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn claims(sub: &str) -> serde_json::Value {
+    json!({"sub": sub, "iss": "https://auth.example.com", "exp": unix_now() + 600})
+}
+
+async fn call(port: u16, token: Option<&str>) -> Reply {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", a.as_str())).collect();
+    get(port, "/api/x", &headers).await.expect("request")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_follow_the_verified_subject_whatever_the_algorithm() {
+    let (_gw, port) = start("").await;
+    let alice_hs = jwt("HS256", SECRET.as_bytes(), &claims("alice"));
+    let alice_rs = jwt("RS256", &read("rs256-private.pem"), &claims("alice"));
+    let bob_es = jwt("ES256", &read("es256-private.pem"), &claims("bob"));
+    assert_eq!(call(port, Some(&alice_hs)).await.status, 200);
+    let r = call(port, Some(&alice_rs)).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.header("ratelimit").is_some_and(|v| v.contains("r=0")),
+        "{:?}",
+        r.header("ratelimit")
+    );
+    // Alice's two are spent, by whichever key signed her tokens.
+    let r = call(port, Some(&alice_hs)).await;
+    assert_eq!(r.status, 429);
+    assert_eq!(r.json()["limit"], "per_user");
+    // Bob is someone else.
+    assert_eq!(call(port, Some(&bob_es)).await.status, 200);
+    // No token: the jwt limit does not count the request (pair it with an IP limit).
+    for _ in 0..5 {
+        assert_eq!(call(port, None).await.status, 200);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bad_token_is_refused_with_401() {
+    let (_gw, port) = start("").await;
+    let b64 = |v: &serde_json::Value| {
+        const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let bytes = v.to_string().into_bytes();
+        let mut out = String::new();
+        for c in bytes.chunks(3) {
+            let n = (c[0] as u32) << 16
+                | (*c.get(1).unwrap_or(&0) as u32) << 8
+                | *c.get(2).unwrap_or(&0) as u32;
+            for i in 0..(c.len() + 1) {
+                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            }
+        }
+        out
+    };
+    let unsigned = format!(
+        "{}.{}.",
+        b64(&json!({"alg": "none", "typ": "JWT"})),
+        b64(&claims("mallory"))
+    );
+    let expired = jwt(
+        "HS256",
+        SECRET.as_bytes(),
+        &json!({"sub": "a", "iss": "https://auth.example.com", "exp": unix_now() - 3600}),
+    );
+    let early = jwt(
+        "HS256",
+        SECRET.as_bytes(),
+        &json!({"sub": "a", "iss": "https://auth.example.com", "exp": unix_now() + 7200, "nbf": unix_now() + 3600}),
+    );
+    let cases = [
+        ("alg none", unsigned, "the token is malformed"),
+        ("expired", expired, "the token has expired"),
+        ("not yet valid", early, "the token is not valid yet"),
+        (
+            "wrong signer",
+            jwt("RS256", &read("other-private.pem"), &claims("a")),
+            "no configured key verifies the token's signature",
+        ),
+        (
+            "wrong secret",
+            jwt("HS256", b"another-secret-entirely-32-bytes!", &claims("a")),
+            "no configured key verifies the token's signature",
+        ),
+        (
+            "algorithm not accepted",
+            jwt("HS384", SECRET.as_bytes(), &claims("a")),
+            "the token's algorithm is not accepted",
+        ),
+        (
+            "RSA public key used as an HMAC secret",
+            jwt("HS256", &read("rs256-public.pem"), &claims("a")),
+            "no configured key verifies the token's signature",
+        ),
+        (
+            "wrong issuer",
+            jwt(
+                "HS256",
+                SECRET.as_bytes(),
+                &json!({"sub": "a", "iss": "https://evil.example", "exp": unix_now() + 600}),
+            ),
+            "the token's issuer is not accepted",
+        ),
+        (
+            "no exp",
+            jwt(
+                "HS256",
+                SECRET.as_bytes(),
+                &json!({"sub": "a", "iss": "https://auth.example.com"}),
+            ),
+            "the token has no exp claim",
+        ),
+        (
+            "garbage",
+            "not.a.token".to_string(),
+            "the token is malformed",
+        ),
+    ];
+    for (what, token, detail) in cases {
+        let r = call(port, Some(&token)).await;
+        assert_eq!(r.status, 401, "{what}: {}", r.body);
+        assert_eq!(
+            r.header("content-type"),
+            Some("application/problem+json"),
+            "{what}"
+        );
+        assert_eq!(r.json()["error_code"], "INVALID_TOKEN", "{what}");
+        assert_eq!(r.json()["detail"], detail, "{what}");
+        assert_eq!(
+            r.header("www-authenticate"),
+            Some("Bearer error=\"invalid_token\""),
+            "{what}"
+        );
+    }
+    // Routes that read no claim never look at the token.
+    let r = get(port, "/open", &[("authorization", "Bearer garbage")])
+        .await
+        .expect("request");
+    assert_eq!(r.status, 200);
+}
