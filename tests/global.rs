@@ -555,6 +555,14 @@ async fn the_running_example_holds_across_two_gateways() {
                 "targets = [\"127.0.0.1:3100\"]",
                 format!("targets = [\"{}\"]", be.addr),
             ),
+            (
+                "public_keys = [\"keys/auth-example-public.pem\"]",
+                format!(
+                    "public_keys = [\"{}\"]",
+                    root.join("conf/examples/keys/auth-example-public.pem")
+                        .display()
+                ),
+            ),
         ];
         let mut t = example.clone();
         for (from, to) in swaps {
@@ -623,6 +631,29 @@ async fn the_running_example_holds_across_two_gateways() {
     .await
     .expect("request");
     assert_eq!(r.status, 200);
+    // Identities: a token the example's issuer did not sign is refused on the routes keyed by
+    // tenant and user, and never looked at on the login route.
+    let forged = jwt(
+        "RS256",
+        &std::fs::read(root.join("tests/fixtures/jwt/rs256-private.pem")).expect("test key"),
+        &serde_json::json!({"sub": "eve", "tenant": "t1", "exp": unix_now() + 600,
+            "iss": "https://auth.example.com", "aud": "api.example.com"}),
+    );
+    let bearer = format!("Bearer {forged}");
+    let r = request_from(
+        ip(50),
+        p1,
+        "POST",
+        "/api/v1/search",
+        &[("authorization", &bearer)],
+        "{}",
+    )
+    .await
+    .expect("request");
+    assert_eq!(
+        (r.status, r.json()["error_code"].as_str()),
+        (401, Some("INVALID_TOKEN"))
+    );
     // Redis holds only hashes: no address or account name in clear.
     let keys = redis.cli(&["KEYS", "*"]);
     assert!(

@@ -20,12 +20,25 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpSocket};
 
-/// A free TCP port on 127.0.0.1 (bound, read, released).
+/// A free TCP port on 127.0.0.1 (bound, read, released), never the same twice in one test
+/// process: the OS may hand a just-released port out again, and two tests running at once
+/// would then race for it (one test's readiness check answered by the other's gateway).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    for _ in 0..1000 {
+        let p = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap_or(0);
+        let Ok(mut given) = GIVEN.lock() else {
+            return p;
+        };
+        if p != 0 && !given.contains(&p) {
+            given.push(p);
+            return p;
+        }
+    }
+    0
 }
 
 /// A loopback HTTP/1.1 backend that echoes requests as JSON.
