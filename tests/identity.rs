@@ -193,3 +193,124 @@ async fn every_bad_token_is_refused_with_401() {
         .expect("request");
     assert_eq!(r.status, 200);
 }
+
+fn quota_conf(port: u16, admin: u16, extra_limit: &str, redis: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+{redis}
+[[routes]]
+name = "api"
+path_prefix = "/"
+respond = {{ status = 200, body = "ok" }}
+limits = ["monthly"]
+[limits.monthly]
+key = "header:x-api-key"
+quota = "3/month"
+upgrade_url = "https://example.com/pricing"
+{extra_limit}
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_monthly_quota_refuses_with_quota_exceeded_until_the_month_ends() {
+    let (port, admin) = (free_port(), free_port());
+    let _gw = match GatewayProc::start(
+        Path::new(BIN),
+        &quota_conf(port, admin, "", ""),
+        port,
+        Some(admin),
+    )
+    .await
+    {
+        Ok(gw) => gw,
+        Err(e) => panic!("{e}"),
+    };
+    let key = [("x-api-key", "k1")];
+    for left in [2, 1, 0] {
+        let r = get(port, "/", &key).await.expect("request");
+        assert_eq!(r.status, 200);
+        assert_eq!(
+            r.header("ratelimit-policy"),
+            Some("\"monthly\";q=3;w=2592000")
+        );
+        assert!(r
+            .header("ratelimit")
+            .is_some_and(|v| v.contains(&format!("r={left}"))));
+    }
+    let r = get(port, "/", &key).await.expect("request");
+    assert_eq!(r.status, 429);
+    let j = r.json();
+    assert_eq!(j["error_code"], "QUOTA_EXCEEDED");
+    assert_eq!(j["upgrade_url"], "https://example.com/pricing");
+    assert_eq!(j["limit"], "monthly");
+    // Retry-After runs to the first of next month, 00:00 UTC.
+    let now = unix_now();
+    let (y, m, _) = tollgate_limit::civil_from_days((now / 86_400) as i64);
+    let (ny, nm) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
+    let first = tollgate_limit::days_from_civil(ny, nm, 1) as u64 * 86_400;
+    let retry: u64 = r
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .expect("retry-after");
+    assert!(
+        retry.abs_diff(first - now) <= 2,
+        "retry-after {retry}, month ends in {}",
+        first - now
+    );
+    // Another key has its own quota.
+    assert_eq!(
+        get(port, "/", &[("x-api-key", "k2")])
+            .await
+            .expect("request")
+            .status,
+        200
+    );
+    let m = get(admin, "/metrics", &[]).await.expect("metrics").body;
+    assert_eq!(
+        metric(
+            &m,
+            "http_requests_rejected_total",
+            &["reason=\"quota\"", "limit=\"monthly\""]
+        ),
+        1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_global_quota_survives_a_gateway_restart() {
+    let redis = RedisServer::start().expect("redis-server");
+    let (port, admin) = (free_port(), free_port());
+    let conf = quota_conf(
+        port,
+        admin,
+        "scope = \"global\"",
+        &format!("[redis]\nurl = \"{}\"\ntimeout = \"500ms\"", redis.url()),
+    );
+    let key = [("x-api-key", "k1")];
+    {
+        let _gw = match GatewayProc::start(Path::new(BIN), &conf, port, Some(admin)).await {
+            Ok(gw) => gw,
+            Err(e) => panic!("{e}"),
+        };
+        for _ in 0..2 {
+            assert_eq!(get(port, "/", &key).await.expect("request").status, 200);
+        }
+    }
+    // A new process: the count lives in Redis.
+    let _gw = match GatewayProc::start(Path::new(BIN), &conf, port, Some(admin)).await {
+        Ok(gw) => gw,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(get(port, "/", &key).await.expect("request").status, 200);
+    let r = get(port, "/", &key).await.expect("request");
+    assert_eq!(
+        (r.status, r.json()["error_code"].as_str()),
+        (429, Some("QUOTA_EXCEEDED"))
+    );
+    let keys = redis.cli(&["KEYS", "*"]);
+    assert!(keys.starts_with("{tollgate:monthly:quota:"), "{keys}");
+}

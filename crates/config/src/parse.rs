@@ -12,13 +12,13 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tollgate_limit::{AlgorithmKind, DEFAULT_MAX_KEYS};
+use tollgate_limit::{AlgorithmKind, Calendar, CalendarUnit, Rate, DEFAULT_MAX_KEYS};
 use toml::de::{DeTable, DeValue};
 
 const NOT_BUILT_ACCESS: &str = "access lists are not built yet in this version: remove [access]";
 const NOT_BUILT_TARPIT: &str = "tarpits are not built yet in this version: remove tarpit";
-const NOT_BUILT_QUOTA: &str =
-    "quotas are not built yet in this version: use rate (and burst) instead of quota";
+const NOT_BUILT_OVERAGE: &str =
+    "overage strategies (soft, overage, throttle) are not built yet in this version: quotas refuse at their limit";
 
 /// `base`: the directory relative file names in the config (key files) are read from.
 pub fn parse(text: &str, base: &Path) -> Result<Config, Vec<Problem>> {
@@ -324,6 +324,36 @@ fn jwt(cx: &mut Cx, mut t: Tbl, base: &Path) -> Option<JwtSettings> {
         leeway,
         header,
     })
+}
+
+/// `N/day`, `N/week`, `N/month`, `N/year`.
+fn parse_quota(s: &str) -> Option<(u64, CalendarUnit)> {
+    let (n, unit) = s.trim().split_once('/')?;
+    let n: u64 = n.trim().replace('_', "").parse().ok().filter(|n| *n >= 1)?;
+    let unit = match unit.trim() {
+        "day" => CalendarUnit::Day,
+        "week" => CalendarUnit::Week,
+        "month" => CalendarUnit::Month,
+        "year" => CalendarUnit::Year,
+        _ => return None,
+    };
+    Some((n, unit))
+}
+
+/// `+HH:MM` / `-HH:MM` (or `Z`) to seconds east of UTC.
+fn parse_utc_offset(s: &str) -> Option<i32> {
+    let s = s.trim();
+    if s == "Z" || s == "UTC" {
+        return Some(0);
+    }
+    let (sign, rest) = match s.as_bytes().first()? {
+        b'+' => (1, &s[1..]),
+        b'-' => (-1, &s[1..]),
+        _ => return None,
+    };
+    let (h, m) = rest.split_once(':')?;
+    let (h, m): (i32, i32) = (h.parse().ok()?, m.parse().ok()?);
+    (h <= 14 && m < 60 && h.to_string().len() <= 2).then_some(sign * (h * 3600 + m * 60))
 }
 
 fn on_error(cx: &mut Cx, path: &str, v: &Value) -> Option<OnError> {
@@ -819,14 +849,82 @@ fn limits(
                     cx.err(
                         &path,
                         l.span.clone(),
-                        "missing key \"rate\" (e.g. rate = \"10/s\")",
+                        "missing key \"rate\" (e.g. rate = \"10/s\") or \"quota\"",
                     );
-                } else {
-                    let qp = l.key_path("quota");
-                    let span = l.get("quota").map(|q| q.span()).unwrap_or(0..0);
-                    cx.err(&qp, span, NOT_BUILT_QUOTA);
                 }
                 None
+            }
+        };
+        // A quota: N per calendar period; counted like a fixed window on the calendar.
+        let mut calendar = None;
+        let mut upgrade_url = None;
+        let (algorithm, rate) = match l.get("quota") {
+            Some(qv) => {
+                let qp = l.key_path("quota");
+                let mut ok = true;
+                if let Some(rv) = l.get("rate") {
+                    cx.err(
+                        &l.key_path("rate"),
+                        rv.span(),
+                        "set either rate or quota, not both",
+                    );
+                    ok = false;
+                }
+                for k in ["algorithm", "burst"] {
+                    if let Some(v) = l.get(k) {
+                        cx.err(
+                            &l.key_path(k),
+                            v.span(),
+                            format!("{k} does not apply to a quota (N per calendar period)"),
+                        );
+                        ok = false;
+                    }
+                }
+                let offset = match l.get("utc_offset") {
+                    Some(v) => {
+                        let p = l.key_path("utc_offset");
+                        as_str(cx, &p, v).and_then(|s| match parse_utc_offset(s) {
+                            Some(o) => Some(o),
+                            None => {
+                                cx.err(&p, v.span(), format!("\"{s}\" is not a UTC offset: write \"+HH:MM\" or \"-HH:MM\", e.g. \"+02:00\""));
+                                None
+                            }
+                        })
+                    }
+                    None => Some(0),
+                };
+                if let Some(v) = l.get("upgrade_url") {
+                    upgrade_url = as_str(cx, &l.key_path("upgrade_url"), v).map(str::to_string);
+                }
+                let q = as_str(cx, &qp, qv).and_then(|s| match parse_quota(s) {
+                    Some(q) => Some(q),
+                    None => {
+                        cx.err(&qp, qv.span(), format!("\"{s}\" is not a quota: write N/day, N/week, N/month or N/year, e.g. \"10000/month\""));
+                        None
+                    }
+                });
+                match (q, offset, ok) {
+                    (Some((n, unit)), Some(offset_secs), true) => {
+                        calendar = Some(Calendar { unit, offset_secs });
+                        (
+                            Some(AlgorithmKind::Quota),
+                            Rate::new(n, Duration::from_secs(unit.nominal_secs())).ok(),
+                        )
+                    }
+                    _ => (None, None),
+                }
+            }
+            None => {
+                for k in ["utc_offset", "upgrade_url"] {
+                    if let Some(v) = l.get(k) {
+                        cx.err(
+                            &l.key_path(k),
+                            v.span(),
+                            format!("{k} applies only to a quota"),
+                        );
+                    }
+                }
+                (algorithm, rate)
             }
         };
         let burst = match l.get("burst") {
@@ -972,7 +1070,7 @@ fn limits(
                 ),
             }
         }
-        l.finish(cx, &[("quota", NOT_BUILT_QUOTA)]);
+        l.finish(cx, &[("overage", NOT_BUILT_OVERAGE)]);
         let valid = match (key, algorithm, rate, burst, delay, scope, on_err, max_keys) {
             (
                 Some(key),
@@ -994,6 +1092,8 @@ fn limits(
                 on_error,
                 shadow,
                 max_keys,
+                calendar,
+                upgrade_url,
             }),
             _ => None,
         };

@@ -160,6 +160,11 @@ pub struct LimitConfig {
     pub shadow: bool,
     /// Bound on keys held by this limit in one process.
     pub max_keys: usize,
+    /// Quotas: the calendar of their periods (then `rate` is N per nominal period and `burst`
+    /// is N).
+    pub calendar: Option<tollgate_limit::Calendar>,
+    /// Quotas: where a client refused for its quota can buy more.
+    pub upgrade_url: Option<String>,
 }
 
 impl LimitConfig {
@@ -170,6 +175,7 @@ impl LimitConfig {
             rate: self.rate,
             burst: self.burst,
             delay: self.delay,
+            calendar: self.calendar,
         }
     }
 
@@ -180,6 +186,7 @@ impl LimitConfig {
             && self.rate == other.rate
             && self.burst == other.burst
             && self.delay == other.delay
+            && self.calendar == other.calendar
             && self.scope == other.scope
             && self.max_keys == other.max_keys
     }

@@ -112,6 +112,27 @@ algorithm = "sliding_window"
 }
 
 #[test]
+fn quotas_on_calendar_periods() {
+    let c = ok("[limits.q]\nkey = \"header:x-api-key\"\nquota = \"10_000/month\"\nutc_offset = \"+02:00\"\nupgrade_url = \"https://example.com/up\"\n");
+    let l = &c.limits[0];
+    assert_eq!(l.algorithm, tollgate_limit::AlgorithmKind::Quota);
+    assert_eq!((l.burst, l.rate.count()), (10_000, 10_000));
+    assert_eq!(
+        l.calendar,
+        Some(tollgate_limit::Calendar {
+            unit: tollgate_limit::CalendarUnit::Month,
+            offset_secs: 7200
+        })
+    );
+    assert_eq!(l.upgrade_url.as_deref(), Some("https://example.com/up"));
+    let west = ok("[limits.q]\nkey = \"global\"\nquota = \"5/week\"\nutc_offset = \"-05:30\"\n");
+    assert_eq!(
+        west.limits[0].calendar.map(|c| c.offset_secs),
+        Some(-(5 * 3600 + 1800))
+    );
+}
+
+#[test]
 fn each_error_names_its_key_and_line() {
     let cases: &[(&str, &str)] = &[
         ("[server]\nthreads = 0\n", "f.toml: server.threads: must be between 1 and 1024, got 0 (line 2)"),
@@ -133,8 +154,13 @@ fn each_error_names_its_key_and_line() {
         ("[redis]\nurl = \"redis://a:1\"\n[limits.a]\nkey = \"global\"\nrate = \"2000000/s\"\nalgorithm = \"gcra\"\nscope = \"global\"\n", "f.toml: limits.a.rate: a global gcra or leaky_bucket decides in whole microseconds: at most 1000000/s per key (use token_bucket for more) (line 5)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\ndelay = 2\n", "f.toml: limits.a.delay: delay applies only to algorithm = \"leaky_bucket\" (line 4)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nalgorithm = \"sliding_log\"\nburst = 200000\n", "f.toml: limits.a.burst: must be between 1 and 100000, got 200000 (line 5)"),
-        ("[limits.a]\nkey = \"client_ip\"\n", "f.toml: limits.a: missing key \"rate\" (e.g. rate = \"10/s\") (line 1)"),
-        ("[limits.a]\nkey = \"client_ip\"\nquota = \"10000/month\"\n", "f.toml: limits.a.quota: quotas are not built yet in this version: use rate (and burst) instead of quota (line 3)"),
+        ("[limits.a]\nkey = \"client_ip\"\n", "f.toml: limits.a: missing key \"rate\" (e.g. rate = \"10/s\") or \"quota\" (line 1)"),
+        ("[limits.a]\nkey = \"client_ip\"\nquota = \"10000/fortnight\"\n", "f.toml: limits.a.quota: \"10000/fortnight\" is not a quota: write N/day, N/week, N/month or N/year, e.g. \"10000/month\" (line 3)"),
+        ("[limits.a]\nkey = \"client_ip\"\nquota = \"10/day\"\nrate = \"1/s\"\n", "f.toml: limits.a.rate: set either rate or quota, not both (line 4)"),
+        ("[limits.a]\nkey = \"client_ip\"\nquota = \"10/day\"\nburst = 5\n", "f.toml: limits.a.burst: burst does not apply to a quota (N per calendar period) (line 4)"),
+        ("[limits.a]\nkey = \"client_ip\"\nquota = \"10/day\"\nutc_offset = \"+25:00\"\n", "f.toml: limits.a.utc_offset: \"+25:00\" is not a UTC offset: write \"+HH:MM\" or \"-HH:MM\", e.g. \"+02:00\" (line 4)"),
+        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nupgrade_url = \"https://x\"\n", "f.toml: limits.a.upgrade_url: upgrade_url applies only to a quota (line 4)"),
+        ("[limits.a]\nkey = \"client_ip\"\nquota = \"10/day\"\noverage = \"soft\"\n", "f.toml: limits.a.overage: overage strategies (soft, overage, throttle) are not built yet in this version: quotas refuse at their limit (line 4)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nscope = \"global\"\n", "f.toml: limits.a.scope: scope \"global\" keeps state in Redis: add a [redis] section (url or cluster) (line 4)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\naction = \"tarpit\"\n", "f.toml: limits.a.action: action \"tarpit\" is not built yet in this version: use \"reject\" (line 4)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nburst = 0\n", "f.toml: limits.a.burst: must be between 1 and 1000000000, got 0 (line 4)"),

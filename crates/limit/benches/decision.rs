@@ -22,6 +22,7 @@ fn stores() -> Vec<(&'static str, Arc<dyn LocalLimiter>)> {
                 rate,
                 burst,
                 delay: burst,
+                calendar: None,
             };
             (algorithm.name(), spec.local(DEFAULT_MAX_KEYS))
         })

@@ -20,6 +20,8 @@ pub enum AlgorithmKind {
     FixedWindow,
     SlidingLog,
     LeakyBucket,
+    /// A calendar quota (`quota = "N/month"`): not named by `algorithm`, chosen by `quota`.
+    Quota,
 }
 
 impl AlgorithmKind {
@@ -40,6 +42,7 @@ impl AlgorithmKind {
             AlgorithmKind::FixedWindow => "fixed_window",
             AlgorithmKind::SlidingLog => "sliding_log",
             AlgorithmKind::LeakyBucket => "leaky_bucket",
+            AlgorithmKind::Quota => "quota",
         }
     }
 
@@ -51,7 +54,10 @@ impl AlgorithmKind {
     pub fn is_window(&self) -> bool {
         matches!(
             self,
-            AlgorithmKind::FixedWindow | AlgorithmKind::SlidingWindow | AlgorithmKind::SlidingLog
+            AlgorithmKind::FixedWindow
+                | AlgorithmKind::SlidingWindow
+                | AlgorithmKind::SlidingLog
+                | AlgorithmKind::Quota
         )
     }
 }

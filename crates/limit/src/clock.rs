@@ -12,6 +12,11 @@ pub const NANOS_PER_SEC: u64 = 1_000_000_000;
 /// A source of monotonic time. Implementations must be cheap: it is read once per request.
 pub trait Clock: Send + Sync + 'static {
     fn now(&self) -> Nanos;
+    /// Calendar time (nanoseconds since the Unix epoch), for quotas on calendar periods. A
+    /// manual clock's value is both.
+    fn unix_now(&self) -> Nanos {
+        self.now()
+    }
 }
 
 /// The real clock: `Instant` measured from the moment the clock was made.
@@ -45,6 +50,13 @@ impl Clock for MonotonicClock {
     fn now(&self) -> Nanos {
         // u64 nanoseconds last 584 years: saturate rather than wrap past that.
         u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn unix_now(&self) -> Nanos {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+            .unwrap_or(0)
     }
 }
 

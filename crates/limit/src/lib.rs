@@ -17,6 +17,7 @@
 //! backwards is treated as "no time passed", and a store at capacity evicts rather than grows.
 
 mod algorithm;
+mod calendar;
 mod cell;
 mod clock;
 mod decision;
@@ -26,10 +27,11 @@ mod verdict;
 mod windows;
 
 pub use algorithm::{Algorithm, AlgorithmKind, Gcra, LeakyBucket, TokenBucket, TokenBucketState};
+pub use calendar::{civil_from_days, days_from_civil, Calendar, CalendarUnit};
 pub use cell::{MutexCell, PairCell, StateCell};
 pub use clock::{Clock, ManualClock, MonotonicClock, Nanos, NANOS_PER_SEC};
 pub use decision::{ceil_secs, Decision, Rate, RateError};
 pub use spec::LimitSpec;
 pub use store::{KeyedStore, LocalLimiter, StoreStats, DEFAULT_MAX_KEYS};
 pub use verdict::{Cached, VerdictCache};
-pub use windows::{FixedWindow, Log, SlidingCounts, SlidingLog, SlidingWindow, WindowCount};
+pub use windows::{FixedWindow, Log, Quota, SlidingCounts, SlidingLog, SlidingWindow, WindowCount};

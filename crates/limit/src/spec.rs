@@ -1,9 +1,10 @@
 //! A limit's definition as the limiters need it, and the local limiter built from it.
 
 use crate::algorithm::{AlgorithmKind, Gcra, LeakyBucket, TokenBucket};
+use crate::calendar::Calendar;
 use crate::decision::Rate;
 use crate::store::{KeyedStore, LocalLimiter};
-use crate::windows::{FixedWindow, SlidingLog, SlidingWindow};
+use crate::windows::{FixedWindow, Quota, SlidingLog, SlidingWindow};
 use std::sync::Arc;
 
 /// Algorithm, rate and capacity: everything that decides, nothing about keys or actions. The
@@ -17,6 +18,8 @@ pub struct LimitSpec {
     pub burst: u64,
     /// Leaky bucket only: queued requests that pass without waiting (nginx's `delay=`).
     pub delay: u64,
+    /// Quotas only: the calendar of their periods (`burst` is the quota).
+    pub calendar: Option<Calendar>,
 }
 
 impl LimitSpec {
@@ -40,6 +43,13 @@ impl LimitSpec {
             }
             AlgorithmKind::SlidingLog => {
                 Arc::new(KeyedStore::new(SlidingLog::new(rate, burst), max_keys))
+            }
+            AlgorithmKind::Quota => {
+                let cal = self.calendar.unwrap_or(Calendar {
+                    unit: crate::calendar::CalendarUnit::Month,
+                    offset_secs: 0,
+                });
+                Arc::new(KeyedStore::new(Quota::new(cal, burst), max_keys))
             }
         }
     }

@@ -33,8 +33,8 @@ pub struct FixedWindow {
 /// The window's index and the units counted in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowCount {
-    index: u64,
-    count: u64,
+    pub(crate) index: u64,
+    pub(crate) count: u64,
 }
 
 impl From<WindowCount> for (u64, u64) {
@@ -365,5 +365,86 @@ impl Algorithm for SlidingLog {
 
     fn last_active(&self, log: &Log) -> Nanos {
         log.back().copied().unwrap_or(0)
+    }
+}
+
+/// A quota: `limit` units per calendar period (see [`crate::Calendar`]), counted like a fixed
+/// window whose windows are days, weeks, months or years. Its `now` is calendar time
+/// ([`crate::Clock::unix_now`]), not the monotonic clock of the other algorithms.
+#[derive(Debug, Clone, Copy)]
+pub struct Quota {
+    cal: crate::calendar::Calendar,
+    limit: u64,
+}
+
+impl Quota {
+    pub fn new(cal: crate::calendar::Calendar, limit: u64) -> Self {
+        Self {
+            cal,
+            limit: limit.max(1),
+        }
+    }
+
+    fn decide(&self, s: &WindowCount, now: Nanos, cost: u64) -> (Decision, WindowCount) {
+        let (index, end) = self.cal.period(now);
+        let left = end.saturating_sub(now).max(1);
+        let mut s = if s.index == index {
+            *s
+        } else {
+            WindowCount { index, count: 0 }
+        };
+        if s.count.saturating_add(cost) <= self.limit {
+            s.count += cost;
+            let d = Decision::Allow {
+                remaining: self.limit - s.count,
+                reset: left,
+                delay: 0,
+            };
+            (d, s)
+        } else {
+            (Decision::Deny { retry_after: left }, s)
+        }
+    }
+}
+
+impl Algorithm for Quota {
+    type State = WindowCount;
+    type Cell = PairCell<WindowCount>;
+
+    fn new_state(&self, now: Nanos) -> WindowCount {
+        WindowCount {
+            index: self.cal.period(now).0,
+            count: 0,
+        }
+    }
+
+    fn acquire(&self, state: &mut WindowCount, now: Nanos, cost: u64) -> Decision {
+        let (d, next) = self.decide(state, now, cost);
+        if d.is_allowed() {
+            *state = next;
+        }
+        d
+    }
+
+    fn peek(&self, state: &WindowCount, now: Nanos, cost: u64) -> Decision {
+        self.decide(state, now, cost).0
+    }
+
+    fn refund(&self, state: &mut WindowCount, now: Nanos, cost: u64) {
+        if state.index == self.cal.period(now).0 {
+            state.count = state.count.saturating_sub(cost);
+        }
+    }
+
+    fn at_rest(&self, state: &WindowCount, now: Nanos) -> bool {
+        state.count == 0 || state.index != self.cal.period(now).0
+    }
+
+    fn last_active(&self, state: &WindowCount) -> Nanos {
+        // Older periods first; within one, the most used are kept longest.
+        state
+            .index
+            .saturating_mul(1 << 32)
+            .saturating_add(state.count)
     }
 }

@@ -259,6 +259,7 @@ fn spec(
         rate,
         burst,
         delay,
+        calendar: None,
     }
     .local(1000)
 }
@@ -410,6 +411,7 @@ fn a_share_divides_rate_and_burst_between_instances() {
         rate: Rate::new(1, Duration::from_secs(3600)).expect("rate"),
         burst: 6,
         delay: 0,
+        calendar: None,
     };
     let share = s.share(4);
     assert_eq!(share.rate.period(), Duration::from_secs(4 * 3600));
@@ -444,4 +446,121 @@ fn the_verdict_cache_answers_until_expiry_and_stays_bounded() {
     assert!(c.peek(last, 500).is_some());
     c.remove(last);
     assert_eq!(c.peek(last, 500), None);
+}
+
+const DAY: u64 = 86_400 * SEC;
+
+fn unix(y: i64, m: u32, d: u32, secs: u64) -> Nanos {
+    days_from_civil(y, m, d) as u64 * DAY + secs * SEC
+}
+
+#[test]
+fn the_calendar_knows_month_ends_leap_days_and_weeks() {
+    assert_eq!(days_from_civil(1970, 1, 1), 0);
+    assert_eq!(civil_from_days(days_from_civil(2024, 2, 29)), (2024, 2, 29));
+    assert_eq!(
+        days_from_civil(2024, 3, 1) - days_from_civil(2024, 2, 28),
+        2,
+        "2024 leaps"
+    );
+    assert_eq!(
+        days_from_civil(2100, 3, 1) - days_from_civil(2100, 2, 28),
+        1,
+        "2100 does not"
+    );
+    assert_eq!(
+        days_from_civil(2000, 3, 1) - days_from_civil(2000, 2, 28),
+        2,
+        "2000 does"
+    );
+    for z in -800_000..800_000i64 {
+        let (y, m, d) = civil_from_days(z);
+        assert_eq!(days_from_civil(y, m, d), z);
+    }
+    let month = Calendar {
+        unit: CalendarUnit::Month,
+        offset_secs: 0,
+    };
+    // Mid-February 2024 ends at March 1st 00:00 UTC; the leap day is inside.
+    let (feb, end) = month.period(unix(2024, 2, 15, 3600));
+    assert_eq!(end, unix(2024, 3, 1, 0));
+    assert_eq!(month.period(unix(2024, 2, 29, 86_399)).0, feb);
+    assert_eq!(month.period(unix(2024, 3, 1, 0)).0, feb + 1);
+    // December rolls into the next year.
+    assert_eq!(month.period(unix(2025, 12, 31, 10)).1, unix(2026, 1, 1, 0));
+    // At UTC+02:00 the month starts two hours earlier in UTC.
+    let east = Calendar {
+        unit: CalendarUnit::Month,
+        offset_secs: 7200,
+    };
+    assert_eq!(
+        east.period(unix(2024, 2, 15, 0)).1,
+        unix(2024, 2, 29, 22 * 3600)
+    );
+    assert_eq!(
+        east.period(unix(2024, 2, 29, 22 * 3600)).0,
+        east.period(unix(2024, 3, 10, 0)).0,
+        "22:00 UTC on the 29th is March at UTC+2"
+    );
+    // ISO weeks start on Monday: 2024-03-04 was a Monday.
+    let week = Calendar {
+        unit: CalendarUnit::Week,
+        offset_secs: 0,
+    };
+    assert_eq!(week.period(unix(2024, 3, 6, 0)).1, unix(2024, 3, 11, 0));
+    assert_eq!(
+        week.period(unix(2024, 3, 4, 0)).0,
+        week.period(unix(2024, 3, 10, 86_399)).0
+    );
+    let year = Calendar {
+        unit: CalendarUnit::Year,
+        offset_secs: -5 * 3600,
+    };
+    assert_eq!(
+        year.period(unix(2024, 6, 1, 0)).1,
+        unix(2025, 1, 1, 5 * 3600)
+    );
+    let day = Calendar {
+        unit: CalendarUnit::Day,
+        offset_secs: 0,
+    };
+    assert_eq!(day.period(unix(2024, 2, 29, 5)).1, unix(2024, 3, 1, 0));
+}
+
+#[test]
+fn a_monthly_quota_renews_on_the_first_and_counts_the_leap_day_in_february() {
+    let spec = LimitSpec {
+        algorithm: AlgorithmKind::Quota,
+        rate: Rate::new(3, Duration::from_secs(30 * 86_400)).expect("rate"),
+        burst: 3,
+        delay: 0,
+        calendar: Some(Calendar {
+            unit: CalendarUnit::Month,
+            offset_secs: 0,
+        }),
+    };
+    let q = spec.local(1000);
+    let clock = ManualClock::new(unix(2024, 2, 28, 12 * 3600));
+    assert_eq!(allow(q.acquire(1, clock.now(), 1)).0, 2);
+    clock.advance(Duration::from_secs(86_400)); // the leap day: still February
+    assert_eq!(allow(q.acquire(1, clock.now(), 2)).0, 0);
+    let wait = deny(q.acquire(1, clock.now(), 1));
+    assert_eq!(
+        wait,
+        unix(2024, 3, 1, 0) - clock.now(),
+        "until March 1st, 00:00 UTC"
+    );
+    clock.advance(Duration::from_nanos(wait - 1));
+    assert!(
+        !q.acquire(1, clock.now(), 1).is_allowed(),
+        "not a nanosecond early"
+    );
+    clock.advance(Duration::from_nanos(1));
+    assert_eq!(
+        allow(q.acquire(1, clock.now(), 1)).0,
+        2,
+        "March has its own 3"
+    );
+    // Another key has its own quota.
+    assert!(q.acquire(2, clock.now(), 3).is_allowed());
 }

@@ -22,6 +22,7 @@ fn limiter(kind: u8, rate: Rate, burst: u64) -> std::sync::Arc<dyn LocalLimiter>
         rate,
         burst,
         delay: burst,
+        calendar: None,
     }
     .local(16)
 }

@@ -42,6 +42,8 @@ pub struct Plan {
     v: Verdict,
     route: usize,
     now: Nanos,
+    /// Calendar time, for quotas.
+    unix: Nanos,
     keys: [u64; MAX_LIMITS_PER_ROUTE],
     /// Positions that took a unit (locally, or from a global limit's local fallback).
     taken: u32,
@@ -96,12 +98,14 @@ pub fn decide_local(
     hasher: &KeyHasher,
     input: &KeyInput,
     now: Nanos,
+    unix: Nanos,
 ) -> Plan {
     let limits = &rt.routes[route].cfg.limits;
     let mut p = Plan {
         v: Verdict::default(),
         route,
         now,
+        unix,
         keys: [0; MAX_LIMITS_PER_ROUTE],
         taken: 0,
         taken_global: 0,
@@ -116,7 +120,7 @@ pub fn decide_local(
         };
         p.keys[pos] = key;
         let d = match &l.state {
-            LimitState::Local(limiter) => limiter.acquire(key, now, 1),
+            LimitState::Local(limiter) => limiter.acquire(key, l.time(now, unix), 1),
             LimitState::Global(g) => match g.cache.check(key, now, g.probe_hold) {
                 Cached::Refused(wait) => {
                     g.cache_hits.inc();
@@ -160,10 +164,12 @@ pub fn decide_local(
                         continue;
                     };
                     let wait = match &l2.state {
-                        LimitState::Local(limiter) => match limiter.peek(k, now, 1) {
-                            Decision::Deny { retry_after } => Some(retry_after),
-                            Decision::Allow { .. } => None,
-                        },
+                        LimitState::Local(limiter) => {
+                            match limiter.peek(k, l2.time(now, unix), 1) {
+                                Decision::Deny { retry_after } => Some(retry_after),
+                                Decision::Allow { .. } => None,
+                            }
+                        }
                         LimitState::Global(g) => g.cache.peek(k, now),
                     };
                     if let Some(r2) = wait {
@@ -254,7 +260,7 @@ pub async fn decide_global(rt: &Runtime, mut p: Plan, clock: &dyn Clock) -> Verd
                 g.fallbacks.inc();
                 match (g.on_error, &g.fallback) {
                     (OnError::Local, Some(local)) => {
-                        let d = local.acquire(key, now, 1);
+                        let d = local.acquire(key, l.time(now, clock.unix_now()), 1);
                         if d.is_allowed() {
                             p.taken |= 1 << pos;
                         }
@@ -298,11 +304,13 @@ fn give_back(rt: &Runtime, p: &mut Plan) {
     for (pos, &li) in limits.iter().enumerate() {
         let bit = 1 << pos;
         let key = p.keys[pos];
-        match &rt.limits[li].state {
-            LimitState::Local(limiter) if p.taken & bit != 0 => limiter.refund(key, p.now, 1),
+        let l = &rt.limits[li];
+        let t = l.time(p.now, p.unix);
+        match &l.state {
+            LimitState::Local(limiter) if p.taken & bit != 0 => limiter.refund(key, t, 1),
             LimitState::Global(g) if p.taken & bit != 0 => {
                 if let Some(local) = &g.fallback {
-                    local.refund(key, p.now, 1);
+                    local.refund(key, t, 1);
                 }
             }
             LimitState::Global(g) if p.taken_global & bit != 0 => {
@@ -336,7 +344,7 @@ mod tests {
 
     /// Local limits only: the local step settles every request.
     fn decide(rt: &Runtime, route: usize, h: &KeyHasher, input: &KeyInput, now: Nanos) -> Verdict {
-        decide_local(rt, route, h, input, now)
+        decide_local(rt, route, h, input, now, now)
             .settled()
             .expect("no global limits")
     }
@@ -488,7 +496,7 @@ on_error = "closed"
         let clock = tollgate_limit::ManualClock::new(1_000_000_000_000);
         let calls = || fake.calls.load(std::sync::atomic::Ordering::SeqCst);
         let run = |route: usize| {
-            let plan = decide_local(&rt, route, &h, &input, clock.now());
+            let plan = decide_local(&rt, route, &h, &input, clock.now(), clock.unix_now());
             decide_global(&rt, plan, &clock)
         };
         // Refused by the store once, then from memory.

@@ -19,6 +19,8 @@ pub enum Problem {
     LimiterUnavailable,
     /// A bearer token on a route keyed by its claims did not verify.
     InvalidToken,
+    /// A calendar quota is used up for its period.
+    QuotaExceeded,
 }
 
 impl Problem {
@@ -32,6 +34,7 @@ impl Problem {
             Problem::Internal => 500,
             Problem::LimiterUnavailable => 503,
             Problem::InvalidToken => 401,
+            Problem::QuotaExceeded => 429,
         }
     }
 
@@ -57,6 +60,7 @@ impl Problem {
                 "RATE_LIMITER_UNAVAILABLE",
             ),
             Problem::InvalidToken => ("invalid-token", "Unauthorized", "INVALID_TOKEN"),
+            Problem::QuotaExceeded => ("quota-exceeded", "Too Many Requests", "QUOTA_EXCEEDED"),
         }
     }
 

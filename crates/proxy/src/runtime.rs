@@ -53,11 +53,29 @@ pub struct GlobalRt {
 pub struct LimitRt {
     pub cfg: LimitConfig,
     pub state: LimitState,
+    /// A calendar quota: decided on calendar time, refused as QUOTA_EXCEEDED.
+    pub quota: bool,
     /// This limit never refuses (per-limit shadow or `[server] shadow`).
     pub shadow: bool,
     /// The policy name as a Structured Fields string.
     pub name_sf: String,
     pub shadow_counter: IntCounter,
+}
+
+impl LimitRt {
+    /// The time this limit decides on: calendar time for quotas, the monotonic clock else.
+    #[inline]
+    pub fn time(
+        &self,
+        now: tollgate_limit::Nanos,
+        unix: tollgate_limit::Nanos,
+    ) -> tollgate_limit::Nanos {
+        if self.quota {
+            unix
+        } else {
+            now
+        }
+    }
 }
 
 pub struct UpstreamRt {
@@ -215,6 +233,7 @@ impl Runtime {
             let prev = previous.and_then(|p| p.limits.iter().find(|l| l.cfg.name == cfg.name));
             limits.push(LimitRt {
                 state: limit_state(cfg, prev, &config, store, metrics)?,
+                quota: cfg.algorithm == tollgate_limit::AlgorithmKind::Quota,
                 shadow: cfg.shadow || shadow_all,
                 name_sf: sf_string(&cfg.name),
                 shadow_counter: metrics.shadow_exceeded.with_label_values(&[&cfg.name]),
@@ -261,11 +280,14 @@ impl Runtime {
                 .limits
                 .iter()
                 .map(|&i| {
-                    metrics.rejected.with_label_values(&[
-                        "rate_limit",
-                        &cfg.name,
-                        &limits[i].cfg.name,
-                    ])
+                    let reason = if limits[i].quota {
+                        "quota"
+                    } else {
+                        "rate_limit"
+                    };
+                    metrics
+                        .rejected
+                        .with_label_values(&[reason, &cfg.name, &limits[i].cfg.name])
                 })
                 .collect();
             let needs_jwt = cfg.limits.iter().any(|&i| {

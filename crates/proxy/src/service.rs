@@ -214,6 +214,30 @@ impl Gateway {
         if let Some(pos) = rt.routes[route].cfg.limits.iter().position(|&i| i == limit) {
             rt.routes[route].rejected[pos].inc();
         }
+        let retry = [("retry-after", HeaderValue::from(secs))];
+        if l.quota {
+            let detail = format!(
+                "Quota \"{}\" used up for this period: it renews in {secs} s.",
+                l.cfg.name
+            );
+            let mut extra = vec![
+                ("limit", Extra::Str(&l.cfg.name)),
+                ("retry_after", Extra::Int(secs)),
+            ];
+            if let Some(url) = &l.cfg.upgrade_url {
+                extra.push(("upgrade_url", Extra::Str(url)));
+            }
+            return self
+                .problem(
+                    session,
+                    ctx,
+                    Problem::QuotaExceeded,
+                    &detail,
+                    &extra,
+                    &retry,
+                )
+                .await;
+        }
         let detail = format!("Rate limit \"{}\" exceeded: retry in {secs} s.", l.cfg.name);
         self.problem(
             session,
@@ -224,7 +248,7 @@ impl Gateway {
                 ("limit", Extra::Str(&l.cfg.name)),
                 ("retry_after", Extra::Int(secs)),
             ],
-            &[("retry-after", HeaderValue::from(secs))],
+            &retry,
         )
         .await
     }
@@ -372,12 +396,14 @@ impl ProxyHttp for Gateway {
                 route: route as u32,
                 claims: claims.as_ref(),
             };
+            let clock = &self.shared.clock;
             let plan = decide_local(
                 &rt,
                 route,
                 &self.shared.hasher,
                 &input,
-                self.shared.clock.now(),
+                clock.now(),
+                clock.unix_now(),
             );
             let verdict = match plan.settled() {
                 Some(v) => v,

@@ -143,7 +143,7 @@ pub struct RedisStore {
     slots: Box<[Arc<Slot>]>,
     /// Connections made before this epoch are replaced on their next use.
     epoch: AtomicU64,
-    /// By `AlgorithmKind::ALL` order; each knows its SHA1 for EVALSHA.
+    /// In `KINDS` order; each knows its SHA1 for EVALSHA.
     scripts: Vec<redis::Script>,
     timeout: Duration,
     breaker: Breaker,
@@ -159,11 +159,19 @@ pub struct RedisStore {
 
 const ERROR_KINDS: [&str; 5] = ["timeout", "circuit_open", "connection", "redis", "reply"];
 
+/// Every script, in one order: the six algorithms, then the quota.
+const KINDS: [AlgorithmKind; 7] = [
+    AlgorithmKind::TokenBucket,
+    AlgorithmKind::Gcra,
+    AlgorithmKind::SlidingWindow,
+    AlgorithmKind::FixedWindow,
+    AlgorithmKind::SlidingLog,
+    AlgorithmKind::LeakyBucket,
+    AlgorithmKind::Quota,
+];
+
 fn script_index(kind: AlgorithmKind) -> usize {
-    AlgorithmKind::ALL
-        .iter()
-        .position(|k| *k == kind)
-        .unwrap_or(0)
+    KINDS.iter().position(|k| *k == kind).unwrap_or(0)
 }
 
 /// A small number per thread, so each worker thread uses its own connection.
@@ -226,7 +234,7 @@ impl RedisStore {
                 .map(|_| Arc::new(Slot::default()))
                 .collect(),
             epoch: AtomicU64::new(0),
-            scripts: AlgorithmKind::ALL
+            scripts: KINDS
                 .iter()
                 .map(|k| redis::Script::new(script_source(*k)))
                 .collect(),
@@ -318,6 +326,9 @@ impl RedisStore {
             .arg(cost)
             .arg(mode)
             .arg(spec.delay);
+        if let Some(cal) = spec.calendar {
+            inv.arg(cal.unit.code()).arg(cal.offset_secs);
+        }
         let reply: Vec<i64> = match self.conn().await? {
             Conn::Single(mut c) => inv.invoke_async(&mut c).await?,
             Conn::Cluster(mut c) => inv.invoke_async(&mut c).await?,

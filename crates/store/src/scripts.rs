@@ -25,6 +25,7 @@ pub fn script_source(kind: AlgorithmKind) -> &'static str {
         AlgorithmKind::SlidingWindow => script!("sliding_window"),
         AlgorithmKind::SlidingLog => script!("sliding_log"),
         AlgorithmKind::LeakyBucket => script!("leaky_bucket"),
+        AlgorithmKind::Quota => script!("quota"),
     }
 }
 

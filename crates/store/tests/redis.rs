@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tollgate_limit::{AlgorithmKind, Clock, Decision, LimitSpec, ManualClock, Rate};
+use tollgate_limit::{
+    AlgorithmKind, Calendar, CalendarUnit, Clock, Decision, LimitSpec, ManualClock, Rate,
+};
 use tollgate_store::*;
 use tollgate_testkit::{RedisCluster, RedisServer, StallingProxy};
 
@@ -29,6 +31,7 @@ fn spec(algorithm: AlgorithmKind, count: u64, period: Duration, burst: u64) -> L
         rate: Rate::new(count, period).expect("rate"),
         burst,
         delay: 0,
+        calendar: None,
     }
 }
 
@@ -433,4 +436,61 @@ async fn a_limit_whose_algorithm_changes_starts_afresh_without_errors() {
     }
     assert_eq!(r.cli(&["KEYS", "*"]).lines().count(), 6);
     assert!(s.is_up());
+}
+
+#[tokio::test]
+async fn the_quota_script_ends_periods_where_the_rust_calendar_does() {
+    let r = RedisServer::start().expect("redis-server");
+    let s = store(&r);
+    for unit in [
+        CalendarUnit::Day,
+        CalendarUnit::Week,
+        CalendarUnit::Month,
+        CalendarUnit::Year,
+    ] {
+        for offset_secs in [0, 7200, -5 * 3600 - 1800, 14 * 3600] {
+            let cal = Calendar { unit, offset_secs };
+            let sp = LimitSpec {
+                algorithm: AlgorithmKind::Quota,
+                rate: Rate::new(2, Duration::from_secs(unit.nominal_secs())).expect("rate"),
+                burst: 2,
+                delay: 0,
+                calendar: Some(cal),
+            };
+            let k = key(
+                "quota",
+                (offset_secs as i64 + 100_000) as u64 * 10
+                    + unit.code().len() as u64
+                    + unit.nominal_secs(),
+            );
+            let now_ns = (redis_now_us(&r) * 1000.0) as u64;
+            let (_, end) = cal.period(now_ns);
+            let reset = match acquire(&s, &sp, k, 1).await {
+                Decision::Allow {
+                    remaining, reset, ..
+                } => {
+                    assert_eq!(remaining, 1);
+                    reset
+                }
+                d => panic!("{d:?}"),
+            };
+            let lua_end = now_ns + reset;
+            assert!(
+                lua_end.abs_diff(end) < 1_000_000_000,
+                "{unit:?} at {offset_secs}: script ends at {lua_end}, Rust at {end}"
+            );
+            assert!(acquire(&s, &sp, k, 1).await.is_allowed());
+            match acquire(&s, &sp, k, 1).await {
+                Decision::Deny { retry_after } => {
+                    assert!(retry_after.abs_diff(reset) < 1_000_000_000)
+                }
+                d => panic!("{unit:?}: the third is over the quota: {d:?}"),
+            }
+            let ttl: i64 = r
+                .cli(&["PTTL", &k.redis_key(AlgorithmKind::Quota)])
+                .parse()
+                .unwrap_or(-3);
+            assert!(ttl > 0, "{unit:?}: PTTL {ttl}");
+        }
+    }
 }
