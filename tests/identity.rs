@@ -314,3 +314,53 @@ async fn a_global_quota_survives_a_gateway_restart() {
     let keys = redis.cli(&["KEYS", "*"]);
     assert!(keys.starts_with("{tollgate:monthly:quota:"), "{keys}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_headers_on_request_and_retry_after_jitter_spreads_returns() {
+    let (port, admin) = (free_port(), free_port());
+    let toml = format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+legacy_headers = true
+[[routes]]
+name = "api"
+path_prefix = "/"
+respond = {{ status = 200, body = "ok" }}
+limits = ["hourly"]
+[limits.hourly]
+key = "client_ip"
+rate = "1/h"
+burst = 1
+retry_after_jitter = "10s"
+"#
+    );
+    let _gw = match GatewayProc::start(Path::new(BIN), &toml, port, Some(admin)).await {
+        Ok(gw) => gw,
+        Err(e) => panic!("{e}"),
+    };
+    let r = get(port, "/", &[]).await.expect("request");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-ratelimit-limit"), Some("1"));
+    assert_eq!(r.header("x-ratelimit-remaining"), Some("0"));
+    assert_eq!(r.header("x-ratelimit-reset"), Some("3600"));
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..30 {
+        let r = get(port, "/", &[]).await.expect("request");
+        assert_eq!(r.status, 429);
+        let secs: u64 = r
+            .header("retry-after")
+            .and_then(|v| v.parse().ok())
+            .expect("retry-after");
+        // Never earlier than the limit allows, at most the jitter later.
+        assert!((3599..=3610).contains(&secs), "{secs}");
+        assert_eq!(r.json()["retry_after"], secs);
+        assert_eq!(
+            r.header("x-ratelimit-reset"),
+            Some(secs.to_string().as_str())
+        );
+        seen.insert(secs);
+    }
+    assert!(seen.len() > 3, "spread over the jitter window: {seen:?}");
+}

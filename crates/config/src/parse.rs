@@ -490,6 +490,7 @@ fn server_defaults() -> ServerConfig {
         upgrade_sock: PathBuf::from("/tmp/tollgate_upgrade.sock"),
         h2c: true,
         access_log: false,
+        legacy_headers: false,
     }
 }
 
@@ -581,6 +582,9 @@ fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
     }
     if let Some(v) = t.get("access_log") {
         s.access_log = as_bool(cx, &t.key_path("access_log"), v).unwrap_or(false);
+    }
+    if let Some(v) = t.get("legacy_headers") {
+        s.legacy_headers = as_bool(cx, &t.key_path("legacy_headers"), v).unwrap_or(false);
     }
     t.finish(cx, &[]);
     s
@@ -1044,6 +1048,20 @@ fn limits(
             }
             None => Some(redis.map_or(OnError::Open, |r| r.on_error)),
         };
+        let retry_after_jitter = match l.get("retry_after_jitter") {
+            Some(v) => {
+                let p = l.key_path("retry_after_jitter");
+                duration(cx, &p, v).and_then(|d| {
+                    if d > Duration::from_secs(3600) {
+                        cx.err(&p, v.span(), "at most 1h");
+                        None
+                    } else {
+                        Some(d)
+                    }
+                })
+            }
+            None => Some(Duration::ZERO),
+        };
         let shadow = match l.get("shadow") {
             Some(v) => as_bool(cx, &l.key_path("shadow"), v).unwrap_or(false),
             None => false,
@@ -1094,6 +1112,7 @@ fn limits(
                 max_keys,
                 calendar,
                 upgrade_url,
+                retry_after_jitter: retry_after_jitter.unwrap_or_default(),
             }),
             _ => None,
         };

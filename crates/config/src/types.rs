@@ -103,6 +103,8 @@ pub struct ServerConfig {
     pub h2c: bool,
     /// One structured log line per request.
     pub access_log: bool,
+    /// Also send X-RateLimit-Limit / -Remaining / -Reset (for clients that expect them).
+    pub legacy_headers: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -165,6 +167,9 @@ pub struct LimitConfig {
     pub calendar: Option<tollgate_limit::Calendar>,
     /// Quotas: where a client refused for its quota can buy more.
     pub upgrade_url: Option<String>,
+    /// Up to this much is added at random to a refusal's Retry-After, so that clients refused
+    /// together do not all return at the same instant.
+    pub retry_after_jitter: Duration,
 }
 
 impl LimitConfig {

@@ -76,6 +76,8 @@ pub struct Ctx {
     peer: IpAddr,
     /// The RateLimit field for the response.
     ratelimit: Option<HeaderValue>,
+    /// The same as (limit, remaining, reset seconds), for the legacy X-RateLimit-* headers.
+    legacy: Option<(u64, u64, u64)>,
     /// A shadow limit would have refused: the upstream is told.
     shadow_exceeded: bool,
     tries: usize,
@@ -119,6 +121,13 @@ impl Ctx {
         }
         if let Some(v) = &self.ratelimit {
             resp.insert_header("ratelimit", v.clone())?;
+        }
+        if let (Some((limit, remaining, reset)), Some(rt)) = (self.legacy, &self.rt) {
+            if rt.config.server.legacy_headers {
+                resp.insert_header("x-ratelimit-limit", HeaderValue::from(limit))?;
+                resp.insert_header("x-ratelimit-remaining", HeaderValue::from(remaining))?;
+                resp.insert_header("x-ratelimit-reset", HeaderValue::from(reset))?;
+            }
         }
         Ok(())
     }
@@ -209,8 +218,16 @@ impl Gateway {
     ) -> Result<()> {
         let l = &rt.limits[limit];
         // Retry-After is whole seconds and at least 1: a client that waits that long passes.
-        let secs = ceil_secs(wait).max(1);
+        // Jitter only adds: a jittered client still passes when it returns.
+        let jitter = l.cfg.retry_after_jitter.as_secs();
+        let secs = ceil_secs(wait).max(1)
+            + if jitter > 0 {
+                fastrand::u64(0..=jitter)
+            } else {
+                0
+            };
         ctx.ratelimit = ratelimit_value(&l.name_sf, 0, secs);
+        ctx.legacy = Some((l.cfg.rate.count(), 0, secs));
         if let Some(pos) = rt.routes[route].cfg.limits.iter().position(|&i| i == limit) {
             rt.routes[route].rejected[pos].inc();
         }
@@ -288,6 +305,7 @@ impl Gateway {
             let l = &rt.limits[li];
             let t = ceil_secs(reset);
             ctx.ratelimit = ratelimit_value(&l.name_sf, remaining, t);
+            ctx.legacy = Some((l.cfg.rate.count(), remaining, t));
         }
         if v.shadow_exceeded != 0 {
             ctx.shadow_exceeded = true;
@@ -326,6 +344,7 @@ impl ProxyHttp for Gateway {
             request_id: HeaderValue::from_static(""),
             peer: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             ratelimit: None,
+            legacy: None,
             shadow_exceeded: false,
             tries: 0,
         }
