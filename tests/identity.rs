@@ -364,3 +364,112 @@ retry_after_jitter = "10s"
     }
     assert!(seen.len() > 3, "spread over the jitter window: {seen:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_overage_strategy_answers_as_configured() {
+    let (port, admin) = (free_port(), free_port());
+    let mut toml =
+        format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\nadmin = \"127.0.0.1:{admin}\"\n");
+    for (name, quota, extra) in [
+        ("soft", 10, "overage = \"soft\"\nsoft_limit_percent = 10"),
+        ("overage", 3, "overage = \"overage\""),
+        (
+            "throttle",
+            2,
+            "overage = \"throttle\"\nthrottle_rate = \"1/h\"",
+        ),
+        ("hard", 20, ""),
+    ] {
+        toml += &format!(
+            r#"
+[[routes]]
+name = "{name}"
+path_prefix = "/{name}"
+respond = {{ status = 200, body = "ok" }}
+limits = ["{name}"]
+[limits.{name}]
+key = "header:x-api-key"
+quota = "{quota}/day"
+{extra}
+"#
+        );
+    }
+    let _gw = match GatewayProc::start(Path::new(BIN), &toml, port, Some(admin)).await {
+        Ok(gw) => gw,
+        Err(e) => panic!("{e}"),
+    };
+    let key = [("x-api-key", "k")];
+    let run = |path: &'static str, n: usize| async move {
+        let mut out = Vec::new();
+        let mut c = Conn::open(port).await.expect("connect");
+        for _ in 0..n {
+            let r = c.send("GET", path, &key, "").await.expect("request");
+            out.push((r.status, r.header("x-quota-warning").map(str::to_string), r));
+        }
+        out
+    };
+    // soft: 10 + 10 % = 11 admitted, the 11th with a warning, then QUOTA_EXCEEDED.
+    let soft = run("/soft", 13).await;
+    let codes: Vec<u16> = soft.iter().map(|r| r.0).collect();
+    assert_eq!(codes, [vec![200; 11], vec![429; 2]].concat());
+    assert!(soft[..10].iter().all(|r| r.1.is_none()));
+    assert_eq!(
+        soft[10].1.as_deref(),
+        Some("quota \"soft\" exceeded: 11 of 10 used this period")
+    );
+    assert_eq!(soft[11].2.json()["error_code"], "QUOTA_EXCEEDED");
+    // overage: never refused, every unit past 3 counted.
+    let over = run("/overage", 6).await;
+    assert!(over.iter().all(|r| r.0 == 200));
+    assert_eq!(over.iter().filter(|r| r.1.is_some()).count(), 3);
+    assert!(over[5]
+        .2
+        .header("ratelimit")
+        .is_some_and(|v| v.contains("r=0")));
+    // throttle: 2 in the quota, then the reduced rate's one, then refused until it refills.
+    let thr = run("/throttle", 5).await;
+    let codes: Vec<u16> = thr.iter().map(|r| r.0).collect();
+    assert_eq!(codes, vec![200, 200, 200, 429, 429]);
+    assert!(thr[2].1.is_some());
+    let retry: u64 = thr[3]
+        .2
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .expect("retry");
+    assert!(
+        (3500..=3600).contains(&retry),
+        "the throttle's wait: {retry}"
+    );
+    // hard, with the usage thresholds crossed once each.
+    let hard = run("/hard", 21).await;
+    assert_eq!(hard.iter().filter(|r| r.0 == 200).count(), 20);
+    let m = get(admin, "/metrics", &[]).await.expect("metrics").body;
+    let crossed = |limit: &str, t: &str| {
+        metric(
+            &m,
+            "tollgate_quota_usage_crossed_total",
+            &[&format!("limit=\"{limit}\""), &format!("threshold=\"{t}\"")],
+        )
+    };
+    assert_eq!(
+        (
+            crossed("hard", "80"),
+            crossed("hard", "95"),
+            crossed("hard", "100")
+        ),
+        (1.0, 1.0, 1.0)
+    );
+    assert_eq!(crossed("soft", "100"), 1.0);
+    assert_eq!(
+        metric(&m, "tollgate_quota_overage_total", &["limit=\"overage\""]),
+        3.0
+    );
+    assert_eq!(
+        metric(&m, "tollgate_quota_overage_total", &["limit=\"soft\""]),
+        1.0
+    );
+    assert_eq!(
+        metric(&m, "tollgate_quota_overage_total", &["limit=\"throttle\""]),
+        1.0
+    );
+}

@@ -17,8 +17,6 @@ use toml::de::{DeTable, DeValue};
 
 const NOT_BUILT_ACCESS: &str = "access lists are not built yet in this version: remove [access]";
 const NOT_BUILT_TARPIT: &str = "tarpits are not built yet in this version: remove tarpit";
-const NOT_BUILT_OVERAGE: &str =
-    "overage strategies (soft, overage, throttle) are not built yet in this version: quotas refuse at their limit";
 
 /// `base`: the directory relative file names in the config (key files) are read from.
 pub fn parse(text: &str, base: &Path) -> Result<Config, Vec<Problem>> {
@@ -1088,7 +1086,78 @@ fn limits(
                 ),
             }
         }
-        l.finish(cx, &[("overage", NOT_BUILT_OVERAGE)]);
+        let overage = match (l.get("overage"), calendar.is_some()) {
+            (Some(v), false) => {
+                cx.err(
+                    &l.key_path("overage"),
+                    v.span(),
+                    "overage applies only to a quota",
+                );
+                None
+            }
+            (Some(v), true) => {
+                let p = l.key_path("overage");
+                match as_str(cx, &p, v) {
+                    Some("hard") => Some(Overage::Hard),
+                    Some("soft") => match l.get("soft_limit_percent") {
+                        Some(pv) => as_int_in(cx, &l.key_path("soft_limit_percent"), pv, 1, 1000)
+                            .map(|n| Overage::Soft(n as u32)),
+                        None => Some(Overage::Soft(10)),
+                    },
+                    Some("overage") => Some(Overage::Count),
+                    Some("throttle") => match l.get("throttle_rate") {
+                        Some(rv) => {
+                            let rp = l.key_path("throttle_rate");
+                            as_str(cx, &rp, rv).and_then(|s| match parse_rate(s) {
+                                Ok(r) => Some(Overage::Throttle(r)),
+                                Err(e) => {
+                                    cx.err(&rp, rv.span(), e);
+                                    None
+                                }
+                            })
+                        }
+                        None => {
+                            cx.err(&p, v.span(), "overage \"throttle\" needs throttle_rate (e.g. throttle_rate = \"1/s\")");
+                            None
+                        }
+                    },
+                    Some(other) => {
+                        cx.err(
+                            &p,
+                            v.span(),
+                            format!(
+                                "unknown overage \"{other}\" (hard, soft, overage or throttle)"
+                            ),
+                        );
+                        None
+                    }
+                    None => None,
+                }
+            }
+            (None, _) => Some(Overage::Hard),
+        };
+        let want = |o: &Option<Overage>, k: &str| match (k, o) {
+            ("soft_limit_percent", Some(Overage::Soft(_))) => true,
+            ("throttle_rate", Some(Overage::Throttle(_))) => true,
+            _ => false,
+        };
+        for k in ["soft_limit_percent", "throttle_rate"] {
+            if let Some(v) = l.get(k) {
+                if !want(&overage, k) && overage.is_some() {
+                    let which = if k == "throttle_rate" {
+                        "throttle"
+                    } else {
+                        "soft"
+                    };
+                    cx.err(
+                        &l.key_path(k),
+                        v.span(),
+                        format!("{k} applies only to overage = \"{which}\""),
+                    );
+                }
+            }
+        }
+        l.finish(cx, &[]);
         let valid = match (key, algorithm, rate, burst, delay, scope, on_err, max_keys) {
             (
                 Some(key),
@@ -1113,6 +1182,7 @@ fn limits(
                 calendar,
                 upgrade_url,
                 retry_after_jitter: retry_after_jitter.unwrap_or_default(),
+                overage: overage.unwrap_or(Overage::Hard),
             }),
             _ => None,
         };

@@ -167,18 +167,38 @@ pub struct LimitConfig {
     pub calendar: Option<tollgate_limit::Calendar>,
     /// Quotas: where a client refused for its quota can buy more.
     pub upgrade_url: Option<String>,
+    /// Quotas: what happens past the quota.
+    pub overage: Overage,
     /// Up to this much is added at random to a refusal's Retry-After, so that clients refused
     /// together do not all return at the same instant.
     pub retry_after_jitter: Duration,
 }
 
 impl LimitConfig {
+    /// The most a quota counts before refusing: the quota itself, more for a soft quota, no
+    /// bound for the strategies that never refuse on the quota.
+    pub fn quota_ceiling(&self) -> u64 {
+        match self.overage {
+            Overage::Hard => self.burst,
+            Overage::Soft(pct) => self
+                .burst
+                .saturating_add((self.burst as u128 * pct as u128).div_ceil(100) as u64)
+                .min(QUOTA_CEILING_MAX),
+            Overage::Count | Overage::Throttle(_) => QUOTA_CEILING_MAX,
+        }
+    }
+
     /// What the limiters need: algorithm, rate, burst, delay.
     pub fn spec(&self) -> tollgate_limit::LimitSpec {
+        let burst = if self.calendar.is_some() {
+            self.quota_ceiling()
+        } else {
+            self.burst
+        };
         tollgate_limit::LimitSpec {
             algorithm: self.algorithm,
             rate: self.rate,
-            burst: self.burst,
+            burst,
             delay: self.delay,
             calendar: self.calendar,
         }
@@ -192,10 +212,39 @@ impl LimitConfig {
             && self.burst == other.burst
             && self.delay == other.delay
             && self.calendar == other.calendar
+            && self.overage == other.overage
             && self.scope == other.scope
             && self.max_keys == other.max_keys
     }
 }
+
+/// A quota's overage strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overage {
+    /// Refuse at the quota.
+    Hard,
+    /// Admit up to this many percent over the quota, with a warning header, then refuse.
+    Soft(u32),
+    /// Admit everything and count what is over (billing).
+    Count,
+    /// Past the quota, admit at this reduced rate.
+    Throttle(Rate),
+}
+
+impl Overage {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Overage::Hard => "hard",
+            Overage::Soft(_) => "soft",
+            Overage::Count => "overage",
+            Overage::Throttle(_) => "throttle",
+        }
+    }
+}
+
+/// The most a quota may count (past the quota when its overage strategy admits more): exact
+/// in the Redis script's doubles.
+pub const QUOTA_CEILING_MAX: u64 = (1 << 53) - 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {

@@ -20,6 +20,8 @@ pub struct Metrics {
     pub verdict_cache_hits: IntCounterVec,
     pub verdict_cache_entries: IntGaugeVec,
     pub redis_fallbacks: IntCounterVec,
+    pub quota_overage: IntCounterVec,
+    pub quota_crossed: IntCounterVec,
 }
 
 /// Label for requests that matched no route.
@@ -113,6 +115,22 @@ impl Metrics {
             ),
             &["limit"],
         )?;
+        let quota_overage = IntCounterVec::new(
+            Opts::new(
+                "tollgate_quota_overage_total",
+                "Requests admitted past their quota (overage strategies soft, overage, throttle).",
+            ),
+            &["limit"],
+        )?;
+        let quota_crossed = IntCounterVec::new(
+            Opts::new(
+                "tollgate_quota_usage_crossed_total",
+                "Keys whose quota usage crossed 80, 95 or 100 percent this period (alert on increase).",
+            ),
+            &["limit", "threshold"],
+        )?;
+        registry.register(Box::new(quota_overage.clone()))?;
+        registry.register(Box::new(quota_crossed.clone()))?;
         registry.register(Box::new(verdict_cache_hits.clone()))?;
         registry.register(Box::new(verdict_cache_entries.clone()))?;
         registry.register(Box::new(redis_fallbacks.clone()))?;
@@ -139,6 +157,8 @@ impl Metrics {
             verdict_cache_hits,
             verdict_cache_entries,
             redis_fallbacks,
+            quota_overage,
+            quota_crossed,
         })
     }
 

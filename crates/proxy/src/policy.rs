@@ -35,6 +35,8 @@ pub struct Verdict {
     pub delay: Nanos,
     /// A global limit with `on_error = "closed"` that could not be decided: answer 503.
     pub unavailable: Option<usize>,
+    /// A quota admitted past its count (soft, overage, throttle): the limit and its usage.
+    pub quota_warning: Option<(usize, u64)>,
 }
 
 /// The state between the local step and the global one.
@@ -81,6 +83,56 @@ fn note_allow(
         v.nearest = Some((li, remaining, reset));
     }
     v.delay = v.delay.max(delay);
+}
+
+/// A quota's admit seen through its overage strategy: `remaining` as the client sees it
+/// (against the quota, not the limiter's ceiling), the 80/95/100 % crossings counted, and past
+/// the quota the strategy decides (soft, overage: admitted with a warning; throttle: the reduced
+/// rate decides). The flag says an admit became a refusal: the unit taken must go back.
+fn quota_outcome(
+    l: &LimitRt,
+    li: usize,
+    key: u64,
+    d: Decision,
+    now: Nanos,
+    v: &mut Verdict,
+) -> (Decision, bool) {
+    let (
+        Some(q),
+        Decision::Allow {
+            remaining,
+            reset,
+            delay,
+        },
+    ) = (&l.quota_rt, d)
+    else {
+        return (d, false);
+    };
+    let used = q.ceiling.saturating_sub(remaining);
+    for (i, pct) in [80u128, 95, 100].into_iter().enumerate() {
+        let t = q.quota as u128 * pct;
+        if (used.saturating_sub(1) as u128) * 100 < t && t <= used as u128 * 100 {
+            q.crossed[i].inc();
+        }
+    }
+    let shown = Decision::Allow {
+        remaining: q.quota.saturating_sub(used),
+        reset,
+        delay,
+    };
+    if used <= q.quota {
+        return (shown, false);
+    }
+    if let Some(t) = &q.throttle {
+        if let Decision::Deny { retry_after } = t.acquire(key, now, 1) {
+            return (Decision::Deny { retry_after }, true);
+        }
+    }
+    q.over.inc();
+    if v.quota_warning.is_none() {
+        v.quota_warning = Some((li, used));
+    }
+    (shown, false)
 }
 
 /// A request's key under a limit: global limits need the hash every instance computes alike.
@@ -137,6 +189,10 @@ pub fn decide_local(
                 }
             },
         };
+        let (d, undo) = quota_outcome(l, li, key, d, now, &mut p.v);
+        if undo {
+            p.taken |= 1 << pos;
+        }
         match d {
             Decision::Allow {
                 remaining,
@@ -277,6 +333,9 @@ pub async fn decide_global(rt: &Runtime, mut p: Plan, clock: &dyn Clock) -> Verd
                 }
             }
         };
+        // A throttled global quota's refusal: its Redis unit is in taken_global and goes back
+        // with the rest below.
+        let (d, _) = quota_outcome(l, li, key, d, now, &mut p.v);
         match d {
             Decision::Allow {
                 remaining,
@@ -329,6 +388,7 @@ fn give_back(rt: &Runtime, p: &mut Plan) {
     p.v.nearest = None;
     p.v.shadow_exceeded = 0;
     p.v.delay = 0;
+    p.v.quota_warning = None;
 }
 
 #[cfg(test)]

@@ -55,11 +55,29 @@ pub struct LimitRt {
     pub state: LimitState,
     /// A calendar quota: decided on calendar time, refused as QUOTA_EXCEEDED.
     pub quota: bool,
+    /// A quota's accounting past its count.
+    pub quota_rt: Option<QuotaRt>,
     /// This limit never refuses (per-limit shadow or `[server] shadow`).
     pub shadow: bool,
     /// The policy name as a Structured Fields string.
     pub name_sf: String,
     pub shadow_counter: IntCounter,
+}
+
+/// A quota's overage handling and usage metrics.
+pub struct QuotaRt {
+    /// The quota (N per period).
+    pub quota: u64,
+    /// What the limiter counts up to (the quota, or more: see `LimitConfig::quota_ceiling`).
+    pub ceiling: u64,
+    pub overage: tollgate_config::Overage,
+    /// `overage = "throttle"`: the reduced rate past the quota (per process: a global quota's
+    /// throttle takes `rate / instances`).
+    pub throttle: Option<Arc<dyn LocalLimiter>>,
+    /// `tollgate_quota_overage_total{limit}`: units admitted past the quota.
+    pub over: IntCounter,
+    /// `tollgate_quota_usage_crossed_total{limit,threshold}` for 80, 95 and 100 %.
+    pub crossed: [IntCounter; 3],
 }
 
 impl LimitRt {
@@ -159,6 +177,48 @@ fn window_secs(cfg: &LimitConfig) -> u64 {
     cfg.rate.period().as_secs().max(1)
 }
 
+fn quota_rt(
+    cfg: &LimitConfig,
+    previous: Option<&LimitRt>,
+    config: &Config,
+    metrics: &Metrics,
+) -> Option<QuotaRt> {
+    cfg.calendar?;
+    let throttle = match cfg.overage {
+        tollgate_config::Overage::Throttle(rate) => {
+            let kept = previous
+                .filter(|p| p.cfg.same_state_as(cfg))
+                .and_then(|p| p.quota_rt.as_ref())
+                .and_then(|q| q.throttle.clone());
+            Some(kept.unwrap_or_else(|| {
+                let instances = match (cfg.scope, &config.redis) {
+                    (Scope::Global, Some(r)) => r.instances,
+                    _ => 1,
+                };
+                LimitSpec {
+                    algorithm: tollgate_limit::AlgorithmKind::TokenBucket,
+                    rate,
+                    burst: rate.count(),
+                    delay: 0,
+                    calendar: None,
+                }
+                .share(instances)
+                .local(cfg.max_keys)
+            }))
+        }
+        _ => None,
+    };
+    let name = cfg.name.as_str();
+    Some(QuotaRt {
+        quota: cfg.burst,
+        ceiling: cfg.quota_ceiling(),
+        overage: cfg.overage,
+        throttle,
+        over: metrics.quota_overage.with_label_values(&[name]),
+        crossed: ["80", "95", "100"].map(|t| metrics.quota_crossed.with_label_values(&[name, t])),
+    })
+}
+
 fn limit_state(
     cfg: &LimitConfig,
     previous: Option<&LimitRt>,
@@ -234,6 +294,7 @@ impl Runtime {
             limits.push(LimitRt {
                 state: limit_state(cfg, prev, &config, store, metrics)?,
                 quota: cfg.algorithm == tollgate_limit::AlgorithmKind::Quota,
+                quota_rt: quota_rt(cfg, prev, &config, metrics),
                 shadow: cfg.shadow || shadow_all,
                 name_sf: sf_string(&cfg.name),
                 shadow_counter: metrics.shadow_exceeded.with_label_values(&[&cfg.name]),

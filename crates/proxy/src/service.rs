@@ -78,6 +78,8 @@ pub struct Ctx {
     ratelimit: Option<HeaderValue>,
     /// The same as (limit, remaining, reset seconds), for the legacy X-RateLimit-* headers.
     legacy: Option<(u64, u64, u64)>,
+    /// A quota admitted this request past its count.
+    quota_warning: Option<HeaderValue>,
     /// A shadow limit would have refused: the upstream is told.
     shadow_exceeded: bool,
     tries: usize,
@@ -121,6 +123,9 @@ impl Ctx {
         }
         if let Some(v) = &self.ratelimit {
             resp.insert_header("ratelimit", v.clone())?;
+        }
+        if let Some(w) = &self.quota_warning {
+            resp.insert_header("x-quota-warning", w.clone())?;
         }
         if let (Some((limit, remaining, reset)), Some(rt)) = (self.legacy, &self.rt) {
             if rt.config.server.legacy_headers {
@@ -301,6 +306,15 @@ impl Gateway {
     }
 
     fn note_verdict(&self, ctx: &mut Ctx, rt: &Runtime, route: usize, v: &Verdict) {
+        if let Some((li, used)) = v.quota_warning {
+            let l = &rt.limits[li];
+            let quota = l.quota_rt.as_ref().map_or(0, |q| q.quota);
+            ctx.quota_warning = HeaderValue::from_str(&format!(
+                "quota \"{}\" exceeded: {used} of {quota} used this period",
+                l.cfg.name
+            ))
+            .ok();
+        }
         if let Some((li, remaining, reset)) = v.nearest {
             let l = &rt.limits[li];
             let t = ceil_secs(reset);
@@ -345,6 +359,7 @@ impl ProxyHttp for Gateway {
             peer: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             ratelimit: None,
             legacy: None,
+            quota_warning: None,
             shadow_exceeded: false,
             tries: 0,
         }
