@@ -1136,10 +1136,12 @@ fn limits(
             }
             (None, _) => Some(Overage::Hard),
         };
-        let want = |o: &Option<Overage>, k: &str| match (k, o) {
-            ("soft_limit_percent", Some(Overage::Soft(_))) => true,
-            ("throttle_rate", Some(Overage::Throttle(_))) => true,
-            _ => false,
+        let want = |o: &Option<Overage>, k: &str| {
+            matches!(
+                (k, o),
+                ("soft_limit_percent", Some(Overage::Soft(_)))
+                    | ("throttle_rate", Some(Overage::Throttle(_)))
+            )
         };
         for k in ["soft_limit_percent", "throttle_rate"] {
             if let Some(v) = l.get(k) {
