@@ -34,4 +34,4 @@ pub use decision::{ceil_secs, Decision, Rate, RateError};
 pub use spec::LimitSpec;
 pub use store::{KeyedStore, LocalLimiter, StoreStats, DEFAULT_MAX_KEYS};
 pub use verdict::{Cached, VerdictCache};
-pub use windows::{FixedWindow, Log, Quota, SlidingCounts, SlidingLog, SlidingWindow, WindowCount};
+pub use windows::{FixedWindow, Log, SlidingCounts, SlidingLog, SlidingWindow, WindowCount};

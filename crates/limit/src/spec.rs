@@ -4,7 +4,7 @@ use crate::algorithm::{AlgorithmKind, Gcra, LeakyBucket, TokenBucket};
 use crate::calendar::Calendar;
 use crate::decision::Rate;
 use crate::store::{KeyedStore, LocalLimiter};
-use crate::windows::{FixedWindow, Quota, SlidingLog, SlidingWindow};
+use crate::windows::{FixedWindow, SlidingLog, SlidingWindow};
 use std::sync::Arc;
 
 /// Algorithm, rate and capacity: everything that decides, nothing about keys or actions. The
@@ -49,7 +49,7 @@ impl LimitSpec {
                     unit: crate::calendar::CalendarUnit::Month,
                     offset_secs: 0,
                 });
-                Arc::new(KeyedStore::new(Quota::new(cal, burst), max_keys))
+                Arc::new(KeyedStore::new(FixedWindow::calendar(cal, burst), max_keys))
             }
         }
     }

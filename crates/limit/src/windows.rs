@@ -14,6 +14,7 @@
 //! unit (memory grows with `burst`: prefer the sliding window for large limits).
 
 use crate::algorithm::Algorithm;
+use crate::calendar::Calendar;
 use crate::cell::{MutexCell, PairCell};
 use crate::clock::Nanos;
 use crate::decision::{Decision, Rate};
@@ -23,18 +24,41 @@ fn window_of(rate: Rate, burst: u64) -> Nanos {
     rate.time_for(burst).max(1)
 }
 
-/// Counts per aligned window; the count starts over at each window's start.
+/// Where a fixed window's windows fall: every `n` nanoseconds of the clock, or on calendar
+/// periods (a quota: days, weeks, months, years, on calendar time).
+#[derive(Debug, Clone, Copy)]
+enum Windows {
+    Every(Nanos),
+    Calendar(Calendar),
+}
+
+impl Windows {
+    /// The window containing `now`: its index and the time it ends.
+    fn at(&self, now: Nanos) -> (u64, Nanos) {
+        match self {
+            Windows::Every(w) => {
+                let index = now / w;
+                (index, (index + 1).saturating_mul(*w))
+            }
+            Windows::Calendar(c) => c.period(now),
+        }
+    }
+}
+
+/// Counts per window; the count starts over at each window's start. Windows are aligned
+/// stretches of the clock, or calendar periods for a quota ([`FixedWindow::calendar`]), whose
+/// `now` is then calendar time ([`crate::Clock::unix_now`]).
 #[derive(Debug, Clone, Copy)]
 pub struct FixedWindow {
-    window: Nanos,
+    windows: Windows,
     limit: u64,
 }
 
 /// The window's index and the units counted in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowCount {
-    pub(crate) index: u64,
-    pub(crate) count: u64,
+    index: u64,
+    count: u64,
 }
 
 impl From<WindowCount> for (u64, u64) {
@@ -53,16 +77,24 @@ impl FixedWindow {
     pub fn new(rate: Rate, burst: u64) -> Self {
         let limit = burst.max(1);
         Self {
-            window: window_of(rate, limit),
+            windows: Windows::Every(window_of(rate, limit)),
             limit,
+        }
+    }
+
+    /// A quota: `limit` units per calendar period.
+    pub fn calendar(cal: Calendar, limit: u64) -> Self {
+        Self {
+            windows: Windows::Calendar(cal),
+            limit: limit.max(1),
         }
     }
 
     /// The count as of `now` (zero once the stored window is over) and the time left in the
     /// current window.
     fn current(&self, s: &WindowCount, now: Nanos) -> (WindowCount, Nanos) {
-        let index = now / self.window;
-        let left = (index + 1) * self.window - now;
+        let (index, end) = self.windows.at(now);
+        let left = end.saturating_sub(now).max(1);
         if s.index == index {
             (*s, left)
         } else {
@@ -81,12 +113,7 @@ impl FixedWindow {
             };
             (d, s)
         } else {
-            (
-                Decision::Deny {
-                    retry_after: left.max(1),
-                },
-                s,
-            )
+            (Decision::Deny { retry_after: left }, s)
         }
     }
 }
@@ -97,7 +124,7 @@ impl Algorithm for FixedWindow {
 
     fn new_state(&self, now: Nanos) -> WindowCount {
         WindowCount {
-            index: now / self.window,
+            index: self.windows.at(now).0,
             count: 0,
         }
     }
@@ -115,7 +142,7 @@ impl Algorithm for FixedWindow {
     }
 
     fn refund(&self, state: &mut WindowCount, now: Nanos, cost: u64) {
-        if state.index == now / self.window {
+        if state.index == self.windows.at(now).0 {
             state.count = state.count.saturating_sub(cost);
         }
     }
@@ -125,7 +152,8 @@ impl Algorithm for FixedWindow {
     }
 
     fn last_active(&self, state: &WindowCount) -> Nanos {
-        state.index.saturating_mul(self.window)
+        // Window indexes grow with time, whatever the windows.
+        state.index
     }
 }
 
@@ -365,86 +393,5 @@ impl Algorithm for SlidingLog {
 
     fn last_active(&self, log: &Log) -> Nanos {
         log.back().copied().unwrap_or(0)
-    }
-}
-
-/// A quota: `limit` units per calendar period (see [`crate::Calendar`]), counted like a fixed
-/// window whose windows are days, weeks, months or years. Its `now` is calendar time
-/// ([`crate::Clock::unix_now`]), not the monotonic clock of the other algorithms.
-#[derive(Debug, Clone, Copy)]
-pub struct Quota {
-    cal: crate::calendar::Calendar,
-    limit: u64,
-}
-
-impl Quota {
-    pub fn new(cal: crate::calendar::Calendar, limit: u64) -> Self {
-        Self {
-            cal,
-            limit: limit.max(1),
-        }
-    }
-
-    fn decide(&self, s: &WindowCount, now: Nanos, cost: u64) -> (Decision, WindowCount) {
-        let (index, end) = self.cal.period(now);
-        let left = end.saturating_sub(now).max(1);
-        let mut s = if s.index == index {
-            *s
-        } else {
-            WindowCount { index, count: 0 }
-        };
-        if s.count.saturating_add(cost) <= self.limit {
-            s.count += cost;
-            let d = Decision::Allow {
-                remaining: self.limit - s.count,
-                reset: left,
-                delay: 0,
-            };
-            (d, s)
-        } else {
-            (Decision::Deny { retry_after: left }, s)
-        }
-    }
-}
-
-impl Algorithm for Quota {
-    type State = WindowCount;
-    type Cell = PairCell<WindowCount>;
-
-    fn new_state(&self, now: Nanos) -> WindowCount {
-        WindowCount {
-            index: self.cal.period(now).0,
-            count: 0,
-        }
-    }
-
-    fn acquire(&self, state: &mut WindowCount, now: Nanos, cost: u64) -> Decision {
-        let (d, next) = self.decide(state, now, cost);
-        if d.is_allowed() {
-            *state = next;
-        }
-        d
-    }
-
-    fn peek(&self, state: &WindowCount, now: Nanos, cost: u64) -> Decision {
-        self.decide(state, now, cost).0
-    }
-
-    fn refund(&self, state: &mut WindowCount, now: Nanos, cost: u64) {
-        if state.index == self.cal.period(now).0 {
-            state.count = state.count.saturating_sub(cost);
-        }
-    }
-
-    fn at_rest(&self, state: &WindowCount, now: Nanos) -> bool {
-        state.count == 0 || state.index != self.cal.period(now).0
-    }
-
-    fn last_active(&self, state: &WindowCount) -> Nanos {
-        // Older periods first; within one, the most used are kept longest.
-        state
-            .index
-            .saturating_mul(1 << 32)
-            .saturating_add(state.count)
     }
 }
