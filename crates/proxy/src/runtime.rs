@@ -106,6 +106,8 @@ pub struct RouteRt {
     pub name: Arc<str>,
     /// A limit of the route reads a bearer token's claim: the token is verified first.
     pub needs_jwt: bool,
+    /// A limit of the route is a quota: decisions need calendar time too.
+    pub needs_calendar: bool,
     /// The route's enforced policies as one RateLimit-Policy value; `None` without limits.
     pub policy_header: Option<HeaderValue>,
     /// `http_requests_rejected_total{reason="rate_limit",route,limit}`, by position in `limits`.
@@ -358,8 +360,10 @@ impl Runtime {
                     .iter()
                     .any(|k| matches!(k, tollgate_config::KeySource::Jwt(_)))
             });
+            let needs_calendar = cfg.limits.iter().any(|&i| limits[i].quota);
             routes.push(RouteRt {
                 needs_jwt,
+                needs_calendar,
                 name: Arc::from(cfg.name.as_str()),
                 policy_header,
                 rejected,

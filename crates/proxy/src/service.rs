@@ -437,7 +437,12 @@ impl ProxyHttp for Gateway {
                 &self.shared.hasher,
                 &input,
                 clock.now(),
-                clock.unix_now(),
+                // Calendar time is read only where a quota needs it.
+                if rt.routes[route].needs_calendar {
+                    clock.unix_now()
+                } else {
+                    0
+                },
             );
             let verdict = match plan.settled() {
                 Some(v) => v,
