@@ -473,3 +473,145 @@ quota = "{quota}/day"
         1.0
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_get_their_plans_limits_and_users_their_own_inside_them() {
+    let (port, admin) = (free_port(), free_port());
+    let toml = format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+[jwt]
+secret = "{SECRET}"
+algorithms = ["HS256"]
+[plans]
+default = "free"
+tenant = "jwt:tenant"
+from = "header:x-plan-hint"
+[plans.tenants]
+acme = "pro"
+globex = "globex_enterprise"
+[plans.free]
+rate = "1/h"
+burst = 2
+quota = "3/month"
+[plans.pro]
+rate = "1/h"
+burst = 5
+quota = "100/month"
+[plans.globex_enterprise]
+rate = "1/h"
+burst = 8
+[[routes]]
+name = "api"
+path_prefix = "/api"
+respond = {{ status = 200, body = "ok" }}
+limits = ["tenant", "tenant_quota", "user"]
+[[routes]]
+name = "export"
+path_prefix = "/export"
+respond = {{ status = 200, body = "ok" }}
+limits = ["tenant", "user", "export"]
+[[routes]]
+name = "quota"
+path_prefix = "/quota"
+respond = {{ status = 200, body = "ok" }}
+limits = ["tenant_quota"]
+[limits.tenant]
+key = "jwt:tenant"
+plan = "rate"
+[limits.tenant_quota]
+key = "jwt:tenant"
+plan = "quota"
+upgrade_url = "https://example.com/upgrade"
+[limits.user]
+key = ["jwt:tenant", "jwt:sub"]
+rate = "1/h"
+burst = 4
+[limits.export]
+key = "jwt:tenant"
+rate = "1/h"
+burst = 1
+"#
+    );
+    let _gw = match GatewayProc::start(Path::new(BIN), &toml, port, Some(admin)).await {
+        Ok(gw) => gw,
+        Err(e) => panic!("{e}"),
+    };
+    let token = |tenant: &str, sub: &str| {
+        jwt(
+            "HS256",
+            SECRET.as_bytes(),
+            &json!({"tenant": tenant, "sub": sub, "exp": unix_now() + 600}),
+        )
+    };
+    let send = |path: &'static str, t: String| async move {
+        let auth = format!("Bearer {t}");
+        get(port, path, &[("authorization", auth.as_str())])
+            .await
+            .expect("request")
+    };
+    let admitted = |path: &'static str, t: String, n: usize| async move {
+        let mut ok = 0;
+        let mut last = None;
+        for _ in 0..n {
+            let r = send(path, t.clone()).await;
+            ok += (r.status == 200) as usize;
+            last = Some(r);
+        }
+        (ok, last.expect("one request"))
+    };
+    // Free (an unknown tenant gets the default plan): burst 2 for the whole tenant.
+    let (ok, r) = admitted("/api", token("initech", "u1"), 4).await;
+    assert_eq!(ok, 2);
+    assert_eq!(r.json()["limit"], "tenant");
+    // Pro (acme): 5 for the tenant, but one user of it is held to the user limit (4) first.
+    let (ok, r) = admitted("/api", token("acme", "alice"), 6).await;
+    assert_eq!(ok, 4);
+    assert_eq!(r.json()["limit"], "user");
+    let (ok, r) = admitted("/api", token("acme", "bob"), 3).await;
+    assert_eq!(ok, 1, "acme's 5th unit is bob's, then the tenant is spent");
+    assert_eq!(r.json()["limit"], "tenant");
+    // Enterprise with custom terms (globex): 8.
+    let (ok, _) = admitted("/api", token("globex", "u1"), 4).await;
+    assert_eq!(ok, 4);
+    let (ok, _) = admitted("/api", token("globex", "u2"), 6).await;
+    assert_eq!(ok, 4);
+    // The headers list each applied policy of the caller's plan.
+    let r = send("/api", token("umbrella", "u9")).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("ratelimit-policy"),
+        Some("\"tenant\";q=1;w=3600, \"tenant_quota\";q=3;w=2592000, \"user\";q=1;w=3600")
+    );
+    let r = send("/api", token("globex", "u3")).await;
+    assert_eq!(
+        r.header("ratelimit-policy"),
+        Some("\"tenant\";q=1;w=3600, \"user\";q=1;w=3600"),
+        "globex's plan has no quota"
+    );
+    // The plan's monthly quota alone: free tenants have 3 a month, pro ones 100.
+    let (ok, r) = admitted("/quota", token("hooli", "u1"), 5).await;
+    assert_eq!(ok, 3);
+    assert_eq!(r.json()["error_code"], "QUOTA_EXCEEDED");
+    assert_eq!(r.json()["upgrade_url"], "https://example.com/upgrade");
+    let (ok, _) = admitted("/quota", token("acme", "u1"), 5).await;
+    assert_eq!(ok, 5);
+    // An expensive endpoint has its own limit on top.
+    let (ok, r) = admitted("/export", token("stark", "u1"), 2).await;
+    assert_eq!(ok, 1);
+    assert_eq!(r.json()["limit"], "export");
+    // A plan hint header names a plan for a tenant not in the map.
+    let auth = format!("Bearer {}", token("wayne", "u1"));
+    let r = get(
+        port,
+        "/api",
+        &[("authorization", auth.as_str()), ("x-plan-hint", "pro")],
+    )
+    .await
+    .expect("request");
+    assert!(r
+        .header("ratelimit-policy")
+        .is_some_and(|v| v.contains("\"tenant_quota\";q=100")));
+}

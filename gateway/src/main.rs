@@ -294,6 +294,9 @@ impl ShutdownSignalWatch for Signals {
             tracing::error!("cannot install signal handlers; stopping");
             return ShutdownSignal::FastShutdown;
         };
+        // Until here a signal meets its default action (or is ignored if the parent ignored
+        // it): tests and supervisors can wait for this line before signalling.
+        tracing::info!(event = "signals_ready", "signal handlers installed");
         loop {
             tokio::select! {
                 _ = hup.recv() => self.reload(),

@@ -50,6 +50,12 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, Vec<Problem>> {
         Some(v) => Tbl::of(&mut cx, "jwt".into(), v).and_then(|t| jwt(&mut cx, t, base)),
         None => None,
     };
+    let plans_present = root.get("plans").is_some();
+    let plans = match root.get("plans") {
+        Some(v) => Tbl::of(&mut cx, "plans".into(), v).and_then(|t| plans(&mut cx, t)),
+        None => None,
+    };
+    let mut plan_modes = Vec::new();
     let limits = match root.get("limits") {
         Some(v) => Tbl::of(&mut cx, "limits".into(), v)
             .map(|t| {
@@ -59,15 +65,50 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, Vec<Problem>> {
                     redis.as_ref(),
                     root.get("redis").is_some(),
                     jwt_present,
+                    plans_present,
+                    &mut plan_modes,
                 )
             })
             .unwrap_or_default(),
         None => Vec::new(),
     };
+    // A plan limit becomes one variant per plan that defines its rate (or quota).
+    let variants: Vec<Vec<usize>> = limits
+        .iter()
+        .map(
+            |(name, _)| match plan_modes.iter().find(|(n, _)| n == name) {
+                Some((_, mode)) => plans.as_ref().map_or(Vec::new(), |p| {
+                    (0..p.names.len())
+                        .filter(|&i| match mode {
+                            PlanMode::Rate => p.defs[i].rate.is_some(),
+                            PlanMode::Quota => p.defs[i].quota.is_some(),
+                        })
+                        .collect()
+                }),
+                None => vec![usize::MAX],
+            },
+        )
+        .collect();
+    let weights: Vec<usize> = variants.iter().map(Vec::len).collect();
     let routes = match root.get("routes") {
-        Some(v) => routes(&mut cx, v, &upstreams, &limits),
+        Some(v) => routes(&mut cx, v, &upstreams, &limits, &weights),
         None => Vec::new(),
     };
+    if plans_present
+        && plans.as_ref().is_some_and(|p| {
+            p.from
+                .as_ref()
+                .or(p.tenant.as_ref())
+                .is_some_and(|k| matches!(k, KeySource::Jwt(_)))
+        })
+        && !jwt_present
+    {
+        cx.err(
+            "plans",
+            0..0,
+            "plans read a jwt: claim: add a [jwt] section",
+        );
+    }
     root.finish(&mut cx, &[("access", NOT_BUILT_ACCESS)]);
 
     if !cx.problems.is_empty() {
@@ -75,14 +116,200 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, Vec<Problem>> {
         return Err(cx.problems);
     }
     let server = server.unwrap_or_else(server_defaults);
+    // Expand plan limits into their variants and point routes at them.
+    let mut expanded: Vec<LimitConfig> = Vec::new();
+    let mut new_index: Vec<Vec<usize>> = Vec::new();
+    for ((_, l), vars) in limits.into_iter().zip(&variants) {
+        let Some(l) = l else {
+            new_index.push(Vec::new());
+            continue;
+        };
+        let mut ids = Vec::new();
+        for &v in vars {
+            let mut c = l.clone();
+            if v != usize::MAX {
+                if let Some(p) = &plans {
+                    let def = &p.defs[v];
+                    c.plan = Some(v);
+                    if let Some((n, unit)) = def.quota.filter(|_| l.calendar.is_some()) {
+                        c.burst = n;
+                        c.rate = Rate::new(n, Duration::from_secs(unit.nominal_secs()))
+                            .unwrap_or(c.rate);
+                        c.calendar = l.calendar.map(|cal| Calendar { unit, ..cal });
+                    } else if let Some(r) = def.rate {
+                        c.rate = r;
+                        c.burst = def.burst;
+                    }
+                }
+            }
+            ids.push(expanded.len());
+            expanded.push(c);
+        }
+        new_index.push(ids);
+    }
+    let routes = routes
+        .into_iter()
+        .map(|mut r| {
+            r.limits = r
+                .limits
+                .iter()
+                .flat_map(|&i| new_index.get(i).cloned().unwrap_or_default())
+                .collect();
+            r
+        })
+        .collect();
     Ok(Config {
         server,
         upstreams: upstreams.into_iter().map(|(_, u)| u).collect(),
         routes,
-        limits: limits.into_iter().filter_map(|(_, l)| l).collect(),
+        limits: expanded,
         redis,
         jwt,
+        plans,
     })
+}
+
+/// Plan names that are settings of [plans], not plans.
+const PLAN_SETTINGS: [&str; 4] = ["default", "from", "tenant", "tenants"];
+
+fn plans(cx: &mut Cx, mut t: Tbl) -> Option<Plans> {
+    let mut names = Vec::new();
+    let mut defs = Vec::new();
+    let mut ok = true;
+    for (name, v, _) in t.entries() {
+        if PLAN_SETTINGS.contains(&name) {
+            continue;
+        }
+        let path = join(&t.path, name);
+        let Some(mut pt) = Tbl::of(cx, path.clone(), v) else {
+            ok = false;
+            continue;
+        };
+        let rate = pt.get("rate").and_then(|rv| {
+            let p = pt.key_path("rate");
+            as_str(cx, &p, rv).and_then(|s| match parse_rate(s) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    cx.err(&p, rv.span(), e);
+                    None
+                }
+            })
+        });
+        let burst = match pt.get("burst") {
+            Some(bv) => {
+                as_int_in(cx, &pt.key_path("burst"), bv, 1, 1_000_000_000).map(|n| n as u64)
+            }
+            None => rate.map(|r| r.count()),
+        };
+        let quota = pt.get("quota").and_then(|qv| {
+            let p = pt.key_path("quota");
+            as_str(cx, &p, qv).and_then(|s| match parse_quota(s) {
+                Some(q) => Some(q),
+                None => {
+                    cx.err(&p, qv.span(), format!("\"{s}\" is not a quota: write N/day, N/week, N/month or N/year, e.g. \"10000/month\""));
+                    None
+                }
+            })
+        });
+        if rate.is_none() && quota.is_none() {
+            cx.err(
+                &path,
+                pt.span.clone(),
+                "a plan needs a rate, a quota or both",
+            );
+            ok = false;
+        }
+        pt.finish(cx, &[]);
+        names.push(name.to_string());
+        defs.push(PlanDef {
+            rate,
+            burst: burst.unwrap_or(1),
+            quota,
+        });
+    }
+    let plan_index = |cx: &mut Cx, p: &str, v: &Value, names: &[String]| -> Option<usize> {
+        let s = as_str(cx, p, v)?;
+        match names.iter().position(|n| n == s) {
+            Some(i) => Some(i),
+            None => {
+                let known: Vec<_> = names.iter().map(String::as_str).collect();
+                cx.err(
+                    p,
+                    v.span(),
+                    format!("unknown plan \"{s}\" (defined: {})", list_or_none(&known)),
+                );
+                None
+            }
+        }
+    };
+    let default = match t.get("default") {
+        Some(v) => plan_index(cx, &t.key_path("default"), v, &names),
+        None => {
+            cx.err(
+                "plans",
+                t.span.clone(),
+                "missing key \"default\": the plan of callers no rule names",
+            );
+            None
+        }
+    };
+    let mut source = |cx: &mut Cx, t: &mut Tbl, k: &str| -> Option<KeySource> {
+        let v = t.get(k)?;
+        let p = t.key_path(k);
+        let s = as_str(cx, &p, v)?;
+        match key_source(cx, &p, s, v.span()) {
+            Some(ks @ (KeySource::Header(_) | KeySource::Query(_) | KeySource::Jwt(_))) => Some(ks),
+            Some(_) => {
+                cx.err(
+                    &p,
+                    v.span(),
+                    "a plan or tenant is read from header:NAME, query:NAME or jwt:CLAIM",
+                );
+                ok = false;
+                None
+            }
+            None => {
+                ok = false;
+                None
+            }
+        }
+    };
+    let from = source(cx, &mut t, "from");
+    let tenant = source(cx, &mut t, "tenant");
+    let mut tenants = Vec::new();
+    if let Some(v) = t.get("tenants") {
+        if let Some(mut tt) = Tbl::of(cx, t.key_path("tenants"), v) {
+            for (tenant_name, pv, _) in tt.entries() {
+                let p = join(&tt.path, tenant_name);
+                if let Some(i) = plan_index(cx, &p, pv, &names) {
+                    tenants.push((tenant_name.to_string(), i));
+                } else {
+                    ok = false;
+                }
+            }
+            tt.finish(cx, &[]);
+        }
+        if tenant.is_none() {
+            cx.err(
+                &t.key_path("tenants"),
+                v.span(),
+                "tenants needs tenant = (a key source naming the caller's tenant)",
+            );
+            ok = false;
+        }
+    }
+    t.finish(cx, &[]);
+    match (ok, default) {
+        (true, Some(default)) => Some(Plans {
+            names,
+            defs,
+            default,
+            from,
+            tenant,
+            tenants,
+        }),
+        _ => None,
+    }
 }
 
 fn jwt_algorithm(
@@ -773,12 +1000,22 @@ fn http_token(s: &str) -> bool {
 /// right tool.
 const MAX_SLIDING_LOG_BURST: i64 = 100_000;
 
+/// Where a plan limit's numbers come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PlanMode {
+    Rate,
+    Quota,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn limits(
     cx: &mut Cx,
     mut t: Tbl,
     redis: Option<&RedisSettings>,
     redis_present: bool,
     jwt_present: bool,
+    plans_present: bool,
+    plan_modes: &mut Vec<(String, PlanMode)>,
 ) -> Vec<(String, Option<LimitConfig>)> {
     let mut out = Vec::new();
     for (name, v, _) in t.entries() {
@@ -847,7 +1084,7 @@ fn limits(
                 })
             }
             None => {
-                if l.get("quota").is_none() {
+                if l.get("quota").is_none() && l.get("plan").is_none() {
                     cx.err(
                         &path,
                         l.span.clone(),
@@ -857,10 +1094,53 @@ fn limits(
                 None
             }
         };
+        // From the caller's plan: the rate (and burst) or the quota is the plan's.
+        let plan_mode = match l.get("plan") {
+            Some(v) => {
+                let p = l.key_path("plan");
+                let mode = match as_str(cx, &p, v) {
+                    Some("rate") => Some(PlanMode::Rate),
+                    Some("quota") => Some(PlanMode::Quota),
+                    Some(other) => {
+                        cx.err(&p, v.span(), format!("unknown plan \"{other}\": write plan = \"rate\" (the plan's rate and burst) or plan = \"quota\" (the plan's quota)"));
+                        None
+                    }
+                    None => None,
+                };
+                if !plans_present && mode.is_some() {
+                    cx.err(
+                        &p,
+                        v.span(),
+                        "plan reads the caller's plan: add a [plans] section",
+                    );
+                }
+                for k in ["rate", "burst", "quota"] {
+                    if let (Some(_), Some(kv)) = (mode, l.get(k)) {
+                        cx.err(
+                            &l.key_path(k),
+                            kv.span(),
+                            format!(
+                                "{k} comes from the caller's plan here (plan = ...): remove it"
+                            ),
+                        );
+                    }
+                }
+                mode
+            }
+            None => None,
+        };
+        let rate = match plan_mode {
+            Some(_) => Rate::per_second(1).ok(),
+            None => rate,
+        };
         // A quota: N per calendar period; counted like a fixed window on the calendar.
         let mut calendar = None;
         let mut upgrade_url = None;
-        let (algorithm, rate) = match l.get("quota") {
+        let quota_value = match plan_mode {
+            Some(PlanMode::Quota) => None,
+            _ => l.get("quota"),
+        };
+        let (algorithm, rate) = match quota_value {
             Some(qv) => {
                 let qp = l.key_path("quota");
                 let mut ok = true;
@@ -915,6 +1195,34 @@ fn limits(
                     }
                     _ => (None, None),
                 }
+            }
+            None if plan_mode == Some(PlanMode::Quota) => {
+                let offset = match l.get("utc_offset") {
+                    Some(v) => {
+                        let p = l.key_path("utc_offset");
+                        match as_str(cx, &p, v).map(parse_utc_offset) {
+                            Some(Some(o)) => Some(o),
+                            Some(None) => {
+                                cx.err(&p, v.span(), "not a UTC offset: write \"+HH:MM\" or \"-HH:MM\", e.g. \"+02:00\"");
+                                None
+                            }
+                            None => None,
+                        }
+                    }
+                    None => Some(0),
+                };
+                if let Some(v) = l.get("upgrade_url") {
+                    upgrade_url = as_str(cx, &l.key_path("upgrade_url"), v).map(str::to_string);
+                }
+                // Placeholders: each plan's variant gets the plan's quota and period.
+                calendar = offset.map(|offset_secs| Calendar {
+                    unit: CalendarUnit::Month,
+                    offset_secs,
+                });
+                (
+                    Some(AlgorithmKind::Quota),
+                    Rate::new(1, Duration::from_secs(CalendarUnit::Month.nominal_secs())).ok(),
+                )
             }
             None => {
                 for k in ["utc_offset", "upgrade_url"] {
@@ -1185,9 +1493,13 @@ fn limits(
                 upgrade_url,
                 retry_after_jitter: retry_after_jitter.unwrap_or_default(),
                 overage: overage.unwrap_or(Overage::Hard),
+                plan: None,
             }),
             _ => None,
         };
+        if let (Some(mode), Some(_)) = (plan_mode, &valid) {
+            plan_modes.push((name.to_string(), mode));
+        }
         out.push((name.to_string(), valid));
     }
     out
@@ -1198,6 +1510,7 @@ fn routes(
     v: &Value,
     upstreams: &[(String, UpstreamConfig)],
     limits: &[(String, Option<LimitConfig>)],
+    weights: &[usize],
 ) -> Vec<RouteConfig> {
     let Some(items) = crate::reader::as_array(cx, "routes", v) else {
         return Vec::new();
@@ -1329,15 +1642,17 @@ fn routes(
                 }
             }
         }
-        if limit_idx.len() > MAX_LIMITS_PER_ROUTE {
+        // A plan limit counts once per plan it has a variant for.
+        let count: usize = limit_idx
+            .iter()
+            .map(|&i| weights.get(i).copied().unwrap_or(1))
+            .sum();
+        if count > MAX_LIMITS_PER_ROUTE {
             let span = r.get("limits").map(|v| v.span()).unwrap_or(0..0);
             cx.err(
                 &r.key_path("limits"),
                 span,
-                format!(
-                    "at most {MAX_LIMITS_PER_ROUTE} limits per route, got {}",
-                    limit_idx.len()
-                ),
+                format!("at most {MAX_LIMITS_PER_ROUTE} limits per route (a plan limit counts once per plan), got {count}"),
             );
         }
         r.finish(

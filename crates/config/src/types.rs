@@ -16,6 +16,31 @@ pub struct Config {
     pub redis: Option<RedisSettings>,
     /// `[jwt]`: how bearer tokens are verified for `jwt:CLAIM` key sources.
     pub jwt: Option<JwtSettings>,
+    /// `[plans]`: what each caller paid for.
+    pub plans: Option<Plans>,
+}
+
+/// Plans, and how a caller's plan is found: the tenant's entry in `tenants`, else the plan
+/// named by `from`, else `default`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plans {
+    pub names: Vec<String>,
+    pub defs: Vec<PlanDef>,
+    /// Index into `names`.
+    pub default: usize,
+    /// A key source whose value names the caller's plan (e.g. `jwt:plan`).
+    pub from: Option<KeySource>,
+    /// A key source whose value names the caller's tenant, looked up in `tenants`.
+    pub tenant: Option<KeySource>,
+    /// Tenant -> plan index (a tenant with custom terms has a plan of its own).
+    pub tenants: Vec<(String, usize)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanDef {
+    pub rate: Option<Rate>,
+    pub burst: u64,
+    pub quota: Option<(u64, tollgate_limit::CalendarUnit)>,
 }
 
 /// Bearer-token verification. Keys are read and checked at load time.
@@ -169,6 +194,9 @@ pub struct LimitConfig {
     pub upgrade_url: Option<String>,
     /// Quotas: what happens past the quota.
     pub overage: Overage,
+    /// A plan's variant of a limit whose rate or quota comes from the caller's plan (index
+    /// into `Plans::names`); only callers on that plan meet it.
+    pub plan: Option<usize>,
     /// Up to this much is added at random to a refusal's Retry-After, so that clients refused
     /// together do not all return at the same instant.
     pub retry_after_jitter: Duration,
@@ -213,6 +241,7 @@ impl LimitConfig {
             && self.delay == other.delay
             && self.calendar == other.calendar
             && self.overage == other.overage
+            && self.plan == other.plan
             && self.scope == other.scope
             && self.max_keys == other.max_keys
     }

@@ -155,6 +155,13 @@ fn each_error_names_its_key_and_line() {
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\ndelay = 2\n", "f.toml: limits.a.delay: delay applies only to algorithm = \"leaky_bucket\" (line 4)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nalgorithm = \"sliding_log\"\nburst = 200000\n", "f.toml: limits.a.burst: must be between 1 and 100000, got 200000 (line 5)"),
         ("[limits.a]\nkey = \"client_ip\"\n", "f.toml: limits.a: missing key \"rate\" (e.g. rate = \"10/s\") or \"quota\" (line 1)"),
+        ("[limits.a]\nkey = \"client_ip\"\nplan = \"rate\"\n", "f.toml: limits.a.plan: plan reads the caller's plan: add a [plans] section (line 3)"),
+        ("[plans]\ndefault = \"free\"\n[plans.free]\nrate = \"1/s\"\n[limits.a]\nkey = \"client_ip\"\nplan = \"rate\"\nrate = \"2/s\"\n", "f.toml: limits.a.rate: rate comes from the caller's plan here (plan = ...): remove it (line 8)"),
+        ("[plans]\ndefault = \"gold\"\n[plans.free]\nrate = \"1/s\"\n", "f.toml: plans.default: unknown plan \"gold\" (defined: free) (line 2)"),
+        ("[plans]\n[plans.free]\nrate = \"1/s\"\n", "f.toml: plans: missing key \"default\": the plan of callers no rule names (line 1)"),
+        ("[plans]\ndefault = \"free\"\n[plans.free]\nburst = 3\n", "f.toml: plans.free: a plan needs a rate, a quota or both (line 3)"),
+        ("[plans]\ndefault = \"free\"\ntenant = \"client_ip\"\n[plans.free]\nrate = \"1/s\"\n", "f.toml: plans.tenant: a plan or tenant is read from header:NAME, query:NAME or jwt:CLAIM (line 3)"),
+        ("[plans]\ndefault = \"free\"\ntenant = \"header:x-tenant\"\n[plans.tenants]\nacme = \"gold\"\n[plans.free]\nrate = \"1/s\"\n", "f.toml: plans.tenants.acme: unknown plan \"gold\" (defined: free) (line 5)"),
         ("[limits.a]\nkey = \"client_ip\"\nquota = \"10000/fortnight\"\n", "f.toml: limits.a.quota: \"10000/fortnight\" is not a quota: write N/day, N/week, N/month or N/year, e.g. \"10000/month\" (line 3)"),
         ("[limits.a]\nkey = \"client_ip\"\nquota = \"10/day\"\nrate = \"1/s\"\n", "f.toml: limits.a.rate: set either rate or quota, not both (line 4)"),
         ("[limits.a]\nkey = \"client_ip\"\nquota = \"10/day\"\nburst = 5\n", "f.toml: limits.a.burst: burst does not apply to a quota (N per calendar period) (line 4)"),
@@ -261,7 +268,7 @@ fn at_most_sixteen_limits_per_route() {
     let p = problems(&toml);
     assert_eq!(p.len(), 1);
     assert!(
-        p[0].contains("routes[0].limits: at most 16 limits per route, got 17"),
+        p[0].contains("routes[0].limits: at most 16 limits per route (a plan limit counts once per plan), got 17"),
         "{p:?}"
     );
 }

@@ -215,6 +215,45 @@ fn write_decoded(h: &mut impl Hasher, raw: &[u8]) {
     }
 }
 
+/// The text of a key source that names something (a plan, a tenant): header, query or claim.
+fn source_text<'a>(src: &KeySource, input: &'a KeyInput) -> Option<std::borrow::Cow<'a, str>> {
+    use std::borrow::Cow;
+    match src {
+        KeySource::Header(name) => input
+            .req
+            .headers
+            .get(name.as_str())
+            .and_then(|v| v.to_str().ok())
+            .map(Cow::Borrowed),
+        KeySource::Query(name) => {
+            let raw = query_param(input.req.uri.query()?, name)?;
+            std::str::from_utf8(raw).ok().map(Cow::Borrowed)
+        }
+        KeySource::Jwt(claim) => match input.claims?.get(claim.as_str())? {
+            serde_json::Value::String(s) => Some(Cow::Borrowed(s.as_str())),
+            serde_json::Value::Null => None,
+            other => Some(Cow::Owned(other.to_string())),
+        },
+        _ => None,
+    }
+}
+
+/// The caller's plan: its tenant's entry in `tenants`, else the plan its `from` value names,
+/// else the default.
+pub fn plan_of(plans: &tollgate_config::Plans, input: &KeyInput) -> usize {
+    if let Some(t) = plans.tenant.as_ref().and_then(|s| source_text(s, input)) {
+        if let Some((_, p)) = plans.tenants.iter().find(|(name, _)| *name == t) {
+            return *p;
+        }
+    }
+    if let Some(f) = plans.from.as_ref().and_then(|s| source_text(s, input)) {
+        if let Some(p) = plans.names.iter().position(|n| *n == f) {
+            return p;
+        }
+    }
+    plans.default
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -149,6 +149,7 @@ pub fn decide_local(
     route: usize,
     hasher: &KeyHasher,
     input: &KeyInput,
+    plan: usize,
     now: Nanos,
     unix: Nanos,
 ) -> Plan {
@@ -167,6 +168,10 @@ pub fn decide_local(
 
     for (pos, &li) in limits.iter().enumerate() {
         let l = &rt.limits[li];
+        // Another plan's variant of a plan limit: not this caller's.
+        if l.cfg.plan.is_some_and(|pl| pl != plan) {
+            continue;
+        }
         let Some(key) = limit_key(rt, l, hasher, input) else {
             continue;
         };
@@ -213,7 +218,7 @@ pub fn decide_local(
                 // ones are only asked from the cache: a refusal must not cost a Redis call.)
                 for &lj in &limits[pos + 1..] {
                     let l2 = &rt.limits[lj];
-                    if l2.shadow {
+                    if l2.shadow || l2.cfg.plan.is_some_and(|pl| pl != plan) {
                         continue;
                     }
                     let Some(k) = limit_key(rt, l2, hasher, input) else {
@@ -404,7 +409,7 @@ mod tests {
 
     /// Local limits only: the local step settles every request.
     fn decide(rt: &Runtime, route: usize, h: &KeyHasher, input: &KeyInput, now: Nanos) -> Verdict {
-        decide_local(rt, route, h, input, now, now)
+        decide_local(rt, route, h, input, 0, now, now)
             .settled()
             .expect("no global limits")
     }
@@ -556,7 +561,7 @@ on_error = "closed"
         let clock = tollgate_limit::ManualClock::new(1_000_000_000_000);
         let calls = || fake.calls.load(std::sync::atomic::Ordering::SeqCst);
         let run = |route: usize| {
-            let plan = decide_local(&rt, route, &h, &input, clock.now(), clock.unix_now());
+            let plan = decide_local(&rt, route, &h, &input, 0, clock.now(), clock.unix_now());
             decide_global(&rt, plan, &clock)
         };
         // Refused by the store once, then from memory.

@@ -108,8 +108,11 @@ pub struct RouteRt {
     pub needs_jwt: bool,
     /// A limit of the route is a quota: decisions need calendar time too.
     pub needs_calendar: bool,
-    /// The route's enforced policies as one RateLimit-Policy value; `None` without limits.
-    pub policy_header: Option<HeaderValue>,
+    /// The route's enforced policies as one RateLimit-Policy value per plan (one entry when
+    /// there are no plans); `None` without limits.
+    pub policy_headers: Vec<Option<HeaderValue>>,
+    /// A limit of the route depends on the caller's plan.
+    pub needs_plan: bool,
     /// `http_requests_rejected_total{reason="rate_limit",route,limit}`, by position in `limits`.
     pub rejected: Vec<IntCounter>,
     pub duration: Histogram,
@@ -292,7 +295,11 @@ impl Runtime {
         let shadow_all = config.server.shadow;
         let mut limits = Vec::with_capacity(config.limits.len());
         for cfg in &config.limits {
-            let prev = previous.and_then(|p| p.limits.iter().find(|l| l.cfg.name == cfg.name));
+            let prev = previous.and_then(|p| {
+                p.limits
+                    .iter()
+                    .find(|l| l.cfg.name == cfg.name && l.cfg.plan == cfg.plan)
+            });
             limits.push(LimitRt {
                 state: limit_state(cfg, prev, &config, store, metrics)?,
                 quota: cfg.algorithm == tollgate_limit::AlgorithmKind::Quota,
@@ -327,18 +334,25 @@ impl Runtime {
 
         let mut routes = Vec::with_capacity(config.routes.len());
         for cfg in &config.routes {
-            let items: Vec<String> = cfg
-                .limits
-                .iter()
-                .map(|&i| &limits[i])
-                .filter(|l| !l.shadow)
-                .map(|l| policy_item(&l.name_sf, l.cfg.rate.count(), window_secs(&l.cfg)))
+            // One RateLimit-Policy per plan: a caller sees the policies of its own plan.
+            let plan_count = config.plans.as_ref().map_or(1, |p| p.names.len().max(1));
+            let policy_headers = (0..plan_count)
+                .map(|plan| {
+                    let items: Vec<String> = cfg
+                        .limits
+                        .iter()
+                        .map(|&i| &limits[i])
+                        .filter(|l| !l.shadow && l.cfg.plan.is_none_or(|p| p == plan))
+                        .map(|l| policy_item(&l.name_sf, l.cfg.rate.count(), window_secs(&l.cfg)))
+                        .collect();
+                    if items.is_empty() {
+                        None
+                    } else {
+                        HeaderValue::from_str(&items.join(", ")).ok()
+                    }
+                })
                 .collect();
-            let policy_header = if items.is_empty() {
-                None
-            } else {
-                HeaderValue::from_str(&items.join(", ")).ok()
-            };
+            let needs_plan = cfg.limits.iter().any(|&i| limits[i].cfg.plan.is_some());
             let rejected = cfg
                 .limits
                 .iter()
@@ -353,19 +367,23 @@ impl Runtime {
                         .with_label_values(&[reason, &cfg.name, &limits[i].cfg.name])
                 })
                 .collect();
+            let is_jwt =
+                |k: &tollgate_config::KeySource| matches!(k, tollgate_config::KeySource::Jwt(_));
+            let plans_by_jwt = config
+                .plans
+                .as_ref()
+                .is_some_and(|p| p.from.iter().chain(p.tenant.iter()).any(is_jwt));
             let needs_jwt = cfg.limits.iter().any(|&i| {
-                limits[i]
-                    .cfg
-                    .key
-                    .iter()
-                    .any(|k| matches!(k, tollgate_config::KeySource::Jwt(_)))
+                limits[i].cfg.key.iter().any(is_jwt)
+                    || (plans_by_jwt && limits[i].cfg.plan.is_some())
             });
             let needs_calendar = cfg.limits.iter().any(|&i| limits[i].quota);
             routes.push(RouteRt {
                 needs_jwt,
                 needs_calendar,
                 name: Arc::from(cfg.name.as_str()),
-                policy_header,
+                policy_headers,
+                needs_plan,
                 rejected,
                 duration: metrics.duration.with_label_values(&[&cfg.name]),
                 requests: (0..600).map(|_| OnceLock::new()).collect(),

@@ -80,6 +80,8 @@ pub struct Ctx {
     legacy: Option<(u64, u64, u64)>,
     /// A quota admitted this request past its count.
     quota_warning: Option<HeaderValue>,
+    /// The caller's plan (index into the config's plans; 0 without plans).
+    plan: usize,
     /// A shadow limit would have refused: the upstream is told.
     shadow_exceeded: bool,
     tries: usize,
@@ -117,7 +119,7 @@ impl Ctx {
     /// response of a limited route, whoever wrote it.
     fn add_limit_headers(&self, resp: &mut ResponseHeader) -> Result<()> {
         if let (Some(rt), Some(route)) = (&self.rt, self.route) {
-            if let Some(p) = &rt.routes[route].policy_header {
+            if let Some(Some(p)) = rt.routes[route].policy_headers.get(self.plan) {
                 resp.insert_header("ratelimit-policy", p.clone())?;
             }
         }
@@ -360,6 +362,7 @@ impl ProxyHttp for Gateway {
             ratelimit: None,
             legacy: None,
             quota_warning: None,
+            plan: 0,
             shadow_exceeded: false,
             tries: 0,
         }
@@ -430,12 +433,16 @@ impl ProxyHttp for Gateway {
                 route: route as u32,
                 claims: claims.as_ref(),
             };
+            if let (true, Some(plans)) = (rt.routes[route].needs_plan, &rt.config.plans) {
+                ctx.plan = crate::identity::plan_of(plans, &input);
+            }
             let clock = &self.shared.clock;
             let plan = decide_local(
                 &rt,
                 route,
                 &self.shared.hasher,
                 &input,
+                ctx.plan,
                 clock.now(),
                 // Calendar time is read only where a quota needs it.
                 if rt.routes[route].needs_calendar {

@@ -359,7 +359,9 @@ impl GatewayProc {
                 Some(a) => get(a, "/healthz", &[]).await.is_ok_and(|r| r.status == 200),
                 None => true,
             };
-            if listening && healthy {
+            // The signal handlers are installed just after the listeners: a test that signals
+            // the process must not do it before.
+            if listening && healthy && gw.log_text().contains("signals_ready") {
                 return Ok(gw);
             }
             if Instant::now() > deadline {
