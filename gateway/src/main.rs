@@ -263,6 +263,20 @@ impl Signals {
 /// ending. The grace period is a deadline, not a duration: once no request is in flight (twice
 /// in a row, 50 ms apart, after the listeners had time to close), exit at once. If requests are
 /// still running when the grace period ends, Pingora's own shutdown takes over.
+/// SIGINT means now: Pingora's runtime shutdown can hang behind a busy listener loop
+/// ("Accept() failed ... being shutdown") on a loaded machine, so the process exits after a
+/// second whatever is left.
+fn exit_soon() {
+    std::thread::spawn(|| {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        tracing::warn!(
+            event = "stopped",
+            "runtimes still stopping after 1 s: exiting"
+        );
+        std::process::exit(0);
+    });
+}
+
 fn exit_when_drained() {
     std::thread::spawn(|| {
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -308,6 +322,7 @@ impl ShutdownSignalWatch for Signals {
                 }
                 _ = int.recv() => {
                     tracing::info!(event = "stopping", "SIGINT: stopping now");
+                    exit_soon();
                     return ShutdownSignal::FastShutdown;
                 }
                 _ = quit.recv() => {

@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 use tollgate_config::{
     Config, HealthCheck, LimitConfig, OnError, RouteAction, RouteConfig, Scope, UpstreamConfig,
 };
-use tollgate_limit::{Clock, LimitSpec, LocalLimiter, VerdictCache};
+use tollgate_limit::{Clock, LimitSpec, LocalLimiter, StoreStats, VerdictCache};
 use tollgate_store::{GlobalStore, RedisConfig, RedisStore, StoreMetrics, Target};
 
 pub use tollgate_config::MAX_LIMITS_PER_ROUTE;
@@ -501,20 +501,39 @@ impl Shared {
             .in_flight
             .set(crate::service::in_flight() as i64);
         let rt = self.runtime.load();
+        // A plan limit has one variant per plan under one name: their figures add up.
+        let mut per_name: Vec<(&str, Option<usize>, StoreStats)> = Vec::new();
         for l in &rt.limits {
+            let name = l.cfg.name.as_str();
+            let i = match per_name.iter().position(|(n, _, _)| *n == name) {
+                Some(i) => i,
+                None => {
+                    per_name.push((name, None, StoreStats::default()));
+                    per_name.len() - 1
+                }
+            };
+            let entry = &mut per_name[i];
             if let LimitState::Global(g) = &l.state {
-                self.metrics
-                    .verdict_cache_entries
-                    .with_label_values(&[l.cfg.name.as_str()])
-                    .set(g.cache.live(self.clock.now()) as i64);
+                *entry.1.get_or_insert(0) += g.cache.live(self.clock.now());
             }
             let limiter = match &l.state {
                 LimitState::Local(l) => Some(l),
                 LimitState::Global(g) => g.fallback.as_ref(),
             };
-            let Some(limiter) = limiter else { continue };
-            let s = limiter.stats();
-            let name = l.cfg.name.as_str();
+            if let Some(limiter) = limiter {
+                let s = limiter.stats();
+                entry.2.keys += s.keys;
+                entry.2.evicted_idle += s.evicted_idle;
+                entry.2.evicted_active += s.evicted_active;
+            }
+        }
+        for (name, cache, s) in per_name {
+            if let Some(live) = cache {
+                self.metrics
+                    .verdict_cache_entries
+                    .with_label_values(&[name])
+                    .set(live as i64);
+            }
             self.metrics
                 .limiter_keys
                 .with_label_values(&[name])
