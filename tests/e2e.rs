@@ -735,7 +735,7 @@ limits = ["per_ip", "missing"]
     let want = [
         format!("{f}: server.workers: unknown key (line 3)"),
         format!("{f}: limits.per_ip.rate: \"10/fortnight\" is not a rate: write N/s, N/m, N/h or N/d, e.g. \"10/s\" (line 7)"),
-        format!("{f}: limits.typo.key: unknown key source \"cookie:session\" (use client_ip, header:NAME, query:NAME, jwt:CLAIM, user_agent, ip_ua, route, path, method or global) (line 10)"),
+        format!("{f}: limits.typo.key: unknown key source \"cookie:session\" (use client_ip, header:NAME, query:NAME, jwt:CLAIM, body:FIELD, user_agent, ip_ua, route, path, method or global) (line 10)"),
         format!("{f}: limits.typo.scope: scope \"global\" keeps state in Redis: add a [redis] section (url or cluster) (line 12)"),
         format!("{f}: routes[0].upstream: unknown upstream \"nowhere\" (defined: none) (line 16)"),
         format!("{f}: routes[0].limits[1]: unknown limit \"missing\" (defined: per_ip, typo) (line 17)"),

@@ -604,8 +604,8 @@ async fn the_running_example_holds_across_two_gateways() {
             port,
             "POST",
             "/api/v1/auth/login",
-            &[("x-login-account", "alice@example.com")],
-            "{}",
+            &[("content-type", "application/json")],
+            r#"{"username": "alice@example.com", "password": "guess"}"#,
         )
         .await
         .expect("request");
@@ -625,8 +625,8 @@ async fn the_running_example_holds_across_two_gateways() {
         p1,
         "POST",
         "/api/v1/auth/login",
-        &[("x-login-account", "bob@example.com")],
-        "{}",
+        &[("content-type", "application/json")],
+        r#"{"username": "bob@example.com", "password": "right"}"#,
     )
     .await
     .expect("request");

@@ -615,3 +615,86 @@ burst = 1
         .header("ratelimit-policy")
         .is_some_and(|v| v.contains("\"tenant_quota\";q=100")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_route_limits_by_the_account_in_the_body_and_forwards_it_intact() {
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let toml = format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+key_body_limit = 1024
+[upstreams.app]
+targets = ["{}"]
+[[routes]]
+name = "login"
+path_prefix = "/login"
+methods = ["POST"]
+upstream = "app"
+limits = ["account"]
+[limits.account]
+key = "body:username"
+rate = "1/h"
+burst = 2
+"#,
+        be.addr
+    );
+    let _gw = match GatewayProc::start(Path::new(BIN), &toml, port, Some(admin)).await {
+        Ok(gw) => gw,
+        Err(e) => panic!("{e}"),
+    };
+    static JSON: [(&str, &str); 1] = [("content-type", "application/json")];
+    static FORM: [(&str, &str); 1] = [("content-type", "application/x-www-form-urlencoded")];
+    let (json, form) = (&JSON, &FORM);
+    let alice = r#"{"username":"alice@example.com","password":"hunter2"}"#;
+    let post = |headers: &'static [(&'static str, &'static str)], body: String, n: u8| async move {
+        request_from(
+            std::net::IpAddr::from([127, 0, 0, n]),
+            port,
+            "POST",
+            "/login",
+            headers,
+            &body,
+        )
+        .await
+        .expect("request")
+    };
+    // From three addresses, one account: the account's limit holds.
+    let r = post(json, alice.to_string(), 1).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["body"], alice, "the upstream got the exact body");
+    // The same account in a form body is the same key.
+    let r = post(form, "username=alice%40example.com&password=x".into(), 2).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["body"], "username=alice%40example.com&password=x");
+    let r = post(json, alice.to_string(), 3).await;
+    assert_eq!(
+        (r.status, r.json()["limit"].as_str()),
+        (429, Some("account"))
+    );
+    // Another account is not affected; a body without the field is not counted.
+    assert_eq!(
+        post(json, r#"{"username":"bob"}"#.into(), 1).await.status,
+        200
+    );
+    for _ in 0..3 {
+        assert_eq!(post(json, r#"{"email":"x"}"#.into(), 1).await.status, 200);
+    }
+    let hits = be.hits();
+    // Malformed JSON: 400, nothing reaches the upstream.
+    let r = post(json, "{not json".into(), 1).await;
+    assert_eq!(
+        (r.status, r.json()["error_code"].as_str()),
+        (400, Some("BAD_REQUEST"))
+    );
+    // Too large for the route: 413, nothing reaches the upstream.
+    let big = format!(r#"{{"username":"carol","pad":"{}"}}"#, "x".repeat(2000));
+    let r = post(json, big, 1).await;
+    assert_eq!(
+        (r.status, r.json()["error_code"].as_str()),
+        (413, Some("PAYLOAD_TOO_LARGE"))
+    );
+    assert_eq!(be.hits(), hits, "refused bodies never reach the upstream");
+}

@@ -716,6 +716,7 @@ fn server_defaults() -> ServerConfig {
         h2c: true,
         access_log: false,
         legacy_headers: false,
+        key_body_limit: 16 * 1024,
     }
 }
 
@@ -807,6 +808,11 @@ fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
     }
     if let Some(v) = t.get("access_log") {
         s.access_log = as_bool(cx, &t.key_path("access_log"), v).unwrap_or(false);
+    }
+    if let Some(v) = t.get("key_body_limit") {
+        if let Some(n) = as_int_in(cx, &t.key_path("key_body_limit"), v, 1, 64 * 1024) {
+            s.key_body_limit = n as usize;
+        }
     }
     if let Some(v) = t.get("legacy_headers") {
         s.legacy_headers = as_bool(cx, &t.key_path("legacy_headers"), v).unwrap_or(false);
@@ -966,20 +972,23 @@ fn key_source(cx: &mut Cx, path: &str, s: &str, span: std::ops::Range<usize>) ->
                 return None;
             }
         },
-        _ if s.starts_with("body:") => {
-            cx.err(
-                path,
-                span,
-                format!("\"{s}\": body: key sources are not built yet in this version"),
-            );
-            return None;
-        }
+        _ if s.starts_with("body:") => match named("body:") {
+            Some(f) => KeySource::Body(f.to_string()),
+            None => {
+                cx.err(
+                    path,
+                    span,
+                    format!("\"{s}\": body:FIELD needs a field name, e.g. body:username"),
+                );
+                return None;
+            }
+        },
         _ => {
             cx.err(
                 path,
                 span,
                 format!(
-                    "unknown key source \"{s}\" (use client_ip, header:NAME, query:NAME, jwt:CLAIM, user_agent, ip_ua, route, path, method or global)"
+                    "unknown key source \"{s}\" (use client_ip, header:NAME, query:NAME, jwt:CLAIM, body:FIELD, user_agent, ip_ua, route, path, method or global)"
                 ),
             );
             return None;

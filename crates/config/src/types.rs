@@ -130,6 +130,9 @@ pub struct ServerConfig {
     pub access_log: bool,
     /// Also send X-RateLimit-Limit / -Remaining / -Reset (for clients that expect them).
     pub legacy_headers: bool,
+    /// The largest request body read for `body:FIELD` keys (bytes; at most 64 KiB, which
+    /// Pingora can replay to the upstream).
+    pub key_body_limit: usize,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -304,6 +307,8 @@ pub enum KeySource {
     Global,
     /// A claim of the verified bearer token.
     Jwt(String),
+    /// A field of a JSON or form request body, hashed.
+    Body(String),
 }
 
 impl KeySource {
@@ -319,6 +324,7 @@ impl KeySource {
             KeySource::Method => "method".into(),
             KeySource::Global => "global".into(),
             KeySource::Jwt(c) => format!("jwt:{c}"),
+            KeySource::Body(f) => format!("body:{f}"),
         }
     }
 }

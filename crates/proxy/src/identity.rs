@@ -86,6 +86,84 @@ pub struct KeyInput<'a> {
     pub route: u32,
     /// The verified bearer token's claims, when the route reads any.
     pub claims: Option<&'a crate::jwt::Claims>,
+    /// The request body's fields, when the route reads any.
+    pub body: Option<&'a ParsedBody>,
+}
+
+/// A request body read for `body:FIELD` keys.
+#[derive(Debug)]
+pub enum ParsedBody {
+    Json(serde_json::Value),
+    /// `application/x-www-form-urlencoded` pairs, percent-decoded.
+    Form(Vec<(String, String)>),
+}
+
+impl ParsedBody {
+    /// Parses `body` by its content type; `Err` for a body that claims JSON but is not, `Ok(None)`
+    /// for a type without fields (the body: limits do not count that request).
+    pub fn parse(content_type: &str, body: &[u8]) -> Result<Option<Self>, &'static str> {
+        let ct = content_type
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        if ct == "application/json" || ct.ends_with("+json") {
+            return serde_json::from_slice(body)
+                .map(|v| Some(ParsedBody::Json(v)))
+                .map_err(|_| "the request body is not valid JSON");
+        }
+        if ct == "application/x-www-form-urlencoded" {
+            let text = std::str::from_utf8(body).map_err(|_| "the form body is not UTF-8")?;
+            let pairs = text
+                .split('&')
+                .filter(|p| !p.is_empty())
+                .map(|p| {
+                    let (k, v) = p.split_once('=').unwrap_or((p, ""));
+                    (decode_form(k), decode_form(v))
+                })
+                .collect();
+            return Ok(Some(ParsedBody::Form(pairs)));
+        }
+        Ok(None)
+    }
+
+    /// A field's value: a top-level JSON member (strings by their text, others by their JSON)
+    /// or the first form pair of that name.
+    fn get(&self, field: &str) -> Option<std::borrow::Cow<'_, [u8]>> {
+        use std::borrow::Cow;
+        match self {
+            ParsedBody::Json(v) => match v.get(field)? {
+                serde_json::Value::String(s) => Some(Cow::Borrowed(s.as_bytes())),
+                serde_json::Value::Null => None,
+                other => Some(Cow::Owned(other.to_string().into_bytes())),
+            },
+            ParsedBody::Form(pairs) => pairs
+                .iter()
+                .find(|(k, _)| k == field)
+                .map(|(_, v)| Cow::Borrowed(v.as_bytes())),
+        }
+    }
+}
+
+fn decode_form(raw: &str) -> String {
+    let raw = raw.as_bytes();
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let b = raw[i];
+        if b == b'%' && i + 2 < raw.len() {
+            if let (Some(a), Some(c)) = (hex(raw[i + 1]), hex(raw[i + 2])) {
+                out.push(a << 4 | c);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(if b == b'+' { b' ' } else { b });
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The process-wide keyed hasher for limit keys.
@@ -166,6 +244,7 @@ fn write_key(
             KeySource::Path => write_decoded(h, input.req.uri.path().as_bytes()),
             KeySource::Method => h.write(input.req.method.as_str().as_bytes()),
             KeySource::Global => {}
+            KeySource::Body(field) => h.write(&input.body?.get(field)?),
             KeySource::Jwt(claim) => match input.claims?.get(claim.as_str())? {
                 serde_json::Value::String(v) => h.write(v.as_bytes()),
                 serde_json::Value::Null => return None,
@@ -327,6 +406,7 @@ mod tests {
             client_ip: "192.0.2.1".parse().expect("ip"),
             route: 0,
             claims: None,
+            body: None,
         };
         let a = h.key(&[KeySource::Query("a".into())], &input, 64);
         let mut r2 = RequestHeader::build("GET", b"/x?a=Ab", None).expect("request");
@@ -336,6 +416,7 @@ mod tests {
             client_ip: "192.0.2.1".parse().expect("ip"),
             route: 0,
             claims: None,
+            body: None,
         };
         assert!(a.is_some());
         assert_eq!(

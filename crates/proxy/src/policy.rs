@@ -449,6 +449,7 @@ shadow = true
             client_ip: ip,
             route: 0,
             claims: None,
+            body: None,
         };
         let v1 = decide(&rt, 0, &h, &keyed, now);
         assert_eq!(v1.denied, None);
@@ -471,6 +472,7 @@ shadow = true
             client_ip: ip,
             route: 0,
             claims: None,
+            body: None,
         };
         let admitted = (0..20)
             .filter(|_| decide(&rt, 0, &h, &anon, now).denied.is_none())
@@ -557,6 +559,7 @@ on_error = "closed"
             client_ip: "192.0.2.1".parse().expect("ip"),
             route: 0,
             claims: None,
+            body: None,
         };
         let clock = tollgate_limit::ManualClock::new(1_000_000_000_000);
         let calls = || fake.calls.load(std::sync::atomic::Ordering::SeqCst);

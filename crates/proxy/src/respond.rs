@@ -21,6 +21,8 @@ pub enum Problem {
     InvalidToken,
     /// A calendar quota is used up for its period.
     QuotaExceeded,
+    /// A body read for `body:FIELD` keys is larger than the route reads.
+    PayloadTooLarge,
 }
 
 impl Problem {
@@ -35,6 +37,7 @@ impl Problem {
             Problem::LimiterUnavailable => 503,
             Problem::InvalidToken => 401,
             Problem::QuotaExceeded => 429,
+            Problem::PayloadTooLarge => 413,
         }
     }
 
@@ -61,6 +64,11 @@ impl Problem {
             ),
             Problem::InvalidToken => ("invalid-token", "Unauthorized", "INVALID_TOKEN"),
             Problem::QuotaExceeded => ("quota-exceeded", "Too Many Requests", "QUOTA_EXCEEDED"),
+            Problem::PayloadTooLarge => (
+                "payload-too-large",
+                "Content Too Large",
+                "PAYLOAD_TOO_LARGE",
+            ),
         }
     }
 

@@ -108,6 +108,8 @@ pub struct RouteRt {
     pub needs_jwt: bool,
     /// A limit of the route is a quota: decisions need calendar time too.
     pub needs_calendar: bool,
+    /// A limit of the route reads a body field: the body is read (bounded) first.
+    pub needs_body: bool,
     /// The route's enforced policies as one RateLimit-Policy value per plan (one entry when
     /// there are no plans); `None` without limits.
     pub policy_headers: Vec<Option<HeaderValue>>,
@@ -378,9 +380,17 @@ impl Runtime {
                     || (plans_by_jwt && limits[i].cfg.plan.is_some())
             });
             let needs_calendar = cfg.limits.iter().any(|&i| limits[i].quota);
+            let needs_body = cfg.limits.iter().any(|&i| {
+                limits[i]
+                    .cfg
+                    .key
+                    .iter()
+                    .any(|k| matches!(k, tollgate_config::KeySource::Body(_)))
+            });
             routes.push(RouteRt {
                 needs_jwt,
                 needs_calendar,
+                needs_body,
                 name: Arc::from(cfg.name.as_str()),
                 policy_headers,
                 needs_plan,

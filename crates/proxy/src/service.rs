@@ -163,6 +163,60 @@ async fn drain_small_body(session: &mut Session) {
     }
 }
 
+/// Reads the request body for `body:FIELD` keys, at most `limit` bytes, keeping it for the
+/// upstream (Pingora's retry buffer replays what was read: the upstream receives the exact
+/// body). Too large: 413; a JSON body that does not parse: 400; no body, or a content type
+/// without fields: no fields (those limits do not count the request).
+async fn read_key_body(
+    session: &mut Session,
+    limit: usize,
+) -> std::result::Result<Option<crate::identity::ParsedBody>, (Problem, &'static str)> {
+    let req = session.req_header();
+    let declared = req
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err((
+            Problem::PayloadTooLarge,
+            "the request body is larger than this route reads",
+        ));
+    }
+    let content_type = req
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    if session.is_body_done() || declared == Some(0) {
+        return Ok(None);
+    }
+    session.as_mut().enable_retry_buffering();
+    let mut buf = Vec::with_capacity(declared.unwrap_or(1024).min(limit as u64) as usize);
+    let read = async {
+        while let Some(chunk) = session.read_request_body().await? {
+            buf.extend_from_slice(&chunk);
+            if buf.len() > limit {
+                return Ok::<bool, Box<Error>>(false);
+            }
+        }
+        Ok(true)
+    };
+    match tokio::time::timeout(std::time::Duration::from_secs(10), read).await {
+        Ok(Ok(true)) => {}
+        Ok(Ok(false)) => {
+            return Err((
+                Problem::PayloadTooLarge,
+                "the request body is larger than this route reads",
+            ))
+        }
+        _ => return Err((Problem::BadRequest, "the request body could not be read")),
+    }
+    crate::identity::ParsedBody::parse(&content_type, &buf)
+        .map_err(|why| (Problem::BadRequest, why))
+}
+
 fn request_host(req: &RequestHeader) -> Option<&str> {
     req.uri.authority().map(|a| a.as_str()).or_else(|| {
         req.headers
@@ -426,12 +480,23 @@ impl ProxyHttp for Gateway {
                     }
                 }
             }
+            let mut body = None;
+            if rt.routes[route].needs_body {
+                match read_key_body(session, rt.config.server.key_body_limit).await {
+                    Ok(b) => body = b,
+                    Err((p, why)) => {
+                        self.problem(session, ctx, p, why, &[], &[]).await?;
+                        return Ok(true);
+                    }
+                }
+            }
             let req = session.req_header();
             let input = KeyInput {
                 req,
                 client_ip: client,
                 route: route as u32,
                 claims: claims.as_ref(),
+                body: body.as_ref(),
             };
             if let (true, Some(plans)) = (rt.routes[route].needs_plan, &rt.config.plans) {
                 ctx.plan = crate::identity::plan_of(plans, &input);
