@@ -21,6 +21,15 @@ fn server(port: u16, admin: u16) -> String {
     )
 }
 
+/// `[server]` and a `[redis]` section on `redis` with a generous budget (a debug build).
+fn with_redis(port: u16, admin: u16, redis: &RedisServer) -> String {
+    format!(
+        "{}[redis]\nurl = \"{}\"\ntimeout = \"500ms\"\n",
+        server(port, admin),
+        redis.url()
+    )
+}
+
 async fn metrics(admin: u16) -> String {
     get(admin, "/metrics", &[]).await.expect("metrics").body
 }
@@ -106,9 +115,6 @@ async fn two_gateways_share_one_limit() {
     let conf = |port: u16, admin: u16| {
         format!(
             r#"{}
-[redis]
-url = "{}"
-timeout = "500ms"
 [[routes]]
 name = "api"
 path_prefix = "/"
@@ -126,8 +132,7 @@ rate = "20/s"
 burst = 5
 scope = "global"
 "#,
-            server(port, admin),
-            redis.url()
+            with_redis(port, admin, &redis)
         )
     };
     let (p1, a1, p2, a2) = (free_port(), free_port(), free_port(), free_port());
@@ -188,9 +193,6 @@ async fn refusals_are_served_from_the_verdict_cache_until_their_reset() {
     let (port, admin) = (free_port(), free_port());
     let toml = format!(
         r#"{}
-[redis]
-url = "{}"
-timeout = "500ms"
 [[routes]]
 name = "hot"
 path_prefix = "/"
@@ -203,8 +205,7 @@ rate = "20/m"
 burst = 1
 scope = "global"
 "#,
-        server(port, admin),
-        redis.url()
+        with_redis(port, admin, &redis)
     );
     let _gw = start(&toml, port, admin).await;
     let mut c = Conn::open(port).await.expect("connect");
@@ -668,9 +669,6 @@ async fn a_request_refused_by_one_global_limit_consumes_nothing_from_the_others(
     let (port, admin) = (free_port(), free_port());
     let toml = format!(
         r#"{}
-[redis]
-url = "{}"
-timeout = "500ms"
 [[routes]]
 name = "both"
 path_prefix = "/both"
@@ -701,8 +699,7 @@ algorithm = "fixed_window"
 rate = "2/h"
 scope = "global"
 "#,
-        server(port, admin),
-        redis.url()
+        with_redis(port, admin, &redis)
     );
     let _gw = start(&toml, port, admin).await;
     let user = [("x-user", "u1")];

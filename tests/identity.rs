@@ -19,7 +19,7 @@ fn read(name: &str) -> Vec<u8> {
 
 const SECRET: &str = "test-secret-of-32-bytes-or-more!!";
 
-async fn start(extra: &str) -> (GatewayProc, u16) {
+async fn start_jwt(extra: &str) -> (GatewayProc, u16) {
     let (port, admin) = (free_port(), free_port());
     let toml = format!(
         r#"
@@ -49,8 +49,14 @@ burst = 2
         fixture("rs256-public.pem").display(),
         fixture("es256-public.pem").display(),
     );
-    match GatewayProc::start(Path::new(BIN), &toml, port, Some(admin)).await {
-        Ok(gw) => (gw, port),
+    (serve(&toml, port, admin).await, port)
+}
+
+/// The gateway serving `toml` on `port` (admin on `admin`), ready; the test fails with its log
+/// if it does not start.
+async fn serve(toml: &str, port: u16, admin: u16) -> GatewayProc {
+    match GatewayProc::start(Path::new(BIN), toml, port, Some(admin)).await {
+        Ok(gw) => gw,
         Err(e) => panic!("{e}"),
     }
 }
@@ -67,7 +73,7 @@ async fn call(port: u16, token: Option<&str>) -> Reply {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_follow_the_verified_subject_whatever_the_algorithm() {
-    let (_gw, port) = start("").await;
+    let (_gw, port) = start_jwt("").await;
     let alice_hs = jwt("HS256", SECRET.as_bytes(), &claims("alice"));
     let alice_rs = jwt("RS256", &read("rs256-private.pem"), &claims("alice"));
     let bob_es = jwt("ES256", &read("es256-private.pem"), &claims("bob"));
@@ -93,7 +99,7 @@ async fn limits_follow_the_verified_subject_whatever_the_algorithm() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_bad_token_is_refused_with_401() {
-    let (_gw, port) = start("").await;
+    let (_gw, port) = start_jwt("").await;
     let b64 = |v: &serde_json::Value| {
         const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
         let bytes = v.to_string().into_bytes();
@@ -218,17 +224,7 @@ upgrade_url = "https://example.com/pricing"
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_monthly_quota_refuses_with_quota_exceeded_until_the_month_ends() {
     let (port, admin) = (free_port(), free_port());
-    let _gw = match GatewayProc::start(
-        Path::new(BIN),
-        &quota_conf(port, admin, "", ""),
-        port,
-        Some(admin),
-    )
-    .await
-    {
-        Ok(gw) => gw,
-        Err(e) => panic!("{e}"),
-    };
+    let _gw = serve(&quota_conf(port, admin, "", ""), port, admin).await;
     let key = [("x-api-key", "k1")];
     for left in [2, 1, 0] {
         let r = get(port, "/", &key).await.expect("request");
@@ -292,19 +288,13 @@ async fn a_global_quota_survives_a_gateway_restart() {
     );
     let key = [("x-api-key", "k1")];
     {
-        let _gw = match GatewayProc::start(Path::new(BIN), &conf, port, Some(admin)).await {
-            Ok(gw) => gw,
-            Err(e) => panic!("{e}"),
-        };
+        let _gw = serve(&conf, port, admin).await;
         for _ in 0..2 {
             assert_eq!(get(port, "/", &key).await.expect("request").status, 200);
         }
     }
     // A new process: the count lives in Redis.
-    let _gw = match GatewayProc::start(Path::new(BIN), &conf, port, Some(admin)).await {
-        Ok(gw) => gw,
-        Err(e) => panic!("{e}"),
-    };
+    let _gw = serve(&conf, port, admin).await;
     assert_eq!(get(port, "/", &key).await.expect("request").status, 200);
     let r = get(port, "/", &key).await.expect("request");
     assert_eq!(
@@ -336,10 +326,7 @@ burst = 1
 retry_after_jitter = "10s"
 "#
     );
-    let _gw = match GatewayProc::start(Path::new(BIN), &toml, port, Some(admin)).await {
-        Ok(gw) => gw,
-        Err(e) => panic!("{e}"),
-    };
+    let _gw = serve(&toml, port, admin).await;
     let r = get(port, "/", &[]).await.expect("request");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("x-ratelimit-limit"), Some("1"));
@@ -394,10 +381,7 @@ quota = "{quota}/day"
 "#
         );
     }
-    let _gw = match GatewayProc::start(Path::new(BIN), &toml, port, Some(admin)).await {
-        Ok(gw) => gw,
-        Err(e) => panic!("{e}"),
-    };
+    let _gw = serve(&toml, port, admin).await;
     let key = [("x-api-key", "k")];
     let run = |path: &'static str, n: usize| async move {
         let mut out = Vec::new();
@@ -535,10 +519,7 @@ rate = "1/h"
 burst = 1
 "#
     );
-    let _gw = match GatewayProc::start(Path::new(BIN), &toml, port, Some(admin)).await {
-        Ok(gw) => gw,
-        Err(e) => panic!("{e}"),
-    };
+    let _gw = serve(&toml, port, admin).await;
     let token = |tenant: &str, sub: &str| {
         jwt(
             "HS256",
@@ -641,10 +622,7 @@ burst = 2
 "#,
         be.addr
     );
-    let _gw = match GatewayProc::start(Path::new(BIN), &toml, port, Some(admin)).await {
-        Ok(gw) => gw,
-        Err(e) => panic!("{e}"),
-    };
+    let _gw = serve(&toml, port, admin).await;
     static JSON: [(&str, &str); 1] = [("content-type", "application/json")];
     static FORM: [(&str, &str); 1] = [("content-type", "application/x-www-form-urlencoded")];
     let (json, form) = (&JSON, &FORM);

@@ -147,22 +147,8 @@ impl ParsedBody {
 }
 
 fn decode_form(raw: &str) -> String {
-    let raw = raw.as_bytes();
-    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
     let mut out = Vec::with_capacity(raw.len());
-    let mut i = 0;
-    while i < raw.len() {
-        let b = raw[i];
-        if b == b'%' && i + 2 < raw.len() {
-            if let (Some(a), Some(c)) = (hex(raw[i + 1]), hex(raw[i + 2])) {
-                out.push(a << 4 | c);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(if b == b'+' { b' ' } else { b });
-        i += 1;
-    }
+    percent_decoded(raw.as_bytes(), |b| out.push(b));
     String::from_utf8_lossy(&out).into_owned()
 }
 
@@ -278,18 +264,24 @@ fn query_param<'q>(query: &'q str, name: &str) -> Option<&'q [u8]> {
 /// Feeds percent-decoded bytes ('+' as space) to the hasher, so `%41` and `A` are one key and a
 /// client cannot escape its limit by re-encoding.
 fn write_decoded(h: &mut impl Hasher, raw: &[u8]) {
+    percent_decoded(raw, |b| h.write_u8(b));
+}
+
+/// URL and form decoding ('%XX' and '+' as space), byte by byte to `out`: the hasher needs no
+/// buffer, a form field collects its bytes.
+fn percent_decoded(raw: &[u8], mut out: impl FnMut(u8)) {
     let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
     let mut i = 0;
     while i < raw.len() {
         let b = raw[i];
         if b == b'%' && i + 2 < raw.len() {
             if let (Some(a), Some(c)) = (hex(raw[i + 1]), hex(raw[i + 2])) {
-                h.write_u8(a << 4 | c);
+                out(a << 4 | c);
                 i += 3;
                 continue;
             }
         }
-        h.write_u8(if b == b'+' { b' ' } else { b });
+        out(if b == b'+' { b' ' } else { b });
         i += 1;
     }
 }
