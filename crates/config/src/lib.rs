@@ -9,6 +9,7 @@
 //! path and line, so an operator can fix a file in one pass. Unknown keys are errors; keys the
 //! format knows but this build does not serve yet say so instead of "unknown key".
 
+mod abuse;
 mod parse;
 mod reader;
 mod types;

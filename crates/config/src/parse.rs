@@ -15,9 +15,6 @@ use std::time::Duration;
 use tollgate_limit::{AlgorithmKind, Calendar, CalendarUnit, Rate, DEFAULT_MAX_KEYS};
 use toml::de::{DeTable, DeValue};
 
-const NOT_BUILT_ACCESS: &str = "access lists are not built yet in this version: remove [access]";
-const NOT_BUILT_TARPIT: &str = "tarpits are not built yet in this version: remove tarpit";
-
 /// `base`: the directory relative file names in the config (key files) are read from.
 pub fn parse(text: &str, base: &Path) -> Result<Config, Vec<Problem>> {
     let mut cx = Cx::new(text);
@@ -90,8 +87,15 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, Vec<Problem>> {
         )
         .collect();
     let weights: Vec<usize> = variants.iter().map(Vec::len).collect();
+    let mut files = Vec::new();
+    let access = match root.get("access") {
+        Some(v) => Tbl::of(&mut cx, "access".into(), v)
+            .map(|t| crate::abuse::access(&mut cx, t, base, &mut files))
+            .unwrap_or_default(),
+        None => AccessConfig::default(),
+    };
     let routes = match root.get("routes") {
-        Some(v) => routes(&mut cx, v, &upstreams, &limits, &weights),
+        Some(v) => routes(&mut cx, v, &upstreams, &limits, &weights, base, &mut files),
         None => Vec::new(),
     };
     if plans_present
@@ -109,7 +113,7 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, Vec<Problem>> {
             "plans read a jwt: claim: add a [jwt] section",
         );
     }
-    root.finish(&mut cx, &[("access", NOT_BUILT_ACCESS)]);
+    root.finish(&mut cx, &[]);
 
     if !cx.problems.is_empty() {
         cx.problems.sort_by_key(|p| p.line);
@@ -166,6 +170,8 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, Vec<Problem>> {
         redis,
         jwt,
         plans,
+        access,
+        files,
     })
 }
 
@@ -715,6 +721,7 @@ fn server_defaults() -> ServerConfig {
         upgrade_sock: PathBuf::from("/tmp/tollgate_upgrade.sock"),
         h2c: true,
         access_log: false,
+        admin_token: None,
         legacy_headers: false,
         key_body_limit: 16 * 1024,
     }
@@ -739,7 +746,7 @@ fn socket_addr(
     }
 }
 
-fn duration(cx: &mut Cx, path: &str, v: &Value) -> Option<Duration> {
+pub(crate) fn duration(cx: &mut Cx, path: &str, v: &Value) -> Option<Duration> {
     let s = as_str(cx, path, v)?;
     match parse_duration(s) {
         Ok(d) => Some(d),
@@ -813,6 +820,46 @@ fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
         if let Some(n) = as_int_in(cx, &t.key_path("key_body_limit"), v, 1, 64 * 1024) {
             s.key_body_limit = n as usize;
         }
+    }
+    match (t.get("admin_token"), t.get("admin_token_env")) {
+        (Some(v), None) => {
+            let p = t.key_path("admin_token");
+            if let Some(tok) = as_str(cx, &p, v) {
+                if tok.len() < 16 {
+                    cx.err(
+                        &p,
+                        v.span(),
+                        "at least 16 characters (it guards the blocks API)",
+                    );
+                } else {
+                    s.admin_token = Some(tok.to_string());
+                }
+            }
+        }
+        (None, Some(v)) => {
+            let p = t.key_path("admin_token_env");
+            if let Some(name) = as_str(cx, &p, v) {
+                match std::env::var(name) {
+                    Ok(tok) if tok.len() >= 16 => s.admin_token = Some(tok),
+                    Ok(_) => cx.err(
+                        &p,
+                        v.span(),
+                        format!("the environment variable {name} holds fewer than 16 characters"),
+                    ),
+                    Err(_) => cx.err(
+                        &p,
+                        v.span(),
+                        format!("the environment variable {name} is not set"),
+                    ),
+                }
+            }
+        }
+        (Some(v), Some(_)) => cx.err(
+            &t.key_path("admin_token"),
+            v.span(),
+            "set either admin_token or admin_token_env, not both",
+        ),
+        (None, None) => {}
     }
     if let Some(v) = t.get("legacy_headers") {
         s.legacy_headers = as_bool(cx, &t.key_path("legacy_headers"), v).unwrap_or(false);
@@ -997,7 +1044,7 @@ fn key_source(cx: &mut Cx, path: &str, s: &str, span: std::ops::Range<usize>) ->
     Some(k)
 }
 
-fn http_token(s: &str) -> bool {
+pub(crate) fn http_token(s: &str) -> bool {
     !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
@@ -1387,22 +1434,51 @@ fn limits(
             }
             None => Some(DEFAULT_MAX_KEYS),
         };
-        if let Some(av) = l.get("action") {
-            let p = l.key_path("action");
-            match as_str(cx, &p, av) {
-                Some("reject") | None => {}
-                Some(a @ ("tarpit" | "challenge")) => cx.err(
-                    &p,
-                    av.span(),
-                    format!("action \"{a}\" is not built yet in this version: use \"reject\""),
-                ),
-                Some(other) => cx.err(
-                    &p,
-                    av.span(),
-                    format!("unknown action \"{other}\" (reject, tarpit or challenge)"),
-                ),
+        let action = match l.get("action") {
+            Some(av) => crate::abuse::action(cx, &l.key_path("action"), av),
+            None => Some(Action::Reject),
+        };
+        let tarpit = match (l.get("tarpit"), action) {
+            (Some(v), Some(Action::Tarpit)) => {
+                crate::abuse::tarpit(cx, &l.key_path("tarpit"), v).map(Some)
             }
-        }
+            (Some(v), _) => {
+                cx.err(
+                    &l.key_path("tarpit"),
+                    v.span(),
+                    "tarpit settings need action = \"tarpit\"",
+                );
+                None
+            }
+            (None, _) => Some(None),
+        };
+        let challenge_url = match (l.get("challenge_url"), action) {
+            (Some(v), Some(Action::Challenge)) => {
+                crate::abuse::challenge_url(cx, &l.key_path("challenge_url"), v).map(Some)
+            }
+            (Some(v), _) => {
+                cx.err(
+                    &l.key_path("challenge_url"),
+                    v.span(),
+                    "challenge_url needs action = \"challenge\"",
+                );
+                None
+            }
+            (None, Some(Action::Challenge)) => {
+                cx.err(
+                    &path,
+                    l.span.clone(),
+                    "action = \"challenge\" needs challenge_url (where the client solves it)",
+                );
+                None
+            }
+            (None, _) => Some(None),
+        };
+        let block = match l.get("block") {
+            Some(v) => crate::abuse::ladder(cx, &l.key_path("block"), v),
+            None => Some(Vec::new()),
+        };
+        let count_failures = crate::abuse::count_failures(cx, &mut l).ok();
         let overage = match (l.get("overage"), calendar.is_some()) {
             (Some(v), false) => {
                 cx.err(
@@ -1477,7 +1553,13 @@ fn limits(
             }
         }
         l.finish(cx, &[]);
-        let valid = match (key, algorithm, rate, burst, delay, scope, on_err, max_keys) {
+        let abuse = match (action, tarpit, challenge_url, block, count_failures) {
+            (Some(a), Some(t), Some(c), Some(b), Some(f)) => Some((a, t, c, b, f)),
+            _ => None,
+        };
+        let valid = match (
+            key, algorithm, rate, burst, delay, scope, on_err, max_keys, abuse,
+        ) {
             (
                 Some(key),
                 Some(algorithm),
@@ -1487,6 +1569,7 @@ fn limits(
                 Some(scope),
                 Some(on_error),
                 Some(max_keys),
+                Some((action, tarpit, challenge_url, block, count_failures)),
             ) => Some(LimitConfig {
                 name: name.to_string(),
                 key,
@@ -1503,6 +1586,11 @@ fn limits(
                 retry_after_jitter: retry_after_jitter.unwrap_or_default(),
                 overage: overage.unwrap_or(Overage::Hard),
                 plan: None,
+                action,
+                tarpit,
+                challenge_url,
+                block,
+                count_failures,
             }),
             _ => None,
         };
@@ -1520,6 +1608,8 @@ fn routes(
     upstreams: &[(String, UpstreamConfig)],
     limits: &[(String, Option<LimitConfig>)],
     weights: &[usize],
+    base: &Path,
+    files: &mut Vec<PathBuf>,
 ) -> Vec<RouteConfig> {
     let Some(items) = crate::reader::as_array(cx, "routes", v) else {
         return Vec::new();
@@ -1664,10 +1754,20 @@ fn routes(
                 format!("at most {MAX_LIMITS_PER_ROUTE} limits per route (a plan limit counts once per plan), got {count}"),
             );
         }
-        r.finish(
-            cx,
-            &[("tarpit", NOT_BUILT_TARPIT), ("access", NOT_BUILT_ACCESS)],
-        );
+        let access = r.get("access").and_then(|v| {
+            Tbl::of(cx, r.key_path("access"), v).map(|t| crate::abuse::access(cx, t, base, files))
+        });
+        let tarpit = match r.get("tarpit") {
+            Some(v) => match crate::abuse::tarpit(cx, &r.key_path("tarpit"), v) {
+                Some(t) => Some(t),
+                None => {
+                    ok = false;
+                    None
+                }
+            },
+            None => None,
+        };
+        r.finish(cx, &[]);
         if let (true, Some(path_prefix), Some((name, _)), Some(action)) =
             (ok, path_prefix, name, action)
         {
@@ -1678,6 +1778,8 @@ fn routes(
                 methods,
                 action,
                 limits: limit_idx,
+                access,
+                tarpit,
             });
         }
     }

@@ -18,6 +18,72 @@ pub struct Config {
     pub jwt: Option<JwtSettings>,
     /// `[plans]`: what each caller paid for.
     pub plans: Option<Plans>,
+    /// `[access]`: who is refused at once and who skips every limit, for all routes.
+    pub access: AccessConfig,
+    /// Files the config read besides itself (list files, key files): a change to any of them
+    /// is a change to the config.
+    pub files: Vec<PathBuf>,
+}
+
+/// Access lists (`[access]`, or a route's `access`, which adds to the server's).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AccessConfig {
+    /// Clients refused with 403 (IPv4 and IPv6; IPv4-mapped IPv6 clients are matched as IPv4).
+    pub deny: Vec<IpNet>,
+    /// Clients that skip every limit and every deny rule.
+    pub allow: Vec<IpNet>,
+    /// User-Agent globs refused with 403 (`*` any run, `?` one character; whole value, case
+    /// insensitive).
+    pub deny_user_agents: Vec<String>,
+    /// API keys (exact, or globs such as `sk_partner_*`) that skip every limit.
+    pub allow_api_keys: Vec<String>,
+    /// The header carrying the API key, lower case (`None`: the server's, else `x-api-key`).
+    pub api_key_header: Option<String>,
+}
+
+impl AccessConfig {
+    pub fn is_empty(&self) -> bool {
+        self.deny.is_empty()
+            && self.allow.is_empty()
+            && self.deny_user_agents.is_empty()
+            && self.allow_api_keys.is_empty()
+    }
+}
+
+/// Holding refused requests before answering them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TarpitConfig {
+    /// Each held request waits a random time in `min..=max`.
+    pub delay_min: Duration,
+    pub delay_max: Duration,
+    /// Held at once per process (per tarpit); past it refusals are answered at once.
+    pub max_concurrent: usize,
+    /// After the hold: answer 429 (`reject`), or pass the request on (`pass`: slowed, not
+    /// refused).
+    pub then_pass: bool,
+}
+
+impl Default for TarpitConfig {
+    fn default() -> Self {
+        Self {
+            delay_min: Duration::from_secs(1),
+            delay_max: Duration::from_secs(3),
+            max_concurrent: 256,
+            then_pass: false,
+        }
+    }
+}
+
+/// What a limit does with a request over it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Action {
+    /// 429 at once.
+    #[default]
+    Reject,
+    /// Held, then 429 (or passed on): see [`TarpitConfig`].
+    Tarpit,
+    /// 429 with `CHALLENGE_REQUIRED` and the limit's `challenge_url`.
+    Challenge,
 }
 
 /// Plans, and how a caller's plan is found: the tenant's entry in `tenants`, else the plan
@@ -122,6 +188,8 @@ pub struct ServerConfig {
     /// Every limit in shadow mode.
     pub shadow: bool,
     pub grace_period: Duration,
+    /// Bearer token the admin listener requires for `/blocks` (none: that API is off).
+    pub admin_token: Option<String>,
     /// Unix socket Pingora hands listeners over on `--upgrade`.
     pub upgrade_sock: PathBuf,
     /// Accept HTTP/2 with prior knowledge (h2c) on plaintext listeners.
@@ -164,6 +232,10 @@ pub struct RouteConfig {
     pub action: RouteAction,
     /// Indexes into [`Config::limits`], in the order written.
     pub limits: Vec<usize>,
+    /// The route's own access lists (added to `[access]`).
+    pub access: Option<AccessConfig>,
+    /// Refusals on this route are held first (limits whose action is `reject`).
+    pub tarpit: Option<TarpitConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -203,6 +275,16 @@ pub struct LimitConfig {
     /// Up to this much is added at random to a refusal's Retry-After, so that clients refused
     /// together do not all return at the same instant.
     pub retry_after_jitter: Duration,
+    pub action: Action,
+    /// `action = "tarpit"`: the limit's own hold (a route's `tarpit` takes precedence).
+    pub tarpit: Option<TarpitConfig>,
+    /// `action = "challenge"`: where the client proves it is human.
+    pub challenge_url: Option<String>,
+    /// The escalation ladder: keys this limit refuses too often are blocked (403).
+    pub block: Vec<tollgate_limit::Rung>,
+    /// `count = "failures"`: only requests whose response has one of these statuses count
+    /// (failed logins); others are given back when their response is known.
+    pub count_failures: Option<Vec<u16>>,
 }
 
 impl LimitConfig {
@@ -247,6 +329,11 @@ impl LimitConfig {
             && self.plan == other.plan
             && self.scope == other.scope
             && self.max_keys == other.max_keys
+    }
+
+    /// Whether blocks and refusal counts kept under `other` can go on serving this one.
+    pub fn same_blocks_as(&self, other: &LimitConfig) -> bool {
+        self.key == other.key && self.block == other.block && self.max_keys == other.max_keys
     }
 }
 

@@ -174,7 +174,22 @@ fn each_error_names_its_key_and_line() {
         ("[limits.a]\nkey = \"client_ip\"\nquota = \"10/day\"\nthrottle_rate = \"1/s\"\n", "f.toml: limits.a.throttle_rate: throttle_rate applies only to overage = \"throttle\" (line 4)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\noverage = \"soft\"\n", "f.toml: limits.a.overage: overage applies only to a quota (line 4)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nscope = \"global\"\n", "f.toml: limits.a.scope: scope \"global\" keeps state in Redis: add a [redis] section (url or cluster) (line 4)"),
-        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\naction = \"tarpit\"\n", "f.toml: limits.a.action: action \"tarpit\" is not built yet in this version: use \"reject\" (line 4)"),
+        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\naction = \"drop\"\n", "f.toml: limits.a.action: unknown action \"drop\" (reject, tarpit or challenge) (line 4)"),
+        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\naction = \"challenge\"\n", "f.toml: limits.a: action = \"challenge\" needs challenge_url (where the client solves it) (line 1)"),
+        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nchallenge_url = \"https://x\"\n", "f.toml: limits.a.challenge_url: challenge_url needs action = \"challenge\" (line 4)"),
+        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\naction = \"challenge\"\nchallenge_url = \"javascript:x\"\n", "f.toml: limits.a.challenge_url: \"javascript:x\" is not an http(s) URL or a path starting with / (line 5)"),
+        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\ntarpit = { delay = \"1s\" }\n", "f.toml: limits.a.tarpit: tarpit settings need action = \"tarpit\" (line 4)"),
+        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\naction = \"tarpit\"\ntarpit = { delay = [\"3s\", \"1s\"] }\n", "f.toml: limits.a.tarpit.delay: the shortest delay comes first (line 5)"),
+        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nblock = [{ after = 10, within = \"1m\" }]\n", "f.toml: limits.a.block[0]: missing key \"for\" (how long a key stays blocked) (line 4)"),
+        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nblock = [{ after = 0, within = \"1m\", for = \"5m\" }]\n", "f.toml: limits.a.block[0].after: must be between 1 and 1000000000, got 0 (line 4)"),
+        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nblock = [{ after = 10, within = \"1m\", for = \"5m\", ban = true }]\n", "f.toml: limits.a.block[0].ban: unknown key (line 4)"),
+        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\ncount = \"errors\"\n", "f.toml: limits.a.count: unknown \"errors\" (all: every request counts; failures: only requests answered with a failure_statuses status, e.g. failed logins) (line 4)"),
+        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nfailure_statuses = [401]\n", "f.toml: limits.a.failure_statuses: failure_statuses needs count = \"failures\" (line 4)"),
+        ("[access]\ndeny = [\"10.0.0.0/33\"]\n", "f.toml: access.deny[0]: \"10.0.0.0/33\" is not an IP address or CIDR, e.g. \"10.0.0.0/8\" or \"2001:db8::/32\" (line 2)"),
+        ("[access]\ndeny_user_agents = [\"Bad[Bot\"]\n", "f.toml: access.deny_user_agents[0]: \"Bad[Bot\" is not a valid glob: unclosed character class; missing ']' (line 2)"),
+        ("[access]\ndeny_files = [\"/nonexistent/deny.txt\"]\n", "f.toml: access.deny_files[0]: cannot read /nonexistent/deny.txt: No such file or directory (os error 2) (line 2)"),
+        ("[access]\nblock = [\"1.2.3.4\"]\n", "f.toml: access.block: unknown key (line 2)"),
+        ("[server]\nadmin_token = \"short\"\n", "f.toml: server.admin_token: at least 16 characters (it guards the blocks API) (line 2)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nburst = 0\n", "f.toml: limits.a.burst: must be between 1 and 1000000000, got 0 (line 4)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nalgorithm = \"leaky\"\n", "f.toml: limits.a.algorithm: unknown algorithm \"leaky\" (one of: token_bucket, gcra, sliding_window, fixed_window, sliding_log, leaky_bucket) (line 4)"),
         ("[limits.a]\nkey = \"jwt:sub\"\nrate = \"1/s\"\n", "f.toml: limits.a.key: \"jwt:sub\" reads a verified bearer token: add a [jwt] section (keys to verify it with) (line 2)"),
@@ -191,7 +206,9 @@ fn each_error_names_its_key_and_line() {
         ("[[routes]]\npath_prefix = \"/\"\n", "f.toml: routes[0]: missing key \"upstream\" or \"respond\" (line 1)"),
         ("[upstreams.a]\ntargets = [\"127.0.0.1:1\"]\n[[routes]]\npath_prefix = \"/\"\nupstream = \"a\"\nrespond = { status = 200 }\n", "f.toml: routes[0].respond: a route has either upstream or respond, not both (line 6)"),
         ("[[routes]]\npath_prefix = \"/\"\nrespond = { status = 99 }\n", "f.toml: routes[0].respond.status: must be between 200 and 599, got 99 (line 3)"),
-        ("[[routes]]\npath_prefix = \"/\"\nrespond = { status = 200 }\ntarpit = { delay = [\"1s\", \"3s\"] }\n", "f.toml: routes[0].tarpit: tarpits are not built yet in this version: remove tarpit (line 4)"),
+        ("[[routes]]\npath_prefix = \"/\"\nrespond = { status = 200 }\ntarpit = { delay = [\"1s\", \"10m\"] }\n", "f.toml: routes[0].tarpit.delay: at most 5m: held connections must end (line 4)"),
+        ("[[routes]]\npath_prefix = \"/\"\nrespond = { status = 200 }\ntarpit = { max_concurrent = 0 }\n", "f.toml: routes[0].tarpit.max_concurrent: must be between 1 and 1000000, got 0 (line 4)"),
+        ("[[routes]]\npath_prefix = \"/\"\nrespond = { status = 200 }\naccess = { allow = [\"nope\"] }\n", "f.toml: routes[0].access.allow[0]: \"nope\" is not an IP address or CIDR, e.g. \"10.0.0.0/8\" or \"2001:db8::/32\" (line 4)"),
     ];
     for (toml, want) in cases {
         assert_eq!(problems(toml), vec![want.to_string()], "for:\n{toml}");
@@ -272,4 +289,97 @@ fn at_most_sixteen_limits_per_route() {
         p[0].contains("routes[0].limits: at most 16 limits per route (a plan limit counts once per plan), got 17"),
         "{p:?}"
     );
+}
+
+#[test]
+fn abuse_defence_settings() {
+    let dir = std::env::temp_dir().join(format!("tollgate-lists-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(
+        dir.join("deny.txt"),
+        "# botnet\n192.0.2.0/24\n\n2001:db8::/32  # v6\n198.51.100.7\n",
+    )
+    .expect("write");
+    std::fs::write(dir.join("bad.txt"), "10.0.0.0/8\nnot-an-ip\n").expect("write");
+    let text = r#"
+[server]
+admin_token = "0123456789abcdef0123"
+[access]
+deny = ["203.0.113.0/24"]
+deny_files = ["deny.txt"]
+allow = ["203.0.113.50"]
+deny_user_agents = ["BadBot/1.0", "Scraper*"]
+allow_api_keys = ["sk_partner_*"]
+api_key_header = "X-Partner-Key"
+[limits.login]
+key = "ip_ua"
+rate = "5/m"
+action = "tarpit"
+tarpit = { delay = ["1s", "3s"], max_concurrent = 4, then = "pass" }
+block = [{ after = 10, within = "1m", for = "5m" }, { after = 100, within = "5m", for = "1h" }]
+count = "failures"
+[limits.scrape]
+key = "client_ip"
+rate = "10/s"
+action = "challenge"
+challenge_url = "https://captcha.example.com/"
+[[routes]]
+path_prefix = "/login"
+respond = { status = 200 }
+limits = ["login", "scrape"]
+tarpit = { delay = "2s" }
+access = { deny = ["10.0.0.0/8"] }
+"#;
+    let path = dir.join("t.toml");
+    std::fs::write(&path, text).expect("write");
+    let c = tollgate_config::load_file(&path).expect("valid");
+    assert_eq!(c.access.deny.len(), 4);
+    assert_eq!(c.access.allow[0].to_string(), "203.0.113.50/32");
+    assert_eq!(c.access.api_key_header.as_deref(), Some("x-partner-key"));
+    assert_eq!(c.files, vec![dir.join("deny.txt")]);
+    assert_eq!(
+        c.server.admin_token.as_deref(),
+        Some("0123456789abcdef0123")
+    );
+    let l = &c.limits[0];
+    assert_eq!(l.action, tollgate_config::Action::Tarpit);
+    let t = l.tarpit.expect("tarpit");
+    assert_eq!(
+        (
+            t.delay_min.as_secs(),
+            t.delay_max.as_secs(),
+            t.max_concurrent,
+            t.then_pass
+        ),
+        (1, 3, 4, true)
+    );
+    assert_eq!(l.block.len(), 2);
+    assert_eq!(
+        (l.block[1].after, l.block[1].block_for.as_secs()),
+        (100, 3600)
+    );
+    assert_eq!(l.count_failures, Some(vec![401, 403]));
+    assert_eq!(
+        c.limits[1].challenge_url.as_deref(),
+        Some("https://captcha.example.com/")
+    );
+    let r = &c.routes[0];
+    assert_eq!(
+        r.tarpit.map(|t| (
+            t.delay_min.as_secs(),
+            t.delay_max.as_secs(),
+            t.max_concurrent
+        )),
+        Some((2, 2, 256))
+    );
+    assert_eq!(r.access.as_ref().map(|a| a.deny.len()), Some(1));
+
+    // A bad list file names the file and its line.
+    std::fs::write(&path, "[access]\ndeny_files = [\"bad.txt\"]\n").expect("write");
+    let e = tollgate_config::load_file(&path).expect_err("invalid");
+    assert_eq!(
+        e.lines(),
+        vec![format!("{}: access.deny_files[0]: bad.txt line 2: \"not-an-ip\" is not an IP address or CIDR (line 2)", path.display())]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,6 +9,7 @@
 //!   [`SlidingWindow`], [`SlidingLog`]) as plain state machines over `&mut State`, chosen by a
 //!   [`LimitSpec`] that the Redis scripts implement identically for global limits.
 //! - [`VerdictCache`]: refusals of global limits remembered until they expire.
+//! - [`Ladder`] and [`BlockTable`]: automatic blocks of keys a limit refuses too often.
 //! - [`KeyedStore`]: one state per key per process, sharded so that no global lock exists,
 //!   bounded to `max_keys` with eviction of idle keys first; each state is updated lock-free
 //!   ([`StateCell`]).
@@ -17,6 +18,7 @@
 //! backwards is treated as "no time passed", and a store at capacity evicts rather than grows.
 
 mod algorithm;
+mod blocks;
 mod calendar;
 mod cell;
 mod clock;
@@ -27,6 +29,7 @@ mod verdict;
 mod windows;
 
 pub use algorithm::{Algorithm, AlgorithmKind, Gcra, LeakyBucket, TokenBucket, TokenBucketState};
+pub use blocks::{Block, BlockTable, Ladder, Rung, Tripped};
 pub use calendar::{civil_from_days, days_from_civil, Calendar, CalendarUnit};
 pub use cell::{MutexCell, PairCell, StateCell};
 pub use clock::{Clock, ManualClock, MonotonicClock, Nanos, NANOS_PER_SEC};

@@ -147,6 +147,18 @@ impl<A: Algorithm> KeyedStore<A> {
         self.shards.iter().map(|s| s.map.read().len()).sum()
     }
 
+    /// Drops the key's state: it starts afresh.
+    pub fn forget(&self, key: u64) {
+        self.shard(key).map.write().remove(&key);
+    }
+
+    /// Drops every key's state.
+    pub fn forget_all(&self) {
+        for s in self.shards.iter() {
+            s.map.write().clear();
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

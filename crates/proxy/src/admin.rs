@@ -1,5 +1,7 @@
 //! The admin listener: `/healthz` (the process runs), `/readyz` (it serves a config and is not
-//! draining), `/metrics` (Prometheus text).
+//! draining), `/metrics` (Prometheus text), and `/blocks` (automatic blocks: list with GET,
+//! lift with DELETE `/blocks/LIMIT/KEY` or `/blocks/LIMIT`), which needs
+//! `Authorization: Bearer <server.admin_token>` and is off without a token.
 
 use crate::runtime::Shared;
 use async_trait::async_trait;
@@ -33,10 +35,131 @@ fn reply(status: u16, content_type: &str, body: Vec<u8>) -> Response<Vec<u8>> {
     r
 }
 
+fn json(status: u16, v: serde_json::Value) -> Response<Vec<u8>> {
+    let mut body = serde_json::to_vec(&v).unwrap_or_default();
+    body.push(b'\n');
+    reply(status, "application/json", body)
+}
+
+/// Compares without an early exit, so the time taken says nothing about the token.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl Admin {
+    async fn blocks(&self, session: &ServerSession, path: &str) -> Response<Vec<u8>> {
+        let rt = self.shared.runtime.load_full();
+        let Some(token) = &rt.config.server.admin_token else {
+            return json(
+                403,
+                serde_json::json!({"error": "the blocks API is off: set server.admin_token (or admin_token_env)"}),
+            );
+        };
+        let req = session.req_header();
+        let given = req
+            .headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !same_secret(given.trim().as_bytes(), token.as_bytes()) {
+            let mut r = json(
+                401,
+                serde_json::json!({"error": "a valid admin token is required"}),
+            );
+            r.headers_mut().insert(
+                http::header::WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer realm=\"tollgate-admin\""),
+            );
+            return r;
+        }
+        let now = self.shared.clock.now();
+        // One entry per limit name (a plan limit's variants share their ladder).
+        let mut ladders: Vec<(&str, &crate::runtime::LadderRt)> = Vec::new();
+        for l in &rt.limits {
+            if let Some(lad) = &l.ladder {
+                if !ladders.iter().any(|(n, _)| *n == l.cfg.name) {
+                    ladders.push((&l.cfg.name, lad));
+                }
+            }
+        }
+        let rest = path.trim_start_matches("/blocks").trim_start_matches('/');
+        match req.method {
+            http::Method::GET if rest.is_empty() => {
+                let mut out = Vec::new();
+                for (name, lad) in &ladders {
+                    for (key, b) in lad.ladder.blocks.list(now) {
+                        let rung = lad.ladder.rungs().nth(b.rung as usize);
+                        out.push(serde_json::json!({
+                            "limit": name,
+                            "key": format!("{key:016x}"),
+                            "rung": b.rung,
+                            "blocked_for_s": rung.map_or(0, |r| r.block_for.as_secs()),
+                            "expires_in_s": tollgate_limit::ceil_secs(b.until.saturating_sub(now)),
+                        }));
+                    }
+                }
+                json(200, serde_json::json!({ "blocks": out }))
+            }
+            http::Method::DELETE if !rest.is_empty() => {
+                let (limit, key) = match rest.split_once('/') {
+                    Some((l, k)) => (l, Some(k)),
+                    None => (rest, None),
+                };
+                let Some((name, lad)) = ladders.iter().find(|(n, _)| *n == limit) else {
+                    let known: Vec<&str> = ladders.iter().map(|(n, _)| *n).collect();
+                    return json(
+                        404,
+                        serde_json::json!({"error": format!("no limit \"{limit}\" with a block ladder"), "limits": known}),
+                    );
+                };
+                let key = match key.map(|k| u64::from_str_radix(k, 16)) {
+                    Some(Ok(k)) => Some(k),
+                    Some(Err(_)) => {
+                        return json(
+                            400,
+                            serde_json::json!({"error": "the key is the 16 hex digits GET /blocks (or a 403's block_id) shows"}),
+                        )
+                    }
+                    None => None,
+                };
+                let mut lifted = match key {
+                    Some(k) => lad.ladder.forgive(k, now) as u64,
+                    None => lad.ladder.forgive_all(now) as u64,
+                };
+                let mut shared = serde_json::Value::Null;
+                if let Some(store) = &self.shared.store {
+                    match store.lift(name, key).await {
+                        Ok(n) => {
+                            lifted = lifted.max(n);
+                            shared = serde_json::Value::Bool(true);
+                        }
+                        Err(e) => {
+                            shared = serde_json::json!(format!("not lifted in Redis: {e}"));
+                        }
+                    }
+                }
+                tracing::warn!(event = "blocks_lifted", limit = %name, key = ?key.map(|k| format!("{k:016x}")), lifted, "blocks lifted through the admin API");
+                json(
+                    200,
+                    serde_json::json!({ "lifted": lifted, "shared": shared }),
+                )
+            }
+            _ => json(
+                405,
+                serde_json::json!({"error": "GET /blocks, DELETE /blocks/LIMIT/KEY or DELETE /blocks/LIMIT"}),
+            ),
+        }
+    }
+}
+
 #[async_trait]
 impl ServeHttp for Admin {
     async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
         let path = session.req_header().uri.path().to_string();
+        if path == "/blocks" || path.starts_with("/blocks/") {
+            return self.blocks(session, &path).await;
+        }
         match path.as_str() {
             "/healthz" => reply(200, "text/plain", b"ok\n".to_vec()),
             "/readyz" => {
@@ -65,7 +188,7 @@ impl ServeHttp for Admin {
             _ => reply(
                 404,
                 "text/plain",
-                b"not found: try /healthz, /readyz or /metrics\n".to_vec(),
+                b"not found: try /healthz, /readyz, /metrics or /blocks\n".to_vec(),
             ),
         }
     }

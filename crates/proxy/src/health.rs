@@ -6,7 +6,8 @@
 //!
 //! The same service probes Redis (PING, and the scripts loaded again after an outage) once a
 //! second, so its state on /readyz and `tollgate_redis_up` is current without traffic, and an
-//! open breaker closes as soon as Redis answers again.
+//! open breaker closes as soon as Redis answers again. It also polls the shared block registry
+//! once a second, so a block (or a lift) made by one instance applies on all of them.
 
 use crate::runtime::Shared;
 use async_trait::async_trait;
@@ -41,8 +42,10 @@ impl BackgroundService for HealthChecks {
                     redis_due = Instant::now() + REDIS_PROBE_EVERY;
                     let store = store.clone();
                     // Bounded by the store's own probe timeout; never blocks the loop.
+                    let shared = self.shared.clone();
                     tokio::spawn(async move {
                         let _ = store.probe().await;
+                        sync_blocks(&shared).await;
                     });
                 }
             }
@@ -72,6 +75,48 @@ impl BackgroundService for HealthChecks {
                 _ = tokio::time::sleep(TICK) => {}
                 _ = shutdown.changed() => return,
             }
+        }
+    }
+}
+
+/// Applies the shared block registry to this instance's ladders: blocks made elsewhere are
+/// imposed here, lifted ones are lifted.
+pub async fn sync_blocks(shared: &Shared) {
+    let rt = shared.runtime.load_full();
+    if !rt.limits.iter().any(|l| l.ladder.is_some()) {
+        return;
+    }
+    let Some(store) = &shared.store else {
+        return;
+    };
+    let Ok(blocks) = store.blocks().await else {
+        return;
+    };
+    let now = shared.clock.now();
+    for b in blocks {
+        let Some(lad) = rt
+            .limits
+            .iter()
+            .find(|l| l.cfg.name == b.limit)
+            .and_then(|l| l.ladder.as_ref())
+        else {
+            continue;
+        };
+        if b.lifted {
+            if lad.ladder.blocks.get(b.key, now).is_some() {
+                lad.ladder.forgive(b.key, now);
+            }
+        } else {
+            let until =
+                now.saturating_add(u64::try_from(b.remaining.as_nanos()).unwrap_or(u64::MAX));
+            lad.ladder.blocks.impose(
+                b.key,
+                tollgate_limit::Block {
+                    until,
+                    rung: b.rung,
+                },
+                now,
+            );
         }
     }
 }

@@ -6,16 +6,18 @@
 //!   state and upstream health survive for definitions that did not change.
 //! - [`identity`]: who is asking (client IP behind trusted proxies, key sources, key hashing);
 //!   [`jwt`]: bearer tokens verified for `jwt:CLAIM` keys.
-//! - [`policy`]: evaluating a route's limits into one verdict.
+//! - [`access`]: allow and deny lists (addresses, User-Agents, API keys).
+//! - [`policy`]: evaluating a route's limits into one verdict (blocks included).
 //! - [`respond`]: problem+json answers and the IETF RateLimit fields.
 //! - [`service`]: the request phases; [`admin`]: /healthz, /readyz, /metrics;
 //!   [`health`]: active health checks of upstream targets.
 //!
-//! Failure modes: a bearer token that does not verify on a route keyed by its claims (401), a
+//! Failure modes: a client an access list denies or a ladder blocked (403), a bearer token that does not verify on a route keyed by its claims (401), a
 //! request that matches no route (404), an upstream that cannot be reached
 //! (502) or does not answer in time (504); each is answered with problem+json and counted.
 //! Nothing here panics on input.
 
+pub mod access;
 pub mod admin;
 pub mod health;
 pub mod identity;

@@ -22,6 +22,11 @@ pub struct Metrics {
     pub redis_fallbacks: IntCounterVec,
     pub quota_overage: IntCounterVec,
     pub quota_crossed: IntCounterVec,
+    pub access_allowed: IntCounterVec,
+    pub tarpit_held: IntGaugeVec,
+    pub tarpit_total: IntCounterVec,
+    pub blocks_active: IntGaugeVec,
+    pub blocks_total: IntCounterVec,
 }
 
 /// Label for requests that matched no route.
@@ -97,9 +102,44 @@ impl Metrics {
         let verdict_cache_hits = IntCounterVec::new(
             Opts::new(
                 "tollgate_verdict_cache_hits_total",
-                "Requests refused from the edge verdict cache, without asking Redis.",
+                "Requests a shadow-mode limit would have refused (passed on, marked toward the upstream).",
             ),
             &["limit"],
+        )?;
+        let access_allowed = IntCounterVec::new(
+            Opts::new(
+                "tollgate_access_allowed_total",
+                "Requests let through by an allow list (address or API key), skipping every limit.",
+            ),
+            &["route", "reason"],
+        )?;
+        let tarpit_held = IntGaugeVec::new(
+            Opts::new(
+                "tollgate_tarpit_held",
+                "Requests held in a tarpit right now, by route.",
+            ),
+            &["route"],
+        )?;
+        let tarpit_total = IntCounterVec::new(
+            Opts::new(
+                "tollgate_tarpit_held_total",
+                "Requests held in a tarpit before their answer, by route.",
+            ),
+            &["route"],
+        )?;
+        let blocks_active = IntGaugeVec::new(
+            Opts::new(
+                "tollgate_blocks_active",
+                "Keys blocked right now by a limit's escalation ladder (here or, with Redis, by any instance).",
+            ),
+            &["limit"],
+        )?;
+        let blocks_total = IntCounterVec::new(
+            Opts::new(
+                "tollgate_blocks_total",
+                "Blocks imposed by this instance, by limit and ladder step (0 = first).",
+            ),
+            &["limit", "rung"],
         )?;
         let redis_fallbacks = IntCounterVec::new(
             Opts::new(
@@ -129,6 +169,11 @@ impl Metrics {
             ),
             &["limit", "threshold"],
         )?;
+        registry.register(Box::new(access_allowed.clone()))?;
+        registry.register(Box::new(tarpit_held.clone()))?;
+        registry.register(Box::new(tarpit_total.clone()))?;
+        registry.register(Box::new(blocks_active.clone()))?;
+        registry.register(Box::new(blocks_total.clone()))?;
         registry.register(Box::new(quota_overage.clone()))?;
         registry.register(Box::new(quota_crossed.clone()))?;
         registry.register(Box::new(verdict_cache_hits.clone()))?;
@@ -159,6 +204,11 @@ impl Metrics {
             redis_fallbacks,
             quota_overage,
             quota_crossed,
+            access_allowed,
+            tarpit_held,
+            tarpit_total,
+            blocks_active,
+            blocks_total,
         })
     }
 

@@ -37,6 +37,11 @@ pub struct Verdict {
     pub unavailable: Option<usize>,
     /// A quota admitted past its count (soft, overage, throttle): the limit and its usage.
     pub quota_warning: Option<(usize, u64)>,
+    /// The key is blocked by this limit's escalation ladder for this much longer: 403.
+    pub blocked: Option<(usize, Nanos)>,
+    /// Enforced limits that refused (or found the key blocked), as a bit set over the route's
+    /// limit positions: their ladders count the refusal.
+    pub refused: u32,
 }
 
 /// The state between the local step and the global one.
@@ -60,7 +65,18 @@ pub struct Plan {
 impl Plan {
     /// The verdict, if the local step already settled it (refused, or nothing global to ask).
     pub fn settled(&self) -> Option<Verdict> {
-        (self.v.denied.is_some() || self.pending == 0).then_some(self.v)
+        (self.v.denied.is_some() || self.v.blocked.is_some() || self.pending == 0).then_some(self.v)
+    }
+
+    /// The key of the limit at `pos` of the route (0 when it was not counted).
+    pub fn key(&self, pos: usize) -> u64 {
+        self.keys.get(pos).copied().unwrap_or(0)
+    }
+
+    /// Whether the limit at `pos` took a unit for this request: (locally, in Redis).
+    pub fn took(&self, pos: usize) -> (bool, bool) {
+        let bit = 1u32 << pos;
+        (self.taken & bit != 0, self.taken_global & bit != 0)
     }
 }
 
@@ -137,10 +153,27 @@ fn quota_outcome(
 
 /// A request's key under a limit: global limits need the hash every instance computes alike.
 fn limit_key(rt: &Runtime, l: &LimitRt, hasher: &KeyHasher, input: &KeyInput) -> Option<u64> {
-    match &l.state {
-        LimitState::Local(_) => hasher.key(&l.cfg.key, input, rt.ipv6_prefix),
-        LimitState::Global(_) => hasher.stable_key(&l.cfg.key, input, rt.ipv6_prefix),
+    if l.stable_key {
+        hasher.stable_key(&l.cfg.key, input, rt.ipv6_prefix)
+    } else {
+        hasher.key(&l.cfg.key, input, rt.ipv6_prefix)
     }
+}
+
+/// Ends the local step with a refusal: what was taken goes back, elected probes are released
+/// (they will not ask Redis now: the next request does), nothing global is asked.
+fn settle_refused(rt: &Runtime, p: &mut Plan) {
+    give_back(rt, p);
+    let limits = &rt.routes[p.route].cfg.limits;
+    for (pos, &lj) in limits.iter().enumerate() {
+        if p.probes & (1 << pos) != 0 {
+            if let LimitState::Global(g) = &rt.limits[lj].state {
+                g.cache.remove(p.keys[pos]);
+            }
+        }
+    }
+    p.pending = 0;
+    p.probes = 0;
 }
 
 /// The local step: keys, local limits, cached global refusals. Never waits.
@@ -176,6 +209,16 @@ pub fn decide_local(
             continue;
         };
         p.keys[pos] = key;
+        if let Some(lad) = &l.ladder {
+            if let Some(wait) = lad.ladder.blocks.check(key, now) {
+                if !l.shadow {
+                    p.v.blocked = Some((li, wait));
+                    p.v.refused |= 1 << pos;
+                    settle_refused(rt, &mut p);
+                    return p;
+                }
+            }
+        }
         let d = match &l.state {
             LimitState::Local(limiter) => limiter.acquire(key, l.time(now, unix), 1),
             LimitState::Global(g) => match g.cache.check(key, now, g.probe_hold) {
@@ -213,10 +256,11 @@ pub fn decide_local(
                     continue;
                 }
                 p.v.denied = Some((li, retry_after));
+                p.v.refused |= 1 << pos;
                 give_back(rt, &mut p);
                 // The later enforced limits: would they refuse too, and for longer? (Global
                 // ones are only asked from the cache: a refusal must not cost a Redis call.)
-                for &lj in &limits[pos + 1..] {
+                for (pos2, &lj) in limits.iter().enumerate().skip(pos + 1) {
                     let l2 = &rt.limits[lj];
                     if l2.shadow || l2.cfg.plan.is_some_and(|pl| pl != plan) {
                         continue;
@@ -224,6 +268,7 @@ pub fn decide_local(
                     let Some(k) = limit_key(rt, l2, hasher, input) else {
                         continue;
                     };
+                    p.keys[pos2] = k;
                     let wait = match &l2.state {
                         LimitState::Local(limiter) => {
                             match limiter.peek(k, l2.time(now, unix), 1) {
@@ -234,21 +279,13 @@ pub fn decide_local(
                         LimitState::Global(g) => g.cache.peek(k, now),
                     };
                     if let Some(r2) = wait {
+                        p.v.refused |= 1 << pos2;
                         if p.v.denied.is_some_and(|(_, r)| r2 > r) {
                             p.v.denied = Some((lj, r2));
                         }
                     }
                 }
-                // Probes elected above will not ask Redis now: let the next request do it.
-                for (pos2, &lj) in limits.iter().enumerate() {
-                    if p.probes & (1 << pos2) != 0 {
-                        if let LimitState::Global(g) = &rt.limits[lj].state {
-                            g.cache.remove(p.keys[pos2]);
-                        }
-                    }
-                }
-                p.pending = 0;
-                p.probes = 0;
+                settle_refused(rt, &mut p);
                 return p;
             }
         }
@@ -257,7 +294,7 @@ pub fn decide_local(
 }
 
 /// The global step: asks Redis about every pending global limit at once.
-pub async fn decide_global(rt: &Runtime, mut p: Plan, clock: &dyn Clock) -> Verdict {
+pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Verdict {
     if let Some(v) = p.settled() {
         return v;
     }
@@ -350,14 +387,17 @@ pub async fn decide_global(rt: &Runtime, mut p: Plan, clock: &dyn Clock) -> Verd
             Decision::Deny { retry_after } => {
                 if l.shadow {
                     p.v.shadow_exceeded |= 1 << pos;
-                } else if p.v.denied.is_none_or(|(_, r)| retry_after > r) {
-                    p.v.denied = Some((li, retry_after));
+                } else {
+                    p.v.refused |= 1 << pos;
+                    if p.v.denied.is_none_or(|(_, r)| retry_after > r) {
+                        p.v.denied = Some((li, retry_after));
+                    }
                 }
             }
         }
     }
     if p.v.denied.is_some() || p.v.unavailable.is_some() {
-        give_back(rt, &mut p);
+        give_back(rt, p);
     }
     p.v
 }
@@ -563,9 +603,10 @@ on_error = "closed"
         };
         let clock = tollgate_limit::ManualClock::new(1_000_000_000_000);
         let calls = || fake.calls.load(std::sync::atomic::Ordering::SeqCst);
+        let (rt, clock) = (&rt, &clock);
         let run = |route: usize| {
-            let plan = decide_local(&rt, route, &h, &input, 0, clock.now(), clock.unix_now());
-            decide_global(&rt, plan, &clock)
+            let mut plan = decide_local(rt, route, &h, &input, 0, clock.now(), clock.unix_now());
+            async move { decide_global(rt, &mut plan, clock).await }
         };
         // Refused by the store once, then from memory.
         assert_eq!(run(0).await.denied.map(|d| d.1), Some(1_000_000_000));

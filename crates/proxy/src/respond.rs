@@ -23,6 +23,12 @@ pub enum Problem {
     QuotaExceeded,
     /// A body read for `body:FIELD` keys is larger than the route reads.
     PayloadTooLarge,
+    /// An access list refuses the client.
+    AccessDenied,
+    /// A limit's escalation ladder blocked the client's key for a while.
+    TemporarilyBlocked,
+    /// Over a limit whose action is `challenge`: prove you are human at `challenge_url`.
+    ChallengeRequired,
 }
 
 impl Problem {
@@ -38,6 +44,9 @@ impl Problem {
             Problem::InvalidToken => 401,
             Problem::QuotaExceeded => 429,
             Problem::PayloadTooLarge => 413,
+            Problem::AccessDenied => 403,
+            Problem::TemporarilyBlocked => 403,
+            Problem::ChallengeRequired => 429,
         }
     }
 
@@ -68,6 +77,15 @@ impl Problem {
                 "payload-too-large",
                 "Content Too Large",
                 "PAYLOAD_TOO_LARGE",
+            ),
+            Problem::AccessDenied => ("access-denied", "Forbidden", "ACCESS_DENIED"),
+            Problem::TemporarilyBlocked => {
+                ("temporarily-blocked", "Forbidden", "TEMPORARILY_BLOCKED")
+            }
+            Problem::ChallengeRequired => (
+                "challenge-required",
+                "Too Many Requests",
+                "CHALLENGE_REQUIRED",
             ),
         }
     }

@@ -14,12 +14,15 @@ use ipnet::IpNet;
 use pingora::lb::health_check::TcpHealthCheck;
 use pingora::lb::selection::RoundRobin;
 use pingora::lb::LoadBalancer;
-use prometheus::{Histogram, IntCounter};
+use prometheus::{Histogram, IntCounter, IntGauge};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 use tollgate_config::{
-    Config, HealthCheck, LimitConfig, OnError, RouteAction, RouteConfig, Scope, UpstreamConfig,
+    Action, Config, HealthCheck, LimitConfig, OnError, RouteAction, RouteConfig, Scope,
+    TarpitConfig, UpstreamConfig,
 };
-use tollgate_limit::{Clock, LimitSpec, LocalLimiter, StoreStats, VerdictCache};
+use tollgate_limit::{Clock, Ladder, LimitSpec, LocalLimiter, StoreStats, VerdictCache};
 use tollgate_store::{GlobalStore, RedisConfig, RedisStore, StoreMetrics, Target};
 
 pub use tollgate_config::MAX_LIMITS_PER_ROUTE;
@@ -50,8 +53,74 @@ pub struct GlobalRt {
     pub fallbacks: IntCounter,
 }
 
+/// A tarpit: requests held before their answer, at most `max_concurrent` at once. Each held
+/// request owns a [`TarpitSlot`], released when it is dropped (answered, failed or cancelled).
+pub struct TarpitRt {
+    pub cfg: TarpitConfig,
+    held: AtomicUsize,
+}
+
+pub struct TarpitSlot(Arc<TarpitRt>);
+
+impl Drop for TarpitSlot {
+    fn drop(&mut self) {
+        self.0.held.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl TarpitRt {
+    pub fn new(cfg: TarpitConfig) -> Self {
+        Self {
+            cfg,
+            held: AtomicUsize::new(0),
+        }
+    }
+
+    /// A slot, unless `max_concurrent` requests are held already.
+    pub fn enter(self: &Arc<Self>) -> Option<TarpitSlot> {
+        let max = self.cfg.max_concurrent;
+        self.held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| TarpitSlot(self.clone()))
+    }
+
+    /// A random hold within the configured range.
+    pub fn delay(&self) -> Duration {
+        let (lo, hi) = (self.cfg.delay_min, self.cfg.delay_max);
+        let span = u64::try_from((hi - lo).as_millis()).unwrap_or(0);
+        lo + Duration::from_millis(if span == 0 {
+            0
+        } else {
+            fastrand::u64(0..=span)
+        })
+    }
+
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Acquire)
+    }
+}
+
+/// A limit's escalation ladder (shared by a plan limit's variants) and its counters.
+pub struct LadderRt {
+    pub ladder: Arc<Ladder>,
+    /// `tollgate_blocks_total{limit,rung}` by rung.
+    pub imposed: Vec<IntCounter>,
+}
+
 pub struct LimitRt {
     pub cfg: LimitConfig,
+    /// What a refusal by this limit becomes: 429 at once, a tarpit, a challenge.
+    pub action: Action,
+    /// `action = "tarpit"`: the limit's own tarpit (a route's applies to `reject` limits).
+    pub tarpit: Option<Arc<TarpitRt>>,
+    /// Automatic blocks of keys this limit refuses too often.
+    pub ladder: Option<LadderRt>,
+    /// Keys are the stable hash every instance computes alike (global limits, and limits whose
+    /// blocks are shared through Redis or listed by the admin API).
+    pub stable_key: bool,
     pub state: LimitState,
     /// A calendar quota: decided on calendar time, refused as QUOTA_EXCEEDED.
     pub quota: bool,
@@ -117,6 +186,21 @@ pub struct RouteRt {
     pub needs_plan: bool,
     /// `http_requests_rejected_total{reason="rate_limit",route,limit}`, by position in `limits`.
     pub rejected: Vec<IntCounter>,
+    /// The access lists that apply (the server's and the route's), if any.
+    pub access: Option<crate::access::AccessRt>,
+    /// Refusals by `reject` limits are held here first.
+    pub tarpit: Option<Arc<TarpitRt>>,
+    /// A limit of the route counts only failed responses: units are given back after others.
+    pub counts_failures: bool,
+    /// `tollgate_tarpit_held{route}`, `tollgate_tarpit_held_total{route}`.
+    pub tarpit_held: IntGauge,
+    pub tarpit_total: IntCounter,
+    /// `tollgate_access_allowed_total{route,reason}` for reasons ip, api_key.
+    pub access_allowed: [IntCounter; 2],
+    /// `http_requests_rejected_total{reason="access_denied",route,limit=""}`.
+    pub access_denied: IntCounter,
+    /// `http_requests_rejected_total{reason="blocked",route,limit}`, by position in `limits`.
+    pub blocked: Vec<IntCounter>,
     pub duration: Histogram,
     requests: Box<[OnceLock<IntCounter>]>,
 }
@@ -302,7 +386,41 @@ impl Runtime {
                     .iter()
                     .find(|l| l.cfg.name == cfg.name && l.cfg.plan == cfg.plan)
             });
+            let ladder = (!cfg.block.is_empty()).then(|| {
+                // One ladder per limit name: a plan limit's variants share it, and a reload
+                // keeps it while the key and the steps stay the same.
+                let kept = limits
+                    .iter()
+                    .find(|l: &&LimitRt| l.cfg.name == cfg.name)
+                    .and_then(|l| l.ladder.as_ref())
+                    .or_else(|| {
+                        prev.filter(|p| p.cfg.same_blocks_as(cfg))
+                            .and_then(|p| p.ladder.as_ref())
+                    })
+                    .map(|l| l.ladder.clone());
+                LadderRt {
+                    ladder: kept.unwrap_or_else(|| Arc::new(Ladder::new(&cfg.block, cfg.max_keys))),
+                    imposed: (0..cfg.block.len())
+                        .map(|i| {
+                            metrics
+                                .blocks_total
+                                .with_label_values(&[&cfg.name, status_str(i as u16)])
+                        })
+                        .collect(),
+                }
+            });
+            let tarpit = (cfg.action == Action::Tarpit).then(|| {
+                let t = cfg.tarpit.unwrap_or_default();
+                prev.and_then(|p| p.tarpit.as_ref())
+                    .filter(|p| p.cfg == t)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(TarpitRt::new(t)))
+            });
             limits.push(LimitRt {
+                action: cfg.action,
+                tarpit,
+                stable_key: cfg.scope == Scope::Global || ladder.is_some(),
+                ladder,
                 state: limit_state(cfg, prev, &config, store, metrics)?,
                 quota: cfg.algorithm == tollgate_limit::AlgorithmKind::Quota,
                 quota_rt: quota_rt(cfg, prev, &config, metrics),
@@ -387,7 +505,41 @@ impl Runtime {
                     .iter()
                     .any(|k| matches!(k, tollgate_config::KeySource::Body(_)))
             });
+            let tarpit = cfg.tarpit.map(|t| {
+                previous
+                    .and_then(|p| p.routes.iter().find(|r| r.cfg.name == cfg.name))
+                    .and_then(|r| r.tarpit.as_ref())
+                    .filter(|r| r.cfg == t)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(TarpitRt::new(t)))
+            });
             routes.push(RouteRt {
+                access: crate::access::AccessRt::build(&config.access, cfg.access.as_ref()),
+                tarpit,
+                counts_failures: cfg
+                    .limits
+                    .iter()
+                    .any(|&i| limits[i].cfg.count_failures.is_some()),
+                tarpit_held: metrics.tarpit_held.with_label_values(&[&cfg.name]),
+                tarpit_total: metrics.tarpit_total.with_label_values(&[&cfg.name]),
+                access_allowed: ["ip", "api_key"]
+                    .map(|r| metrics.access_allowed.with_label_values(&[&cfg.name, r])),
+                access_denied: metrics.rejected.with_label_values(&[
+                    "access_denied",
+                    &cfg.name,
+                    "",
+                ]),
+                blocked: cfg
+                    .limits
+                    .iter()
+                    .map(|&i| {
+                        metrics.rejected.with_label_values(&[
+                            "blocked",
+                            &cfg.name,
+                            &limits[i].cfg.name,
+                        ])
+                    })
+                    .collect(),
                 needs_jwt,
                 needs_calendar,
                 needs_body,
@@ -562,6 +714,19 @@ impl Shared {
                     .with_label_values(&[name, "active"]),
                 s.evicted_active,
             );
+        }
+        let now = self.clock.now();
+        let mut seen: Vec<&str> = Vec::new();
+        for l in &rt.limits {
+            if let Some(lad) = &l.ladder {
+                if !seen.contains(&l.cfg.name.as_str()) {
+                    seen.push(&l.cfg.name);
+                    self.metrics
+                        .blocks_active
+                        .with_label_values(&[&l.cfg.name])
+                        .set(lad.ladder.blocks.active(now) as i64);
+                }
+            }
         }
         for u in &rt.upstreams {
             for b in u.lb.backends().get_backend().iter() {

@@ -11,9 +11,10 @@
 //!   what cannot be proxied (502 unreachable, 504 too slow).
 //! - `logging`: metrics, and the access log line when enabled.
 
+use crate::access::Access;
 use crate::identity::{client_ip, trusted, KeyInput};
 use crate::jwt::Verifier;
-use crate::policy::{decide_global, decide_local, Verdict};
+use crate::policy::{decide_global, decide_local, Plan, Verdict};
 use crate::respond::{header, ratelimit_value, Extra, Problem};
 use crate::runtime::{count_unrouted, Runtime, Shared};
 use async_trait::async_trait;
@@ -28,7 +29,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use tollgate_config::RouteAction;
+use tollgate_config::{Action, RouteAction};
 use tollgate_limit::ceil_secs;
 
 pub struct Gateway {
@@ -85,6 +86,9 @@ pub struct Ctx {
     /// A shadow limit would have refused: the upstream is told.
     shadow_exceeded: bool,
     tries: usize,
+    /// Units of `count = "failures"` limits, given back unless the response is a failure:
+    /// (limit, key, taken locally, taken in Redis). Empty on other routes (no allocation).
+    refund_unless_failure: Vec<(usize, u64, bool, bool)>,
 }
 
 const SHADOW_HEADER: &str = "x-ratelimit-shadow-exceeded";
@@ -161,6 +165,26 @@ async fn drain_small_body(session: &mut Session) {
         // A client that stalls mid-body loses its connection, nothing else.
         let _ = tokio::time::timeout(DRAIN_TIMEOUT, session.drain_request_body()).await;
     }
+}
+
+/// Holds a request for `delay` on a timer (no thread, no polling), watching the connection: a
+/// client that leaves ends the hold at once and frees its slot. False if the client left.
+async fn hold(session: &mut Session, delay: std::time::Duration) -> bool {
+    drain_small_body(session).await;
+    let sleep = tokio::time::sleep(delay);
+    tokio::pin!(sleep);
+    if session.is_body_done() {
+        tokio::select! {
+            _ = &mut sleep => return true,
+            r = session.as_mut().read_body_or_idle(true) => {
+                if r.is_err() {
+                    return false;
+                }
+            }
+        }
+    }
+    sleep.await;
+    true
 }
 
 /// Reads the request body for `body:FIELD` keys, at most `limit` bytes, keeping it for the
@@ -268,6 +292,9 @@ impl Gateway {
         self.answer(session, ctx, resp, body).await
     }
 
+    /// A 429 for `limit`. `reason` overrides the metric's reason (`tarpit_overflow`,
+    /// `challenge`); `None` counts it as the limit's own (`rate_limit` or `quota`).
+    #[allow(clippy::too_many_arguments)]
     async fn refuse(
         &self,
         session: &mut Session,
@@ -276,6 +303,7 @@ impl Gateway {
         route: usize,
         limit: usize,
         wait: u64,
+        reason: Option<&str>,
     ) -> Result<()> {
         let l = &rt.limits[limit];
         // Retry-After is whole seconds and at least 1: a client that waits that long passes.
@@ -289,10 +317,40 @@ impl Gateway {
             };
         ctx.ratelimit = ratelimit_value(&l.name_sf, 0, secs);
         ctx.legacy = Some((l.cfg.rate.count(), 0, secs));
-        if let Some(pos) = rt.routes[route].cfg.limits.iter().position(|&i| i == limit) {
-            rt.routes[route].rejected[pos].inc();
+        match reason {
+            None => {
+                if let Some(pos) = rt.routes[route].cfg.limits.iter().position(|&i| i == limit) {
+                    rt.routes[route].rejected[pos].inc();
+                }
+            }
+            Some(r) => self
+                .shared
+                .metrics
+                .rejected
+                .with_label_values(&[r, &rt.routes[route].name, &l.cfg.name])
+                .inc(),
         }
         let retry = [("retry-after", HeaderValue::from(secs))];
+        if let (Some("challenge"), Some(url)) = (reason, &l.cfg.challenge_url) {
+            let detail = format!(
+                "Too many requests under \"{}\": solve the challenge at challenge_url to continue.",
+                l.cfg.name
+            );
+            return self
+                .problem(
+                    session,
+                    ctx,
+                    Problem::ChallengeRequired,
+                    &detail,
+                    &[
+                        ("limit", Extra::Str(&l.cfg.name)),
+                        ("retry_after", Extra::Int(secs)),
+                        ("challenge_url", Extra::Str(url)),
+                    ],
+                    &retry,
+                )
+                .await;
+        }
         if l.quota {
             let detail = format!(
                 "Quota \"{}\" used up for this period: it renews in {secs} s.",
@@ -361,7 +419,150 @@ impl Gateway {
         .await
     }
 
-    fn note_verdict(&self, ctx: &mut Ctx, rt: &Runtime, route: usize, v: &Verdict) {
+    /// Counts a refusal in the ladders of the limits that refused; a ladder that trips blocks
+    /// the key here at once, and through Redis on every instance when Redis is configured.
+    fn climb_ladders(&self, rt: &Runtime, route: usize, plan: &Plan, refused: u32) {
+        let now = self.shared.clock.now();
+        for (pos, &li) in rt.routes[route].cfg.limits.iter().enumerate() {
+            if refused & (1 << pos) == 0 {
+                continue;
+            }
+            let l = &rt.limits[li];
+            let Some(lad) = &l.ladder else {
+                continue;
+            };
+            let key = plan.key(pos);
+            let Some(t) = lad.ladder.refused(key, now) else {
+                continue;
+            };
+            if let Some(c) = lad.imposed.get(t.rung as usize) {
+                c.inc();
+            }
+            tracing::warn!(
+                event = "key_blocked",
+                limit = %l.cfg.name,
+                route = %rt.routes[route].name,
+                key = %format_args!("{key:016x}"),
+                rung = t.rung,
+                block_for_s = t.block_for.as_secs(),
+                "a key refused too often is blocked"
+            );
+            if let Some(store) = &self.shared.store {
+                let (store, name) = (store.clone(), l.cfg.name.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = store.block(&name, key, t.block_for, t.rung).await {
+                        tracing::warn!(limit = %name, error = %e, "could not share a block through Redis");
+                    }
+                });
+            }
+        }
+    }
+
+    /// 403 `TEMPORARILY_BLOCKED` for a key a ladder blocked.
+    #[allow(clippy::too_many_arguments)]
+    async fn blocked(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        rt: &Runtime,
+        route: usize,
+        limit: usize,
+        plan: &Plan,
+        wait: u64,
+    ) -> Result<()> {
+        let l = &rt.limits[limit];
+        let pos = rt.routes[route].cfg.limits.iter().position(|&i| i == limit);
+        if let Some(c) = pos.and_then(|p| rt.routes[route].blocked.get(p)) {
+            c.inc();
+        }
+        let secs = ceil_secs(wait).max(1);
+        ctx.ratelimit = ratelimit_value(&l.name_sf, 0, secs);
+        ctx.legacy = Some((l.cfg.rate.count(), 0, secs));
+        let id = format!("{:016x}", pos.map_or(0, |p| plan.key(p)));
+        let detail = format!(
+            "Blocked for {secs} s after exceeding limit \"{}\" repeatedly.",
+            l.cfg.name
+        );
+        self.problem(
+            session,
+            ctx,
+            Problem::TemporarilyBlocked,
+            &detail,
+            &[
+                ("limit", Extra::Str(&l.cfg.name)),
+                ("retry_after", Extra::Int(secs)),
+                ("block_id", Extra::Str(&id)),
+            ],
+            &[("retry-after", HeaderValue::from(secs))],
+        )
+        .await
+    }
+
+    /// A request over `limit`: its action decides. True when answered (the caller ends the
+    /// request); false when a tarpit passes it on after its hold.
+    async fn over_limit(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        rt: &Runtime,
+        route: usize,
+        limit: usize,
+        wait: u64,
+    ) -> Result<bool> {
+        let l = &rt.limits[limit];
+        let tarpit = match l.action {
+            Action::Challenge => {
+                self.refuse(session, ctx, rt, route, limit, wait, Some("challenge"))
+                    .await?;
+                return Ok(true);
+            }
+            Action::Tarpit => l.tarpit.clone(),
+            Action::Reject => rt.routes[route].tarpit.clone(),
+        };
+        let Some(tarpit) = tarpit else {
+            self.refuse(session, ctx, rt, route, limit, wait, None)
+                .await?;
+            return Ok(true);
+        };
+        let Some(slot) = tarpit.enter() else {
+            // Full: holding more would let an attacker spend our memory instead of theirs.
+            self.refuse(
+                session,
+                ctx,
+                rt,
+                route,
+                limit,
+                wait,
+                Some("tarpit_overflow"),
+            )
+            .await?;
+            return Ok(true);
+        };
+        let r = &rt.routes[route];
+        r.tarpit_total.inc();
+        r.tarpit_held.inc();
+        let stayed = hold(session, tarpit.delay()).await;
+        r.tarpit_held.dec();
+        drop(slot);
+        if !stayed {
+            let mut e = Error::explain(
+                ErrorType::ConnectionClosed,
+                "the client left while held in the tarpit",
+            );
+            e.esource = ErrorSource::Downstream;
+            return Err(e);
+        }
+        if tarpit.cfg.then_pass {
+            return Ok(false);
+        }
+        // The connection closes after the answer: the next attempt pays for a new one.
+        session.set_keepalive(None);
+        self.refuse(session, ctx, rt, route, limit, wait, None)
+            .await?;
+        Ok(true)
+    }
+
+    fn note_verdict(&self, ctx: &mut Ctx, rt: &Runtime, route: usize, v: &Verdict, plan: &Plan) {
         if let Some((li, used)) = v.quota_warning {
             let l = &rt.limits[li];
             let quota = l.quota_rt.as_ref().map_or(0, |q| q.quota);
@@ -388,10 +589,54 @@ impl Gateway {
                         event = "shadow_limit_exceeded",
                         limit = %l.cfg.name,
                         route = %rt.routes[route].name,
+                        key = %format_args!("{:016x}", plan.key(pos)),
+                        would_be_status = 429u16,
                         request_id = %ctx.request_id(),
                         "a shadow-mode limit would have refused this request"
                     );
                 }
+            }
+        }
+    }
+}
+
+impl Gateway {
+    /// `count = "failures"`: a request whose response is not a failure gives its unit back
+    /// (a successful login costs nothing; a 401 counts).
+    fn refund_unless_failure(&self, rt: &Runtime, units: &[(usize, u64, bool, bool)], status: u16) {
+        let now = self.shared.clock.now();
+        for &(li, key, local, global) in units {
+            let l = &rt.limits[li];
+            if l.cfg
+                .count_failures
+                .as_ref()
+                .is_some_and(|f| f.contains(&status))
+            {
+                continue;
+            }
+            let t = l.time(
+                now,
+                if l.quota {
+                    self.shared.clock.unix_now()
+                } else {
+                    0
+                },
+            );
+            match &l.state {
+                crate::runtime::LimitState::Local(limiter) if local => limiter.refund(key, t, 1),
+                crate::runtime::LimitState::Global(g) => {
+                    if let (true, Some(fb)) = (local, &g.fallback) {
+                        fb.refund(key, t, 1);
+                    }
+                    if global {
+                        let (store, spec, name) = (g.store.clone(), g.spec, g.name.clone());
+                        tokio::spawn(async move {
+                            let key = tollgate_store::GlobalKey { limit: &name, key };
+                            let _ = store.refund(&spec, key, 1).await;
+                        });
+                    }
+                }
+                _ => {}
             }
         }
     }
@@ -419,6 +664,7 @@ impl ProxyHttp for Gateway {
             plan: 0,
             shadow_exceeded: false,
             tries: 0,
+            refund_unless_failure: Vec::new(),
         }
     }
 
@@ -451,7 +697,35 @@ impl ProxyHttp for Gateway {
         };
         ctx.route = Some(route);
 
-        if !rt.routes[route].cfg.limits.is_empty() {
+        let r = &rt.routes[route];
+        let mut exempt = false;
+        if let Some(access) = &r.access {
+            let client = client_ip(ctx.peer, req, &rt.trusted_proxies);
+            match access.check(client, &req.headers) {
+                Access::Unlisted => {}
+                Access::Allowed(why) => {
+                    r.access_allowed[why as usize].inc();
+                    exempt = true;
+                }
+                Access::Denied(why) => {
+                    r.access_denied.inc();
+                    let detail = match why {
+                        crate::access::DenyReason::Ip => {
+                            "Requests from this address are not accepted."
+                        }
+                        crate::access::DenyReason::UserAgent => {
+                            "Requests from this client software are not accepted."
+                        }
+                    };
+                    self.problem(session, ctx, Problem::AccessDenied, detail, &[], &[])
+                        .await?;
+                    return Ok(true);
+                }
+            }
+        }
+
+        if !exempt && !r.cfg.limits.is_empty() {
+            let req = session.req_header();
             let client = client_ip(ctx.peer, req, &rt.trusted_proxies);
             let mut claims = None;
             if let (true, Some(v)) = (rt.routes[route].needs_jwt, &rt.jwt) {
@@ -502,7 +776,7 @@ impl ProxyHttp for Gateway {
                 ctx.plan = crate::identity::plan_of(plans, &input);
             }
             let clock = &self.shared.clock;
-            let plan = decide_local(
+            let mut plan = decide_local(
                 &rt,
                 route,
                 &self.shared.hasher,
@@ -518,20 +792,43 @@ impl ProxyHttp for Gateway {
             );
             let verdict = match plan.settled() {
                 Some(v) => v,
-                None => decide_global(&rt, plan, &*self.shared.clock).await,
+                None => decide_global(&rt, &mut plan, &*self.shared.clock).await,
             };
+            if verdict.refused != 0 {
+                self.climb_ladders(&rt, route, &plan, verdict.refused);
+            }
+            if let Some((limit, wait)) = verdict.blocked {
+                self.blocked(session, ctx, &rt, route, limit, &plan, wait)
+                    .await?;
+                return Ok(true);
+            }
             if let Some((limit, wait)) = verdict.denied {
-                self.refuse(session, ctx, &rt, route, limit, wait).await?;
-                return Ok(true);
-            }
-            if let Some(limit) = verdict.unavailable {
-                self.unavailable(session, ctx, &rt, route, limit).await?;
-                return Ok(true);
-            }
-            self.note_verdict(ctx, &rt, route, &verdict);
-            if verdict.delay > 0 {
-                // A leaky bucket's queue: held without a thread, then passed on at the rate.
-                tokio::time::sleep(std::time::Duration::from_nanos(verdict.delay)).await;
+                if self
+                    .over_limit(session, ctx, &rt, route, limit, wait)
+                    .await?
+                {
+                    return Ok(true);
+                }
+                // A tarpit that passes requests on after their hold: on to the upstream.
+            } else {
+                if let Some(limit) = verdict.unavailable {
+                    self.unavailable(session, ctx, &rt, route, limit).await?;
+                    return Ok(true);
+                }
+                self.note_verdict(ctx, &rt, route, &verdict, &plan);
+                if rt.routes[route].counts_failures {
+                    for (pos, &li) in rt.routes[route].cfg.limits.iter().enumerate() {
+                        let (local, global) = plan.took(pos);
+                        if rt.limits[li].cfg.count_failures.is_some() && (local || global) {
+                            ctx.refund_unless_failure
+                                .push((li, plan.key(pos), local, global));
+                        }
+                    }
+                }
+                if verdict.delay > 0 {
+                    // A leaky bucket's queue: held without a thread, then passed on at the rate.
+                    tokio::time::sleep(std::time::Duration::from_nanos(verdict.delay)).await;
+                }
             }
         }
 
@@ -705,6 +1002,11 @@ impl ProxyHttp for Gateway {
             .response_written()
             .map(|r| r.status.as_u16())
             .unwrap_or(0);
+        if !ctx.refund_unless_failure.is_empty() {
+            if let Some(rt) = &ctx.rt {
+                self.refund_unless_failure(rt, &ctx.refund_unless_failure, status);
+            }
+        }
         let elapsed = ctx.start.elapsed();
         let metrics = &self.shared.metrics;
         match (&ctx.rt, ctx.route) {

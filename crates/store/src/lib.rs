@@ -78,6 +78,37 @@ impl GlobalKey<'_> {
     }
 }
 
+/// A block as the shared registry holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedBlock {
+    pub limit: String,
+    pub key: u64,
+    /// Until the block ends (or, lifted, would have ended), by Redis's clock.
+    pub remaining: Duration,
+    pub rung: u8,
+    /// Lifted by an operator: instances that hold it drop it.
+    pub lifted: bool,
+}
+
+impl SharedBlock {
+    /// Parses a registry entry: field `LIMIT/HASH`, value `UNTIL_MS:RUNG:LIFTED`.
+    pub fn parse(field: &str, value: &str, now_ms: u64) -> Option<Self> {
+        let (limit, hash) = field.rsplit_once('/')?;
+        let key = u64::from_str_radix(hash, 16).ok()?;
+        let mut parts = value.split(':');
+        let until: u64 = parts.next()?.parse().ok()?;
+        let rung: u8 = parts.next()?.parse().ok()?;
+        let lifted = parts.next()? == "1";
+        Some(Self {
+            limit: limit.to_string(),
+            key,
+            remaining: Duration::from_millis(until.saturating_sub(now_ms)),
+            rung,
+            lifted,
+        })
+    }
+}
+
 /// A limiter whose state is shared between gateway instances.
 pub trait GlobalStore: Send + Sync + 'static {
     /// Takes `cost` units from the key's allowance if available (as the local limiters do).
@@ -101,4 +132,29 @@ pub trait GlobalStore: Send + Sync + 'static {
 
     /// False while the breaker is open: decisions fail at once without calling the store.
     fn is_up(&self) -> bool;
+
+    /// Records a block for every instance to learn (a store without sharing keeps none).
+    fn block<'a>(
+        &'a self,
+        _limit: &'a str,
+        _key: u64,
+        _block_for: Duration,
+        _rung: u8,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Lifts the block of `key`, or every block of `limit`; returns how many were in force.
+    fn lift<'a>(
+        &'a self,
+        _limit: &'a str,
+        _key: Option<u64>,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(async { Ok(0) })
+    }
+
+    /// Every block (and recent lift) recorded by any instance.
+    fn blocks(&self) -> BoxFuture<'_, Result<Vec<SharedBlock>, StoreError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
 }

@@ -10,7 +10,7 @@
 //! up state are exported as metrics.
 
 use crate::breaker::Breaker;
-use crate::scripts::{script_source, ScriptReply};
+use crate::scripts::{script_source, ScriptReply, BLOCKS_KEY, BLOCKS_SCRIPT};
 use crate::{BoxFuture, GlobalKey, GlobalStore, StoreError};
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -145,6 +145,7 @@ pub struct RedisStore {
     epoch: AtomicU64,
     /// In `KINDS` order; each knows its SHA1 for EVALSHA.
     scripts: Vec<redis::Script>,
+    blocks_script: redis::Script,
     timeout: Duration,
     breaker: Breaker,
     clock: Arc<dyn Clock>,
@@ -238,6 +239,7 @@ impl RedisStore {
                 .iter()
                 .map(|k| redis::Script::new(script_source(*k)))
                 .collect(),
+            blocks_script: redis::Script::new(BLOCKS_SCRIPT),
             timeout: cfg.timeout,
             breaker: Breaker::new(
                 cfg.breaker_threshold,
@@ -363,6 +365,35 @@ impl RedisStore {
         r
     }
 
+    /// A call to the block registry: off the request path, so it gets a longer budget than a
+    /// decision; still behind the breaker and counted like the others.
+    async fn blocks_call<T: redis::FromRedisValue>(&self, args: &[&str]) -> Result<T, StoreError> {
+        let Some(probe) = self.breaker.allow(self.clock.now()) else {
+            self.errors[1].inc();
+            return Err(StoreError::CircuitOpen);
+        };
+        self.metrics.calls.with_label_values(&["blocks"]).inc();
+        let budget = self.timeout.max(Duration::from_millis(500));
+        let run = async {
+            let mut inv = self.blocks_script.prepare_invoke();
+            inv.key(BLOCKS_KEY);
+            for a in args {
+                inv.arg(*a);
+            }
+            let v: T = match self.conn().await? {
+                Conn::Single(mut c) => inv.invoke_async(&mut c).await?,
+                Conn::Cluster(mut c) => inv.invoke_async(&mut c).await?,
+            };
+            Ok::<T, StoreError>(v)
+        };
+        let r = match tokio::time::timeout(budget, run).await {
+            Ok(r) => r,
+            Err(_) => Err(StoreError::Timeout(budget)),
+        };
+        self.record(&r, probe);
+        r
+    }
+
     fn record<T>(&self, r: &Result<T, StoreError>, probe: bool) {
         let slot = self.slot();
         match r {
@@ -414,7 +445,7 @@ impl RedisStore {
         if recovering || !self.scripts_loaded.load(Ordering::Relaxed) {
             // At start, and back from an outage (a restarted Redis has no scripts): load them
             // before the first decisions rather than on their NOSCRIPT.
-            for s in &self.scripts {
+            for s in self.scripts.iter().chain([&self.blocks_script]) {
                 let inv = s.prepare_invoke();
                 match self.conn().await? {
                     Conn::Single(mut c) => inv.load_async(&mut c).await?,
@@ -465,5 +496,51 @@ impl GlobalStore for RedisStore {
 
     fn is_up(&self) -> bool {
         self.breaker.is_up()
+    }
+
+    fn block<'a>(
+        &'a self,
+        limit: &'a str,
+        key: u64,
+        block_for: Duration,
+        rung: u8,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let hash = format!("{key:016x}");
+            let ms = block_for.as_millis().max(1).to_string();
+            let rung = rung.to_string();
+            self.blocks_call::<String>(&["block", limit, &hash, &ms, &rung])
+                .await
+                .map(|_| ())
+        })
+    }
+
+    fn lift<'a>(
+        &'a self,
+        limit: &'a str,
+        key: Option<u64>,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let hash = key.map(|k| format!("{k:016x}")).unwrap_or_default();
+            self.blocks_call::<u64>(&["lift", limit, &hash]).await
+        })
+    }
+
+    fn blocks(&self) -> BoxFuture<'_, Result<Vec<crate::SharedBlock>, StoreError>> {
+        Box::pin(async move {
+            let v: Vec<String> = self.blocks_call(&["list"]).await?;
+            let mut it = v.iter();
+            let now: u64 = it
+                .next()
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| StoreError::BadReply("blocks: no time".into()))?;
+            let mut out = Vec::with_capacity(v.len() / 2);
+            while let (Some(f), Some(val)) = (it.next(), it.next()) {
+                if let Some(b) = crate::SharedBlock::parse(f, val, now) {
+                    out.push(b);
+                }
+            }
+            Ok(out)
+        })
     }
 }

@@ -29,6 +29,12 @@ pub fn script_source(kind: AlgorithmKind) -> &'static str {
     }
 }
 
+/// The shared block registry's script (`lua/blocks.lua`): block, lift, list.
+pub const BLOCKS_SCRIPT: &str = include_str!("../../../lua/blocks.lua");
+
+/// The registry's key: one hash, one cluster slot.
+pub const BLOCKS_KEY: &str = "{tollgate:blocks}";
+
 /// A script's answer, in the script's units (microseconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScriptReply {

@@ -1,0 +1,317 @@
+//! Access lists: who is refused at once (403 `ACCESS_DENIED`) and who skips every limit.
+//!
+//! Order of the rules, most specific intent first:
+//! 1. an allowed address (`allow`) passes: no deny rule, limit or block applies to it (an
+//!    operator's own networks, carved out of a wider deny);
+//! 2. a denied address (`deny`) or User-Agent (`deny_user_agents`) is refused;
+//! 3. an allowed API key (`allow_api_keys`) skips the limits. A key is a bearer secret that can
+//!    leak, so it never overrides a deny.
+//!
+//! Addresses are matched in one sorted array of disjoint ranges over the IPv6 space (IPv4 as
+//! IPv4-mapped, so a mapped client cannot dodge an IPv4 deny): a binary search, O(log n) in the
+//! list length with no per-entry work, about 17 steps for 100k CIDRs. A route's lists add to
+//! the server's: the route keeps one merged set, so a request does one search per list.
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use ipnet::IpNet;
+use std::net::IpAddr;
+use tollgate_config::AccessConfig;
+
+/// A set of addresses as sorted, disjoint, non-adjacent inclusive ranges.
+#[derive(Debug, Default, Clone)]
+pub struct IpSet {
+    starts: Vec<u128>,
+    ends: Vec<u128>,
+}
+
+/// An address in one space: IPv4 as `::ffff:a.b.c.d`.
+#[inline]
+pub fn ip_bits(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(v4) => u128::from(v4.to_ipv6_mapped()),
+        IpAddr::V6(v6) => u128::from(v6),
+    }
+}
+
+fn net_range(n: &IpNet) -> (u128, u128) {
+    match n {
+        IpNet::V4(v4) => {
+            let lo = u128::from(v4.network().to_ipv6_mapped());
+            let hi = u128::from(v4.broadcast().to_ipv6_mapped());
+            (lo, hi)
+        }
+        IpNet::V6(v6) => (u128::from(v6.network()), u128::from(v6.broadcast())),
+    }
+}
+
+impl IpSet {
+    pub fn new<'a>(nets: impl IntoIterator<Item = &'a IpNet>) -> Self {
+        let mut ranges: Vec<(u128, u128)> = nets.into_iter().map(net_range).collect();
+        ranges.sort_unstable();
+        let mut set = IpSet::default();
+        for (lo, hi) in ranges {
+            match set.ends.last_mut() {
+                // Overlapping or adjacent: one range.
+                Some(end) if lo <= end.saturating_add(1) => *end = (*end).max(hi),
+                _ => {
+                    set.starts.push(lo);
+                    set.ends.push(hi);
+                }
+            }
+        }
+        set
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.starts.is_empty()
+    }
+
+    /// Disjoint ranges held (after merging).
+    pub fn ranges(&self) -> usize {
+        self.starts.len()
+    }
+
+    #[inline]
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        if self.starts.is_empty() {
+            return false;
+        }
+        let x = ip_bits(ip);
+        // The last range starting at or before x is the only one that can hold it.
+        let i = self.starts.partition_point(|&s| s <= x);
+        i > 0 && x <= self.ends[i - 1]
+    }
+}
+
+/// What the access lists say about one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// No list mentions it: limits apply.
+    Unlisted,
+    /// Denied: 403.
+    Denied(DenyReason),
+    /// Allowed: no limit applies.
+    Allowed(AllowReason),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DenyReason {
+    Ip,
+    UserAgent,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllowReason {
+    Ip,
+    ApiKey,
+}
+
+impl AllowReason {
+    pub fn label(&self) -> &'static str {
+        match self {
+            AllowReason::Ip => "ip",
+            AllowReason::ApiKey => "api_key",
+        }
+    }
+}
+
+/// One route's access lists, compiled (the server's plus the route's own).
+pub struct AccessRt {
+    deny: IpSet,
+    allow: IpSet,
+    deny_ua: Option<GlobSet>,
+    allow_keys: Option<GlobSet>,
+    pub api_key_header: http::HeaderName,
+}
+
+fn globs(patterns: &[&String], case_insensitive: bool) -> Option<GlobSet> {
+    if patterns.is_empty() {
+        return None;
+    }
+    let mut b = GlobSetBuilder::new();
+    for p in patterns {
+        // Checked when the config was read; one that fails here is skipped, not fatal.
+        if let Ok(g) = GlobBuilder::new(p)
+            .case_insensitive(case_insensitive)
+            .literal_separator(false)
+            .backslash_escape(true)
+            .build()
+        {
+            b.add(g);
+        }
+    }
+    b.build().ok()
+}
+
+impl AccessRt {
+    /// `None` when neither the server nor the route has a list.
+    pub fn build(server: &AccessConfig, route: Option<&AccessConfig>) -> Option<Self> {
+        let lists: Vec<&AccessConfig> = std::iter::once(server).chain(route).collect();
+        if lists.iter().all(|a| a.is_empty()) {
+            return None;
+        }
+        let header = route
+            .and_then(|r| r.api_key_header.as_deref())
+            .or(server.api_key_header.as_deref())
+            .unwrap_or("x-api-key");
+        let uas: Vec<&String> = lists.iter().flat_map(|a| &a.deny_user_agents).collect();
+        let keys: Vec<&String> = lists.iter().flat_map(|a| &a.allow_api_keys).collect();
+        Some(Self {
+            deny: IpSet::new(lists.iter().flat_map(|a| &a.deny)),
+            allow: IpSet::new(lists.iter().flat_map(|a| &a.allow)),
+            // Bots vary the case of their names; API keys are secrets, matched exactly.
+            deny_ua: globs(&uas, true),
+            allow_keys: globs(&keys, false),
+            api_key_header: http::HeaderName::from_bytes(header.as_bytes())
+                .unwrap_or(http::HeaderName::from_static("x-api-key")),
+        })
+    }
+
+    /// The verdict for a client address (already resolved through trusted proxies and folded
+    /// from IPv4-mapped IPv6) and its request headers.
+    pub fn check(&self, client: IpAddr, headers: &http::HeaderMap) -> Access {
+        if self.allow.contains(client) {
+            return Access::Allowed(AllowReason::Ip);
+        }
+        if self.deny.contains(client) {
+            return Access::Denied(DenyReason::Ip);
+        }
+        if let Some(set) = &self.deny_ua {
+            // A User-Agent that is not text cannot match a text pattern; an absent one is "".
+            let ua = headers
+                .get(http::header::USER_AGENT)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()))
+                .unwrap_or_default();
+            if set.is_match(ua.as_ref()) {
+                return Access::Denied(DenyReason::UserAgent);
+            }
+        }
+        if let Some(set) = &self.allow_keys {
+            if let Some(k) = headers
+                .get(&self.api_key_header)
+                .and_then(|v| v.to_str().ok())
+            {
+                if !k.is_empty() && set.is_match(k) {
+                    return Access::Allowed(AllowReason::ApiKey);
+                }
+            }
+        }
+        Access::Unlisted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nets(s: &[&str]) -> Vec<IpNet> {
+        s.iter().map(|n| n.parse().expect("net")).collect()
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("ip")
+    }
+
+    #[test]
+    fn ranges_merge_and_match_at_their_edges() {
+        let set = IpSet::new(&nets(&[
+            "10.0.0.0/8",
+            "10.1.0.0/16",
+            "11.0.0.0/8",
+            "192.0.2.0/24",
+            "2001:db8::/32",
+            "::ffff:198.51.100.0/120",
+        ]));
+        assert_eq!(set.ranges(), 4, "10/8 + 11/8 merge, 10.1/16 inside");
+        for yes in [
+            "10.0.0.0",
+            "11.255.255.255",
+            "192.0.2.0",
+            "192.0.2.255",
+            "2001:db8::1",
+            "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff",
+            "198.51.100.7",
+        ] {
+            assert!(set.contains(ip(yes)), "{yes}");
+        }
+        for no in [
+            "9.255.255.255",
+            "12.0.0.0",
+            "192.0.3.0",
+            "192.0.1.255",
+            "2001:db9::",
+            "::1",
+            "0.0.0.0",
+        ] {
+            assert!(!set.contains(ip(no)), "{no}");
+        }
+        assert!(!IpSet::new(&[]).contains(ip("1.2.3.4")));
+        let all = IpSet::new(&nets(&["::/0"]));
+        assert!(
+            all.contains(ip("::")) && all.contains(ip("ffff::1")) && all.contains(ip("1.2.3.4"))
+        );
+    }
+
+    #[test]
+    fn rules_apply_in_order() {
+        let server = AccessConfig {
+            deny: nets(&["198.51.100.0/24", "2001:db8::/32"]),
+            allow: nets(&["198.51.100.7/32"]),
+            deny_user_agents: vec!["BadBot/1.0".into(), "Scraper*".into()],
+            allow_api_keys: vec!["sk_partner_*".into()],
+            api_key_header: None,
+        };
+        let a = AccessRt::build(&server, None).expect("lists");
+        let h = |ua: &str, key: &str| {
+            let mut m = http::HeaderMap::new();
+            m.insert("user-agent", ua.parse().expect("ua"));
+            if !key.is_empty() {
+                m.insert("x-api-key", key.parse().expect("key"));
+            }
+            m
+        };
+        let c = ip("203.0.113.1");
+        assert_eq!(a.check(c, &h("curl/8", "")), Access::Unlisted);
+        assert_eq!(
+            a.check(ip("198.51.100.9"), &h("curl/8", "sk_partner_x")),
+            Access::Denied(DenyReason::Ip),
+            "a key never overrides a deny"
+        );
+        assert_eq!(
+            a.check(ip("198.51.100.7"), &h("Scraper", "")),
+            Access::Allowed(AllowReason::Ip),
+            "an allowed address is carved out of the deny"
+        );
+        assert_eq!(
+            a.check(c, &h("scraperbot/2", "")),
+            Access::Denied(DenyReason::UserAgent)
+        );
+        assert_eq!(
+            a.check(c, &h("BadBot/1.0", "")),
+            Access::Denied(DenyReason::UserAgent)
+        );
+        assert_eq!(
+            a.check(c, &h("BadBot/1.01", "")),
+            Access::Unlisted,
+            "whole value"
+        );
+        assert_eq!(
+            a.check(c, &h("x", "sk_partner_abc")),
+            Access::Allowed(AllowReason::ApiKey)
+        );
+        assert_eq!(
+            a.check(c, &h("x", "SK_PARTNER_abc")),
+            Access::Unlisted,
+            "keys are exact"
+        );
+        assert_eq!(a.check(c, &h("x", "sk_live_abc")), Access::Unlisted);
+        // A route adds its own lists.
+        let route = AccessConfig {
+            deny: nets(&["203.0.113.0/24"]),
+            ..Default::default()
+        };
+        let r = AccessRt::build(&server, Some(&route)).expect("lists");
+        assert_eq!(r.check(c, &h("x", "")), Access::Denied(DenyReason::Ip));
+        assert!(AccessRt::build(&AccessConfig::default(), None).is_none());
+    }
+}
