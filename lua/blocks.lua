@@ -6,10 +6,13 @@
 --   block LIMIT HASH MS RUNG  block LIMIT's key HASH for MS from now, unless a block from a rung
 --                             at least as high is in force; returns the block's end (ms).
 --   lift  LIMIT [HASH]        lifts HASH, or every block of LIMIT: kept as tombstones until they
---                             would have ended, so polling gateways see the lift; returns how
---                             many were in force.
+--                             would have ended (at least GRACE), so polling gateways see the
+--                             lift; for GRACE after a lift, blocks of that key from gateways
+--                             that have not seen it yet are ignored. Returns how many were in
+--                             force.
 --   list                      returns {now_ms, field, value, ...}, dropping entries that ended.
--- Fields are "LIMIT/HASH" (HASH: 16 hex digits); values "UNTIL_MS:RUNG:LIFTED".
+-- Fields are "LIMIT/HASH" (HASH: 16 hex digits); values "UNTIL_MS:RUNG:0" for blocks and
+-- "UNTIL_MS:RUNG:1:LIFTED_AT_MS" for lifts.
 -- Time comes only from Redis TIME. The hash expires 1 s after its last block ends.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
@@ -17,10 +20,20 @@ local reg, mode = KEYS[1], ARGV[1]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 
+-- Longer than a few of the gateways' 1 s polls.
+local GRACE = 5000
+
 local function fmt(x) return string.format('%.0f', x) end
 local function parse(v)
-  local u, r, l = string.match(v, '^(%d+):(%d+):([01])$')
-  return tonumber(u), tonumber(r), l
+  local u, r, l, at = string.match(v, '^(%d+):(%d+):([01]):?(%d*)$')
+  return tonumber(u), tonumber(r), l, tonumber(at)
+end
+-- When an entry may go: a block when it ends, a lift not before its grace is over.
+local function ends(v)
+  local u, _, l, at = parse(v)
+  if u == nil then return nil end
+  if l == '1' and at and at + GRACE > u then return at + GRACE end
+  return u
 end
 
 if mode == 'block' then
@@ -31,8 +44,9 @@ if mode == 'block' then
   end
   local cur = redis.call('HGET', reg, field)
   if cur then
-    local u, r, l = parse(cur)
+    local u, r, l, at = parse(cur)
     if u and u > now and l == '0' and r >= rung then return fmt(u) end
+    if l == '1' and at and now < at + GRACE then return '0' end
   end
   local untl = now + ms
   redis.call('HSET', reg, field, fmt(untl) .. ':' .. rung .. ':0')
@@ -46,7 +60,8 @@ elseif mode == 'lift' then
     local u, r, l = parse(v)
     if u and u > now and l == '0' then
       n = n + 1
-      redis.call('HSET', reg, field, fmt(u) .. ':' .. r .. ':1')
+      redis.call('HSET', reg, field, fmt(u) .. ':' .. r .. ':1:' .. fmt(now))
+      if redis.call('PTTL', reg) < GRACE + 1000 then redis.call('PEXPIRE', reg, GRACE + 1000) end
     end
   end
   if hash ~= '' then
@@ -64,7 +79,7 @@ elseif mode == 'list' then
   local all = redis.call('HGETALL', reg)
   local out = { fmt(now) }
   for i = 1, #all, 2 do
-    local u = parse(all[i + 1])
+    local u = ends(all[i + 1])
     if u == nil or u <= now then
       redis.call('HDEL', reg, all[i])
     else

@@ -91,14 +91,14 @@ pub struct SharedBlock {
 }
 
 impl SharedBlock {
-    /// Parses a registry entry: field `LIMIT/HASH`, value `UNTIL_MS:RUNG:LIFTED`.
+    /// Parses a registry entry: field `LIMIT/HASH`, value `UNTIL_MS:RUNG:LIFTED[:LIFTED_AT]`.
     pub fn parse(field: &str, value: &str, now_ms: u64) -> Option<Self> {
         let (limit, hash) = field.rsplit_once('/')?;
         let key = u64::from_str_radix(hash, 16).ok()?;
         let mut parts = value.split(':');
         let until: u64 = parts.next()?.parse().ok()?;
         let rung: u8 = parts.next()?.parse().ok()?;
-        let lifted = parts.next()? == "1";
+        let lifted = parts.next()?.starts_with('1');
         Some(Self {
             limit: limit.to_string(),
             key,

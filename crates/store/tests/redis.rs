@@ -494,3 +494,56 @@ async fn the_quota_script_ends_periods_where_the_rust_calendar_does() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_block_registry_shares_blocks_and_lifts_with_a_grace() {
+    let r = RedisServer::start().expect("redis-server");
+    let s = store(&r);
+    let min = Duration::from_secs(60);
+    s.block("login", 0xabc, 5 * min, 0).await.expect("block");
+    s.block("login", 0xdef, 5 * min, 0).await.expect("block");
+    s.block("api", 0xabc, min, 0).await.expect("block");
+    // A lower or equal step does not shorten a block; a higher one replaces it.
+    s.block("login", 0xabc, min, 0).await.expect("block");
+    let find = |v: &[SharedBlock], limit: &str, key: u64| {
+        v.iter()
+            .find(|b| b.limit == limit && b.key == key)
+            .cloned()
+            .expect("listed")
+    };
+    let v = s.blocks().await.expect("list");
+    assert_eq!(v.len(), 3);
+    let b = find(&v, "login", 0xabc);
+    assert!(b.remaining > 4 * min && !b.lifted && b.rung == 0, "{b:?}");
+    s.block("login", 0xabc, 60 * min, 1).await.expect("block");
+    let b = find(&s.blocks().await.expect("list"), "login", 0xabc);
+    assert!(b.remaining > 59 * min && b.rung == 1, "{b:?}");
+    // The registry has a TTL past its last block.
+    let ttl: i64 = r.cli(&["PTTL", "{tollgate:blocks}"]).parse().expect("pttl");
+    assert!(ttl > 3_600_000, "{ttl}");
+
+    // Lift one key; then every block of a limit.
+    assert_eq!(s.lift("login", Some(0xabc)).await.expect("lift"), 1);
+    assert_eq!(
+        s.lift("login", Some(0xabc)).await.expect("lift"),
+        0,
+        "already lifted"
+    );
+    let v = s.blocks().await.expect("list");
+    assert!(
+        find(&v, "login", 0xabc).lifted,
+        "a tombstone tells the others"
+    );
+    assert!(!find(&v, "login", 0xdef).lifted);
+    // An instance that has not seen the lift yet cannot block the key again at once.
+    s.block("login", 0xabc, 60 * min, 1).await.expect("block");
+    assert!(find(&s.blocks().await.expect("list"), "login", 0xabc).lifted);
+    assert_eq!(s.lift("login", None).await.expect("lift all"), 1);
+    let v = s.blocks().await.expect("list");
+    assert!(find(&v, "login", 0xdef).lifted);
+    assert!(!find(&v, "api", 0xabc).lifted, "other limits keep theirs");
+    // A block for another limit named like a prefix is not touched.
+    s.block("login2", 0x1, min, 0).await.expect("block");
+    s.lift("login", None).await.expect("lift all");
+    assert!(!find(&s.blocks().await.expect("list"), "login2", 0x1).lifted);
+}

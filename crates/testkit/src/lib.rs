@@ -41,7 +41,8 @@ pub fn free_port() -> u16 {
     0
 }
 
-/// A loopback HTTP/1.1 backend that echoes requests as JSON.
+/// A loopback HTTP/1.1 backend that echoes requests as JSON (status 200, or the one asked for
+/// in `x-want-status`).
 pub struct Backend {
     pub addr: SocketAddr,
     hits: Arc<AtomicUsize>,
@@ -125,6 +126,16 @@ async fn echo(
         "body": String::from_utf8_lossy(&body),
     });
     let mut resp = Response::new(Full::new(Bytes::from(out.to_string())));
+    // A test asks for the status it wants answered (e.g. 401: a failed login).
+    if let Some(code) = parts
+        .headers
+        .get("x-want-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u16>().ok())
+        .and_then(|c| http::StatusCode::from_u16(c).ok())
+    {
+        *resp.status_mut() = code;
+    }
     resp.headers_mut().insert(
         "content-type",
         http::HeaderValue::from_static("application/json"),
