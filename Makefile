@@ -9,7 +9,7 @@ CONFIG ?= conf/tollgate.toml
 # acceptance checks, curl for trying things out.
 DEB_PACKAGES := cmake build-essential pkg-config redis-server python3 curl
 
-.PHONY: run test deps build release lint fmt acceptance bench bench-global bench-micro clean
+.PHONY: run test deps build release lint fmt acceptance bench bench-global bench-micro bench-access clean
 
 deps:
 	@missing=""; \
@@ -56,6 +56,10 @@ bench-global: release
 # Criterion micro-benchmarks of the limiter.
 bench-micro:
 	$(CARGO) bench -p tollgate-limit --bench decision
+
+# Criterion bench of access-list matching (10, 10k, 100k CIDRs).
+bench-access:
+	$(CARGO) bench -p tollgate-proxy --bench access
 
 clean:
 	$(CARGO) clean

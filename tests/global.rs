@@ -595,9 +595,10 @@ async fn the_running_example_holds_across_two_gateways() {
     }
     assert_eq!(codes, vec![200, 200, 200, 429, 429, 429]);
 
-    // Credential stuffing on one account from 12 addresses through both gateways: the
-    // account's global limit (burst 10) stops it, whichever gateway and address.
-    let mut admitted = 0;
+    // Credential stuffing on one account from 12 addresses through both gateways, every
+    // attempt a failed login: the account's global limit (burst 10) stops it with a
+    // challenge, whichever gateway and address.
+    let mut failed = 0;
     for n in 0..12u8 {
         let port = if n % 2 == 0 { p1 } else { p2 };
         let r = request_from(
@@ -605,21 +606,37 @@ async fn the_running_example_holds_across_two_gateways() {
             port,
             "POST",
             "/api/v1/auth/login",
-            &[("content-type", "application/json")],
+            &[("content-type", "application/json"), ("x-want-status", "401")],
             r#"{"username": "alice@example.com", "password": "guess"}"#,
         )
         .await
         .expect("request");
-        if r.status == 200 {
-            admitted += 1;
+        if r.status == 401 {
+            failed += 1;
         } else {
+            let j = r.json();
             assert_eq!(
-                (r.status, r.json()["limit"].as_str()),
-                (429, Some("login_target"))
+                (r.status, j["limit"].as_str(), j["error_code"].as_str()),
+                (429, Some("login_target"), Some("CHALLENGE_REQUIRED"))
             );
+            assert_eq!(j["challenge_url"], "https://example.com/challenge");
         }
     }
-    assert_eq!(admitted, 10);
+    assert_eq!(failed, 10);
+    // Its owner's successful logins never count: twelve in a row pass.
+    for n in 0..12u8 {
+        let r = request_from(
+            ip(60 + n),
+            if n % 2 == 0 { p1 } else { p2 },
+            "POST",
+            "/api/v1/auth/login",
+            &[("content-type", "application/json")],
+            r#"{"username": "carol@example.com", "password": "right"}"#,
+        )
+        .await
+        .expect("request");
+        assert_eq!(r.status, 200);
+    }
     // Another account is untouched.
     let r = request_from(
         ip(40),
