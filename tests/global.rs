@@ -606,7 +606,10 @@ async fn the_running_example_holds_across_two_gateways() {
             port,
             "POST",
             "/api/v1/auth/login",
-            &[("content-type", "application/json"), ("x-want-status", "401")],
+            &[
+                ("content-type", "application/json"),
+                ("x-want-status", "401"),
+            ],
             r#"{"username": "alice@example.com", "password": "guess"}"#,
         )
         .await

@@ -186,11 +186,13 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
         threads = server_cfg.threads,
         "tollgate serving"
     );
+    let seen = std::sync::Mutex::new(fingerprint(&path, &shared.runtime.load().config.files));
     server.run(RunArgs {
         shutdown_signal: Box::new(Signals {
             shared,
             path,
             draining,
+            seen,
         }),
     });
     Ok(())
@@ -202,10 +204,69 @@ struct Signals {
     shared: Arc<Shared>,
     path: PathBuf,
     draining: Arc<AtomicBool>,
+    /// The config's files as last loaded (or tried): the watcher reloads when they change.
+    seen: std::sync::Mutex<u64>,
+}
+
+/// How often the config file and the files it reads are looked at.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// What the config file and every file it read (list files, key files) look like: device,
+/// inode, size, modification and status-change times, following symlinks. A Kubernetes
+/// ConfigMap update swaps a symlink (a new inode), an editor's write or rename changes the
+/// status-change time (which no tool can set back), so no update goes unseen; a stat of a few
+/// files twice a second costs nothing, whatever their size. (A watcher crate such as notify
+/// misses the ConfigMap swap when it watches the file rather than its directory.)
+fn fingerprint(config: &Path, files: &[PathBuf]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::fs::MetadataExt;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for f in std::iter::once(config).chain(files.iter().map(PathBuf::as_path)) {
+        f.hash(&mut h);
+        match std::fs::metadata(f) {
+            Ok(m) => (
+                m.dev(),
+                m.ino(),
+                m.size(),
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec(),
+            )
+                .hash(&mut h),
+            Err(e) => e.kind().hash(&mut h),
+        }
+    }
+    h.finish()
 }
 
 impl Signals {
+    /// Reloads when the files changed and then stayed the same for one look (a file being
+    /// written is not read half-way).
+    fn watch(&self, pending: &mut Option<u64>) {
+        let files = self.shared.runtime.load().config.files.clone();
+        let now = fingerprint(&self.path, &files);
+        let seen = self.seen.lock().map(|g| *g).unwrap_or(now);
+        if now == seen {
+            *pending = None;
+            return;
+        }
+        if *pending == Some(now) {
+            *pending = None;
+            tracing::info!(event = "config_changed", config = %self.path.display(), "a config file changed: reloading");
+            self.reload();
+        } else {
+            *pending = Some(now);
+        }
+    }
+
     fn reload(&self) {
+        // Whatever the outcome, this is the version seen: an invalid file is not retried until
+        // it changes again.
+        let files = self.shared.runtime.load().config.files.clone();
+        if let Ok(mut g) = self.seen.lock() {
+            *g = fingerprint(&self.path, &files);
+        }
         let started = std::time::Instant::now();
         let cfg = match load(&self.path) {
             Ok(cfg) => cfg,
@@ -245,13 +306,20 @@ impl Signals {
             }
         }
         drop(old);
+        let new_files = cfg.files.clone();
         match self.shared.reload(cfg) {
-            Ok(()) => tracing::info!(
+            Ok(()) => {
+                // The new config may read other files: they are watched from now on.
+                if let Ok(mut g) = self.seen.lock() {
+                    *g = fingerprint(&self.path, &new_files);
+                }
+                tracing::info!(
                 event = "reloaded",
                 config = %self.path.display(),
                 ms = started.elapsed().as_secs_f64() * 1000.0,
                 "config reloaded"
-            ),
+            )
+            }
             Err(e) => {
                 tracing::error!(event = "reload_failed", error = %e, "config rejected; the old one keeps serving")
             }
@@ -311,8 +379,12 @@ impl ShutdownSignalWatch for Signals {
         // Until here a signal meets its default action (or is ignored if the parent ignored
         // it): tests and supervisors can wait for this line before signalling.
         tracing::info!(event = "signals_ready", "signal handlers installed");
+        let mut tick = tokio::time::interval(WATCH_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut pending = None;
         loop {
             tokio::select! {
+                _ = tick.tick() => self.watch(&mut pending),
                 _ = hup.recv() => self.reload(),
                 _ = term.recv() => {
                     self.draining.store(true, Ordering::Relaxed);

@@ -42,9 +42,12 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, Vec<Problem>> {
         Some(v) => Tbl::of(&mut cx, "redis".into(), v).and_then(|t| redis(&mut cx, t)),
         None => None,
     };
+    let mut files = Vec::new();
     let jwt_present = root.get("jwt").is_some();
     let jwt = match root.get("jwt") {
-        Some(v) => Tbl::of(&mut cx, "jwt".into(), v).and_then(|t| jwt(&mut cx, t, base)),
+        Some(v) => {
+            Tbl::of(&mut cx, "jwt".into(), v).and_then(|t| jwt(&mut cx, t, base, &mut files))
+        }
         None => None,
     };
     let plans_present = root.get("plans").is_some();
@@ -87,7 +90,6 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, Vec<Problem>> {
         )
         .collect();
     let weights: Vec<usize> = variants.iter().map(Vec::len).collect();
-    let mut files = Vec::new();
     let access = match root.get("access") {
         Some(v) => Tbl::of(&mut cx, "access".into(), v)
             .map(|t| crate::abuse::access(&mut cx, t, base, &mut files))
@@ -370,7 +372,7 @@ fn is_ec(a: jsonwebtoken::Algorithm) -> bool {
     matches!(a, A::ES256 | A::ES384)
 }
 
-fn jwt(cx: &mut Cx, mut t: Tbl, base: &Path) -> Option<JwtSettings> {
+fn jwt(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) -> Option<JwtSettings> {
     use jsonwebtoken::{Algorithm as A, DecodingKey};
     let mut ok = true;
     let secret = match (t.get("secret"), t.get("secret_env")) {
@@ -409,6 +411,7 @@ fn jwt(cx: &mut Cx, mut t: Tbl, base: &Path) -> Option<JwtSettings> {
         let p = t.key_path("public_keys");
         for (ip, file, span) in as_str_list(cx, &p, v, true).unwrap_or_default() {
             let full = base.join(file);
+            files.push(full.clone());
             match std::fs::read(&full) {
                 Ok(pem) => {
                     if DecodingKey::from_rsa_pem(&pem).is_ok() {
@@ -448,6 +451,7 @@ fn jwt(cx: &mut Cx, mut t: Tbl, base: &Path) -> Option<JwtSettings> {
             let p = t.key_path("jwks_file");
             as_str(cx, &p, v).and_then(|file| {
                 let full = base.join(file);
+                files.push(full.clone());
                 match std::fs::read_to_string(&full) {
                     Ok(text) => match serde_json::from_str::<jsonwebtoken::jwk::JwkSet>(&text) {
                         Ok(set) if set.keys.iter().all(|k| DecodingKey::from_jwk(k).is_ok()) => Some(text),

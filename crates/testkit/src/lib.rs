@@ -385,6 +385,44 @@ impl GatewayProc {
         }
     }
 
+    /// Starts `bin run --config <config> <extra...>` on an existing config file and returns at
+    /// once (e.g. a `--upgrade` process, which waits for its listeners before it serves).
+    pub fn spawn(bin: &Path, config: &Path, extra: &[&str]) -> std::io::Result<Self> {
+        let dir = temp_dir("gw");
+        let log = dir.join("log");
+        let out = std::fs::File::create(&log)?;
+        let child = Command::new(bin)
+            .arg("run")
+            .arg("--config")
+            .arg(config)
+            .args(extra)
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .stdin(Stdio::null())
+            .spawn()?;
+        Ok(Self {
+            child,
+            dir,
+            config: config.to_path_buf(),
+            log,
+        })
+    }
+
+    /// Waits until the log contains `needle` (or the process exits, or `limit` passes).
+    pub async fn wait_log(&mut self, needle: &str, limit: Duration) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if self.log_text().contains(needle) {
+                return true;
+            }
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return self.log_text().contains(needle);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
