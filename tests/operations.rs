@@ -224,7 +224,10 @@ async fn an_invalid_file_is_rejected_and_the_old_config_serves() {
     assert!(counted, "{}", gw.log_text());
     let log = gw.log_text();
     assert!(log.contains("reload_failed"), "{log}");
-    assert!(log.contains("limits.rate.rate") && log.contains("routez"), "every problem named: {log}");
+    assert!(
+        log.contains("limits.rate.rate") && log.contains("routez"),
+        "every problem named: {log}"
+    );
     // The old config serves (its route, its limit).
     let r = get(port, "/api", &[]).await.expect("request");
     assert_eq!(r.status, 200);
@@ -332,7 +335,11 @@ respond = {{ status = 200, body = "ok" }}
         new.log_text()
     );
     let exited = old.wait_exit(Duration::from_secs(8)).await;
-    assert!(exited.is_some(), "the old process drains and exits:\n{}", old.log_text());
+    assert!(
+        exited.is_some(),
+        "the old process drains and exits:\n{}",
+        old.log_text()
+    );
     let at_exit = served.load(Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::SeqCst);
@@ -341,10 +348,22 @@ respond = {{ status = 200, body = "ok" }}
         errors.extend(l.await.expect("loop"));
     }
     let total = served.load(Ordering::SeqCst);
-    eprintln!("upgrade: {total} requests served, {} after the old process exited", total - at_exit);
-    assert!(errors.is_empty(), "no connection refused, no failed request: {errors:?}");
-    assert!(total > at_exit, "the new process serves after the old one left");
+    eprintln!(
+        "upgrade: {total} requests served, {} after the old process exited",
+        total - at_exit
+    );
+    assert!(
+        errors.is_empty(),
+        "no connection refused, no failed request: {errors:?}"
+    );
+    assert!(
+        total > at_exit,
+        "the new process serves after the old one left"
+    );
     assert_eq!(refused.load(Ordering::SeqCst), 0);
     // The admin listener moved too.
-    assert_eq!(get(admin, "/healthz", &[]).await.expect("healthz").status, 200);
+    assert_eq!(
+        get(admin, "/healthz", &[]).await.expect("healthz").status,
+        200
+    );
 }

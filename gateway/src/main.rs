@@ -314,11 +314,11 @@ impl Signals {
                     *g = fingerprint(&self.path, &new_files);
                 }
                 tracing::info!(
-                event = "reloaded",
-                config = %self.path.display(),
-                ms = started.elapsed().as_secs_f64() * 1000.0,
-                "config reloaded"
-            )
+                    event = "reloaded",
+                    config = %self.path.display(),
+                    ms = started.elapsed().as_secs_f64() * 1000.0,
+                    "config reloaded"
+                )
             }
             Err(e) => {
                 tracing::error!(event = "reload_failed", error = %e, "config rejected; the old one keeps serving")

@@ -11,25 +11,6 @@ use toml::de::DeValue;
 /// The longest a tarpit holds a request.
 const MAX_TARPIT_DELAY: Duration = Duration::from_secs(300);
 
-/// A glob for User-Agents or API keys: `*` and `?` (and character classes), whole value.
-fn glob(cx: &mut Cx, path: &str, s: &str, span: std::ops::Range<usize>) -> Option<String> {
-    if s.trim().is_empty() {
-        cx.err(path, span, "an empty pattern would match nothing useful");
-        return None;
-    }
-    match globset::Glob::new(s) {
-        Ok(_) => Some(s.to_string()),
-        Err(e) => {
-            cx.err(
-                path,
-                span,
-                format!("\"{s}\" is not a valid glob: {}", e.kind()),
-            );
-            None
-        }
-    }
-}
-
 /// Entries of a list file: one per line, `#` starts a comment, blank lines are skipped. Each
 /// entry is checked by `item`; problems name the file and its line.
 fn list_file(
@@ -79,6 +60,19 @@ fn parse_cidr(s: &str) -> Result<ipnet::IpNet, String> {
     Err(format!("\"{s}\" is not an IP address or CIDR"))
 }
 
+/// An API-key pattern: exact, or a prefix of at least this many characters before the first
+/// wildcard. The gateway does not verify keys, so a pattern any client can guess (`*`, `sk*`)
+/// would exempt everyone from every limit.
+const MIN_KEY_PREFIX: usize = 4;
+
+fn check_key_pattern(s: &str) -> Result<String, String> {
+    let prefix = s.find(['*', '?', '[', '{']).unwrap_or(s.len());
+    if prefix < MIN_KEY_PREFIX {
+        return Err(format!("\"{s}\": an API-key pattern needs at least {MIN_KEY_PREFIX} literal characters before its first wildcard (the gateway does not verify keys: a guessable pattern would exempt anyone)"));
+    }
+    check_glob(s)
+}
+
 fn check_glob(s: &str) -> Result<String, String> {
     globset::Glob::new(s)
         .map(|_| s.to_string())
@@ -115,11 +109,18 @@ pub fn access(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) ->
         } else {
             &mut a.allow_api_keys
         };
+        let check: fn(&str) -> Result<String, String> =
+            if ua { check_glob } else { check_key_pattern };
         if let Some(v) = t.get(key) {
             let p = t.key_path(key);
             for (ip, s, span) in as_str_list(cx, &p, v, false).unwrap_or_default() {
-                if let Some(g) = glob(cx, &ip, s, span) {
-                    list.push(g);
+                if s.trim().is_empty() {
+                    cx.err(&ip, span, "an empty pattern would match nothing useful");
+                    continue;
+                }
+                match check(s) {
+                    Ok(g) => list.push(g),
+                    Err(why) => cx.err(&ip, span, why),
                 }
             }
         }
@@ -128,7 +129,7 @@ pub fn access(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) ->
             let p = t.key_path(&fkey);
             for (ip, f, span) in as_str_list(cx, &p, v, true).unwrap_or_default() {
                 list_file(cx, &ip, f, span, base, files, |e| {
-                    list.push(check_glob(e)?);
+                    list.push(check(e)?);
                     Ok(())
                 });
             }

@@ -76,14 +76,41 @@ impl BlockTable {
         &self.shards[(key >> 60) as usize % SHARDS]
     }
 
-    /// The remaining block of `key` at `now`, if any.
+    /// The remaining block of `key` at `now`, if any. An expired entry found here is removed
+    /// (and [`BlockTable::sweep`] removes the rest), so the table is free to check again once
+    /// every block has ended.
     #[inline]
     pub fn check(&self, key: u64, now: Nanos) -> Option<Nanos> {
         if self.len.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        let until = self.shard(key).map.read().get(&key)?.until;
-        (until > now).then(|| until - now)
+        let shard = self.shard(key);
+        let until = shard.map.read().get(&key)?.until;
+        if until > now {
+            return Some(until - now);
+        }
+        let mut map = shard.map.write();
+        if map.get(&key).is_some_and(|b| b.until <= now) {
+            map.remove(&key);
+            self.len.fetch_sub(1, Ordering::Relaxed);
+        }
+        None
+    }
+
+    /// Removes the blocks that ended by `now`.
+    pub fn sweep(&self, now: Nanos) {
+        if self.len.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        for s in self.shards.iter() {
+            if s.map.read().values().all(|b| b.until > now) {
+                continue;
+            }
+            let mut map = s.map.write();
+            let before = map.len();
+            map.retain(|_, b| b.until > now);
+            self.len.fetch_sub(before - map.len(), Ordering::Relaxed);
+        }
     }
 
     /// The block of `key` in force at `now`.
@@ -259,9 +286,14 @@ impl Ladder {
             }
         }
         let (i, rung) = top?;
+        let rung_no = u8::try_from(i).unwrap_or(u8::MAX);
+        // Already blocked at least this high (the common case while a client hammers): a read.
+        if self.blocks.get(key, now).is_some_and(|b| b.rung >= rung_no) {
+            return None;
+        }
         let block = Block {
             until: now.saturating_add(ns(rung.block_for)),
-            rung: u8::try_from(i).unwrap_or(u8::MAX),
+            rung: rung_no,
         };
         self.blocks.impose(key, block, now).then_some(Tripped {
             rung: block.rung,
@@ -342,9 +374,19 @@ mod tests {
             },
             clock.now(),
         );
-        // An hour later the key is free again.
+        // An hour later the key is free again, and the table is empty (nothing to look up).
+        l.blocks.impose(
+            7,
+            Block {
+                until: clock.now() + SEC,
+                rung: 0,
+            },
+            clock.now(),
+        );
         clock.advance(Duration::from_secs(3600));
         assert_eq!(l.blocks.check(k, clock.now()), None);
+        l.blocks.sweep(clock.now());
+        assert_eq!(l.blocks.len.load(Ordering::Relaxed), 0);
         assert!(l.blocks.list(clock.now()).is_empty());
     }
 
@@ -397,5 +439,110 @@ mod tests {
         );
         assert!(l.refused(9, SEC).is_some());
         assert_eq!(l.blocks.check(9, SEC), Some(5 * SEC));
+    }
+}
+
+/// The heaviest hitter of a limit: the most refusals any one key got within the current
+/// minute (or the last one, whichever is larger), for an alert on "one key with a huge
+/// rejection rate" without a metric label per key. Counts live in a bounded keyed store of
+/// one-minute windows; the maximum is two atomics.
+pub struct HotKeys {
+    /// `None` only if the one-minute rate could not be made (it always can).
+    counts: Option<KeyedStore<crate::windows::FixedWindow>>,
+    /// (minute << 32) | most refusals of one key in that minute.
+    current: std::sync::atomic::AtomicU64,
+    previous: std::sync::atomic::AtomicU64,
+}
+
+const MINUTE: Nanos = 60 * 1_000_000_000;
+const COUNT_CAP: u64 = u32::MAX as u64;
+
+impl HotKeys {
+    pub fn new(max_keys: usize) -> Self {
+        let counts = Rate::new(COUNT_CAP, Duration::from_nanos(MINUTE))
+            .ok()
+            .map(|rate| {
+                KeyedStore::new(crate::windows::FixedWindow::new(rate, COUNT_CAP), max_keys)
+            });
+        Self {
+            counts,
+            current: std::sync::atomic::AtomicU64::new(0),
+            previous: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one refusal of `key` at `now`.
+    pub fn refused(&self, key: u64, now: Nanos) {
+        let Some(counts) = &self.counts else {
+            return;
+        };
+        let n = match counts.acquire(key, now, 1) {
+            crate::decision::Decision::Allow { remaining, .. } => COUNT_CAP - remaining,
+            crate::decision::Decision::Deny { .. } => COUNT_CAP,
+        };
+        let minute = now / MINUTE;
+        let packed = (minute << 32) | n.min(COUNT_CAP);
+        let mut cur = self.current.load(Ordering::Relaxed);
+        loop {
+            let (m, c) = (cur >> 32, cur & COUNT_CAP);
+            if m == minute && c >= n {
+                return;
+            }
+            if m > minute {
+                return;
+            }
+            if m < minute {
+                // A new minute: the old maximum becomes the previous one.
+                self.previous.store(cur, Ordering::Relaxed);
+            }
+            match self.current.compare_exchange_weak(
+                cur,
+                packed,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// The most refusals one key got in the current or the previous minute, as of `now`.
+    pub fn max(&self, now: Nanos) -> u64 {
+        let minute = now / MINUTE;
+        [&self.current, &self.previous]
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed))
+            .filter(|v| (v >> 32) + 1 >= minute)
+            .map(|v| v & COUNT_CAP)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod hot_tests {
+    use super::*;
+
+    #[test]
+    fn the_heaviest_key_of_the_last_minute_is_reported() {
+        let h = HotKeys::new(100);
+        let t0 = 10 * MINUTE;
+        for _ in 0..50 {
+            h.refused(1, t0);
+        }
+        for _ in 0..7 {
+            h.refused(2, t0 + 1);
+        }
+        assert_eq!(h.max(t0 + 2), 50);
+        // Next minute: the last one still shows until a heavier one comes.
+        h.refused(2, t0 + MINUTE);
+        assert_eq!(h.max(t0 + MINUTE), 50);
+        for _ in 0..99 {
+            h.refused(3, t0 + MINUTE + 5);
+        }
+        assert_eq!(h.max(t0 + MINUTE + 6), 99);
+        // Two quiet minutes later: nothing.
+        assert_eq!(h.max(t0 + 4 * MINUTE), 0);
     }
 }

@@ -29,7 +29,7 @@ mod verdict;
 mod windows;
 
 pub use algorithm::{Algorithm, AlgorithmKind, Gcra, LeakyBucket, TokenBucket, TokenBucketState};
-pub use blocks::{Block, BlockTable, Ladder, Rung, Tripped};
+pub use blocks::{Block, BlockTable, HotKeys, Ladder, Rung, Tripped};
 pub use calendar::{civil_from_days, days_from_civil, Calendar, CalendarUnit};
 pub use cell::{MutexCell, PairCell, StateCell};
 pub use clock::{Clock, ManualClock, MonotonicClock, Nanos, NANOS_PER_SEC};

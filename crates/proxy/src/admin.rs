@@ -83,7 +83,8 @@ impl Admin {
                 }
             }
         }
-        let rest = path.trim_start_matches("/blocks").trim_start_matches('/');
+        let rest = path.strip_prefix("/blocks").unwrap_or("");
+        let rest = rest.strip_prefix('/').unwrap_or(rest);
         match req.method {
             http::Method::GET if rest.is_empty() => {
                 let mut out = Vec::new();

@@ -14,16 +14,21 @@ use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub struct HealthChecks {
     shared: Arc<Shared>,
+    blocks: Arc<BlockSync>,
 }
 
 impl HealthChecks {
     pub fn new(shared: Arc<Shared>) -> Self {
-        Self { shared }
+        Self {
+            shared,
+            blocks: Arc::new(BlockSync::default()),
+        }
     }
 }
 
@@ -36,16 +41,21 @@ impl BackgroundService for HealthChecks {
         // Next due time per pool, keyed by the pool's address (pools are shared across reloads).
         let mut due: HashMap<usize, Instant> = HashMap::new();
         let mut redis_due = Instant::now();
+        let mut sweep_due = Instant::now();
         loop {
+            if Instant::now() >= sweep_due {
+                sweep_due = Instant::now() + REDIS_PROBE_EVERY;
+                sweep_blocks(&self.shared);
+            }
             if let Some(store) = &self.shared.store {
                 if Instant::now() >= redis_due {
                     redis_due = Instant::now() + REDIS_PROBE_EVERY;
                     let store = store.clone();
-                    // Bounded by the store's own probe timeout; never blocks the loop.
-                    let shared = self.shared.clone();
+                    // Bounded by the store's own timeouts; never blocks the loop.
+                    let (shared, sync) = (self.shared.clone(), self.blocks.clone());
                     tokio::spawn(async move {
                         let _ = store.probe().await;
-                        sync_blocks(&shared).await;
+                        sync_blocks(&shared, &sync).await;
                     });
                 }
             }
@@ -79,9 +89,17 @@ impl BackgroundService for HealthChecks {
     }
 }
 
-/// Applies the shared block registry to this instance's ladders: blocks made elsewhere are
-/// imposed here, lifted ones are lifted.
-pub async fn sync_blocks(shared: &Shared) {
+/// Where this instance is in the shared block registry's change log, and whether a sync runs.
+#[derive(Default)]
+pub struct BlockSync {
+    since: AtomicU64,
+    running: AtomicBool,
+}
+
+/// Applies what changed in the shared block registry to this instance's ladders: blocks made
+/// elsewhere are imposed here, lifted ones are lifted. One sync at a time; at most 20 pages of
+/// 500 changes per sync (the rest follows a second later).
+pub async fn sync_blocks(shared: &Shared, sync: &BlockSync) {
     let rt = shared.runtime.load_full();
     if !rt.limits.iter().any(|l| l.ladder.is_some()) {
         return;
@@ -89,34 +107,55 @@ pub async fn sync_blocks(shared: &Shared) {
     let Some(store) = &shared.store else {
         return;
     };
-    let Ok(blocks) = store.blocks().await else {
+    if sync.running.swap(true, Ordering::AcqRel) {
         return;
-    };
-    let now = shared.clock.now();
-    for b in blocks {
-        let Some(lad) = rt
-            .limits
-            .iter()
-            .find(|l| l.cfg.name == b.limit)
-            .and_then(|l| l.ladder.as_ref())
-        else {
-            continue;
+    }
+    for _ in 0..20 {
+        let Ok(changes) = store.blocks(sync.since.load(Ordering::Acquire)).await else {
+            break;
         };
-        if b.lifted {
-            if lad.ladder.blocks.get(b.key, now).is_some() {
-                lad.ladder.forgive(b.key, now);
+        let now = shared.clock.now();
+        for b in &changes.blocks {
+            let Some(lad) = rt
+                .limits
+                .iter()
+                .find(|l| l.cfg.name == b.limit)
+                .and_then(|l| l.ladder.as_ref())
+            else {
+                continue;
+            };
+            if b.lifted {
+                if lad.ladder.blocks.get(b.key, now).is_some() {
+                    lad.ladder.forgive(b.key, now);
+                }
+            } else {
+                let until =
+                    now.saturating_add(u64::try_from(b.remaining.as_nanos()).unwrap_or(u64::MAX));
+                lad.ladder.blocks.impose(
+                    b.key,
+                    tollgate_limit::Block {
+                        until,
+                        rung: b.rung,
+                    },
+                    now,
+                );
             }
-        } else {
-            let until =
-                now.saturating_add(u64::try_from(b.remaining.as_nanos()).unwrap_or(u64::MAX));
-            lad.ladder.blocks.impose(
-                b.key,
-                tollgate_limit::Block {
-                    until,
-                    rung: b.rung,
-                },
-                now,
-            );
+        }
+        sync.since.store(changes.next, Ordering::Release);
+        if !changes.more {
+            break;
+        }
+    }
+    sync.running.store(false, Ordering::Release);
+}
+
+/// Ends the blocks that ran out, so that a table with none left is free to check again.
+fn sweep_blocks(shared: &Shared) {
+    let rt = shared.runtime.load();
+    let now = shared.clock.now();
+    for l in &rt.limits {
+        if let Some(lad) = &l.ladder {
+            lad.ladder.blocks.sweep(now);
         }
     }
 }

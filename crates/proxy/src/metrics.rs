@@ -27,6 +27,8 @@ pub struct Metrics {
     pub tarpit_total: IntCounterVec,
     pub blocks_active: IntGaugeVec,
     pub blocks_total: IntCounterVec,
+    pub decisions: IntCounterVec,
+    pub hottest_key: IntGaugeVec,
 }
 
 /// Label for requests that matched no route.
@@ -63,7 +65,7 @@ impl Metrics {
         let shadow_exceeded = IntCounterVec::new(
             Opts::new(
                 "tollgate_shadow_exceeded_total",
-                "Requests a shadow-mode limit would have refused.",
+                "Requests a shadow-mode limit would have refused (passed on, marked toward the upstream).",
             ),
             &["limit"],
         )?;
@@ -102,7 +104,7 @@ impl Metrics {
         let verdict_cache_hits = IntCounterVec::new(
             Opts::new(
                 "tollgate_verdict_cache_hits_total",
-                "Requests a shadow-mode limit would have refused (passed on, marked toward the upstream).",
+                "Requests refused from the edge verdict cache, without asking Redis.",
             ),
             &["limit"],
         )?;
@@ -131,6 +133,20 @@ impl Metrics {
             Opts::new(
                 "tollgate_blocks_active",
                 "Keys blocked right now by a limit's escalation ladder (here or, with Redis, by any instance).",
+            ),
+            &["limit"],
+        )?;
+        let decisions = IntCounterVec::new(
+            Opts::new(
+                "tollgate_limit_decisions_total",
+                "Decisions per limit: allowed, refused, shadow_refused (a shadow limit would have refused), blocked (an active block refused).",
+            ),
+            &["limit", "result"],
+        )?;
+        let hottest_key = IntGaugeVec::new(
+            Opts::new(
+                "tollgate_limit_hottest_key_refusals",
+                "The most refusals one key of this limit got in the current or last minute (this instance): one abusive client shows here without a label per key.",
             ),
             &["limit"],
         )?;
@@ -174,6 +190,8 @@ impl Metrics {
         registry.register(Box::new(tarpit_total.clone()))?;
         registry.register(Box::new(blocks_active.clone()))?;
         registry.register(Box::new(blocks_total.clone()))?;
+        registry.register(Box::new(decisions.clone()))?;
+        registry.register(Box::new(hottest_key.clone()))?;
         registry.register(Box::new(quota_overage.clone()))?;
         registry.register(Box::new(quota_crossed.clone()))?;
         registry.register(Box::new(verdict_cache_hits.clone()))?;
@@ -209,6 +227,8 @@ impl Metrics {
             tarpit_total,
             blocks_active,
             blocks_total,
+            decisions,
+            hottest_key,
         })
     }
 

@@ -60,11 +60,14 @@ pub struct TarpitRt {
     held: AtomicUsize,
 }
 
-pub struct TarpitSlot(Arc<TarpitRt>);
+/// A held request's place in a tarpit: released (and the route's occupancy gauge lowered)
+/// when dropped, however the request ends (answered, failed, or cancelled mid-hold).
+pub struct TarpitSlot(Arc<TarpitRt>, IntGauge);
 
 impl Drop for TarpitSlot {
     fn drop(&mut self) {
         self.0.held.fetch_sub(1, Ordering::AcqRel);
+        self.1.dec();
     }
 }
 
@@ -76,15 +79,18 @@ impl TarpitRt {
         }
     }
 
-    /// A slot, unless `max_concurrent` requests are held already.
-    pub fn enter(self: &Arc<Self>) -> Option<TarpitSlot> {
+    /// A slot, unless `max_concurrent` requests are held already; `gauge` counts it while held.
+    pub fn enter(self: &Arc<Self>, gauge: &IntGauge) -> Option<TarpitSlot> {
         let max = self.cfg.max_concurrent;
         self.held
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max).then_some(n + 1)
             })
             .ok()
-            .map(|_| TarpitSlot(self.clone()))
+            .map(|_| {
+                gauge.inc();
+                TarpitSlot(self.clone(), gauge.clone())
+            })
     }
 
     /// A random hold within the configured range.
@@ -131,7 +137,17 @@ pub struct LimitRt {
     /// The policy name as a Structured Fields string.
     pub name_sf: String,
     pub shadow_counter: IntCounter,
+    /// `tollgate_limit_decisions_total{limit,result}`: allowed, refused, shadow_refused, blocked.
+    pub decisions: [IntCounter; 4],
+    /// Refusals per key this minute (shared by a plan limit's variants and across reloads).
+    pub hot: Arc<tollgate_limit::HotKeys>,
 }
+
+/// Indexes of [`LimitRt::decisions`].
+pub const ALLOWED: usize = 0;
+pub const REFUSED: usize = 1;
+pub const SHADOW_REFUSED: usize = 2;
+pub const BLOCKED: usize = 3;
 
 /// A quota's overage handling and usage metrics.
 pub struct QuotaRt {
@@ -186,8 +202,9 @@ pub struct RouteRt {
     pub needs_plan: bool,
     /// `http_requests_rejected_total{reason="rate_limit",route,limit}`, by position in `limits`.
     pub rejected: Vec<IntCounter>,
-    /// The access lists that apply (the server's and the route's), if any.
-    pub access: Option<crate::access::AccessRt>,
+    /// The access lists that apply (the server's and the route's), if any; routes without
+    /// lists of their own share the server's.
+    pub access: Option<Arc<crate::access::AccessRt>>,
     /// Refusals by `reject` limits are held here first.
     pub tarpit: Option<Arc<TarpitRt>>,
     /// A limit of the route counts only failed responses: units are given back after others.
@@ -201,6 +218,9 @@ pub struct RouteRt {
     pub access_denied: IntCounter,
     /// `http_requests_rejected_total{reason="blocked",route,limit}`, by position in `limits`.
     pub blocked: Vec<IntCounter>,
+    /// The same for `tarpit_overflow` and `challenge`.
+    pub overflowed: Vec<IntCounter>,
+    pub challenged: Vec<IntCounter>,
     pub duration: Histogram,
     requests: Box<[OnceLock<IntCounter>]>,
 }
@@ -359,6 +379,24 @@ fn limit_state(
     }))
 }
 
+/// `http_requests_rejected_total{reason,route,limit}` for each limit of a route, by position.
+fn rejected_by(
+    metrics: &Metrics,
+    reason: &str,
+    route: &RouteConfig,
+    limits: &[LimitRt],
+) -> Vec<IntCounter> {
+    route
+        .limits
+        .iter()
+        .map(|&i| {
+            metrics
+                .rejected
+                .with_label_values(&[reason, &route.name, &limits[i].cfg.name])
+        })
+        .collect()
+}
+
 fn new_pool(cfg: &UpstreamConfig) -> Result<LoadBalancer<RoundRobin>, std::io::Error> {
     let mut lb = LoadBalancer::<RoundRobin>::try_from_iter(cfg.targets.iter().map(|(_, a)| *a))?;
     if let Some(HealthCheck { timeout, .. }) = cfg.health_check {
@@ -427,6 +465,16 @@ impl Runtime {
                 shadow: cfg.shadow || shadow_all,
                 name_sf: sf_string(&cfg.name),
                 shadow_counter: metrics.shadow_exceeded.with_label_values(&[&cfg.name]),
+                decisions: ["allowed", "refused", "shadow_refused", "blocked"]
+                    .map(|r| metrics.decisions.with_label_values(&[&cfg.name, r])),
+                hot: limits
+                    .iter()
+                    .find(|l: &&LimitRt| l.cfg.name == cfg.name)
+                    .map(|l| l.hot.clone())
+                    .or_else(|| prev.map(|p| p.hot.clone()))
+                    .unwrap_or_else(|| {
+                        Arc::new(tollgate_limit::HotKeys::new(cfg.max_keys.min(100_000)))
+                    }),
                 cfg: cfg.clone(),
             });
         }
@@ -452,6 +500,7 @@ impl Runtime {
             });
         }
 
+        let server_access = crate::access::AccessRt::build(&config.access, None).map(Arc::new);
         let mut routes = Vec::with_capacity(config.routes.len());
         for cfg in &config.routes {
             // One RateLimit-Policy per plan: a caller sees the policies of its own plan.
@@ -514,7 +563,12 @@ impl Runtime {
                     .unwrap_or_else(|| Arc::new(TarpitRt::new(t)))
             });
             routes.push(RouteRt {
-                access: crate::access::AccessRt::build(&config.access, cfg.access.as_ref()),
+                access: match &cfg.access {
+                    None => server_access.clone(),
+                    Some(own) => {
+                        crate::access::AccessRt::build(&config.access, Some(own)).map(Arc::new)
+                    }
+                },
                 tarpit,
                 counts_failures: cfg
                     .limits
@@ -529,17 +583,9 @@ impl Runtime {
                     &cfg.name,
                     "",
                 ]),
-                blocked: cfg
-                    .limits
-                    .iter()
-                    .map(|&i| {
-                        metrics.rejected.with_label_values(&[
-                            "blocked",
-                            &cfg.name,
-                            &limits[i].cfg.name,
-                        ])
-                    })
-                    .collect(),
+                blocked: rejected_by(metrics, "blocked", cfg, &limits),
+                overflowed: rejected_by(metrics, "tarpit_overflow", cfg, &limits),
+                challenged: rejected_by(metrics, "challenge", cfg, &limits),
                 needs_jwt,
                 needs_calendar,
                 needs_body,
@@ -717,6 +763,12 @@ impl Shared {
         }
         let now = self.clock.now();
         let mut seen: Vec<&str> = Vec::new();
+        for l in &rt.limits {
+            self.metrics
+                .hottest_key
+                .with_label_values(&[&l.cfg.name])
+                .set(l.hot.max(now) as i64);
+        }
         for l in &rt.limits {
             if let Some(lad) = &l.ladder {
                 if !seen.contains(&l.cfg.name.as_str()) {

@@ -292,8 +292,8 @@ impl Gateway {
         self.answer(session, ctx, resp, body).await
     }
 
-    /// A 429 for `limit`. `reason` overrides the metric's reason (`tarpit_overflow`,
-    /// `challenge`); `None` counts it as the limit's own (`rate_limit` or `quota`).
+    /// A 429 for `limit`. `reason` is the metric's reason when not the limit's own
+    /// (`rate_limit` or `quota`): `tarpit_overflow` or `challenge`.
     #[allow(clippy::too_many_arguments)]
     async fn refuse(
         &self,
@@ -317,18 +317,16 @@ impl Gateway {
             };
         ctx.ratelimit = ratelimit_value(&l.name_sf, 0, secs);
         ctx.legacy = Some((l.cfg.rate.count(), 0, secs));
-        match reason {
-            None => {
-                if let Some(pos) = rt.routes[route].cfg.limits.iter().position(|&i| i == limit) {
-                    rt.routes[route].rejected[pos].inc();
-                }
+        if let Some(pos) = rt.routes[route].cfg.limits.iter().position(|&i| i == limit) {
+            let r = &rt.routes[route];
+            let counters = match reason {
+                Some("tarpit_overflow") => &r.overflowed,
+                Some("challenge") => &r.challenged,
+                _ => &r.rejected,
+            };
+            if let Some(c) = counters.get(pos) {
+                c.inc();
             }
-            Some(r) => self
-                .shared
-                .metrics
-                .rejected
-                .with_label_values(&[r, &rt.routes[route].name, &l.cfg.name])
-                .inc(),
         }
         let retry = [("retry-after", HeaderValue::from(secs))];
         if let (Some("challenge"), Some(url)) = (reason, &l.cfg.challenge_url) {
@@ -417,6 +415,33 @@ impl Gateway {
             &[("retry-after", HeaderValue::from(1u64))],
         )
         .await
+    }
+
+    /// `tollgate_limit_decisions_total` per limit, and refusals per key for the hottest key.
+    fn count_decisions(&self, rt: &Runtime, route: usize, plan: &Plan, v: &Verdict) {
+        use crate::runtime::{ALLOWED, BLOCKED, REFUSED, SHADOW_REFUSED};
+        let refused_any = v.denied.is_some() || v.blocked.is_some();
+        let now = if v.refused != 0 {
+            self.shared.clock.now()
+        } else {
+            0
+        };
+        for (pos, &li) in rt.routes[route].cfg.limits.iter().enumerate() {
+            let l = &rt.limits[li];
+            let bit = 1u32 << pos;
+            if v.refused & bit != 0 {
+                let blocked = v.blocked.is_some_and(|(b, _)| b == li);
+                l.decisions[if blocked { BLOCKED } else { REFUSED }].inc();
+                l.hot.refused(plan.key(pos), now);
+            } else if v.shadow_exceeded & bit != 0 {
+                l.decisions[SHADOW_REFUSED].inc();
+            } else if !refused_any {
+                let (local, global) = plan.took(pos);
+                if local || global {
+                    l.decisions[ALLOWED].inc();
+                }
+            }
+        }
     }
 
     /// Counts a refusal in the ladders of the limits that refused; a ladder that trips blocks
@@ -524,7 +549,8 @@ impl Gateway {
                 .await?;
             return Ok(true);
         };
-        let Some(slot) = tarpit.enter() else {
+        let r = &rt.routes[route];
+        let Some(slot) = tarpit.enter(&r.tarpit_held) else {
             // Full: holding more would let an attacker spend our memory instead of theirs.
             self.refuse(
                 session,
@@ -538,11 +564,9 @@ impl Gateway {
             .await?;
             return Ok(true);
         };
-        let r = &rt.routes[route];
         r.tarpit_total.inc();
-        r.tarpit_held.inc();
-        let stayed = hold(session, tarpit.delay()).await;
-        r.tarpit_held.dec();
+        let held = tarpit.delay();
+        let stayed = hold(session, held).await;
         drop(slot);
         if !stayed {
             let mut e = Error::explain(
@@ -555,9 +579,11 @@ impl Gateway {
         if tarpit.cfg.then_pass {
             return Ok(false);
         }
-        // The connection closes after the answer: the next attempt pays for a new one.
+        // The connection closes after the answer: the next attempt pays for a new one. The
+        // wait is what is left of it after the hold.
         session.set_keepalive(None);
-        self.refuse(session, ctx, rt, route, limit, wait, None)
+        let left = wait.saturating_sub(u64::try_from(held.as_nanos()).unwrap_or(u64::MAX));
+        self.refuse(session, ctx, rt, route, limit, left, None)
             .await?;
         Ok(true)
     }
@@ -794,6 +820,7 @@ impl ProxyHttp for Gateway {
                 Some(v) => v,
                 None => decide_global(&rt, &mut plan, &*self.shared.clock).await,
             };
+            self.count_decisions(&rt, route, &plan, &verdict);
             if verdict.refused != 0 {
                 self.climb_ladders(&rt, route, &plan, verdict.refused);
             }

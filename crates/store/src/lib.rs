@@ -21,7 +21,7 @@ mod scripts;
 
 pub use breaker::Breaker;
 pub use redis_store::{RedisConfig, RedisStore, StoreMetrics, Target};
-pub use scripts::{script_source, ScriptReply};
+pub use scripts::{script_source, ScriptReply, BLOCKS_KEYS};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -76,6 +76,16 @@ impl GlobalKey<'_> {
             self.key
         )
     }
+}
+
+/// What changed in the shared block registry since a poll.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlockChanges {
+    pub blocks: Vec<SharedBlock>,
+    /// Pass this as `since` next time.
+    pub next: u64,
+    /// More changes wait: ask again at once.
+    pub more: bool,
 }
 
 /// A block as the shared registry holds it.
@@ -153,8 +163,8 @@ pub trait GlobalStore: Send + Sync + 'static {
         Box::pin(async { Ok(0) })
     }
 
-    /// Every block (and recent lift) recorded by any instance.
-    fn blocks(&self) -> BoxFuture<'_, Result<Vec<SharedBlock>, StoreError>> {
-        Box::pin(async { Ok(Vec::new()) })
+    /// The blocks (and lifts) recorded by any instance since change `since` (0: all).
+    fn blocks(&self, _since: u64) -> BoxFuture<'_, Result<BlockChanges, StoreError>> {
+        Box::pin(async { Ok(BlockChanges::default()) })
     }
 }

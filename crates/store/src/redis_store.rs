@@ -10,7 +10,7 @@
 //! up state are exported as metrics.
 
 use crate::breaker::Breaker;
-use crate::scripts::{script_source, ScriptReply, BLOCKS_KEY, BLOCKS_SCRIPT};
+use crate::scripts::{script_source, ScriptReply, BLOCKS_KEYS, BLOCKS_SCRIPT};
 use crate::{BoxFuture, GlobalKey, GlobalStore, StoreError};
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -366,17 +366,19 @@ impl RedisStore {
     }
 
     /// A call to the block registry: off the request path, so it gets a longer budget than a
-    /// decision; still behind the breaker and counted like the others.
+    /// decision, and it stays out of the breaker and the decision latency (a slow poll must not
+    /// turn global limits to their on_error); while the breaker is open it is not made.
     async fn blocks_call<T: redis::FromRedisValue>(&self, args: &[&str]) -> Result<T, StoreError> {
-        let Some(probe) = self.breaker.allow(self.clock.now()) else {
-            self.errors[1].inc();
+        if self.breaker.is_open() {
             return Err(StoreError::CircuitOpen);
-        };
+        }
         self.metrics.calls.with_label_values(&["blocks"]).inc();
         let budget = self.timeout.max(Duration::from_millis(500));
         let run = async {
             let mut inv = self.blocks_script.prepare_invoke();
-            inv.key(BLOCKS_KEY);
+            for k in BLOCKS_KEYS {
+                inv.key(k);
+            }
             for a in args {
                 inv.arg(*a);
             }
@@ -386,12 +388,10 @@ impl RedisStore {
             };
             Ok::<T, StoreError>(v)
         };
-        let r = match tokio::time::timeout(budget, run).await {
+        match tokio::time::timeout(budget, run).await {
             Ok(r) => r,
             Err(_) => Err(StoreError::Timeout(budget)),
-        };
-        self.record(&r, probe);
-        r
+        }
     }
 
     fn record<T>(&self, r: &Result<T, StoreError>, probe: bool) {
@@ -526,21 +526,36 @@ impl GlobalStore for RedisStore {
         })
     }
 
-    fn blocks(&self) -> BoxFuture<'_, Result<Vec<crate::SharedBlock>, StoreError>> {
+    fn blocks(&self, since: u64) -> BoxFuture<'_, Result<crate::BlockChanges, StoreError>> {
         Box::pin(async move {
-            let v: Vec<String> = self.blocks_call(&["list"]).await?;
-            let mut it = v.iter();
-            let now: u64 = it
-                .next()
-                .and_then(|n| n.parse().ok())
-                .ok_or_else(|| StoreError::BadReply("blocks: no time".into()))?;
-            let mut out = Vec::with_capacity(v.len() / 2);
+            let since_s = since.to_string();
+            let v: Vec<String> = self.blocks_call(&["list", &since_s, "500"]).await?;
+            let num = |i: usize| v.get(i).and_then(|n| n.parse::<u64>().ok());
+            let (Some(now), Some(counter), Some(last), Some(more)) =
+                (num(0), num(1), num(2), num(3))
+            else {
+                return Err(StoreError::BadReply("blocks: short reply".into()));
+            };
+            // A registry that restarted counts from 0 again: read it whole.
+            if counter < since {
+                return Ok(crate::BlockChanges {
+                    blocks: Vec::new(),
+                    next: 0,
+                    more: true,
+                });
+            }
+            let mut blocks = Vec::with_capacity(v.len().saturating_sub(4) / 2);
+            let mut it = v.iter().skip(4);
             while let (Some(f), Some(val)) = (it.next(), it.next()) {
                 if let Some(b) = crate::SharedBlock::parse(f, val, now) {
-                    out.push(b);
+                    blocks.push(b);
                 }
             }
-            Ok(out)
+            Ok(crate::BlockChanges {
+                blocks,
+                next: last,
+                more: more == 1,
+            })
         })
     }
 }

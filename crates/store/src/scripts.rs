@@ -32,8 +32,13 @@ pub fn script_source(kind: AlgorithmKind) -> &'static str {
 /// The shared block registry's script (`lua/blocks.lua`): block, lift, list.
 pub const BLOCKS_SCRIPT: &str = include_str!("../../../lua/blocks.lua");
 
-/// The registry's key: one hash, one cluster slot.
-pub const BLOCKS_KEY: &str = "{tollgate:blocks}";
+/// The registry's keys (see the script): one hash tag, one cluster slot.
+pub const BLOCKS_KEYS: [&str; 4] = [
+    "{tollgate:blocks}",
+    "{tollgate:blocks}:seq",
+    "{tollgate:blocks}:ends",
+    "{tollgate:blocks}:n",
+];
 
 /// A script's answer, in the script's units (microseconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

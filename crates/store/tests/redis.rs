@@ -505,18 +505,19 @@ async fn the_block_registry_shares_blocks_and_lifts_with_a_grace() {
     s.block("api", 0xabc, min, 0).await.expect("block");
     // A lower or equal step does not shorten a block; a higher one replaces it.
     s.block("login", 0xabc, min, 0).await.expect("block");
+    let list = || async { s.blocks(0).await.expect("list").blocks };
     let find = |v: &[SharedBlock], limit: &str, key: u64| {
         v.iter()
             .find(|b| b.limit == limit && b.key == key)
             .cloned()
             .expect("listed")
     };
-    let v = s.blocks().await.expect("list");
+    let v = list().await;
     assert_eq!(v.len(), 3);
     let b = find(&v, "login", 0xabc);
     assert!(b.remaining > 4 * min && !b.lifted && b.rung == 0, "{b:?}");
     s.block("login", 0xabc, 60 * min, 1).await.expect("block");
-    let b = find(&s.blocks().await.expect("list"), "login", 0xabc);
+    let b = find(&list().await, "login", 0xabc);
     assert!(b.remaining > 59 * min && b.rung == 1, "{b:?}");
     // The registry has a TTL past its last block.
     let ttl: i64 = r.cli(&["PTTL", "{tollgate:blocks}"]).parse().expect("pttl");
@@ -529,7 +530,7 @@ async fn the_block_registry_shares_blocks_and_lifts_with_a_grace() {
         0,
         "already lifted"
     );
-    let v = s.blocks().await.expect("list");
+    let v = list().await;
     assert!(
         find(&v, "login", 0xabc).lifted,
         "a tombstone tells the others"
@@ -537,13 +538,49 @@ async fn the_block_registry_shares_blocks_and_lifts_with_a_grace() {
     assert!(!find(&v, "login", 0xdef).lifted);
     // An instance that has not seen the lift yet cannot block the key again at once.
     s.block("login", 0xabc, 60 * min, 1).await.expect("block");
-    assert!(find(&s.blocks().await.expect("list"), "login", 0xabc).lifted);
+    assert!(find(&list().await, "login", 0xabc).lifted);
     assert_eq!(s.lift("login", None).await.expect("lift all"), 1);
-    let v = s.blocks().await.expect("list");
+    let v = list().await;
     assert!(find(&v, "login", 0xdef).lifted);
     assert!(!find(&v, "api", 0xabc).lifted, "other limits keep theirs");
     // A block for another limit named like a prefix is not touched.
     s.block("login2", 0x1, min, 0).await.expect("block");
     s.lift("login", None).await.expect("lift all");
-    assert!(!find(&s.blocks().await.expect("list"), "login2", 0x1).lifted);
+    assert!(!find(&list().await, "login2", 0x1).lifted);
+}
+
+#[tokio::test]
+async fn the_block_registry_pages_its_change_log() {
+    let r = RedisServer::start().expect("redis-server");
+    let s = store(&r);
+    let min = Duration::from_secs(60);
+    for k in 0..1200u64 {
+        s.block("ip", k, min, 0).await.expect("block");
+    }
+    let first = s.blocks(0).await.expect("page");
+    assert_eq!((first.blocks.len(), first.more), (500, true));
+    let second = s.blocks(first.next).await.expect("page");
+    let third = s.blocks(second.next).await.expect("page");
+    assert_eq!(
+        (second.blocks.len(), third.blocks.len(), third.more),
+        (500, 200, false)
+    );
+    // Only what changed since: one lift, one new block.
+    s.lift("ip", Some(7)).await.expect("lift");
+    s.block("ip", 5000, min, 0).await.expect("block");
+    let delta = s.blocks(third.next).await.expect("delta");
+    let keys: Vec<(u64, bool)> = delta.blocks.iter().map(|b| (b.key, b.lifted)).collect();
+    assert_eq!(keys, [(7, true), (5000, false)]);
+    assert!(s.blocks(delta.next).await.expect("none").blocks.is_empty());
+    // Every registry key has a TTL.
+    for k in BLOCKS_KEYS {
+        let ttl: i64 = r.cli(&["PTTL", k]).parse().expect("pttl");
+        assert!(ttl > 50_000, "{k}: {ttl}");
+    }
+    // A registry that lost its state (Redis restarted empty) is read whole again.
+    r.cli(&["FLUSHALL"]);
+    s.block("ip", 9, min, 0).await.expect("block");
+    let reset = s.blocks(delta.next).await.expect("reset");
+    assert!(reset.more && reset.next == 0);
+    assert_eq!(s.blocks(0).await.expect("all").blocks.len(), 1);
 }
