@@ -6,8 +6,9 @@ CARGO ?= cargo
 CONFIG ?= conf/tollgate.toml
 # Debian packages the build and the tests need: cmake for Pingora's build, a C toolchain for
 # the crates that build C, redis-server for the tests of global limits, python3 for the
-# acceptance checks, curl for trying things out.
-DEB_PACKAGES := cmake build-essential pkg-config redis-server python3 curl
+# acceptance checks, curl for trying things out, prometheus for promtool (alert rules) and
+# python3-venv for kubernetes-validate (manifests), both checked by deploy/check.sh.
+DEB_PACKAGES := cmake build-essential pkg-config redis-server python3 python3-venv curl prometheus
 
 .PHONY: run test deps build release lint fmt acceptance bench bench-global bench-micro bench-access clean
 
@@ -33,6 +34,7 @@ run: release
 test: deps
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
+	deploy/check.sh
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -82,7 +82,7 @@ fn main() {
 fn check(files: &[PathBuf]) -> i32 {
     let mut bad = false;
     for f in files {
-        match tollgate_config::load_file(f) {
+        match tollgate_config::check_file(f) {
             Ok(_) => println!("{}: ok", f.display()),
             Err(e) => {
                 bad = true;

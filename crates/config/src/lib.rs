@@ -46,8 +46,18 @@ impl ConfigErrors {
     }
 }
 
-/// Reads and validates a config file.
+/// Reads and validates a config file to serve it (upstream host names are resolved).
 pub fn load_file(path: &Path) -> Result<Config, ConfigErrors> {
+    read_file(path, true)
+}
+
+/// Reads and validates a config file without resolving upstream host names (`tollgate check`,
+/// which may run where the names mean nothing, e.g. in CI for a Kubernetes deployment).
+pub fn check_file(path: &Path) -> Result<Config, ConfigErrors> {
+    read_file(path, false)
+}
+
+fn read_file(path: &Path, resolve: bool) -> Result<Config, ConfigErrors> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ConfigErrors {
         file: file.clone(),
@@ -58,13 +68,13 @@ pub fn load_file(path: &Path) -> Result<Config, ConfigErrors> {
         }],
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
-    parse::parse(&text, base).map_err(|problems| ConfigErrors { file, problems })
+    parse::parse(&text, base, resolve).map_err(|problems| ConfigErrors { file, problems })
 }
 
 /// Validates config text; `file` names it in errors. Relative file names in it (key files)
 /// are read from the current directory.
 pub fn parse_str(text: &str, file: &str) -> Result<Config, ConfigErrors> {
-    parse::parse(text, Path::new(".")).map_err(|problems| ConfigErrors {
+    parse::parse(text, Path::new("."), true).map_err(|problems| ConfigErrors {
         file: file.to_string(),
         problems,
     })

@@ -16,8 +16,9 @@ use tollgate_limit::{AlgorithmKind, Calendar, CalendarUnit, Rate, DEFAULT_MAX_KE
 use toml::de::{DeTable, DeValue};
 
 /// `base`: the directory relative file names in the config (key files) are read from.
-pub fn parse(text: &str, base: &Path) -> Result<Config, Vec<Problem>> {
+pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Problem>> {
     let mut cx = Cx::new(text);
+    cx.resolve = resolve;
     let doc = match DeTable::parse(text) {
         Ok(doc) => doc,
         Err(e) => {
@@ -892,6 +893,26 @@ pub(crate) fn cidr(
     None
 }
 
+/// A target checked for form only: an address, or a DNS name with a port (the address is a
+/// placeholder; nothing is served from a config read this way).
+fn unresolved_target(target: &str) -> Option<SocketAddr> {
+    if let Ok(a) = target.parse::<SocketAddr>() {
+        return Some(a);
+    }
+    let (host, port) = target.rsplit_once(':')?;
+    let port: u16 = port.parse().ok().filter(|p| *p > 0)?;
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    (host.len() <= 253 && host.split('.').all(label_ok))
+        .then(|| SocketAddr::from(([0, 0, 0, 0], port)))
+}
+
 fn upstreams(cx: &mut Cx, mut t: Tbl) -> Vec<(String, UpstreamConfig)> {
     let mut out = Vec::new();
     for (name, v, _) in t.entries() {
@@ -918,6 +939,17 @@ fn upstreams(cx: &mut Cx, mut t: Tbl) -> Vec<(String, UpstreamConfig)> {
                         cx.err(&p, tv.span(), "needs at least one target (\"host:port\")");
                     }
                     for (ip, target, span) in items {
+                        if !cx.resolve {
+                            match unresolved_target(target) {
+                                Some(addr) => up.targets.push((target.to_string(), addr)),
+                                None => cx.err(
+                                    &ip,
+                                    span,
+                                    format!("\"{target}\" is not a host:port (e.g. \"127.0.0.1:3000\" or \"api.default.svc:8080\")"),
+                                ),
+                            }
+                            continue;
+                        }
                         match target.to_socket_addrs().map(|mut a| a.next()) {
                             Ok(Some(addr)) => up.targets.push((target.to_string(), addr)),
                             _ => cx.err(

@@ -38,6 +38,9 @@ impl std::fmt::Display for Problem {
 pub struct Cx<'s> {
     src: &'s str,
     pub problems: Vec<Problem>,
+    /// Upstream host names are resolved (to serve); when false (`tollgate check`, which may
+    /// run where the cluster's DNS is not), they are only checked for form.
+    pub resolve: bool,
 }
 
 impl<'s> Cx<'s> {
@@ -45,6 +48,7 @@ impl<'s> Cx<'s> {
         Self {
             src,
             problems: Vec::new(),
+            resolve: true,
         }
     }
 
