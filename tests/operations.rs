@@ -367,3 +367,112 @@ respond = {{ status = 200, body = "ok" }}
         200
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_json_access_log_has_one_line_per_request_and_no_identity_in_clear() {
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let toml = format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+trusted_proxies = ["127.0.0.1/32"]
+access_log = true
+[access]
+deny = ["198.51.100.0/24"]
+[upstreams.app]
+targets = ["{}"]
+[[routes]]
+name = "api"
+path_prefix = "/api"
+upstream = "app"
+limits = ["per_key"]
+[limits.per_key]
+key = "header:x-api-key"
+rate = "1/h"
+burst = 1
+"#,
+        be.addr
+    );
+    let gw = match GatewayProc::start_with(
+        Path::new(BIN),
+        &toml,
+        port,
+        Some(admin),
+        &["--log-format", "json"],
+    )
+    .await
+    {
+        Ok(gw) => gw,
+        Err(e) => panic!("{e}"),
+    };
+    let key = [
+        ("x-api-key", "sk_live_secret_value"),
+        ("x-forwarded-for", "203.0.113.77"),
+    ];
+    let ids: Vec<String> = {
+        let mut v = Vec::new();
+        for h in [
+            &key[..],
+            &key[..],
+            &[("x-forwarded-for", "198.51.100.1")][..],
+        ] {
+            let r = get(port, "/api/items?token=abc", h).await.expect("request");
+            v.push(r.header("x-request-id").expect("id").to_string());
+        }
+        v
+    };
+    let lines = || {
+        gw.log_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|j| j["event"] == "request")
+            .collect::<Vec<_>>()
+    };
+    assert!(eventually(Duration::from_secs(3), || async { lines().len() == 3 }).await);
+    let l = lines();
+    let by_id = |id: &str| {
+        l.iter()
+            .find(|j| j["request_id"] == id)
+            .cloned()
+            .expect("a line per request")
+    };
+    let (a, b, c) = (by_id(&ids[0]), by_id(&ids[1]), by_id(&ids[2]));
+    assert_eq!(
+        (
+            a["status"].as_u64(),
+            a["decision"].as_str(),
+            a["limit"].as_str()
+        ),
+        (Some(200), Some("allowed"), Some("per_key"))
+    );
+    assert_eq!(
+        (
+            b["status"].as_u64(),
+            b["decision"].as_str(),
+            b["limit"].as_str()
+        ),
+        (Some(429), Some("refused"), Some("per_key"))
+    );
+    assert_eq!(
+        (c["status"].as_u64(), c["decision"].as_str()),
+        (Some(403), Some("access_denied"))
+    );
+    for j in [&a, &b, &c] {
+        assert_eq!(j["route"], "api");
+        assert_eq!(j["path"], "/api/items", "no query string");
+        assert!(j["duration_ms"].as_f64().is_some());
+        assert_eq!(j["client"].as_str().map(str::len), Some(16));
+    }
+    assert_eq!(a["client"], b["client"], "one client, one pseudonym");
+    let text = gw.log_text();
+    for secret in [
+        "203.0.113.77",
+        "198.51.100.1",
+        "sk_live_secret_value",
+        "token=abc",
+    ] {
+        assert!(!text.contains(secret), "{secret} in the log:\n{text}");
+    }
+}

@@ -197,6 +197,15 @@ impl KeyHasher {
     }
 }
 
+/// A client address as logs show it: SipHash-1-3 under the stable keys (the address itself
+/// never appears).
+pub fn client_pseudonym(ip: IpAddr) -> u64 {
+    let mut h = siphasher::sip::SipHasher13::new_with_keys(STABLE_K0, STABLE_K1);
+    h.write_u8(0xff);
+    write_ip(&mut h, ip);
+    h.finish()
+}
+
 // Fixed keys: the stable hash must agree between processes. Identities in Redis are therefore
 // pseudonymous (hashed), not secret from someone who can compute SipHash over every IPv4.
 const STABLE_K0: u64 = 0x746f_6c6c_6761_7465;

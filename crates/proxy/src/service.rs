@@ -86,12 +86,54 @@ pub struct Ctx {
     /// A shadow limit would have refused: the upstream is told.
     shadow_exceeded: bool,
     tries: usize,
+    /// What the edge decided, for the access log: see [`Outcome`]; with the limit concerned.
+    outcome: Outcome,
+    outcome_limit: Option<usize>,
+    /// The client as the limits saw it (through trusted proxies), logged only as a hash.
+    client: Option<IpAddr>,
     /// Units of `count = "failures"` limits, given back unless the response is a failure:
     /// (limit, key, taken locally, taken in Redis). Empty on other routes (no allocation).
     refund_unless_failure: Vec<(usize, u64, bool, bool)>,
 }
 
 const SHADOW_HEADER: &str = "x-ratelimit-shadow-exceeded";
+
+/// The edge's decision about a request, as the access log names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// No access list or limit applies to the route.
+    Unlimited,
+    Allowed,
+    /// Allowed by an access list: no limit applied.
+    AllowListed,
+    AccessDenied,
+    Refused,
+    Blocked,
+    Tarpitted,
+    TarpitPassed,
+    TarpitOverflow,
+    Challenged,
+    /// A global limit could not be decided and its on_error is closed.
+    Unavailable,
+}
+
+impl Outcome {
+    fn name(self) -> &'static str {
+        match self {
+            Outcome::Unlimited => "unlimited",
+            Outcome::Allowed => "allowed",
+            Outcome::AllowListed => "allow_listed",
+            Outcome::AccessDenied => "access_denied",
+            Outcome::Refused => "refused",
+            Outcome::Blocked => "blocked",
+            Outcome::Tarpitted => "tarpitted",
+            Outcome::TarpitPassed => "tarpit_passed",
+            Outcome::TarpitOverflow => "tarpit_overflow",
+            Outcome::Challenged => "challenged",
+            Outcome::Unavailable => "unavailable",
+        }
+    }
+}
 
 /// A client's X-Request-Id is kept when it is short and made of safe characters.
 fn valid_request_id(v: &[u8]) -> bool {
@@ -537,6 +579,7 @@ impl Gateway {
         let l = &rt.limits[limit];
         let tarpit = match l.action {
             Action::Challenge => {
+                ctx.outcome = Outcome::Challenged;
                 self.refuse(session, ctx, rt, route, limit, wait, Some("challenge"))
                     .await?;
                 return Ok(true);
@@ -551,6 +594,7 @@ impl Gateway {
         };
         let r = &rt.routes[route];
         let Some(slot) = tarpit.enter(&r.tarpit_held) else {
+            ctx.outcome = Outcome::TarpitOverflow;
             // Full: holding more would let an attacker spend our memory instead of theirs.
             self.refuse(
                 session,
@@ -565,6 +609,7 @@ impl Gateway {
             return Ok(true);
         };
         r.tarpit_total.inc();
+        ctx.outcome = Outcome::Tarpitted;
         let held = tarpit.delay();
         let stayed = hold(session, held).await;
         drop(slot);
@@ -577,6 +622,7 @@ impl Gateway {
             return Err(e);
         }
         if tarpit.cfg.then_pass {
+            ctx.outcome = Outcome::TarpitPassed;
             return Ok(false);
         }
         // The connection closes after the answer: the next attempt pays for a new one. The
@@ -690,6 +736,9 @@ impl ProxyHttp for Gateway {
             plan: 0,
             shadow_exceeded: false,
             tries: 0,
+            outcome: Outcome::Unlimited,
+            outcome_limit: None,
+            client: None,
             refund_unless_failure: Vec::new(),
         }
     }
@@ -732,9 +781,13 @@ impl ProxyHttp for Gateway {
                 Access::Allowed(why) => {
                     r.access_allowed[why as usize].inc();
                     exempt = true;
+                    ctx.outcome = Outcome::AllowListed;
+                    ctx.client = Some(client);
                 }
                 Access::Denied(why) => {
                     r.access_denied.inc();
+                    ctx.outcome = Outcome::AccessDenied;
+                    ctx.client = Some(client);
                     let detail = match why {
                         crate::access::DenyReason::Ip => {
                             "Requests from this address are not accepted."
@@ -753,6 +806,8 @@ impl ProxyHttp for Gateway {
         if !exempt && !r.cfg.limits.is_empty() {
             let req = session.req_header();
             let client = client_ip(ctx.peer, req, &rt.trusted_proxies);
+            ctx.client = Some(client);
+            ctx.outcome = Outcome::Allowed;
             let mut claims = None;
             if let (true, Some(v)) = (rt.routes[route].needs_jwt, &rt.jwt) {
                 if let Some(token) = req
@@ -825,11 +880,13 @@ impl ProxyHttp for Gateway {
                 self.climb_ladders(&rt, route, &plan, verdict.refused);
             }
             if let Some((limit, wait)) = verdict.blocked {
+                (ctx.outcome, ctx.outcome_limit) = (Outcome::Blocked, Some(limit));
                 self.blocked(session, ctx, &rt, route, limit, &plan, wait)
                     .await?;
                 return Ok(true);
             }
             if let Some((limit, wait)) = verdict.denied {
+                (ctx.outcome, ctx.outcome_limit) = (Outcome::Refused, Some(limit));
                 if self
                     .over_limit(session, ctx, &rt, route, limit, wait)
                     .await?
@@ -839,9 +896,11 @@ impl ProxyHttp for Gateway {
                 // A tarpit that passes requests on after their hold: on to the upstream.
             } else {
                 if let Some(limit) = verdict.unavailable {
+                    (ctx.outcome, ctx.outcome_limit) = (Outcome::Unavailable, Some(limit));
                     self.unavailable(session, ctx, &rt, route, limit).await?;
                     return Ok(true);
                 }
+                ctx.outcome_limit = verdict.nearest.map(|(l, _, _)| l);
                 self.note_verdict(ctx, &rt, route, &verdict, &plan);
                 if rt.routes[route].counts_failures {
                     for (pos, &li) in rt.routes[route].cfg.limits.iter().enumerate() {
@@ -1050,20 +1109,32 @@ impl ProxyHttp for Gateway {
             .is_some_and(|rt| rt.config.server.access_log);
         if access_log || e.is_some() {
             let req = session.req_header();
-            let route = match (&ctx.rt, ctx.route) {
-                (Some(rt), Some(route)) => rt.routes[route].name.to_string(),
-                _ => String::new(),
+            let rt = ctx.rt.as_ref();
+            let route = match (rt, ctx.route) {
+                (Some(rt), Some(route)) => &*rt.routes[route].name,
+                _ => "",
+            };
+            let limit = match (rt, ctx.outcome_limit) {
+                (Some(rt), Some(l)) => rt.limits[l].cfg.name.as_str(),
+                _ => "",
             };
             let error = e.map(|e| e.to_string());
+            // The client only as a pseudonym: the stable hash global limits use, the same on
+            // every instance, so one client's lines can be followed without its address.
+            let client = crate::identity::client_pseudonym(ctx.client.unwrap_or(ctx.peer));
             tracing::info!(
                 event = "request",
+                request_id = %ctx.request_id(),
                 method = %req.method,
                 path = %req.uri.path(),
+                route,
                 status,
-                route = %route,
-                request_id = %ctx.request_id(),
-                peer = %ctx.peer,
                 duration_ms = elapsed.as_secs_f64() * 1000.0,
+                decision = ctx.outcome.name(),
+                limit,
+                shadow_exceeded = ctx.shadow_exceeded,
+                client = %format_args!("{client:016x}"),
+                upstream_tries = ctx.tries,
                 error = error.as_deref().unwrap_or(""),
             );
         }

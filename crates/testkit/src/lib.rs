@@ -336,6 +336,17 @@ impl GatewayProc {
         port: u16,
         admin: Option<u16>,
     ) -> std::io::Result<Self> {
+        Self::start_with(bin, toml, port, admin, &[]).await
+    }
+
+    /// As [`GatewayProc::start`], with more arguments to `run` (e.g. `--log-format json`).
+    pub async fn start_with(
+        bin: &Path,
+        toml: &str,
+        port: u16,
+        admin: Option<u16>,
+        extra: &[&str],
+    ) -> std::io::Result<Self> {
         let dir = temp_dir("gw");
         let config = dir.join("tollgate.toml");
         std::fs::write(&config, toml)?;
@@ -345,6 +356,7 @@ impl GatewayProc {
             .arg("run")
             .arg("--config")
             .arg(&config)
+            .args(extra)
             .stdout(out.try_clone()?)
             .stderr(out)
             .stdin(Stdio::null())
