@@ -476,3 +476,81 @@ burst = 1
         assert!(!text.contains(secret), "{secret} in the log:\n{text}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_imported_ingress_serves_like_ingress_nginx() {
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let yaml = root.join("tests/fixtures/ingress/ratelimited.yaml");
+    let out = std::process::Command::new(BIN)
+        .arg("import-ingress")
+        .arg(&yaml)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("proxy-body-size is not translated"),
+        "{stderr}"
+    );
+    let toml = String::from_utf8(out.stdout).expect("utf-8");
+    // What it printed, `tollgate check` accepts.
+    let dir = temp_dir("ingress");
+    std::fs::write(dir.join("imported.toml"), &toml).expect("write");
+    let check = std::process::Command::new(BIN)
+        .arg("check")
+        .arg(dir.join("imported.toml"))
+        .output()
+        .expect("check");
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    // Served here: loopback addresses, this test's backend for both Services, and the test's
+    // own address as the trusted load balancer.
+    let toml = toml
+        .replace("0.0.0.0:8080", &format!("127.0.0.1:{port}"))
+        .replace("0.0.0.0:9901", &format!("127.0.0.1:{admin}"))
+        .replace("api.prod.svc.cluster.local:8080", &be.addr.to_string())
+        .replace("web.prod.svc.cluster.local:80", &be.addr.to_string())
+        .replace(
+            "trusted_proxies = [",
+            "trusted_proxies = [\"127.0.0.1/32\", ",
+        );
+    let _gw = start(&toml, port, admin).await;
+    let req = |host: &'static str, path: &'static str, client: &'static str| async move {
+        get(port, path, &[("host", host), ("x-forwarded-for", client)])
+            .await
+            .expect("request")
+            .status
+    };
+    // Kubernetes path semantics: /v1 and below it, not /v1x; the host decides.
+    assert_eq!(req("api.example.com", "/v1", "203.0.113.1").await, 200);
+    assert_eq!(
+        req("api.example.com", "/v1/items", "203.0.113.2").await,
+        200
+    );
+    assert_eq!(req("api.example.com", "/v1x", "203.0.113.3").await, 404);
+    assert_eq!(
+        req("www.example.com", "/anything", "203.0.113.4").await,
+        200
+    );
+    // limit-rps 5 x multiplier 3: nginx lets 1 + 15 through at once, then refuses.
+    let mut codes = Vec::new();
+    for _ in 0..18 {
+        codes.push(req("api.example.com", "/v1/x", "203.0.113.9").await);
+    }
+    assert_eq!(codes.iter().filter(|c| **c == 200).count(), 16, "{codes:?}");
+    assert_eq!(codes[16..], [429, 429]);
+    // limit-whitelist: exempt; denylist-source-range: refused.
+    for _ in 0..20 {
+        assert_eq!(req("api.example.com", "/v1/x", "10.1.2.3").await, 200);
+    }
+    assert_eq!(req("api.example.com", "/v1/x", "198.51.100.7").await, 403);
+}

@@ -49,6 +49,14 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Translate Kubernetes Ingress objects (and ingress-nginx rate-limit annotations) into a
+    /// Tollgate config: TOML on stdout (or --output), what could not be translated on stderr.
+    ImportIngress {
+        /// A YAML file of Ingress objects (several documents, or a kind: List); - for stdin.
+        file: PathBuf,
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -61,6 +69,7 @@ fn main() {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Check { files } => check(&files),
+        Command::ImportIngress { file, output } => import_ingress(&file, output.as_deref()),
         Command::Run {
             config,
             upgrade,
@@ -77,6 +86,53 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+fn import_ingress(file: &Path, output: Option<&Path>) -> i32 {
+    let text = if file == Path::new("-") {
+        let mut s = String::new();
+        match std::io::Read::read_to_string(&mut std::io::stdin(), &mut s) {
+            Ok(_) => s,
+            Err(e) => {
+                eprintln!("-: cannot read standard input: {e}");
+                return 2;
+            }
+        }
+    } else {
+        match std::fs::read_to_string(file) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("{}: cannot read the file: {e}", file.display());
+                return 2;
+            }
+        }
+    };
+    let imported = match tollgate_config::ingress::import(&text) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("{}: {e}", file.display());
+            return 2;
+        }
+    };
+    // What is printed must be what `tollgate check` accepts.
+    if let Err(e) = tollgate_config::check_str(&imported.toml, "import-ingress output") {
+        eprintln!("tollgate: the translation does not validate (a bug; please report it):\n{e}");
+        return 1;
+    }
+    for w in &imported.warnings {
+        eprintln!("warning: {w}");
+    }
+    match output {
+        Some(out) => {
+            if let Err(e) = std::fs::write(out, &imported.toml) {
+                eprintln!("{}: cannot write: {e}", out.display());
+                return 2;
+            }
+            eprintln!("{}: {} routes", out.display(), imported.routes);
+        }
+        None => print!("{}", imported.toml),
+    }
+    0
 }
 
 fn check(files: &[PathBuf]) -> i32 {

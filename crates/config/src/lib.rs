@@ -10,6 +10,7 @@
 //! format knows but this build does not serve yet say so instead of "unknown key".
 
 mod abuse;
+pub mod ingress;
 mod parse;
 mod reader;
 mod types;
@@ -69,6 +70,14 @@ fn read_file(path: &Path, resolve: bool) -> Result<Config, ConfigErrors> {
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
     parse::parse(&text, base, resolve).map_err(|problems| ConfigErrors { file, problems })
+}
+
+/// Validates config text without resolving upstream host names (see [`check_file`]).
+pub fn check_str(text: &str, file: &str) -> Result<Config, ConfigErrors> {
+    parse::parse(text, Path::new("."), false).map_err(|problems| ConfigErrors {
+        file: file.to_string(),
+        problems,
+    })
 }
 
 /// Validates config text; `file` names it in errors. Relative file names in it (key files)

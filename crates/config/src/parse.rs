@@ -1658,9 +1658,13 @@ fn routes(
             continue;
         };
         let mut ok = true;
-        let path_prefix = match r.get("path_prefix") {
-            Some(pv) => {
-                let p = r.key_path("path_prefix");
+        // `path_prefix` (longest prefix wins) or `path_exact` (that path only, before any
+        // prefix), as Kubernetes' Prefix and Exact path types need.
+        let mut exact = false;
+        let path_prefix = match (r.get("path_prefix"), r.get("path_exact")) {
+            (Some(pv), None) | (None, Some(pv)) => {
+                exact = r.get("path_exact").is_some();
+                let p = r.key_path(if exact { "path_exact" } else { "path_prefix" });
                 match as_str(cx, &p, pv) {
                     Some(s) if s.starts_with('/') => Some(s.to_string()),
                     Some(s) => {
@@ -1670,8 +1674,20 @@ fn routes(
                     None => None,
                 }
             }
-            None => {
-                cx.err(&path, r.span.clone(), "missing key \"path_prefix\"");
+            (Some(pv), Some(_)) => {
+                cx.err(
+                    &r.key_path("path_exact"),
+                    pv.span(),
+                    "a route has either path_prefix or path_exact, not both",
+                );
+                None
+            }
+            (None, None) => {
+                cx.err(
+                    &path,
+                    r.span.clone(),
+                    "missing key \"path_prefix\" (or \"path_exact\")",
+                );
                 None
             }
         };
@@ -1811,6 +1827,7 @@ fn routes(
                 name,
                 host,
                 path_prefix,
+                exact,
                 methods,
                 action,
                 limits: limit_idx,

@@ -226,7 +226,10 @@ pub struct RouteConfig {
     pub name: String,
     /// Lower-cased, without port.
     pub host: Option<String>,
+    /// The path prefix, or with `exact` the whole path.
     pub path_prefix: String,
+    /// `path_exact`: only this path matches (and before any prefix).
+    pub exact: bool,
     /// Upper-case method names; `None` matches every method.
     pub methods: Option<Vec<String>>,
     pub action: RouteAction,

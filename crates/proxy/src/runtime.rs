@@ -260,7 +260,8 @@ pub fn count_unrouted(metrics: &Metrics, status: u16) {
 pub struct Runtime {
     pub config: Config,
     pub routes: Vec<RouteRt>,
-    /// Route indexes in match order: host routes first, then longer prefixes, then file order.
+    /// Route indexes in match order: host routes first, then exact paths, then longer
+    /// prefixes, then file order.
     order: Vec<usize>,
     pub limits: Vec<LimitRt>,
     pub upstreams: Vec<UpstreamRt>,
@@ -601,7 +602,12 @@ impl Runtime {
         let mut order: Vec<usize> = (0..routes.len()).collect();
         order.sort_by_key(|&i| {
             let r = &routes[i].cfg;
-            (r.host.is_none(), std::cmp::Reverse(r.path_prefix.len()), i)
+            (
+                r.host.is_none(),
+                !r.exact,
+                std::cmp::Reverse(r.path_prefix.len()),
+                i,
+            )
         });
 
         Ok(Self {
@@ -628,10 +634,14 @@ impl Runtime {
                     _ => return false,
                 }
             }
-            path.starts_with(r.path_prefix.as_str())
-                && r.methods
-                    .as_ref()
-                    .is_none_or(|ms| ms.iter().any(|m| m == method))
+            (if r.exact {
+                path == r.path_prefix
+            } else {
+                path.starts_with(r.path_prefix.as_str())
+            }) && r
+                .methods
+                .as_ref()
+                .is_none_or(|ms| ms.iter().any(|m| m == method))
         })
     }
 
@@ -840,6 +850,31 @@ respond = { status = 200 }
         assert_eq!(
             name(r.route_for(Some("other"), "/zzz", "GET")),
             Some("root".into())
+        );
+        let e = rt(r#"
+[[routes]]
+name = "prefix"
+path_prefix = "/foo/"
+respond = { status = 200 }
+[[routes]]
+name = "exact"
+path_exact = "/foo"
+respond = { status = 200 }
+[[routes]]
+name = "root"
+path_prefix = "/"
+respond = { status = 200 }
+"#);
+        let n = |p: &str| {
+            e.route_for(None, p, "GET")
+                .map(|i| e.routes[i].cfg.name.clone())
+        };
+        assert_eq!(n("/foo").as_deref(), Some("exact"));
+        assert_eq!(n("/foo/bar").as_deref(), Some("prefix"));
+        assert_eq!(
+            n("/foobar").as_deref(),
+            Some("root"),
+            "not a segment of /foo"
         );
     }
 
