@@ -47,9 +47,10 @@ fmt:
 acceptance: release
 	../shared/acceptance/gateway
 
-# Load comparison (oha): backend direct vs Tollgate without/with limits. See bench/README.md.
+# Load comparison (oha): backend direct vs Tollgate vs nginx, allowed and mostly refused
+# traffic. See bench/README.md.
 bench: release
-	bench/run.sh
+	bench/compare
 
 # Global (Redis) limits against the same limits local, one redis-server. See bench/README.md.
 bench-global: release

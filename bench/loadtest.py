@@ -131,7 +131,10 @@ def tg_conf(port, be_port, limits):
     if limits:
         rate, burst = SHAPES[limits]
         route_limits = 'limits = ["per_ip"]'
-        lim = f'[limits.per_ip]\nkey = "client_ip"\nrate = "{rate}/s"\nburst = {burst}\n'
+        # nginx's limit_req burst=N nodelay, exactly: the leaky bucket with capacity N + 1
+        # (nginx's burst is the queue beyond the request served) and all of it undelayed.
+        lim = (f'[limits.per_ip]\nkey = "client_ip"\nalgorithm = "leaky_bucket"\n'
+               f'rate = "{rate}/s"\nburst = {burst + 1}\ndelay = {burst + 1}\n')
     return f"""
 [server]
 listen = ["127.0.0.1:{port}"]
@@ -199,7 +202,7 @@ def main():
     base = results[0][1]["rps"]
     ngx = {r[0][0]: r[1] for r in results}
     print(f"\n{SECS}s per scenario, {CONNS} connections, one worker each, loopback, 2 cores shared with oha\n")
-    print(f"{'scenario':42} {'req/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'CPU us/req':>10} {'vs a':>6} {'vs nginx':>8}  statuses")
+    print(f"{'scenario':42} {'req/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'CPU s/100k':>10} {'vs a':>6} {'vs nginx':>8}  statuses")
     pair = {"b": "e", "c": "f", "d": "g"}
     for label, r in results:
         k = label[0]
@@ -207,14 +210,20 @@ def main():
         if k in pair and pair[k] in ngx:
             vs_ngx = f"{r['rps'] / ngx[pair[k]]['rps']:.2f}"
         codes = ",".join(f"{c}:{n}" for c, n in sorted(r["codes"].items()))
-        print(f"{label:42} {r['rps']:9.0f} {r['p50']:7.2f} {r['p99']:7.2f} {r['cpu_us']:10.1f} "
+        # CPU seconds per 100k requests = microseconds per request / 10.
+        print(f"{label:42} {r['rps']:9.0f} {r['p50']:7.2f} {r['p99']:7.2f} {r['cpu_us'] / 10:10.2f} "
               f"{r['rps'] / base:6.2f} {vs_ngx:>8}  {codes}")
     c, b = ngx.get("c"), ngx.get("b")
     if c and b:
         print(f"\n(c)/(b) throughput: {c['rps'] / b['rps']:.3f}  (target >= 0.9)")
     for t, n in [("b", "e"), ("c", "f"), ("d", "g")]:
         if t in ngx and n in ngx:
-            print(f"CPU per request, tollgate ({t}) / nginx ({n}): {ngx[t]['cpu_us'] / ngx[n]['cpu_us']:.2f}")
+            print(f"tollgate ({t}) / nginx ({n}): CPU per request {ngx[t]['cpu_us'] / ngx[n]['cpu_us']:.2f}, "
+                  f"req/s {ngx[t]['rps'] / ngx[n]['rps']:.2f}, p99 {ngx[t]['p99'] / max(ngx[n]['p99'], 1e-9):.2f}")
+    for t in "bcdefg":
+        if t in ngx:
+            print(f"({t}) / direct (a): req/s {ngx[t]['rps'] / base:.2f}, "
+                  f"CPU per request {ngx[t]['cpu_us'] / max(results[0][1]['cpu_us'], 1e-9):.2f}")
 
 
 if __name__ == "__main__":

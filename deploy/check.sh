@@ -10,7 +10,7 @@ K8S_VERSION=${K8S_VERSION:-1.30.0}
 
 echo "== promtool: deploy/prometheus"
 promtool check rules deploy/prometheus/alerts.yml
-(cd deploy/prometheus && promtool test rules alerts_test.yml)
+promtool test rules deploy/prometheus/tests/alerts_test.yml
 
 echo "== kubernetes-validate $K8S_VERSION: deploy/k8s"
 if [ ! -x "$VENV/bin/kubernetes-validate" ]; then
