@@ -203,7 +203,7 @@ fn each_error_names_its_key_and_line() {
         ("[upstreams.a]\nconnect_timeout = \"1s\"\n", "f.toml: upstreams.a: missing key \"targets\" (line 1)"),
         ("[upstreams.a]\ntargets = []\n", "f.toml: upstreams.a.targets: needs at least one target (\"host:port\") (line 2)"),
         ("[upstreams.a]\ntargets = [\"127.0.0.1:1\"]\nhealth_check = { interval = \"1s\", path = \"/\" }\n", "f.toml: upstreams.a.health_check.path: unknown key (line 3)"),
-        ("[[routes]]\nname = \"x\"\nrespond = { status = 200 }\n", "f.toml: routes[0]: missing key \"path_prefix\" (line 1)"),
+        ("[[routes]]\nname = \"x\"\nrespond = { status = 200 }\n", "f.toml: routes[0]: missing key \"path_prefix\" (or \"path_exact\") (line 1)"),
         ("[[routes]]\npath_prefix = \"/\"\n", "f.toml: routes[0]: missing key \"upstream\" or \"respond\" (line 1)"),
         ("[upstreams.a]\ntargets = [\"127.0.0.1:1\"]\n[[routes]]\npath_prefix = \"/\"\nupstream = \"a\"\nrespond = { status = 200 }\n", "f.toml: routes[0].respond: a route has either upstream or respond, not both (line 6)"),
         ("[[routes]]\npath_prefix = \"/\"\nrespond = { status = 99 }\n", "f.toml: routes[0].respond.status: must be between 200 and 599, got 99 (line 3)"),

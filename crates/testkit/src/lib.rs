@@ -20,26 +20,58 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpSocket};
 
-/// A free TCP port on 127.0.0.1 (bound, read, released), never the same twice in one test
-/// process: the OS may hand a just-released port out again, and two tests running at once
-/// would then race for it (one test's readiness check answered by the other's gateway).
+/// A free TCP port on 127.0.0.1, chosen at run time and checked free by binding it, never the
+/// same twice in one test process.
+///
+/// Taken from just below the kernel's ephemeral range (`ip_local_port_range`), not from it:
+/// the kernel hands ephemeral ports out as the source ports of outgoing connections, and a
+/// test that opens thousands of them (an upgrade test looping new connections, their client
+/// ends in TIME_WAIT) would sooner or later take the very port another test's gateway is about
+/// to listen on ("address in use"). Below the range only listeners take ports. Each process
+/// starts at its own offset, so test binaries running at once rarely meet.
 pub fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    for _ in 0..1000 {
-        let p = std::net::TcpListener::bind("127.0.0.1:0")
+    static NEXT: std::sync::Mutex<Option<u32>> = std::sync::Mutex::new(None);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|p| p.parse::<u32>().ok())
+        })
+        .unwrap_or(32768);
+    let (base, span) = if low > 12_000 {
+        (10_000, low - 10_000)
+    } else {
+        // An unusual range: fall back to letting the kernel choose.
+        return std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .unwrap_or(0);
-        let Ok(mut given) = GIVEN.lock() else {
-            return p;
-        };
-        if p != 0 && !given.contains(&p) {
-            given.push(p);
+    };
+    let Ok(mut next) = NEXT.lock() else {
+        return 0;
+    };
+    let mut n = next.unwrap_or_else(|| (std::process::id() * 7919) % span);
+    let Ok(mut reserved) = RESERVED.lock() else {
+        return 0;
+    };
+    for _ in 0..span {
+        n = (n + 1) % span;
+        let p = (base + n) as u16;
+        if reserved.contains(&p) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", p)).is_ok() {
+            *next = Some(n);
+            reserved.push(p);
             return p;
         }
     }
     0
 }
+
+/// Ports handed out by [`free_port`], or kept for another use (a cluster node's bus port).
+static RESERVED: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
 
 /// A loopback HTTP/1.1 backend that echoes requests as JSON (status 200, or the one asked for
 /// in `x-want-status`).
@@ -601,14 +633,23 @@ impl Drop for RedisServer {
     }
 }
 
-/// A free port whose cluster bus port (+10000) is free too.
+/// A free port whose cluster bus port (+10000) is free too, and kept from other tests.
 fn free_cluster_port() -> u16 {
-    loop {
+    for _ in 0..1000 {
         let p = free_port();
-        if p != 0 && p < 55_000 && std::net::TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok() {
+        if p == 0 || p >= 55_000 {
+            continue;
+        }
+        let bus = p + 10_000;
+        let Ok(mut reserved) = RESERVED.lock() else {
+            return p;
+        };
+        if !reserved.contains(&bus) && std::net::TcpListener::bind(("127.0.0.1", bus)).is_ok() {
+            reserved.push(bus);
             return p;
         }
     }
+    0
 }
 
 /// A Redis Cluster of `masters` masters (no replicas) made with `redis-cli --cluster create`.
