@@ -81,9 +81,12 @@ impl Traffic {
                         }
                         other => f.push(format!("status {other}: {}", reply.body)),
                     },
-                    // A connection the gateway closed between requests (idle, or a draining
-                    // old process) is not a failed request: the next one opens another.
-                    Err(_) => conn = None,
+                    // Nothing here closes connections (a reload keeps them): a request that
+                    // fails is a failure.
+                    Err(e) => {
+                        f.push(format!("request: {e}"));
+                        conn = None;
+                    }
                 }
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
@@ -306,6 +309,8 @@ respond = {{ status = 200, body = "ok" }}
             let deadline = Instant::now() + Duration::from_secs(30);
             let mut errors = Vec::new();
             while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
+                // A short pause: the loop must not starve the other tests of CPU.
+                tokio::time::sleep(Duration::from_millis(1)).await;
                 match get(port, "/", &[]).await {
                     Ok(r) if r.status == 200 => {
                         served.fetch_add(1, Ordering::SeqCst);
@@ -461,7 +466,7 @@ burst = 1
     );
     for j in [&a, &b, &c] {
         assert_eq!(j["route"], "api");
-        assert_eq!(j["path"], "/api/items", "no query string");
+        assert!(j.get("path").is_none(), "no path: it can hold identities");
         assert!(j["duration_ms"].as_f64().is_some());
         assert_eq!(j["client"].as_str().map(str::len), Some(16));
     }
@@ -541,13 +546,18 @@ async fn an_imported_ingress_serves_like_ingress_nginx() {
         req("www.example.com", "/anything", "203.0.113.4").await,
         200
     );
-    // limit-rps 5 x multiplier 3: nginx lets 1 + 15 through at once, then refuses.
+    // limit-rps 5 x multiplier 3: nginx lets 1 + 15 through at once, then refuses. Sent at
+    // once (a slow machine may let one more refill in: 5/s).
+    let burst: Vec<_> = (0..18)
+        .map(|_| tokio::spawn(req("api.example.com", "/v1/x", "203.0.113.9")))
+        .collect();
     let mut codes = Vec::new();
-    for _ in 0..18 {
-        codes.push(req("api.example.com", "/v1/x", "203.0.113.9").await);
+    for b in burst {
+        codes.push(b.await.expect("task"));
     }
-    assert_eq!(codes.iter().filter(|c| **c == 200).count(), 16, "{codes:?}");
-    assert_eq!(codes[16..], [429, 429]);
+    let admitted = codes.iter().filter(|c| **c == 200).count();
+    assert!((16..=17).contains(&admitted), "{codes:?}");
+    assert_eq!(codes.iter().filter(|c| **c == 429).count(), 18 - admitted);
     // limit-whitelist: exempt; denylist-source-range: refused.
     for _ in 0..20 {
         assert_eq!(req("api.example.com", "/v1/x", "10.1.2.3").await, 200);

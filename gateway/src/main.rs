@@ -179,6 +179,8 @@ fn load(path: &Path) -> anyhow::Result<Config> {
 fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
     let path = config_path(config);
     let cfg = load(&path)?;
+    // As read: a change from here on is seen by the watcher.
+    let seen = std::sync::Mutex::new(fingerprint(&path, &cfg.files));
     let server_cfg = cfg.server.clone();
 
     let shared = Arc::new(
@@ -242,13 +244,16 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
         threads = server_cfg.threads,
         "tollgate serving"
     );
-    let seen = std::sync::Mutex::new(fingerprint(&path, &shared.runtime.load().config.files));
     server.run(RunArgs {
         shutdown_signal: Box::new(Signals {
-            shared,
-            path,
+            reloader: Arc::new(Reloader {
+                shared,
+                path,
+                seen,
+                pending: std::sync::Mutex::new(None),
+                busy: std::sync::Mutex::new(()),
+            }),
             draining,
-            seen,
         }),
     });
     Ok(())
@@ -257,11 +262,21 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
 /// Unix signals: SIGHUP reloads; SIGTERM drains; SIGINT stops at once; SIGQUIT hands the
 /// listeners to a process started with `--upgrade`.
 struct Signals {
+    reloader: Arc<Reloader>,
+    draining: Arc<AtomicBool>,
+}
+
+/// Reloads the config; shared with the blocking threads reloads run on (reading files and
+/// resolving upstream names must not hold up the signal task: a SIGTERM still drains at once).
+struct Reloader {
     shared: Arc<Shared>,
     path: PathBuf,
-    draining: Arc<AtomicBool>,
     /// The config's files as last loaded (or tried): the watcher reloads when they change.
     seen: std::sync::Mutex<u64>,
+    /// A change seen once, waiting to be seen unchanged a second time.
+    pending: std::sync::Mutex<Option<u64>>,
+    /// One reload (or look) at a time.
+    busy: std::sync::Mutex<()>,
 }
 
 /// How often the config file and the files it reads are looked at.
@@ -296,10 +311,17 @@ fn fingerprint(config: &Path, files: &[PathBuf]) -> u64 {
     h.finish()
 }
 
-impl Signals {
+impl Reloader {
     /// Reloads when the files changed and then stayed the same for one look (a file being
     /// written is not read half-way).
-    fn watch(&self, pending: &mut Option<u64>) {
+    fn watch(&self) {
+        // A look while a reload runs would only see that reload's own changes.
+        let Ok(_busy) = self.busy.try_lock() else {
+            return;
+        };
+        let Ok(mut pending) = self.pending.lock() else {
+            return;
+        };
         let files = self.shared.runtime.load().config.files.clone();
         let now = fingerprint(&self.path, &files);
         let seen = self.seen.lock().map(|g| *g).unwrap_or(now);
@@ -310,18 +332,26 @@ impl Signals {
         if *pending == Some(now) {
             *pending = None;
             tracing::info!(event = "config_changed", config = %self.path.display(), "a config file changed: reloading");
-            self.reload();
+            self.reload_now();
         } else {
             *pending = Some(now);
         }
     }
 
+    /// A reload asked for (SIGHUP): after the one running, if any.
     fn reload(&self) {
-        // Whatever the outcome, this is the version seen: an invalid file is not retried until
-        // it changes again.
+        let _busy = self.busy.lock();
+        self.reload_now();
+    }
+
+    fn reload_now(&self) {
+        // Whatever the outcome, the version read is the one seen: an invalid file is not
+        // retried until it changes again. (Taken before reading: a change made while this
+        // reload runs is seen afterwards.)
         let files = self.shared.runtime.load().config.files.clone();
+        let before = fingerprint(&self.path, &files);
         if let Ok(mut g) = self.seen.lock() {
-            *g = fingerprint(&self.path, &files);
+            *g = before;
         }
         let started = std::time::Instant::now();
         let cfg = match load(&self.path) {
@@ -365,9 +395,12 @@ impl Signals {
         let new_files = cfg.files.clone();
         match self.shared.reload(cfg) {
             Ok(()) => {
-                // The new config may read other files: they are watched from now on.
-                if let Ok(mut g) = self.seen.lock() {
-                    *g = fingerprint(&self.path, &new_files);
+                // The new config may read other files: they are watched from now on, unless
+                // something changed while it was read (then the next look reloads again).
+                if fingerprint(&self.path, &files) == before {
+                    if let Ok(mut g) = self.seen.lock() {
+                        *g = fingerprint(&self.path, &new_files);
+                    }
                 }
                 tracing::info!(
                     event = "reloaded",
@@ -437,11 +470,18 @@ impl ShutdownSignalWatch for Signals {
         tracing::info!(event = "signals_ready", "signal handlers installed");
         let mut tick = tokio::time::interval(WATCH_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut pending = None;
         loop {
             tokio::select! {
-                _ = tick.tick() => self.watch(&mut pending),
-                _ = hup.recv() => self.reload(),
+                // On blocking threads, not awaited: a slow reload (files, DNS) never holds up
+                // a SIGTERM.
+                _ = tick.tick() => {
+                    let r = self.reloader.clone();
+                    tokio::task::spawn_blocking(move || r.watch());
+                }
+                _ = hup.recv() => {
+                    let r = self.reloader.clone();
+                    tokio::task::spawn_blocking(move || r.reload());
+                }
                 _ = term.recv() => {
                     self.draining.store(true, Ordering::Relaxed);
                     tracing::info!(event = "draining", "SIGTERM: draining");

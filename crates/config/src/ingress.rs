@@ -3,11 +3,14 @@
 //!
 //! What is translated:
 //! - rules (host, HTTP paths) into routes, in Kubernetes' matching semantics: `Exact` becomes
-//!   `path_exact`; `Prefix` matches whole path segments (`/foo` matches `/foo` and `/foo/bar`,
-//!   not `/foobar`), so `Prefix /foo` becomes `path_exact = "/foo"` plus
-//!   `path_prefix = "/foo/"`; `ImplementationSpecific` is read as `Prefix` (ingress-nginx does);
-//! - backends into upstreams named after the Service, with its cluster DNS name
-//!   (`NAME.NAMESPACE.svc.cluster.local:PORT`); a `defaultBackend` into a catch-all route;
+//!   `path_exact` (and wins over a `Prefix` of the same path); `Prefix` matches whole path
+//!   segments (`/foo` matches `/foo` and `/foo/bar`, not `/foobar`), so `Prefix /foo` becomes
+//!   `path_exact = "/foo"` plus `path_prefix = "/foo/"`; `ImplementationSpecific` is a plain
+//!   character prefix, as ingress-nginx reads it (`/foo` also matches `/foobar`);
+//! - backends into upstreams named `NAMESPACE.SERVICE.PORT` (a dot cannot occur in either
+//!   name, so names never collide), with the Service's cluster DNS name
+//!   (`SERVICE.NAMESPACE.svc.cluster.local:PORT`); a `defaultBackend` into a catch-all route,
+//!   placed after every Ingress's rules;
 //! - the ingress-nginx rate-limit annotations: `limit-rps` and `limit-rpm` into a per-client
 //!   limit each (burst = rate x `limit-burst-multiplier`, default 5, as ingress-nginx computes
 //!   it), as the leaky bucket with capacity and `delay` = burst + 1, which is nginx's
@@ -45,6 +48,8 @@ pub enum ImportError {
 
 struct Route {
     name: String,
+    /// Made from an `Exact` path (it wins over a `Prefix` expansion of the same path).
+    from_exact: bool,
     host: Option<String>,
     path: String,
     exact: bool,
@@ -111,14 +116,23 @@ fn cidrs(v: &str, what: &str, warnings: &mut Vec<String>) -> Vec<String> {
         .collect()
 }
 
-/// A DNS label-ish name for TOML keys and route names.
+/// Text for a `#` comment: anything from the input that could end the comment line (and so
+/// write configuration) is replaced.
+fn comment(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// A Kubernetes object name as part of a Tollgate name: DNS-1123 characters kept, anything
+/// else replaced (the input is not trusted).
 fn slug(s: &str) -> String {
     s.chars()
         .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
                 c.to_ascii_lowercase()
             } else {
-                '-'
+                '_'
             }
         })
         .collect()
@@ -129,6 +143,7 @@ pub fn import(yaml: &str) -> Result<Imported, ImportError> {
     let mut upstreams: BTreeMap<String, String> = BTreeMap::new();
     let mut limits: Vec<Limit> = Vec::new();
     let mut routes: Vec<Route> = Vec::new();
+    let mut defaults: Vec<Route> = Vec::new();
     let mut ingresses = 0;
 
     for obj in objects(yaml)? {
@@ -147,7 +162,8 @@ pub fn import(yaml: &str) -> Result<Imported, ImportError> {
         }
         ingresses += 1;
         let ns = str_at(&obj, &["metadata", "namespace"]).unwrap_or("default");
-        let id = format!("{}-{}", slug(ns), slug(name));
+        // Namespaces hold no dot: "NAMESPACE.INGRESS" is unique across namespaces.
+        let id = format!("{}.{}", slug(ns), slug(name));
         let ctx = format!("Ingress {ns}/{name}");
         let ann = |k: &str| str_at(&obj, &["metadata", "annotations", &format!("{ANN}{k}")]);
 
@@ -169,7 +185,7 @@ pub fn import(yaml: &str) -> Result<Imported, ImportError> {
             let Some(v) = ann(key) else { continue };
             match v.trim().parse::<u64>() {
                 Ok(n) if n >= 1 => {
-                    let lname = format!("{id}-{suffix}");
+                    let lname = format!("{id}.{suffix}");
                     ing_limits.push(lname.clone());
                     limits.push(Limit {
                         name: lname,
@@ -245,29 +261,34 @@ pub fn import(yaml: &str) -> Result<Imported, ImportError> {
                     80
                 }
             };
-            let up = format!("{}-{}-{port}", slug(ns), slug(svc));
+            let up = format!("{}.{}.{port}", slug(ns), slug(svc));
             upstreams
                 .entry(up.clone())
-                .or_insert_with(|| format!("{svc}.{ns}.svc.cluster.local:{port}"));
+                .or_insert_with(|| format!("{}.{}.svc.cluster.local:{port}", slug(svc), slug(ns)));
             Some(up)
         };
 
         let mut n = 0;
-        let mut push =
-            |host: Option<String>, path: &str, exact: bool, upstream: &str, comment: String| {
-                n += 1;
-                routes.push(Route {
-                    name: format!("{id}-{n}"),
-                    host,
-                    path: path.to_string(),
-                    exact,
-                    upstream: upstream.to_string(),
-                    limits: ing_limits.clone(),
-                    allow: allow.clone(),
-                    deny: deny.clone(),
-                    comment,
-                });
-            };
+        let mut push = |host: Option<String>,
+                        path: &str,
+                        exact: bool,
+                        from_exact: bool,
+                        upstream: &str,
+                        comment: String| {
+            n += 1;
+            routes.push(Route {
+                name: format!("{id}.{n}"),
+                from_exact,
+                host,
+                path: path.to_string(),
+                exact,
+                upstream: upstream.to_string(),
+                limits: ing_limits.clone(),
+                allow: allow.clone(),
+                deny: deny.clone(),
+                comment,
+            });
+        };
         let spec = obj.get("spec");
         let rules = spec
             .and_then(|s| s.get("rules"))
@@ -308,20 +329,24 @@ pub fn import(yaml: &str) -> Result<Imported, ImportError> {
                 };
                 let label = format!("{ctx}: {}{path} ({ptype})", host.as_deref().unwrap_or("*"));
                 match ptype {
-                    "Exact" => push(host.clone(), path, true, &up, label),
-                    "Prefix" | "ImplementationSpecific" => {
-                        if ptype == "ImplementationSpecific" {
-                            warnings.push(format!(
-                                "{ctx}: {where_}: pathType ImplementationSpecific read as Prefix"
-                            ));
-                        }
+                    "Exact" => push(host.clone(), path, true, true, &up, label),
+                    // ingress-nginx: a plain character prefix (a regex location without `$`).
+                    "ImplementationSpecific" => push(host.clone(), path, false, false, &up, label),
+                    "Prefix" => {
                         let trimmed = path.trim_end_matches('/');
                         if trimmed.is_empty() {
-                            push(host.clone(), "/", false, &up, label);
+                            push(host.clone(), "/", false, false, &up, label);
                         } else {
                             // Whole segments: the path itself, and what lies below it.
-                            push(host.clone(), trimmed, true, &up, label.clone());
-                            push(host.clone(), &format!("{trimmed}/"), false, &up, label);
+                            push(host.clone(), trimmed, true, false, &up, label.clone());
+                            push(
+                                host.clone(),
+                                &format!("{trimmed}/"),
+                                false,
+                                false,
+                                &up,
+                                label,
+                            );
                         }
                     }
                     other => warnings.push(format!(
@@ -330,33 +355,55 @@ pub fn import(yaml: &str) -> Result<Imported, ImportError> {
                 }
             }
         }
-        // Last: the rules take precedence over it (a rule for "/" without host replaces it).
+        // After every Ingress's rules: a rule for "/" without host takes precedence.
         if let Some(b) = spec.and_then(|s| s.get("defaultBackend")) {
             if let Some(up) = backend(b, "defaultBackend", &mut warnings) {
-                push(None, "/", false, &up, format!("{ctx}: defaultBackend"));
+                defaults.push(Route {
+                    name: format!("{id}.default"),
+                    from_exact: false,
+                    host: None,
+                    path: "/".into(),
+                    exact: false,
+                    upstream: up,
+                    limits: ing_limits.clone(),
+                    allow: allow.clone(),
+                    deny: deny.clone(),
+                    comment: format!("{ctx}: defaultBackend"),
+                });
             }
+        }
+        if !allow.is_empty() && !deny.is_empty() {
+            warnings.push(format!("{ctx}: limit-whitelist and denylist-source-range together: in Tollgate an allowed address also skips the deny list; remove denied ranges from the whitelist"));
         }
     }
     if ingresses == 0 {
         return Err(ImportError::NoIngress);
     }
 
-    // Two Ingresses claiming the same host and path: Kubernetes merges them (first wins in
-    // ingress-nginx); here the first is kept and the rest named.
-    let mut seen: Vec<(Option<String>, String, bool)> = Vec::new();
-    routes.retain(|r| {
-        let k = (r.host.clone(), r.path.clone(), r.exact);
-        if seen.contains(&k) {
-            warnings.push(format!(
+    routes.append(&mut defaults);
+    // Two rules for the same host and path: an Exact path wins over a Prefix one; otherwise
+    // the first is kept (ingress-nginx merges Ingresses, the oldest first) and the rest named.
+    let mut kept: Vec<Route> = Vec::with_capacity(routes.len());
+    for r in routes {
+        match kept
+            .iter_mut()
+            .find(|k| k.host == r.host && k.path == r.path && k.exact == r.exact)
+        {
+            Some(k) if r.from_exact && !k.from_exact => {
+                warnings.push(format!(
+                    "{}: replaced by an Exact rule for the same path",
+                    k.comment
+                ));
+                *k = r;
+            }
+            Some(_) => warnings.push(format!(
                 "{}: the same host and path as an earlier rule: skipped",
                 r.comment
-            ));
-            false
-        } else {
-            seen.push(k);
-            true
+            )),
+            None => kept.push(r),
         }
-    });
+    }
+    let routes = kept;
 
     let mut out = String::new();
     let _ = writeln!(
@@ -365,12 +412,13 @@ pub fn import(yaml: &str) -> Result<Imported, ImportError> {
          # `tollgate check FILE`; see README.md (\"Migrating from ingress-nginx\")."
     );
     for w in &warnings {
-        let _ = writeln!(out, "# warning: {w}");
+        let _ = writeln!(out, "# warning: {}", comment(w));
     }
     out.push_str(
         "\n[server]\nlisten = [\"0.0.0.0:8080\"]\nadmin = \"0.0.0.0:9901\"\n\
-         # The load balancer in front: its X-Forwarded-For is believed (adjust to your network).\n\
-         trusted_proxies = [\"10.0.0.0/8\", \"172.16.0.0/12\", \"192.168.0.0/16\"]\n",
+         # Like ingress-nginx, X-Forwarded-For is not believed until you name the load balancer\n\
+         # in front (its addresses only: any other peer could then forge a client address).\n\
+         trusted_proxies = []\n",
     );
     for (name, target) in &upstreams {
         let _ = writeln!(out, "\n[upstreams.{}]\ntargets = [{}]", q(name), q(target));
@@ -392,7 +440,7 @@ pub fn import(yaml: &str) -> Result<Imported, ImportError> {
         let _ = write!(
             out,
             "\n# {}\n[[routes]]\nname = {}\n",
-            r.comment,
+            comment(&r.comment),
             q(&r.name)
         );
         if let Some(h) = &r.host {
@@ -514,12 +562,6 @@ mod tests {
                 r(
                     Some("second.bar.com"),
                     "/api",
-                    true,
-                    "service2.default.svc.cluster.local:80"
-                ),
-                r(
-                    Some("second.bar.com"),
-                    "/api/",
                     false,
                     "service2.default.svc.cluster.local:80"
                 ),
@@ -531,7 +573,6 @@ mod tests {
         for want in [
             "tls is not translated",
             "port \"http\" is named",
-            "ImplementationSpecific read as Prefix",
             "wildcard host *.foo.com",
             "defaultBackend: the same host and path",
         ] {
@@ -545,7 +586,7 @@ mod tests {
         let i = import(&load("ratelimited.yaml")).expect("import");
         let c = config(&i);
         let names: Vec<&str> = c.limits.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["prod-api-rps", "prod-api-rpm", "prod-web-rpm"]);
+        assert_eq!(names, ["prod.api.rps", "prod.api.rpm", "prod.web.rpm"]);
         let rps = &c.limits[0];
         assert_eq!(
             (
@@ -575,6 +616,58 @@ mod tests {
                 && w.contains("Service api: not an Ingress"),
             "{w}"
         );
+    }
+
+    #[test]
+    fn names_never_collide_and_exact_wins_and_comments_cannot_write_config() {
+        let y = r#"
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: one
+  namespace: team-a
+  annotations:
+    nginx.ingress.kubernetes.io/limit-rps: "5"
+    nginx.ingress.kubernetes.io/configuration-snippet: "x\n[access]\nallow = [\"0.0.0.0/0\"]"
+spec:
+  defaultBackend:
+    service: {name: fallback, port: {number: 80}}
+  rules:
+  - http:
+      paths:
+      - {path: /foo, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+      - {path: /foo, pathType: Exact, backend: {service: {name: exact, port: {number: 80}}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: two
+  namespace: team
+  annotations:
+    nginx.ingress.kubernetes.io/limit-rps: "7"
+spec:
+  rules:
+  - http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: a-web, port: {number: 80}}}}
+"#;
+        let i = import(y).expect("import");
+        let c = config(&i);
+        assert!(c.access.is_empty(), "nothing injected:\n{}", i.toml);
+        let rs = routes(&c);
+        assert!(
+            rs.contains(&r(None, "/foo", true, "exact.team-a.svc.cluster.local:80")),
+            "{rs:?}"
+        );
+        assert!(!rs.contains(&r(None, "/foo", true, "web.team-a.svc.cluster.local:80")));
+        assert!(
+            rs.contains(&r(None, "/", false, "a-web.team.svc.cluster.local:80")),
+            "the later Ingress's rule beats the earlier default backend: {rs:?}"
+        );
+        assert!(!rs.iter().any(|x| x.3.starts_with("fallback")));
+        let names: Vec<&str> = c.limits.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["team-a.one.rps", "team.two.rps"]);
+        assert_eq!(c.upstreams.len(), 4, "team-a/web and team/a-web stay apart");
     }
 
     #[test]

@@ -182,6 +182,15 @@ impl KeyHasher {
         Some(h.finish())
     }
 
+    /// A client address as logs show it: hashed under this process's random seed, so the
+    /// address cannot be recovered by hashing every address (the stable keys are public).
+    pub fn pseudonym(&self, ip: IpAddr) -> u64 {
+        let mut h = self.state.build_hasher();
+        h.write_u8(0xff);
+        write_ip(&mut h, ip);
+        h.finish()
+    }
+
     /// The key of a global limit: the same on every gateway instance (SipHash-1-3 has a stable
     /// definition, unlike the per-process seeded hash), so all of them name one Redis key.
     /// Redis sees only this hash, never the identifying value.
@@ -195,15 +204,6 @@ impl KeyHasher {
         write_key(&mut h, sources, input, ipv6_prefix)?;
         Some(h.finish())
     }
-}
-
-/// A client address as logs show it: SipHash-1-3 under the stable keys (the address itself
-/// never appears).
-pub fn client_pseudonym(ip: IpAddr) -> u64 {
-    let mut h = siphasher::sip::SipHasher13::new_with_keys(STABLE_K0, STABLE_K1);
-    h.write_u8(0xff);
-    write_ip(&mut h, ip);
-    h.finish()
 }
 
 // Fixed keys: the stable hash must agree between processes. Identities in Redis are therefore

@@ -97,6 +97,10 @@ impl Metrics {
             ),
             &["result"],
         )?;
+        // Both results exist from the start: an alert on increase() sees the first failure.
+        for r in ["ok", "error"] {
+            reloads.with_label_values(&[r]);
+        }
         let in_flight = IntGauge::new(
             "tollgate_in_flight_requests",
             "Requests being handled right now.",

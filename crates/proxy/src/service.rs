@@ -1119,14 +1119,13 @@ impl ProxyHttp for Gateway {
                 _ => "",
             };
             let error = e.map(|e| e.to_string());
-            // The client only as a pseudonym: the stable hash global limits use, the same on
-            // every instance, so one client's lines can be followed without its address.
-            let client = crate::identity::client_pseudonym(ctx.client.unwrap_or(ctx.peer));
+            // The client only as a pseudonym under this process's random key: one client's
+            // lines can be followed, and no table of addresses turns it back into one.
+            let client = self.shared.hasher.pseudonym(ctx.client.unwrap_or(ctx.peer));
             tracing::info!(
                 event = "request",
                 request_id = %ctx.request_id(),
                 method = %req.method,
-                path = %req.uri.path(),
                 route,
                 status,
                 duration_ms = elapsed.as_secs_f64() * 1000.0,

@@ -31,14 +31,7 @@ use tokio::net::{TcpListener, TcpSocket};
 /// starts at its own offset, so test binaries running at once rarely meet.
 pub fn free_port() -> u16 {
     static NEXT: std::sync::Mutex<Option<u32>> = std::sync::Mutex::new(None);
-    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .next()
-                .and_then(|p| p.parse::<u32>().ok())
-        })
-        .unwrap_or(32768);
+    let low = ephemeral_low();
     let (base, span) = if low > 12_000 {
         (10_000, low - 10_000)
     } else {
@@ -68,6 +61,18 @@ pub fn free_port() -> u16 {
         }
     }
     0
+}
+
+/// The first port of the kernel's ephemeral range.
+fn ephemeral_low() -> u32 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|p| p.parse::<u32>().ok())
+        })
+        .unwrap_or(32768)
 }
 
 /// Ports handed out by [`free_port`], or kept for another use (a cluster node's bus port).
@@ -637,7 +642,8 @@ impl Drop for RedisServer {
 fn free_cluster_port() -> u16 {
     for _ in 0..1000 {
         let p = free_port();
-        if p == 0 || p >= 55_000 {
+        // The bus port must stay below the ephemeral range too.
+        if p == 0 || u32::from(p) + 10_000 >= ephemeral_low() {
             continue;
         }
         let bus = p + 10_000;
