@@ -638,19 +638,28 @@ impl Drop for RedisServer {
     }
 }
 
-/// A free port whose cluster bus port (+10000) is free too, and kept from other tests.
+/// A free port whose cluster bus port (+10000) is free too, both kept from other tests and
+/// both below the ephemeral range (so the node's port lies in [10000, low - 10000)).
 fn free_cluster_port() -> u16 {
-    for _ in 0..1000 {
-        let p = free_port();
-        // The bus port must stay below the ephemeral range too.
-        if p == 0 || u32::from(p) + 10_000 >= ephemeral_low() {
+    let low = ephemeral_low();
+    if low <= 20_001 {
+        return free_port();
+    }
+    let span = low - 20_000;
+    let Ok(mut reserved) = RESERVED.lock() else {
+        return 0;
+    };
+    let start = (std::process::id() * 104_729) % span;
+    for i in 0..span {
+        let p = (10_000 + (start + i) % span) as u16;
+        let bus = p + 10_000;
+        if reserved.contains(&p) || reserved.contains(&bus) {
             continue;
         }
-        let bus = p + 10_000;
-        let Ok(mut reserved) = RESERVED.lock() else {
-            return p;
-        };
-        if !reserved.contains(&bus) && std::net::TcpListener::bind(("127.0.0.1", bus)).is_ok() {
+        if std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()
+            && std::net::TcpListener::bind(("127.0.0.1", bus)).is_ok()
+        {
+            reserved.push(p);
             reserved.push(bus);
             return p;
         }
