@@ -45,7 +45,7 @@ fmt:
 
 # The black-box checks of ../shared/acceptance against the built binary.
 acceptance: release
-	../shared/acceptance/gateway
+	../shared/acceptance/run
 
 # Load comparison (oha): backend direct vs Tollgate vs nginx, allowed and mostly refused
 # traffic. See bench/README.md.

@@ -776,18 +776,17 @@ impl ProxyHttp for Gateway {
         let mut exempt = false;
         if let Some(access) = &r.access {
             let client = client_ip(ctx.peer, req, &rt.trusted_proxies);
+            ctx.client = Some(client);
             match access.check(client, &req.headers) {
                 Access::Unlisted => {}
                 Access::Allowed(why) => {
                     r.access_allowed[why as usize].inc();
                     exempt = true;
                     ctx.outcome = Outcome::AllowListed;
-                    ctx.client = Some(client);
                 }
                 Access::Denied(why) => {
                     r.access_denied.inc();
                     ctx.outcome = Outcome::AccessDenied;
-                    ctx.client = Some(client);
                     let detail = match why {
                         crate::access::DenyReason::Ip => {
                             "Requests from this address are not accepted."
@@ -805,7 +804,11 @@ impl ProxyHttp for Gateway {
 
         if !exempt && !r.cfg.limits.is_empty() {
             let req = session.req_header();
-            let client = client_ip(ctx.peer, req, &rt.trusted_proxies);
+            // Resolved once: the access check may have done it already.
+            let client = match ctx.client {
+                Some(c) => c,
+                None => client_ip(ctx.peer, req, &rt.trusted_proxies),
+            };
             ctx.client = Some(client);
             ctx.outcome = Outcome::Allowed;
             let mut claims = None;
