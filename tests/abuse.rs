@@ -12,10 +12,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 const TOKEN: &str = "test-admin-token-0123456789";
 
 async fn start(toml: &str, port: u16, admin: u16) -> GatewayProc {
-    match GatewayProc::start(Path::new(BIN), toml, port, Some(admin)).await {
-        Ok(gw) => gw,
-        Err(e) => panic!("{e}"),
-    }
+    running(Path::new(BIN), toml, port, admin).await
 }
 
 /// `[server]` behind a trusted proxy on 127.0.0.1 (X-Forwarded-For names the client).
@@ -29,10 +26,6 @@ async fn from(port: u16, path: &str, xff: &str, headers: &[(&str, &str)]) -> Rep
     let mut h = vec![("x-forwarded-for", xff)];
     h.extend_from_slice(headers);
     get(port, path, &h).await.expect("request")
-}
-
-async fn metrics(admin: u16) -> String {
-    get(admin, "/metrics", &[]).await.expect("metrics").body
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

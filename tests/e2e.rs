@@ -34,14 +34,7 @@ async fn with_backend(
 }
 
 async fn start(toml: &str, port: u16, admin: u16) -> GatewayProc {
-    match GatewayProc::start(bin(), toml, port, Some(admin)).await {
-        Ok(gw) => gw,
-        Err(e) => panic!("{e}"),
-    }
-}
-
-async fn metrics(admin: u16) -> String {
-    get(admin, "/metrics", &[]).await.expect("metrics").body
+    running(bin(), toml, port, admin).await
 }
 
 /// Request counters are bumped in the logging phase, which runs just after the response is

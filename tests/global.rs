@@ -9,10 +9,7 @@ use tollgate_testkit::*;
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 
 async fn start(toml: &str, port: u16, admin: u16) -> GatewayProc {
-    match GatewayProc::start(Path::new(BIN), toml, port, Some(admin)).await {
-        Ok(gw) => gw,
-        Err(e) => panic!("{e}"),
-    }
+    running(Path::new(BIN), toml, port, admin).await
 }
 
 fn server(port: u16, admin: u16) -> String {
@@ -28,10 +25,6 @@ fn with_redis(port: u16, admin: u16, redis: &RedisServer) -> String {
         server(port, admin),
         redis.url()
     )
-}
-
-async fn metrics(admin: u16) -> String {
-    get(admin, "/metrics", &[]).await.expect("metrics").body
 }
 
 const ALGORITHMS: [&str; 6] = [

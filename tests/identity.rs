@@ -55,10 +55,7 @@ burst = 2
 /// The gateway serving `toml` on `port` (admin on `admin`), ready; the test fails with its log
 /// if it does not start.
 async fn serve(toml: &str, port: u16, admin: u16) -> GatewayProc {
-    match GatewayProc::start(Path::new(BIN), toml, port, Some(admin)).await {
-        Ok(gw) => gw,
-        Err(e) => panic!("{e}"),
-    }
+    running(Path::new(BIN), toml, port, admin).await
 }
 
 fn claims(sub: &str) -> serde_json::Value {

@@ -13,14 +13,7 @@ use failures::Failures;
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 
 async fn start(toml: &str, port: u16, admin: u16) -> GatewayProc {
-    match GatewayProc::start(Path::new(BIN), toml, port, Some(admin)).await {
-        Ok(gw) => gw,
-        Err(e) => panic!("{e}"),
-    }
-}
-
-async fn metrics(admin: u16) -> String {
-    get(admin, "/metrics", &[]).await.expect("metrics").body
+    running(Path::new(BIN), toml, port, admin).await
 }
 
 /// Requests in a loop on one keep-alive connection (a new one when the gateway closes it),

@@ -242,6 +242,32 @@ pub fn action(cx: &mut Cx, path: &str, v: &Value) -> Option<Action> {
     }
 }
 
+/// A step's duration: required, between 1 s and `max_days`.
+fn rung_duration(
+    cx: &mut Cx,
+    t: &mut Tbl,
+    item: &Value,
+    key: &str,
+    max_days: u64,
+    what: &str,
+) -> Option<Duration> {
+    let Some(v) = t.get(key) else {
+        cx.err(
+            &t.path,
+            item.span(),
+            format!("missing key \"{key}\" ({what})"),
+        );
+        return None;
+    };
+    let p = t.key_path(key);
+    let d = duration(cx, &p, v)?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(max_days * 86400) {
+        cx.err(&p, v.span(), format!("between 1s and {max_days}d"));
+        return None;
+    }
+    Some(d)
+}
+
 /// `block = [{ after = 10, within = "1m", for = "5m" }, ...]`.
 pub fn ladder(cx: &mut Cx, path: &str, v: &Value) -> Option<Vec<tollgate_limit::Rung>> {
     let items = as_array(cx, path, v)?;
@@ -272,48 +298,15 @@ pub fn ladder(cx: &mut Cx, path: &str, v: &Value) -> Option<Vec<tollgate_limit::
                 None
             }
         };
-        let within = match t.get("within") {
-            Some(v) => {
-                let wp = t.key_path("within");
-                duration(cx, &wp, v).and_then(|d| {
-                    if d < Duration::from_secs(1) || d > Duration::from_secs(7 * 86400) {
-                        cx.err(&wp, v.span(), "between 1s and 7d");
-                        None
-                    } else {
-                        Some(d)
-                    }
-                })
-            }
-            None => {
-                cx.err(
-                    &p,
-                    item.span(),
-                    "missing key \"within\" (the window refusals are counted in)",
-                );
-                None
-            }
-        };
-        let block_for = match t.get("for") {
-            Some(v) => {
-                let fp = t.key_path("for");
-                duration(cx, &fp, v).and_then(|d| {
-                    if d < Duration::from_secs(1) || d > Duration::from_secs(30 * 86400) {
-                        cx.err(&fp, v.span(), "between 1s and 30d");
-                        None
-                    } else {
-                        Some(d)
-                    }
-                })
-            }
-            None => {
-                cx.err(
-                    &p,
-                    item.span(),
-                    "missing key \"for\" (how long a key stays blocked)",
-                );
-                None
-            }
-        };
+        let within = rung_duration(
+            cx,
+            &mut t,
+            item,
+            "within",
+            7,
+            "the window refusals are counted in",
+        );
+        let block_for = rung_duration(cx, &mut t, item, "for", 30, "how long a key stays blocked");
         t.finish(cx, &[]);
         match (after, within, block_for) {
             (Some(after), Some(within), Some(block_for)) => rungs.push(tollgate_limit::Rung {

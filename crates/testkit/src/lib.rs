@@ -514,6 +514,23 @@ impl Drop for GatewayProc {
     }
 }
 
+/// `bin run` on `toml`, ready to serve (see [`GatewayProc::start`]); panics with the gateway's
+/// log if it does not start.
+pub async fn running(bin: &Path, toml: &str, port: u16, admin: u16) -> GatewayProc {
+    match GatewayProc::start(bin, toml, port, Some(admin)).await {
+        Ok(gw) => gw,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The admin listener's `/metrics` text.
+pub async fn metrics(admin: u16) -> String {
+    match get(admin, "/metrics", &[]).await {
+        Ok(r) => r.body,
+        Err(e) => panic!("GET /metrics on {admin}: {e}"),
+    }
+}
+
 /// Polls `f` every 50 ms until it returns true or `limit` passes. For waiting on real
 /// background work (health checks), never for limiter time.
 pub async fn eventually<F, Fut>(limit: Duration, mut f: F) -> bool
