@@ -73,6 +73,11 @@ impl Plan {
         self.keys.get(pos).copied().unwrap_or(0)
     }
 
+    /// The monotonic time the request was decided at.
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
     /// Whether the limit at `pos` took a unit for this request: (locally, in Redis).
     pub fn took(&self, pos: usize) -> (bool, bool) {
         let bit = 1u32 << pos;
@@ -402,31 +407,40 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
     p.v
 }
 
-/// Refunds every unit this request took, because it is refused after all.
-fn give_back(rt: &Runtime, p: &mut Plan) {
-    let limits = &rt.routes[p.route].cfg.limits;
-    for (pos, &li) in limits.iter().enumerate() {
-        let bit = 1 << pos;
-        let key = p.keys[pos];
-        let l = &rt.limits[li];
-        let t = l.time(p.now, p.unix);
-        match &l.state {
-            LimitState::Local(limiter) if p.taken & bit != 0 => limiter.refund(key, t, 1),
-            LimitState::Global(g) if p.taken & bit != 0 => {
-                if let Some(local) = &g.fallback {
-                    local.refund(key, t, 1);
-                }
+/// Gives back one unit `l` took for `key`: locally (or from a global limit's local fallback)
+/// when `local`, in Redis when `global` (in the background: nobody waits for it).
+pub fn return_unit(l: &LimitRt, key: u64, t: Nanos, local: bool, global: bool) {
+    match &l.state {
+        LimitState::Local(limiter) if local => limiter.refund(key, t, 1),
+        LimitState::Global(g) => {
+            if let (true, Some(fb)) = (local, &g.fallback) {
+                fb.refund(key, t, 1);
             }
-            LimitState::Global(g) if p.taken_global & bit != 0 => {
-                // In the background: the answer to this client does not wait for it.
+            if global {
                 let (store, spec, name) = (g.store.clone(), g.spec, g.name.clone());
                 tokio::spawn(async move {
                     let key = GlobalKey { limit: &name, key };
                     let _ = store.refund(&spec, key, 1).await;
                 });
             }
-            _ => {}
         }
+        LimitState::Local(_) => {}
+    }
+}
+
+/// Refunds every unit this request took, because it is refused after all.
+fn give_back(rt: &Runtime, p: &mut Plan) {
+    let limits = &rt.routes[p.route].cfg.limits;
+    for (pos, &li) in limits.iter().enumerate() {
+        let bit = 1 << pos;
+        let l = &rt.limits[li];
+        return_unit(
+            l,
+            p.keys[pos],
+            l.time(p.now, p.unix),
+            p.taken & bit != 0,
+            p.taken_global & bit != 0,
+        );
     }
     p.taken = 0;
     p.taken_global = 0;

@@ -463,11 +463,7 @@ impl Gateway {
     fn count_decisions(&self, rt: &Runtime, route: usize, plan: &Plan, v: &Verdict) {
         use crate::runtime::{ALLOWED, BLOCKED, REFUSED, SHADOW_REFUSED};
         let refused_any = v.denied.is_some() || v.blocked.is_some();
-        let now = if v.refused != 0 {
-            self.shared.clock.now()
-        } else {
-            0
-        };
+        let now = plan.now();
         for (pos, &li) in rt.routes[route].cfg.limits.iter().enumerate() {
             let l = &rt.limits[li];
             let bit = 1u32 << pos;
@@ -489,7 +485,7 @@ impl Gateway {
     /// Counts a refusal in the ladders of the limits that refused; a ladder that trips blocks
     /// the key here at once, and through Redis on every instance when Redis is configured.
     fn climb_ladders(&self, rt: &Runtime, route: usize, plan: &Plan, refused: u32) {
-        let now = self.shared.clock.now();
+        let now = plan.now();
         for (pos, &li) in rt.routes[route].cfg.limits.iter().enumerate() {
             if refused & (1 << pos) == 0 {
                 continue;
@@ -584,8 +580,8 @@ impl Gateway {
                     .await?;
                 return Ok(true);
             }
-            Action::Tarpit => l.tarpit.clone(),
-            Action::Reject => rt.routes[route].tarpit.clone(),
+            Action::Tarpit => l.tarpit.as_ref(),
+            Action::Reject => rt.routes[route].tarpit.as_ref(),
         };
         let Some(tarpit) = tarpit else {
             self.refuse(session, ctx, rt, route, limit, wait, None)
@@ -694,22 +690,7 @@ impl Gateway {
                     0
                 },
             );
-            match &l.state {
-                crate::runtime::LimitState::Local(limiter) if local => limiter.refund(key, t, 1),
-                crate::runtime::LimitState::Global(g) => {
-                    if let (true, Some(fb)) = (local, &g.fallback) {
-                        fb.refund(key, t, 1);
-                    }
-                    if global {
-                        let (store, spec, name) = (g.store.clone(), g.spec, g.name.clone());
-                        tokio::spawn(async move {
-                            let key = tollgate_store::GlobalKey { limit: &name, key };
-                            let _ = store.refund(&spec, key, 1).await;
-                        });
-                    }
-                }
-                _ => {}
-            }
+            crate::policy::return_unit(l, key, t, local, global);
         }
     }
 }
