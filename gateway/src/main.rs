@@ -179,6 +179,12 @@ fn load(path: &Path) -> anyhow::Result<Config> {
 fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
     let path = config_path(config);
     let cfg = load(&path)?;
+    raise_fd_limit(cfg.server.hardening.max_connections);
+    if !upgrade {
+        // Pingora binds in a listener thread that retries forever on failure; say it here and
+        // stop instead. (On --upgrade the sockets come from the old process.)
+        bindable(&cfg)?;
+    }
     // As read: a change from here on is seen by the watcher.
     let seen = std::sync::Mutex::new(fingerprint(&path, &cfg.files));
     let server_cfg = cfg.server.clone();
@@ -206,16 +212,25 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
     let mut server = Server::new_with_opt_and_conf(opt, conf);
     server.bootstrap();
 
-    let mut proxy = pingora::proxy::http_proxy_service_with_name(
-        &server.configuration,
-        Gateway::new(shared.clone()),
-        "tollgate proxy",
-    );
+    let mut app = pingora::proxy::http_proxy(&server.configuration, Gateway::new(shared.clone()));
+    let h = &server_cfg.hardening;
     let mut opts = HttpServerOptions::default();
     opts.h2c = server_cfg.h2c;
-    if let Some(app) = proxy.app_logic_mut() {
-        app.server_options = Some(opts);
-    }
+    opts.header_timeout = Some(h.header_timeout);
+    opts.keepalive_timeout = Some(h.idle_timeout.as_secs().max(1));
+    opts.h2_idle_timeout = Some(h.idle_timeout);
+    opts.max_header_bytes = Some(h.max_header_bytes);
+    opts.max_headers = Some(h.max_headers);
+    app.server_options = Some(opts);
+    let mut h2 = pingora::protocols::http::v2::server::default_h2_options();
+    h2.max_concurrent_streams(h.max_h2_streams as u32);
+    h2.max_header_list_size(h.max_header_bytes as u32);
+    app.h2_options = Some(h2);
+    // Connection bounds wrap the proxy: a refused connection is closed before it is read.
+    let mut proxy = Service::new(
+        "tollgate proxy".to_string(),
+        tollgate_proxy::connections::Bounded::new(app, shared.clone()),
+    );
     for addr in &server_cfg.listen {
         proxy.add_tcp(&addr.to_string());
     }
@@ -257,6 +272,65 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
         }),
     });
     Ok(())
+}
+
+/// Every listening address can be bound now: a clear error and a non-zero exit otherwise.
+fn bindable(cfg: &Config) -> anyhow::Result<()> {
+    let admin = cfg.server.admin.iter().map(|a| (a, "server.admin"));
+    for (addr, key) in cfg
+        .server
+        .listen
+        .iter()
+        .map(|a| (a, "server.listen"))
+        .chain(admin)
+    {
+        // Pingora sets SO_REUSEADDR too: a socket in TIME_WAIT is no reason to refuse.
+        let sock = socket2::Socket::new(
+            socket2::Domain::for_address(*addr),
+            socket2::Type::STREAM,
+            None,
+        )?;
+        sock.set_reuse_address(true)?;
+        if addr.is_ipv6() {
+            sock.set_only_v6(true)?;
+        }
+        sock.bind(&(*addr).into())
+            .and_then(|_| sock.listen(1))
+            .with_context(|| format!("{key}: cannot listen on {addr}"))?;
+    }
+    Ok(())
+}
+
+/// Open connections need file descriptors: the soft limit is raised to the hard one (as
+/// nginx's worker_rlimit_nofile), and a limit below max_connections is said at start.
+#[allow(unsafe_code)]
+fn raise_fd_limit(max_connections: usize) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed to them.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return;
+    }
+    if lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: as above.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim = raised;
+        }
+    }
+    // Each proxied connection can hold two descriptors (client and upstream).
+    if (lim.rlim_cur as u128) < 2 * max_connections as u128 + 64 {
+        tracing::warn!(
+            nofile = lim.rlim_cur,
+            max_connections,
+            "the open-file limit is below 2 x max_connections: raise it (ulimit -n) or lower max_connections"
+        );
+    }
 }
 
 /// Unix signals: SIGHUP reloads; SIGTERM drains; SIGINT stops at once; SIGQUIT hands the

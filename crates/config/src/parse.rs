@@ -729,6 +729,7 @@ fn server_defaults() -> ServerConfig {
         admin_token: None,
         legacy_headers: false,
         key_body_limit: 16 * 1024,
+        hardening: Hardening::default(),
     }
 }
 
@@ -767,10 +768,18 @@ fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
     if let Some(v) = t.get("listen") {
         let p = t.key_path("listen");
         if let Some(items) = as_str_list(cx, &p, v, true) {
-            let addrs: Vec<_> = items
-                .iter()
-                .filter_map(|(ip, a, span)| socket_addr(cx, ip, a, span.clone()))
-                .collect();
+            let mut addrs: Vec<SocketAddr> = Vec::new();
+            for (ip, a, span) in &items {
+                let Some(addr) = socket_addr(cx, ip, a, span.clone()) else {
+                    continue;
+                };
+                // A second listener on one address cannot be bound.
+                if addrs.contains(&addr) {
+                    cx.err(ip, span.clone(), format!("{addr} is listed twice"));
+                } else {
+                    addrs.push(addr);
+                }
+            }
             if items.is_empty() {
                 cx.err(&p, v.span(), "needs at least one address");
             }
@@ -781,6 +790,19 @@ fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
         let p = t.key_path("admin");
         if let Some(a) = as_str(cx, &p, v) {
             s.admin = socket_addr(cx, &p, a, v.span());
+        }
+        if let Some(a) = s.admin {
+            let clash = s.listen.iter().any(|l| {
+                l.port() == a.port()
+                    && (l.ip() == a.ip() || l.ip().is_unspecified() || a.ip().is_unspecified())
+            });
+            if clash {
+                cx.err(
+                    &p,
+                    v.span(),
+                    format!("{a} is also a proxy listener (server.listen)"),
+                );
+            }
         }
     }
     if let Some(v) = t.get("threads") {
@@ -869,6 +891,7 @@ fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
     if let Some(v) = t.get("legacy_headers") {
         s.legacy_headers = as_bool(cx, &t.key_path("legacy_headers"), v).unwrap_or(false);
     }
+    s.hardening = crate::hardening::read(cx, &mut t);
     t.finish(cx, &[]);
     s
 }
@@ -1666,11 +1689,19 @@ fn routes(
                 exact = r.get("path_exact").is_some();
                 let p = r.key_path(if exact { "path_exact" } else { "path_prefix" });
                 match as_str(cx, &p, pv) {
-                    Some(s) if s.starts_with('/') => Some(s.to_string()),
-                    Some(s) => {
+                    Some(s) if !s.starts_with('/') => {
                         cx.err(&p, pv.span(), format!("\"{s}\" must start with \"/\""));
                         None
                     }
+                    Some(s) if !canonical_route_path(s) => {
+                        cx.err(
+                            &p,
+                            pv.span(),
+                            format!("\"{s}\" is not a canonical path (no \"//\", \".\" or \"..\" segment, backslash or control character): requests are matched after normalisation, so it would never match"),
+                        );
+                        None
+                    }
+                    Some(s) => Some(s.to_string()),
                     None => None,
                 }
             }
@@ -1708,8 +1739,16 @@ fn routes(
         let host = r.get("host").and_then(|hv| {
             let p = r.key_path("host");
             let s = as_str(cx, &p, hv)?;
-            let h = s.trim().to_ascii_lowercase();
-            if h.is_empty() || h.contains('/') || h.contains(' ') {
+            // As requests' hosts are matched: lower case, no trailing dot, IPv6 unbracketed.
+            let lower = s.trim().to_ascii_lowercase();
+            let h = lower.strip_suffix('.').unwrap_or(&lower);
+            let h = h
+                .strip_prefix('[')
+                .and_then(|v| v.strip_suffix(']'))
+                .unwrap_or(h)
+                .to_string();
+            let port = h.contains(':') && h.parse::<std::net::Ipv6Addr>().is_err();
+            if h.is_empty() || h.contains('/') || h.contains(' ') || port {
                 cx.err(&p, hv.span(), format!("\"{s}\" is not a host name"));
                 return None;
             }
@@ -1819,6 +1858,10 @@ fn routes(
             },
             None => None,
         };
+        let case_insensitive = match r.get("case_insensitive") {
+            Some(v) => as_bool(cx, &r.key_path("case_insensitive"), v).unwrap_or(false),
+            None => false,
+        };
         r.finish(cx, &[]);
         if let (true, Some(path_prefix), Some((name, _)), Some(action)) =
             (ok, path_prefix, name, action)
@@ -1826,8 +1869,13 @@ fn routes(
             out.push(RouteConfig {
                 name,
                 host,
-                path_prefix,
+                path_prefix: if case_insensitive {
+                    path_prefix.to_ascii_lowercase()
+                } else {
+                    path_prefix
+                },
                 exact,
+                case_insensitive,
                 methods,
                 action,
                 limits: limit_idx,
@@ -1837,6 +1885,15 @@ fn routes(
         }
     }
     out
+}
+
+/// A route path as requests are matched: no empty, `.` or `..` segment (a trailing slash is
+/// fine), no backslash or control character.
+fn canonical_route_path(p: &str) -> bool {
+    let body = p.strip_prefix('/').unwrap_or(p);
+    let body = body.strip_suffix('/').unwrap_or(body);
+    !p.bytes().any(|b| b == b'\\' || b < 0x20 || b == 0x7f)
+        && (body.is_empty() || body.split('/').all(|seg| !matches!(seg, "" | "." | "..")))
 }
 
 fn list_or_none(names: &[&str]) -> String {

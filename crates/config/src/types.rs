@@ -201,6 +201,43 @@ pub struct ServerConfig {
     /// The largest request body read for `body:FIELD` keys (bytes; at most 64 KiB, which
     /// Pingora can replay to the upstream).
     pub key_body_limit: usize,
+    /// Deadlines and bounds on connections, and path canonicalisation.
+    pub hardening: Hardening,
+}
+
+/// `[server]`'s edge-hardening keys (README, "Hardening").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hardening {
+    /// The whole request head (and the h2c preface) must arrive within it.
+    pub header_timeout: Duration,
+    /// A kept-alive HTTP/1 connection without a next request, or an h2 connection without an
+    /// open stream, is closed after it.
+    pub idle_timeout: Duration,
+    /// Between reads of a request body; `min_body_rate` applies once a body has been
+    /// arriving for longer.
+    pub body_timeout: Duration,
+    /// Bytes per second.
+    pub min_body_rate: u64,
+    pub max_header_bytes: usize,
+    pub max_headers: usize,
+    /// Per process.
+    pub max_connections: usize,
+    /// Per client address (IPv6 by `ipv6_prefix`); 0: no bound.
+    pub max_connections_per_client: usize,
+    pub max_h2_streams: usize,
+    pub merge_slashes: bool,
+    pub escaped_slashes: EscapedSlashes,
+}
+
+/// What an encoded `/` or `\` (`%2F`, `%5C`) in a request path becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EscapedSlashes {
+    /// 400.
+    Reject,
+    /// Kept encoded, inside its segment.
+    Keep,
+    /// A `/` that separates segments.
+    Decode,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -230,6 +267,8 @@ pub struct RouteConfig {
     pub path_prefix: String,
     /// `path_exact`: only this path matches (and before any prefix).
     pub exact: bool,
+    /// Paths match this route whatever their case (for upstreams that ignore case).
+    pub case_insensitive: bool,
     /// Upper-case method names; `None` matches every method.
     pub methods: Option<Vec<String>>,
     pub action: RouteAction,

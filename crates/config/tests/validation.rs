@@ -384,3 +384,105 @@ access = { deny = ["10.0.0.0/8"] }
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn hardening_defaults_are_safe_at_the_edge() {
+    let h = ok("").server.hardening;
+    assert_eq!(h.header_timeout, Duration::from_secs(10));
+    assert_eq!(h.idle_timeout, Duration::from_secs(60));
+    assert_eq!(h.body_timeout, Duration::from_secs(30));
+    assert_eq!(h.min_body_rate, 1024);
+    assert_eq!((h.max_header_bytes, h.max_headers), (32768, 100));
+    assert_eq!(
+        (h.max_connections, h.max_connections_per_client),
+        (50_000, 0)
+    );
+    assert_eq!(h.max_h2_streams, 100);
+    assert!(h.merge_slashes);
+    assert_eq!(h.escaped_slashes, EscapedSlashes::Reject);
+    let h = ok(r#"
+[server]
+header_timeout = "2s"
+idle_timeout = "5s"
+body_timeout = "3s"
+min_body_rate = 0
+max_header_bytes = 8192
+max_headers = 50
+max_connections = 1000
+max_connections_per_client = 64
+max_h2_streams = 10
+merge_slashes = false
+escaped_slashes = "keep"
+"#)
+    .server
+    .hardening;
+    assert_eq!(h.header_timeout, Duration::from_secs(2));
+    assert_eq!((h.min_body_rate, h.max_connections_per_client), (0, 64));
+    assert!(!h.merge_slashes);
+    assert_eq!(h.escaped_slashes, EscapedSlashes::Keep);
+}
+
+#[test]
+fn hardening_mistakes_name_their_key() {
+    let p = problems(
+        r#"
+[server]
+listen = ["127.0.0.1:8080", "127.0.0.1:8080"]
+admin = "127.0.0.1:8080"
+header_timeout = "0s"
+idle_timeout = "1500ms"
+max_header_bytes = 10
+max_headers = 1000
+escaped_slashes = "allow"
+max_connections = 0
+"#,
+    );
+    let want = [
+        "f.toml: server.listen[1]: 127.0.0.1:8080 is listed twice (line 3)",
+        "f.toml: server.admin: 127.0.0.1:8080 is also a proxy listener (server.listen) (line 4)",
+        "f.toml: server.header_timeout: between 1ms and 1d (line 5)",
+        "f.toml: server.idle_timeout: whole seconds, e.g. \"60s\" (line 6)",
+        "f.toml: server.escaped_slashes: \"allow\": one of \"reject\", \"keep\", \"decode\" (line 9)",
+    ];
+    for w in want {
+        assert!(p.iter().any(|l| l == w), "missing {w:?} in {p:#?}");
+    }
+    for key in ["max_header_bytes", "max_headers", "max_connections"] {
+        assert!(
+            p.iter().any(|l| l.contains(&format!("server.{key}:"))),
+            "{key}: {p:#?}"
+        );
+    }
+}
+
+#[test]
+fn route_paths_must_be_canonical_and_hosts_lose_their_trailing_dot() {
+    let p = problems(
+        r#"
+[[routes]]
+path_prefix = "/api//v1"
+respond = { status = 200 }
+[[routes]]
+path_exact = "/a/../b"
+respond = { status = 200 }
+"#,
+    );
+    assert_eq!(p.len(), 2, "{p:#?}");
+    assert!(p[0].starts_with("f.toml: routes[0].path_prefix: \"/api//v1\" is not a canonical path"));
+    assert!(p[1].starts_with("f.toml: routes[1].path_exact: \"/a/../b\" is not a canonical path"));
+    let c = ok(r#"
+[[routes]]
+host = "API.Example.com."
+path_prefix = "/Admin/"
+case_insensitive = true
+respond = { status = 200 }
+"#);
+    assert_eq!(c.routes[0].host.as_deref(), Some("api.example.com"));
+    assert_eq!(c.routes[0].path_prefix, "/admin/");
+    assert!(c.routes[0].case_insensitive);
+    assert!(problems(
+        "[[routes]]\nhost = \"a.example:8080\"\npath_prefix = \"/\"\nrespond = { status = 200 }\n"
+    )
+    .iter()
+    .any(|l| l.contains("routes[0].host")));
+}

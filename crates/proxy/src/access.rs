@@ -167,6 +167,17 @@ impl AccessRt {
         })
     }
 
+    /// The headers these lists read (the User-Agent for its deny list, the API-key header for
+    /// its allow list).
+    pub fn inputs(&self) -> impl Iterator<Item = http::HeaderName> + '_ {
+        let ua = self.deny_ua.as_ref().map(|_| http::header::USER_AGENT);
+        let key = self
+            .allow_keys
+            .as_ref()
+            .map(|_| self.api_key_header.clone());
+        ua.into_iter().chain(key)
+    }
+
     /// The verdict for a client address (already resolved through trusted proxies and folded
     /// from IPv4-mapped IPv6) and its request headers.
     pub fn check(&self, client: IpAddr, headers: &http::HeaderMap) -> Access {

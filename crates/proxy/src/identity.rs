@@ -83,6 +83,8 @@ pub fn key_ip(ip: IpAddr, ipv6_prefix: u8) -> IpAddr {
 pub struct KeyInput<'a> {
     pub req: &'a RequestHeader,
     pub client_ip: IpAddr,
+    /// The canonical path ([`crate::normalize`]), not the one the client spelled.
+    pub path: &'a str,
     pub route: u32,
     /// The verified bearer token's claims, when the route reads any.
     pub claims: Option<&'a crate::jwt::Claims>,
@@ -114,18 +116,22 @@ impl ParsedBody {
                 .map_err(|_| "the request body is not valid JSON");
         }
         if ct == "application/x-www-form-urlencoded" {
-            let text = std::str::from_utf8(body).map_err(|_| "the form body is not UTF-8")?;
-            let pairs = text
-                .split('&')
-                .filter(|p| !p.is_empty())
-                .map(|p| {
-                    let (k, v) = p.split_once('=').unwrap_or((p, ""));
-                    (decode_form(k), decode_form(v))
-                })
+            std::str::from_utf8(body).map_err(|_| "the form body is not UTF-8")?;
+            let pairs = form_urlencoded::parse(body)
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
                 .collect();
             return Ok(Some(ParsedBody::Form(pairs)));
         }
         Ok(None)
+    }
+
+    /// A form field given more than once (a JSON object's last member wins, as in most
+    /// parsers, so JSON has no such ambiguity to report).
+    pub fn repeated(&self, field: &str) -> bool {
+        match self {
+            ParsedBody::Json(_) => false,
+            ParsedBody::Form(pairs) => pairs.iter().filter(|(k, _)| k == field).count() > 1,
+        }
     }
 
     /// A field's value: a top-level JSON member (strings by their text, others by their JSON)
@@ -144,12 +150,6 @@ impl ParsedBody {
                 .map(|(_, v)| Cow::Borrowed(v.as_bytes())),
         }
     }
-}
-
-fn decode_form(raw: &str) -> String {
-    let mut out = Vec::with_capacity(raw.len());
-    percent_decoded(raw.as_bytes(), |b| out.push(b));
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The process-wide keyed hasher for limit keys.
@@ -225,7 +225,7 @@ fn write_key(
                 h.write(input.req.headers.get(name.as_str())?.as_bytes());
             }
             KeySource::Query(name) => {
-                write_decoded(h, query_param(input.req.uri.query()?, name)?);
+                h.write(query_param(input.req.uri.query()?, name)?.as_bytes())
             }
             KeySource::UserAgent => {
                 h.write(input.req.headers.get(http::header::USER_AGENT)?.as_bytes());
@@ -236,7 +236,7 @@ fn write_key(
                 h.write(ua.map(|v| v.as_bytes()).unwrap_or(b""));
             }
             KeySource::Route => h.write_u32(input.route),
-            KeySource::Path => write_decoded(h, input.req.uri.path().as_bytes()),
+            KeySource::Path => h.write(input.path.as_bytes()),
             KeySource::Method => h.write(input.req.method.as_str().as_bytes()),
             KeySource::Global => {}
             KeySource::Body(field) => h.write(&input.body?.get(field)?),
@@ -262,37 +262,11 @@ fn write_ip(h: &mut impl Hasher, ip: IpAddr) {
     }
 }
 
-/// The raw (still percent-encoded) value of the first `name=` parameter.
-fn query_param<'q>(query: &'q str, name: &str) -> Option<&'q [u8]> {
-    query.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        (k == name).then_some(v.as_bytes())
-    })
-}
-
-/// Feeds percent-decoded bytes ('+' as space) to the hasher, so `%41` and `A` are one key and a
-/// client cannot escape its limit by re-encoding.
-fn write_decoded(h: &mut impl Hasher, raw: &[u8]) {
-    percent_decoded(raw, |b| h.write_u8(b));
-}
-
-/// URL and form decoding ('%XX' and '+' as space), byte by byte to `out`: the hasher needs no
-/// buffer, a form field collects its bytes.
-fn percent_decoded(raw: &[u8], mut out: impl FnMut(u8)) {
-    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
-    let mut i = 0;
-    while i < raw.len() {
-        let b = raw[i];
-        if b == b'%' && i + 2 < raw.len() {
-            if let (Some(a), Some(c)) = (hex(raw[i + 1]), hex(raw[i + 2])) {
-                out(a << 4 | c);
-                i += 3;
-                continue;
-            }
-        }
-        out(if b == b'+' { b' ' } else { b });
-        i += 1;
-    }
+/// The decoded value of the `name` parameter, compared by decoded names (`%61pi_key` is
+/// `api_key`; '+' is a space). A parameter given twice never gets here: the request was
+/// refused as ambiguous when the route reads it.
+fn query_param<'q>(query: &'q str, name: &str) -> Option<std::borrow::Cow<'q, str>> {
+    form_urlencoded::parse(query.as_bytes()).find_map(|(k, v)| (k == name).then_some(v))
 }
 
 /// The text of a key source that names something (a plan, a tenant): header, query or claim.
@@ -305,10 +279,7 @@ fn source_text<'a>(src: &KeySource, input: &'a KeyInput) -> Option<std::borrow::
             .get(name.as_str())
             .and_then(|v| v.to_str().ok())
             .map(Cow::Borrowed),
-        KeySource::Query(name) => {
-            let raw = query_param(input.req.uri.query()?, name)?;
-            std::str::from_utf8(raw).ok().map(Cow::Borrowed)
-        }
+        KeySource::Query(name) => query_param(input.req.uri.query()?, name),
         KeySource::Jwt(claim) => match input.claims?.get(claim.as_str())? {
             serde_json::Value::String(s) => Some(Cow::Borrowed(s.as_str())),
             serde_json::Value::Null => None,
@@ -405,6 +376,7 @@ mod tests {
         let input = KeyInput {
             req: &r,
             client_ip: "192.0.2.1".parse().expect("ip"),
+            path: "/x",
             route: 0,
             claims: None,
             body: None,
@@ -415,6 +387,7 @@ mod tests {
         let input2 = KeyInput {
             req: &r2,
             client_ip: "192.0.2.1".parse().expect("ip"),
+            path: "/x",
             route: 0,
             claims: None,
             body: None,
@@ -436,5 +409,16 @@ mod tests {
             h.key(&[KeySource::ClientIp, KeySource::Route], &input, 64),
             h.key(&[KeySource::ClientIp], &input, 64)
         );
+        // The name is decoded too: `%61` is `a`.
+        let r3 = RequestHeader::build("GET", b"/x?%61=%41b", None).expect("request");
+        let input3 = KeyInput {
+            req: &r3,
+            client_ip: "192.0.2.1".parse().expect("ip"),
+            path: "/x",
+            route: 0,
+            claims: None,
+            body: None,
+        };
+        assert_eq!(a, h.key(&[KeySource::Query("a".into())], &input3, 64));
     }
 }

@@ -9,6 +9,8 @@
 //! - [`access`]: allow and deny lists (addresses, User-Agents, API keys).
 //! - [`policy`]: evaluating a route's limits into one verdict (blocks included).
 //! - [`respond`]: problem+json answers and the IETF RateLimit fields.
+//! - [`normalize`]: the canonical path and host every later step reads (and the upstream
+//!   is sent); [`connections`]: bounds on open connections, in all and per client.
 //! - [`service`]: the request phases; [`admin`]: /healthz, /readyz, /metrics;
 //!   [`health`]: active health checks of upstream targets.
 //!
@@ -19,10 +21,12 @@
 
 pub mod access;
 pub mod admin;
+pub mod connections;
 pub mod health;
 pub mod identity;
 pub mod jwt;
 pub mod metrics;
+pub mod normalize;
 pub mod policy;
 pub mod respond;
 pub mod runtime;

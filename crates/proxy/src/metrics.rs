@@ -29,6 +29,8 @@ pub struct Metrics {
     pub blocks_total: IntCounterVec,
     pub decisions: IntCounterVec,
     pub hottest_key: IntGaugeVec,
+    pub connections_open: IntGauge,
+    pub connections_refused: IntCounterVec,
 }
 
 /// Label for requests that matched no route.
@@ -189,6 +191,22 @@ impl Metrics {
             ),
             &["limit", "threshold"],
         )?;
+        let connections_open = IntGauge::new(
+            "tollgate_connections_open",
+            "Downstream connections open in this process.",
+        )?;
+        let connections_refused = IntCounterVec::new(
+            Opts::new(
+                "tollgate_connections_refused_total",
+                "Connections closed unread at accept: over max_connections or max_connections_per_client.",
+            ),
+            &["reason"],
+        )?;
+        for r in ["max_connections", "max_connections_per_client"] {
+            connections_refused.with_label_values(&[r]);
+        }
+        registry.register(Box::new(connections_open.clone()))?;
+        registry.register(Box::new(connections_refused.clone()))?;
         registry.register(Box::new(access_allowed.clone()))?;
         registry.register(Box::new(tarpit_held.clone()))?;
         registry.register(Box::new(tarpit_total.clone()))?;
@@ -233,6 +251,8 @@ impl Metrics {
             blocks_total,
             decisions,
             hottest_key,
+            connections_open,
+            connections_refused,
         })
     }
 

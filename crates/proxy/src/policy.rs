@@ -501,6 +501,7 @@ shadow = true
         let keyed = KeyInput {
             req: &with_key,
             client_ip: ip,
+            path: "/",
             route: 0,
             claims: None,
             body: None,
@@ -524,6 +525,7 @@ shadow = true
         let anon = KeyInput {
             req: &plain,
             client_ip: ip,
+            path: "/",
             route: 0,
             claims: None,
             body: None,
@@ -611,6 +613,7 @@ on_error = "closed"
         let input = KeyInput {
             req: &req,
             client_ip: "192.0.2.1".parse().expect("ip"),
+            path: "/",
             route: 0,
             claims: None,
             body: None,

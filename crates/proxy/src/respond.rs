@@ -29,6 +29,13 @@ pub enum Problem {
     TemporarilyBlocked,
     /// Over a limit whose action is `challenge`: prove you are human at `challenge_url`.
     ChallengeRequired,
+    /// A header (or query parameter) that feeds a key, a list or a token was given twice: the
+    /// gateway and the upstream could read different ones.
+    AmbiguousRequest,
+    /// The request head did not arrive within `header_timeout`.
+    RequestTimeout,
+    /// The request head is over `max_header_bytes` or `max_headers`.
+    HeaderFieldsTooLarge,
 }
 
 impl Problem {
@@ -47,6 +54,9 @@ impl Problem {
             Problem::AccessDenied => 403,
             Problem::TemporarilyBlocked => 403,
             Problem::ChallengeRequired => 429,
+            Problem::AmbiguousRequest => 400,
+            Problem::RequestTimeout => 408,
+            Problem::HeaderFieldsTooLarge => 431,
         }
     }
 
@@ -86,6 +96,13 @@ impl Problem {
                 "challenge-required",
                 "Too Many Requests",
                 "CHALLENGE_REQUIRED",
+            ),
+            Problem::AmbiguousRequest => ("ambiguous-request", "Bad Request", "AMBIGUOUS_REQUEST"),
+            Problem::RequestTimeout => ("request-timeout", "Request Timeout", "REQUEST_TIMEOUT"),
+            Problem::HeaderFieldsTooLarge => (
+                "header-fields-too-large",
+                "Request Header Fields Too Large",
+                "HEADER_FIELDS_TOO_LARGE",
             ),
         }
     }

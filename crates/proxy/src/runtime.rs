@@ -195,6 +195,10 @@ pub struct RouteRt {
     pub needs_calendar: bool,
     /// A limit of the route reads a body field: the body is read (bounded) first.
     pub needs_body: bool,
+    /// Headers and query parameters the route's keys, lists and token read: each must come
+    /// once (400 `AMBIGUOUS_REQUEST` otherwise); and body fields likewise.
+    pub inputs: crate::normalize::Inputs,
+    pub body_fields: Vec<String>,
     /// The route's enforced policies as one RateLimit-Policy value per plan (one entry when
     /// there are no plans); `None` without limits.
     pub policy_headers: Vec<Option<HeaderValue>>,
@@ -259,6 +263,8 @@ pub fn count_unrouted(metrics: &Metrics, status: u16) {
 
 pub struct Runtime {
     pub config: Config,
+    /// How request paths are made canonical (`[server]` merge_slashes, escaped_slashes).
+    pub path_rules: crate::normalize::PathRules,
     pub routes: Vec<RouteRt>,
     /// Route indexes in match order: host routes first, then exact paths, then longer
     /// prefixes, then file order.
@@ -555,6 +561,20 @@ impl Runtime {
                     .iter()
                     .any(|k| matches!(k, tollgate_config::KeySource::Body(_)))
             });
+            let access = match &cfg.access {
+                None => server_access.clone(),
+                Some(own) => {
+                    crate::access::AccessRt::build(&config.access, Some(own)).map(Arc::new)
+                }
+            };
+            let (inputs, body_fields) = route_inputs(
+                &config,
+                cfg,
+                &limits,
+                access.as_deref(),
+                needs_jwt,
+                needs_plan,
+            );
             let tarpit = cfg.tarpit.map(|t| {
                 previous
                     .and_then(|p| p.routes.iter().find(|r| r.cfg.name == cfg.name))
@@ -564,12 +584,9 @@ impl Runtime {
                     .unwrap_or_else(|| Arc::new(TarpitRt::new(t)))
             });
             routes.push(RouteRt {
-                access: match &cfg.access {
-                    None => server_access.clone(),
-                    Some(own) => {
-                        crate::access::AccessRt::build(&config.access, Some(own)).map(Arc::new)
-                    }
-                },
+                access,
+                inputs,
+                body_fields,
                 tarpit,
                 counts_failures: cfg
                     .limits
@@ -611,6 +628,10 @@ impl Runtime {
         });
 
         Ok(Self {
+            path_rules: crate::normalize::PathRules {
+                merge_slashes: config.server.hardening.merge_slashes,
+                escaped_slashes: config.server.hardening.escaped_slashes,
+            },
             jwt: config.jwt.as_ref().map(crate::jwt::Verifier::new),
             trusted_proxies: config.server.trusted_proxies.clone(),
             ipv6_prefix: config.server.ipv6_prefix,
@@ -623,25 +644,31 @@ impl Runtime {
     }
 
     /// The route for a request: an exact host match beats a route without host, then the
-    /// longest path prefix, then the first in the file. `host` may carry a port.
+    /// longest path prefix, then the first in the file. `host` and `path` as
+    /// [`crate::normalize`] made them (host in lower case without port), never as the client
+    /// spelled them.
     pub fn route_for(&self, host: Option<&str>, path: &str, method: &str) -> Option<usize> {
-        let host = host.map(|h| strip_port(h.trim()));
         self.order.iter().copied().find(|&i| {
             let r = &self.routes[i].cfg;
             if let Some(want) = &r.host {
                 match host {
-                    Some(h) if h.eq_ignore_ascii_case(want) => {}
+                    Some(h) if h == want => {}
                     _ => return false,
                 }
             }
-            (if r.exact {
-                path == r.path_prefix
-            } else {
-                path.starts_with(r.path_prefix.as_str())
-            }) && r
-                .methods
-                .as_ref()
-                .is_none_or(|ms| ms.iter().any(|m| m == method))
+            let (path, want) = (path.as_bytes(), r.path_prefix.as_bytes());
+            let matches = match (r.exact, r.case_insensitive) {
+                (true, false) => path == want,
+                (true, true) => path.eq_ignore_ascii_case(want),
+                (false, false) => path.starts_with(want),
+                (false, true) => {
+                    path.len() >= want.len() && path[..want.len()].eq_ignore_ascii_case(want)
+                }
+            };
+            matches
+                && r.methods
+                    .as_ref()
+                    .is_none_or(|ms| ms.iter().any(|m| m == method))
         })
     }
 
@@ -650,15 +677,56 @@ impl Runtime {
     }
 }
 
-fn strip_port(host: &str) -> &str {
-    if let Some(rest) = host.strip_prefix('[') {
-        // [v6]:port
-        return rest.split(']').next().unwrap_or(rest);
+/// What a route reads from a request to key, list or verify it (see [`RouteRt::inputs`]).
+fn route_inputs(
+    config: &Config,
+    route: &RouteConfig,
+    limits: &[LimitRt],
+    access: Option<&crate::access::AccessRt>,
+    needs_jwt: bool,
+    needs_plan: bool,
+) -> (crate::normalize::Inputs, Vec<String>) {
+    use tollgate_config::KeySource;
+    let mut inputs = crate::normalize::Inputs::default();
+    let mut body = Vec::new();
+    let plan_sources = config
+        .plans
+        .iter()
+        .filter(|_| needs_plan)
+        .flat_map(|p| p.from.iter().chain(p.tenant.iter()));
+    let sources = route
+        .limits
+        .iter()
+        .flat_map(|&i| limits[i].cfg.key.iter())
+        .chain(plan_sources);
+    for src in sources {
+        match src {
+            KeySource::Header(name) => {
+                if let Ok(h) = http::HeaderName::from_bytes(name.as_bytes()) {
+                    inputs.header(h);
+                }
+            }
+            KeySource::Query(name) => inputs.query(name),
+            KeySource::UserAgent | KeySource::IpUa => inputs.header(http::header::USER_AGENT),
+            KeySource::Body(field) => {
+                if !body.contains(field) {
+                    body.push(field.clone());
+                }
+            }
+            _ => {}
+        }
     }
-    match host.rsplit_once(':') {
-        Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) && !h.contains(':') => h,
-        _ => host,
+    if let Some(a) = access {
+        for h in a.inputs() {
+            inputs.header(h);
+        }
     }
+    if let (true, Some(j)) = (needs_jwt, &config.jwt) {
+        if let Ok(h) = http::HeaderName::from_bytes(j.header.as_bytes()) {
+            inputs.header(h);
+        }
+    }
+    (inputs, body)
 }
 
 /// What lives for the whole process: the current runtime, metrics, the clock, the key hasher,
@@ -669,6 +737,8 @@ pub struct Shared {
     pub clock: Arc<dyn Clock>,
     pub hasher: KeyHasher,
     pub store: Option<Arc<dyn GlobalStore>>,
+    /// Open downstream connections, bounded by `[server]` max_connections(_per_client).
+    pub connections: Arc<crate::connections::Connections>,
 }
 
 impl Shared {
@@ -690,6 +760,15 @@ impl Shared {
         let runtime = Runtime::build(config, None, store.as_ref(), &metrics)?;
         Ok(Self {
             runtime: ArcSwap::from_pointee(runtime),
+            connections: Arc::new(crate::connections::Connections::new(
+                metrics.connections_open.clone(),
+                metrics
+                    .connections_refused
+                    .with_label_values(&["max_connections"]),
+                metrics
+                    .connections_refused
+                    .with_label_values(&["max_connections_per_client"]),
+            )),
             metrics,
             clock,
             hasher: KeyHasher::new(),
@@ -844,7 +923,7 @@ respond = { status = 200 }
             Some("api".into())
         );
         assert_eq!(
-            name(r.route_for(Some("admin.example.com:8080"), "/api/x", "GET")),
+            name(r.route_for(Some("admin.example.com"), "/api/x", "GET")),
             Some("hosted".into())
         );
         assert_eq!(
@@ -876,12 +955,5 @@ respond = { status = 200 }
             Some("root"),
             "not a segment of /foo"
         );
-    }
-
-    #[test]
-    fn host_ports_are_stripped() {
-        assert_eq!(strip_port("a.example:80"), "a.example");
-        assert_eq!(strip_port("[::1]:80"), "::1");
-        assert_eq!(strip_port("a.example"), "a.example");
     }
 }

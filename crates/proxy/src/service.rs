@@ -14,6 +14,7 @@
 use crate::access::Access;
 use crate::identity::{client_ip, trusted, KeyInput};
 use crate::jwt::Verifier;
+use crate::normalize::{normalize_host, normalize_path, PathRules, Refusal};
 use crate::policy::{decide_global, decide_local, Plan, Verdict};
 use crate::respond::{header, ratelimit_value, Extra, Problem};
 use crate::runtime::{count_unrouted, Runtime, Shared};
@@ -24,6 +25,7 @@ use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::FailToProxy;
 use pingora::ErrorSource;
+use std::borrow::Cow;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -94,6 +96,11 @@ pub struct Ctx {
     /// Units of `count = "failures"` limits, given back unless the response is a failure:
     /// (limit, key, taken locally, taken in Redis). Empty on other routes (no allocation).
     refund_unless_failure: Vec<(usize, u64, bool, bool)>,
+    /// The canonical path when it differs from the client's spelling: routing and keys read
+    /// it, and the upstream is sent it (with the query as the client wrote it).
+    canonical_path: Option<String>,
+    /// Request body bytes passed on so far, for `min_body_rate`.
+    body_bytes: u64,
 }
 
 const SHADOW_HEADER: &str = "x-ratelimit-shadow-exceeded";
@@ -283,12 +290,39 @@ async fn read_key_body(
         .map_err(|why| (Problem::BadRequest, why))
 }
 
-fn request_host(req: &RequestHeader) -> Option<&str> {
-    req.uri.authority().map(|a| a.as_str()).or_else(|| {
-        req.headers
-            .get(http::header::HOST)
-            .and_then(|h| h.to_str().ok())
-    })
+/// The request's host and path in their canonical spellings ([`crate::normalize`]), or the
+/// 400 that refuses them. The host is the URI's authority (h2's `:authority`, an absolute
+/// target) or else the one Host header; two Host headers are ambiguous.
+#[allow(clippy::type_complexity)]
+fn canonical_target(
+    req: &RequestHeader,
+    rules: PathRules,
+) -> std::result::Result<(Option<Cow<'_, str>>, Cow<'_, str>), (Problem, &'static str)> {
+    let mut hosts = req.headers.get_all(http::header::HOST).iter();
+    let header = hosts.next();
+    if hosts.next().is_some() {
+        return Err((
+            Problem::AmbiguousRequest,
+            "The Host header is given more than once.",
+        ));
+    }
+    let raw_host = match req.uri.authority() {
+        Some(a) => Some(a.as_str()),
+        None => match header {
+            Some(h) => Some(
+                h.to_str()
+                    .map_err(|_| (Problem::BadRequest, Refusal::BadHost.detail()))?,
+            ),
+            None => None,
+        },
+    };
+    let host = match raw_host.filter(|h| !h.is_empty()) {
+        Some(h) => Some(normalize_host(h).map_err(|r| (Problem::BadRequest, r.detail()))?),
+        None => None,
+    };
+    let path =
+        normalize_path(req.uri.path(), rules).map_err(|r| (Problem::BadRequest, r.detail()))?;
+    Ok((host, path))
 }
 
 impl Gateway {
@@ -721,6 +755,8 @@ impl ProxyHttp for Gateway {
             outcome_limit: None,
             client: None,
             refund_unless_failure: Vec::new(),
+            canonical_path: None,
+            body_bytes: 0,
         }
     }
 
@@ -737,9 +773,34 @@ impl ProxyHttp for Gateway {
             Some(v) if valid_request_id(v.as_bytes()) => v.clone(),
             _ => new_request_id(),
         };
+        let hardening = &rt.config.server.hardening;
+        // Each read of the body waits at most this; min_body_rate tightens it as the body
+        // arrives (request_body_filter).
+        session.set_read_timeout(Some(hardening.body_timeout));
 
-        let Some(route) = rt.route_for(request_host(req), req.uri.path(), req.method.as_str())
-        else {
+        // Stage 1: what was asked, in its one canonical spelling.
+        let req = session.req_header();
+        let found = match canonical_target(req, rt.path_rules) {
+            Ok((host, path)) => {
+                let route = rt.route_for(host.as_deref(), &path, req.method.as_str());
+                if let Cow::Owned(p) = path {
+                    ctx.canonical_path = Some(p);
+                }
+                Ok(route)
+            }
+            Err(e) => Err(e),
+        };
+        let found = match found {
+            Ok(found) => found,
+            Err((problem, detail)) => {
+                self.problem(session, ctx, problem, detail, &[], &[])
+                    .await?;
+                return Ok(true);
+            }
+        };
+
+        // Stage 2: the route.
+        let Some(route) = found else {
             self.problem(
                 session,
                 ctx,
@@ -754,6 +815,17 @@ impl ProxyHttp for Gateway {
         ctx.route = Some(route);
 
         let r = &rt.routes[route];
+        let req = session.req_header();
+        if let Some(name) = r.inputs.ambiguous(&req.headers, req.uri.query()) {
+            let detail = format!(
+                "\"{name}\" is given more than once; this route reads it to identify the caller, so it must be given once."
+            );
+            self.problem(session, ctx, Problem::AmbiguousRequest, &detail, &[], &[])
+                .await?;
+            return Ok(true);
+        }
+
+        // Stage 3: access lists.
         let mut exempt = false;
         if let Some(access) = &r.access {
             let client = client_ip(ctx.peer, req, &rt.trusted_proxies);
@@ -828,11 +900,23 @@ impl ProxyHttp for Gateway {
                         return Ok(true);
                     }
                 }
+                let repeated = body
+                    .as_ref()
+                    .and_then(|b| rt.routes[route].body_fields.iter().find(|f| b.repeated(f)));
+                if let Some(field) = repeated {
+                    let detail = format!(
+                        "The body field \"{field}\" is given more than once; this route reads it to identify the caller, so it must be given once."
+                    );
+                    self.problem(session, ctx, Problem::AmbiguousRequest, &detail, &[], &[])
+                        .await?;
+                    return Ok(true);
+                }
             }
             let req = session.req_header();
             let input = KeyInput {
                 req,
                 client_ip: client,
+                path: ctx.canonical_path.as_deref().unwrap_or(req.uri.path()),
                 route: route as u32,
                 claims: claims.as_ref(),
                 body: body.as_ref(),
@@ -977,6 +1061,17 @@ impl ProxyHttp for Gateway {
         ctx: &mut Ctx,
     ) -> Result<()> {
         upstream.insert_header("x-request-id", ctx.request_id.clone())?;
+        if let Some(path) = &ctx.canonical_path {
+            // The upstream reads what the gateway routed on; the query goes as it came.
+            let target = match upstream.uri.query() {
+                Some(q) => format!("{path}?{q}"),
+                None => path.clone(),
+            };
+            let uri = http::Uri::try_from(target).map_err(|_| {
+                Error::explain(ErrorType::InvalidHTTPHeader, "canonical request path")
+            })?;
+            upstream.set_uri(uri);
+        }
         // X-Forwarded-For: every prior value in order, then the peer, in one buffer.
         let mut xff = Vec::with_capacity(64);
         for v in upstream.headers.get_all("x-forwarded-for") {
@@ -1022,6 +1117,90 @@ impl ProxyHttp for Gateway {
         ctx.add_limit_headers(resp)
     }
 
+    /// `min_body_rate`: once a body has been arriving for longer than `body_timeout`, it must
+    /// have averaged at least that rate. Each read may wait only as long as the bytes so far
+    /// keep the average (and never longer than `body_timeout`), so a dripping client is cut
+    /// off within `body_timeout` of falling behind, and its upstream connection released.
+    async fn request_body_filter(
+        &self,
+        session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        let Some(rt) = &ctx.rt else { return Ok(()) };
+        let h = &rt.config.server.hardening;
+        ctx.body_bytes += body.as_ref().map_or(0, |b| b.len() as u64);
+        if end_of_stream || h.min_body_rate == 0 {
+            return Ok(());
+        }
+        let elapsed = ctx.start.elapsed();
+        let rate = h.min_body_rate as f64;
+        // The moment the bytes so far stop meeting the rate (never before body_timeout).
+        let due = h.body_timeout.max(std::time::Duration::from_secs_f64(
+            ctx.body_bytes as f64 / rate,
+        ));
+        if elapsed > h.body_timeout && (ctx.body_bytes as f64) < rate * elapsed.as_secs_f64() {
+            let mut e = Error::explain(
+                ErrorType::ReadTimedout,
+                "the request body arrived slower than min_body_rate",
+            );
+            e.esource = ErrorSource::Downstream;
+            return Err(e);
+        }
+        let wait = due
+            .saturating_sub(elapsed)
+            .clamp(std::time::Duration::from_millis(1), h.body_timeout);
+        session.set_read_timeout(Some(wait));
+        Ok(())
+    }
+
+    /// What Pingora's error lines say about a request: the method and the route, never the
+    /// path, query or a header (they may carry keys and tokens).
+    fn request_summary(&self, session: &Session, ctx: &Ctx) -> String {
+        let route = match (&ctx.rt, ctx.route) {
+            (Some(rt), Some(r)) => &*rt.routes[r].name,
+            _ => "-",
+        };
+        format!(
+            "{} route {route}, request id {}",
+            session.req_header().method,
+            ctx.request_id()
+        )
+    }
+
+    /// A request Pingora could not read (malformed 400, head too slow 408, too large 431):
+    /// problem+json like every other edge answer, and counted.
+    fn invalid_request_response(
+        &self,
+        status: u16,
+        _error: &Error,
+    ) -> Option<(ResponseHeader, Bytes)> {
+        let (problem, detail) = match status {
+            408 => (
+                Problem::RequestTimeout,
+                "The request head did not arrive within header_timeout.",
+            ),
+            431 => (
+                Problem::HeaderFieldsTooLarge,
+                "The request head is over max_header_bytes or max_headers.",
+            ),
+            _ => (Problem::BadRequest, "The request could not be read."),
+        };
+        count_unrouted(&self.shared.metrics, problem.status());
+        let id = new_request_id();
+        let body = problem.body(detail, id.to_str().unwrap_or(""), &[]);
+        let mut resp = header(
+            problem.status(),
+            "application/problem+json",
+            body.len(),
+            &id,
+        )
+        .ok()?;
+        resp.insert_header(http::header::CONNECTION, "close").ok()?;
+        Some((resp, body))
+    }
+
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
         let problem = match e.etype() {
             ErrorType::HTTPStatus(400) => Some(Problem::BadRequest),
@@ -1037,6 +1216,8 @@ impl ProxyHttp for Gateway {
                     ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed => {
                         None
                     }
+                    // A body that stalled or dripped below min_body_rate.
+                    ErrorType::ReadTimedout => Some(Problem::RequestTimeout),
                     _ => Some(Problem::BadRequest),
                 },
                 ErrorSource::Internal | ErrorSource::Unset => Some(Problem::Internal),
@@ -1054,6 +1235,9 @@ impl ProxyHttp for Gateway {
                     Problem::UpstreamUnavailable => "The upstream could not be reached.",
                     Problem::UpstreamTimeout => "The upstream did not answer in time.",
                     Problem::BadRequest => "The request could not be read.",
+                    Problem::RequestTimeout => {
+                        "The request body did not arrive in time (body_timeout, min_body_rate)."
+                    }
                     _ => "The gateway failed to handle this request.",
                 };
                 if let Err(err) = self.problem(session, ctx, p, detail, &[], &[]).await {

@@ -1,0 +1,221 @@
+//! Bounds on downstream connections: how many are open in this process and per client address.
+//!
+//! [`Bounded`] wraps the proxy's server app: each accepted connection takes a slot before
+//! anything is read from it and gives it back when the connection ends, however it ends (the
+//! slot is a guard). Over `max_connections` or `max_connections_per_client` a connection is
+//! closed at once, unread, and counted in `tollgate_connections_refused_total{reason}`; the
+//! open ones show in `tollgate_connections_open`.
+//!
+//! Per client means per address as the socket sees it (IPv6 by the configured prefix, so one
+//! host cannot multiply itself over its /64): X-Forwarded-For is not read yet when a connection
+//! arrives, so behind a load balancer this bound is per balancer and should stay off.
+//!
+//! The bounds are read from the current runtime for every connection, so a reload changes them
+//! for new connections.
+
+use crate::identity::{fold, key_ip};
+use crate::runtime::Shared;
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use pingora::apps::ServerApp;
+use pingora::protocols::Stream;
+use pingora::server::ShutdownWatch;
+use prometheus::{IntCounter, IntGauge};
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Shards of the per-client table: connection set-up on many threads rarely meets one lock.
+const SHARDS: usize = 16;
+
+/// Open connections, in all and per client.
+pub struct Connections {
+    open: AtomicUsize,
+    per_client: Box<[Mutex<HashMap<IpAddr, usize>>]>,
+    gauge: IntGauge,
+    refused_total: IntCounter,
+    refused_client: IntCounter,
+}
+
+/// Why a connection was not accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    Total,
+    PerClient,
+}
+
+impl Connections {
+    pub fn new(gauge: IntGauge, refused_total: IntCounter, refused_client: IntCounter) -> Self {
+        Self {
+            open: AtomicUsize::new(0),
+            per_client: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            gauge,
+            refused_total,
+            refused_client,
+        }
+    }
+
+    fn shard(&self, ip: IpAddr) -> &Mutex<HashMap<IpAddr, usize>> {
+        let h = match ip {
+            IpAddr::V4(a) => u32::from(a) as usize,
+            IpAddr::V6(a) => (u128::from(a) >> 64) as usize,
+        };
+        &self.per_client[h.wrapping_mul(0x9E37_79B9) >> 7 & (SHARDS - 1)]
+    }
+
+    /// A slot for a connection from `client` (already cut to its key prefix), or why not.
+    /// `per_client` 0 means no bound per client.
+    pub fn admit(
+        self: &Arc<Self>,
+        client: Option<IpAddr>,
+        max: usize,
+        per_client: usize,
+    ) -> Result<Slot, Refused> {
+        if self.open.fetch_add(1, Ordering::AcqRel) >= max {
+            self.open.fetch_sub(1, Ordering::AcqRel);
+            self.refused_total.inc();
+            return Err(Refused::Total);
+        }
+        let client = client.filter(|_| per_client > 0);
+        if let Some(ip) = client {
+            let mut m = self.shard(ip).lock();
+            let n = m.entry(ip).or_insert(0);
+            if *n >= per_client {
+                drop(m);
+                self.open.fetch_sub(1, Ordering::AcqRel);
+                self.refused_client.inc();
+                return Err(Refused::PerClient);
+            }
+            *n += 1;
+        }
+        self.gauge.inc();
+        Ok(Slot {
+            conns: self.clone(),
+            client,
+        })
+    }
+
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+}
+
+/// One open connection's place in the counts, given back on drop.
+pub struct Slot {
+    conns: Arc<Connections>,
+    client: Option<IpAddr>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(ip) = self.client {
+            let mut m = self.conns.shard(ip).lock();
+            if let Some(n) = m.get_mut(&ip) {
+                *n -= 1;
+                if *n == 0 {
+                    m.remove(&ip);
+                }
+            }
+        }
+        self.conns.open.fetch_sub(1, Ordering::AcqRel);
+        self.conns.gauge.dec();
+    }
+}
+
+/// The proxy's server app behind the connection bounds.
+pub struct Bounded<A> {
+    inner: Arc<A>,
+    shared: Arc<Shared>,
+}
+
+impl<A> Bounded<A> {
+    pub fn new(inner: A, shared: Arc<Shared>) -> Self {
+        Self {
+            inner: Arc::new(inner),
+            shared,
+        }
+    }
+}
+
+#[async_trait]
+impl<A: ServerApp + Send + Sync + 'static> ServerApp for Bounded<A> {
+    async fn process_new(
+        self: &Arc<Self>,
+        stream: Stream,
+        shutdown: &ShutdownWatch,
+    ) -> Option<Stream> {
+        let rt = self.shared.runtime.load();
+        let server = &rt.config.server;
+        let h = &server.hardening;
+        let client = stream
+            .get_socket_digest()
+            .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()))
+            .map(|ip| key_ip(fold(ip), server.ipv6_prefix));
+        let (max, per_client) = (h.max_connections, h.max_connections_per_client);
+        drop(rt);
+        // Refused: dropped unread (the socket closes at once).
+        let _slot = self
+            .shared
+            .connections
+            .admit(client, max, per_client)
+            .ok()?;
+        self.inner.process_new(stream, shutdown).await
+    }
+
+    async fn cleanup(&self) {
+        self.inner.cleanup().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conns() -> Arc<Connections> {
+        let c = |n: &str| IntCounter::new(n, "x").unwrap_or_else(|_| unreachable!());
+        Arc::new(Connections::new(
+            IntGauge::new("g", "x").unwrap_or_else(|_| unreachable!()),
+            c("a"),
+            c("b"),
+        ))
+    }
+
+    #[test]
+    fn slots_bound_in_all_and_per_client_and_come_back() {
+        let c = conns();
+        let a: IpAddr = [10, 0, 0, 1].into();
+        let b: IpAddr = [10, 0, 0, 2].into();
+        let s1 = c.admit(Some(a), 3, 2);
+        let s2 = c.admit(Some(a), 3, 2);
+        assert!(s1.is_ok() && s2.is_ok());
+        assert_eq!(c.admit(Some(a), 3, 2).err(), Some(Refused::PerClient));
+        let s3 = c.admit(Some(b), 3, 2);
+        assert!(s3.is_ok());
+        assert_eq!(c.admit(Some(b), 3, 2).err(), Some(Refused::Total));
+        assert_eq!(c.open(), 3);
+        drop(s1);
+        assert!(
+            c.admit(Some(a), 3, 2).is_ok(),
+            "a slot given back is free again"
+        );
+        assert_eq!(c.open(), 2, "the admitted slot was dropped at once");
+        drop((s2, s3));
+        assert_eq!(c.open(), 0);
+        assert!(
+            c.per_client.iter().all(|m| m.lock().is_empty()),
+            "no entry left behind"
+        );
+        assert_eq!(c.gauge.get(), 0);
+        assert_eq!((c.refused_total.get(), c.refused_client.get()), (1, 1));
+    }
+
+    #[test]
+    fn no_per_client_bound_when_zero() {
+        let c = conns();
+        let a: IpAddr = [10, 0, 0, 1].into();
+        let slots: Vec<_> = (0..50).map(|_| c.admit(Some(a), 100, 0)).collect();
+        assert!(slots.iter().all(Result::is_ok));
+        assert!(c.per_client.iter().all(|m| m.lock().is_empty()));
+    }
+}
