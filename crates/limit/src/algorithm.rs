@@ -78,8 +78,11 @@ pub trait Algorithm: Send + Sync + 'static {
     fn refund(&self, state: &mut Self::State, now: Nanos, cost: u64);
     /// True when the state is indistinguishable from a new one: dropping it loses nothing.
     fn at_rest(&self, state: &Self::State, now: Nanos) -> bool;
-    /// A timestamp ordering keys by how recently they were used (larger is more recent).
-    fn last_active(&self, state: &Self::State) -> Nanos;
+    /// How far the state is from rest at `now`: 0 exactly when [`Algorithm::at_rest`], larger
+    /// the more its key would get back if the state were dropped (the buckets: the time until
+    /// full again; the windows: the units counted against the key). Only compared between
+    /// states of one algorithm at one `now`: a full [`crate::KeyedStore`] drops the lowest.
+    fn pressure(&self, state: &Self::State, now: Nanos) -> u64;
 }
 
 /// A token bucket: capacity `burst`, refilled continuously at `rate`, exact integer arithmetic.
@@ -219,8 +222,8 @@ impl Algorithm for TokenBucket {
         self.refilled(state, now).tokens >= self.burst
     }
 
-    fn last_active(&self, state: &TokenBucketState) -> Nanos {
-        state.credited_to
+    fn pressure(&self, state: &TokenBucketState, now: Nanos) -> u64 {
+        self.time_until(&self.refilled(state, now), now, self.burst)
     }
 }
 
@@ -311,9 +314,8 @@ impl Algorithm for Gcra {
         *tat <= now
     }
 
-    fn last_active(&self, tat: &Nanos) -> Nanos {
-        // TAT runs ahead of the last request by at most tau: a fair recency order.
-        *tat
+    fn pressure(&self, tat: &Nanos, now: Nanos) -> u64 {
+        tat.saturating_sub(now)
     }
 }
 
@@ -384,7 +386,7 @@ impl Algorithm for LeakyBucket {
         self.gcra.at_rest(tat, now)
     }
 
-    fn last_active(&self, tat: &Nanos) -> Nanos {
-        self.gcra.last_active(tat)
+    fn pressure(&self, tat: &Nanos, now: Nanos) -> u64 {
+        self.gcra.pressure(tat, now)
     }
 }

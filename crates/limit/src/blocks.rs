@@ -7,9 +7,14 @@
 //! replaces it with its longer one. The counts are sliding windows (the weighted estimate of
 //! two fixed windows, as Cloudflare and the `sliding_window` algorithm do).
 //!
-//! [`BlockTable`] holds the blocks: sharded, bounded (full: expired entries go first, then the
-//! ones ending soonest), and free to check while empty (one atomic load: the common case).
-//! Keys are the caller's 64-bit hashes; time is the caller's clock.
+//! [`BlockTable`] holds the blocks: sharded, free to check while empty (one atomic load: the
+//! common case), and bounded. It is a table of its own, apart from the refusal counters: a
+//! counter evicted by the churn of other keys costs its key its progress up the ladder, never
+//! a block. A block leaves the table only when it ends, when it is lifted, or when its shard is
+//! full of blocks in force and it is the one ending soonest (the block being imposed included:
+//! if that one ends first, it is the one not kept). One block gives way at a time, never a
+//! batch: each one lifted early is a pardon. Keys are the caller's 64-bit hashes; time is the
+//! caller's clock.
 
 use crate::clock::Nanos;
 use crate::decision::Rate;
@@ -42,7 +47,14 @@ pub struct Block {
 
 #[repr(align(128))]
 struct Shard {
-    map: RwLock<HashMap<u64, Block, FixedState>>,
+    table: RwLock<Table>,
+}
+
+struct Table {
+    map: HashMap<u64, Block, FixedState>,
+    /// At most the end of every block in `map` (lowered on insert, recomputed when full): a full
+    /// shard can turn away a block that would end first without a scan.
+    soonest: Nanos,
 }
 
 pub struct BlockTable {
@@ -63,7 +75,10 @@ impl BlockTable {
         Self {
             shards: (0..SHARDS)
                 .map(|_| Shard {
-                    map: RwLock::new(HashMap::with_hasher(FixedState::default())),
+                    table: RwLock::new(Table {
+                        map: HashMap::with_hasher(FixedState::default()),
+                        soonest: Nanos::MAX,
+                    }),
                 })
                 .collect(),
             shard_cap: max_entries.max(SHARDS).div_ceil(SHARDS),
@@ -85,11 +100,11 @@ impl BlockTable {
             return None;
         }
         let shard = self.shard(key);
-        let until = shard.map.read().get(&key)?.until;
+        let until = shard.table.read().map.get(&key)?.until;
         if until > now {
             return Some(until - now);
         }
-        let mut map = shard.map.write();
+        let map = &mut shard.table.write().map;
         if map.get(&key).is_some_and(|b| b.until <= now) {
             map.remove(&key);
             self.len.fetch_sub(1, Ordering::Relaxed);
@@ -103,10 +118,10 @@ impl BlockTable {
             return;
         }
         for s in self.shards.iter() {
-            if s.map.read().values().all(|b| b.until > now) {
+            if s.table.read().map.values().all(|b| b.until > now) {
                 continue;
             }
-            let mut map = s.map.write();
+            let map = &mut s.table.write().map;
             let before = map.len();
             map.retain(|_, b| b.until > now);
             self.len.fetch_sub(before - map.len(), Ordering::Relaxed);
@@ -119,49 +134,70 @@ impl BlockTable {
             return None;
         }
         self.shard(key)
-            .map
+            .table
             .read()
+            .map
             .get(&key)
             .copied()
             .filter(|b| b.until > now)
     }
 
     /// Blocks `key` until `block.until` unless a block from a rung at least as high is in
-    /// force. True when this changed the table.
+    /// force, or the key's shard is full of blocks in force that all end no sooner than this
+    /// one. True when this changed the table.
     pub fn impose(&self, key: u64, block: Block, now: Nanos) -> bool {
-        let mut map = self.shard(key).map.write();
-        if let Some(b) = map.get_mut(&key) {
+        let mut t = self.shard(key).table.write();
+        if let Some(b) = t.map.get_mut(&key) {
             if b.until > now && b.rung >= block.rung {
                 return false;
             }
             *b = block;
+            t.soonest = t.soonest.min(block.until);
             return true;
         }
-        if map.len() >= self.shard_cap {
-            let before = map.len();
-            map.retain(|_, b| b.until > now);
-            if map.len() >= self.shard_cap {
-                // Full of live blocks: the ones ending soonest make room.
-                let excess = (map.len() - self.shard_cap + 1).max(self.shard_cap / 8);
-                let mut ends: Vec<Nanos> = map.values().map(|b| b.until).collect();
-                let (_, &mut cutoff, _) = ends.select_nth_unstable(excess - 1);
-                let mut dropped = 0;
-                map.retain(|_, b| {
-                    let drop = dropped < excess && b.until <= cutoff;
-                    dropped += drop as usize;
-                    !drop
-                });
-            }
-            self.len.fetch_sub(before - map.len(), Ordering::Relaxed);
+        if t.map.len() >= self.shard_cap && !self.make_room(&mut t, block.until, now) {
+            return false;
         }
-        map.insert(key, block);
+        t.map.insert(key, block);
+        t.soonest = t.soonest.min(block.until);
         self.len.fetch_add(1, Ordering::Relaxed);
         true
     }
 
+    /// Makes room in a full shard for a block ending at `until`: the blocks that ended go
+    /// (lossless), else the one ending soonest, unless that is the new one (ties keep the old).
+    /// False when the new block is the one to give way.
+    fn make_room(&self, t: &mut Table, until: Nanos, now: Nanos) -> bool {
+        // Nothing ended and nothing ends before the new block: no scan (a key over a rung's
+        // count tries again at each refusal).
+        if t.soonest > now && until <= t.soonest {
+            return false;
+        }
+        let before = t.map.len();
+        t.map.retain(|_, b| b.until > now);
+        self.len.fetch_sub(before - t.map.len(), Ordering::Relaxed);
+        let first = t
+            .map
+            .iter()
+            .min_by_key(|(_, b)| b.until)
+            .map(|(k, b)| (*k, b.until));
+        t.soonest = first.map_or(Nanos::MAX, |(_, end)| end);
+        match first {
+            Some((k, end)) if t.map.len() >= self.shard_cap => {
+                if until <= end {
+                    return false;
+                }
+                t.map.remove(&k);
+                self.len.fetch_sub(1, Ordering::Relaxed);
+                true
+            }
+            _ => true,
+        }
+    }
+
     /// Lifts the block of `key`. True if one was in force.
     pub fn lift(&self, key: u64, now: Nanos) -> bool {
-        match self.shard(key).map.write().remove(&key) {
+        match self.shard(key).table.write().map.remove(&key) {
             Some(b) => {
                 self.len.fetch_sub(1, Ordering::Relaxed);
                 b.until > now
@@ -174,10 +210,11 @@ impl BlockTable {
     pub fn lift_all(&self, now: Nanos) -> usize {
         let mut n = 0;
         for s in self.shards.iter() {
-            let mut map = s.map.write();
-            n += map.values().filter(|b| b.until > now).count();
-            self.len.fetch_sub(map.len(), Ordering::Relaxed);
-            map.clear();
+            let mut t = s.table.write();
+            n += t.map.values().filter(|b| b.until > now).count();
+            self.len.fetch_sub(t.map.len(), Ordering::Relaxed);
+            t.map.clear();
+            t.soonest = Nanos::MAX;
         }
         n
     }
@@ -189,7 +226,7 @@ impl BlockTable {
             return out;
         }
         for s in self.shards.iter() {
-            let mut map = s.map.write();
+            let map = &mut s.table.write().map;
             let before = map.len();
             map.retain(|_, b| b.until > now);
             self.len.fetch_sub(before - map.len(), Ordering::Relaxed);
@@ -206,7 +243,14 @@ impl BlockTable {
         }
         self.shards
             .iter()
-            .map(|s| s.map.read().values().filter(|b| b.until > now).count())
+            .map(|s| {
+                s.table
+                    .read()
+                    .map
+                    .values()
+                    .filter(|b| b.until > now)
+                    .count()
+            })
             .sum()
     }
 }
@@ -227,7 +271,10 @@ pub struct Tripped {
 
 impl Ladder {
     /// `rungs` in any order (they are sorted by block length: the longest is the highest);
-    /// `max_keys` bounds both the counters and the blocks.
+    /// `max_keys` bounds each rung's counters and, in a table of their own, the blocks. A full
+    /// counter store drops the lowest counts first, and the counts of a key at its rung's
+    /// threshold only when their shard holds nothing else (see [`KeyedStore`]); no eviction
+    /// of counts ever lifts a block.
     pub fn new(rungs: &[Rung], max_keys: usize) -> Self {
         let mut rungs = rungs.to_vec();
         rungs.sort_by_key(|r| (r.block_for, r.after));
@@ -273,7 +320,8 @@ impl Ladder {
     }
 
     /// Counts one refusal of `key` at `now`; the highest rung it trips blocks the key (unless
-    /// a block at least as high is in force). Returns the block imposed, if any.
+    /// a block at least as high is in force, or the block table has no room for one ending
+    /// this soon: see [`BlockTable::impose`]). Returns the block imposed, if any.
     pub fn refused(&self, key: u64, now: Nanos) -> Option<Tripped> {
         let mut top = None;
         for (i, (rung, counter)) in self.rungs.iter().enumerate() {
@@ -425,6 +473,60 @@ mod tests {
         assert!(t.lift_all(clock.now()) > 0);
         assert_eq!(t.active(clock.now()), 0);
         assert_eq!(t.check(1, clock.now()), None);
+    }
+
+    /// Keys of one shard (shards are picked by the top bits).
+    fn in_shard(shard: u64, i: u64) -> u64 {
+        shard << 60 | i
+    }
+
+    #[test]
+    fn a_full_table_lets_only_the_block_ending_soonest_go() {
+        // 16 blocks per shard: shard 3 full of blocks ending at 101..=116 s.
+        let t = BlockTable::new(16 * SHARDS);
+        let b = |end: u64, rung: u8| Block {
+            until: end * SEC,
+            rung,
+        };
+        let now = SEC;
+        for i in 0..16 {
+            assert!(t.impose(in_shard(3, i), b(101 + i, 0), now));
+        }
+        assert!(
+            t.impose(in_shard(5, 0), b(50, 0), now),
+            "other shards have room"
+        );
+        // A block ending later: exactly the one ending soonest (101 s) gives way.
+        assert!(t.impose(in_shard(3, 100), b(200, 1), now));
+        assert_eq!(t.get(in_shard(3, 0), now), None);
+        for i in 1..16 {
+            assert_eq!(t.get(in_shard(3, i), now), Some(b(101 + i, 0)), "block {i}");
+        }
+        assert_eq!(t.get(in_shard(3, 100), now), Some(b(200, 1)));
+        // A block that would end first (or with the first: ties keep the old) is not kept, and
+        // nothing is lifted for it, however often it is asked for.
+        for _ in 0..3 {
+            assert!(!t.impose(in_shard(3, 101), b(60, 1), now));
+            assert!(!t.impose(in_shard(3, 101), b(102, 1), now));
+        }
+        assert_eq!(t.get(in_shard(3, 101), now), None);
+        assert_eq!(t.active(now), 17);
+        // Blocks that ended make room first, whatever the new block's end.
+        let later = 105 * SEC;
+        assert!(t.impose(in_shard(3, 102), b(106, 0), later));
+        assert_eq!(
+            t.active(later),
+            17 - 4 + 1 - 1,
+            "102..=105 ended, shard 5's too"
+        );
+        assert!((5..16).all(|i| t.get(in_shard(3, i), later).is_some()));
+        let listed = t.list(later).len();
+        assert_eq!(t.len.load(Ordering::Relaxed), listed);
+        // Lifting keeps the table's own count exact.
+        assert!(t.lift(in_shard(3, 100), later));
+        assert!(t.impose(in_shard(3, 103), b(107, 0), later));
+        let listed = t.list(later).len();
+        assert_eq!(t.len.load(Ordering::Relaxed), listed);
     }
 
     #[test]

@@ -11,8 +11,8 @@
 //! - [`VerdictCache`]: refusals of global limits remembered until they expire.
 //! - [`Ladder`] and [`BlockTable`]: automatic blocks of keys a limit refuses too often.
 //! - [`KeyedStore`]: one state per key per process, sharded so that no global lock exists,
-//!   bounded to `max_keys` with eviction of idle keys first; each state is updated lock-free
-//!   ([`StateCell`]).
+//!   bounded to `max_keys` with eviction of idle keys first and refused keys last; each state
+//!   is updated lock-free ([`StateCell`]).
 //!
 //! Failure modes: none at run time. Arithmetic saturates rather than wraps, a clock that goes
 //! backwards is treated as "no time passed", and a store at capacity evicts rather than grows.

@@ -13,10 +13,31 @@
 //!   updates the key's state with a compare-and-swap ([`StateCell`]): threads deciding at once,
 //!   even on one key, never wait for each other. Only inserting a new key takes the write lock.
 //!   There is no global lock.
-//! - Bounds: each shard holds at most its share of `max_keys`. Inserting into a full shard first
-//!   drops every state at rest (lossless), then, if still above 7/8 of its share, the least
-//!   recently active states (lossy: counted in [`StoreStats::evicted_active`]). Sweeping down to
-//!   7/8 amortises the O(shard) sweep over many inserts, so a flood of new keys stays O(1).
+//! - Bounds: each shard holds at most its share of `max_keys`, and a new key always gets a
+//!   state (a limit never fails open). Inserting into a full shard makes room in this order:
+//!   1. every state at rest (lossless: [`StoreStats::evicted_idle`]);
+//!   2. if the shard is still full, down to 7/8 of its share, the states that would admit a
+//!      request of cost 1 now, lowest [`Algorithm::pressure`] first (those whose keys get the
+//!      least back);
+//!   3. refused states (a request of cost 1 would be refused now) only if the shard holds no
+//!      other state, lowest pressure first (those nearest the end of their refusal).
+//!
+//!   Steps 2 and 3 are lossy ([`StoreStats::evicted_active`]; step 3 also
+//!   [`StoreStats::evicted_refused`]). The guarantee: **a key refused at the moment its shard
+//!   makes room is evicted only if every other key left in that shard (those at rest dropped)
+//!   is refused too**. So a flood of fresh keys cannot lift a refusal while the fresh keys have
+//!   allowance left after their request (any `burst` above 1); lifting one takes a whole shard
+//!   of refused keys (a shard holds at least 1/64 of `max_keys`), and even then the refusals
+//!   nearest their end go first. With `burst = 1` every key just used is refused: a flood
+//!   then evicts refusals nearest their end, each worth at most one request.
+//! - Cost: sweeping down to 7/8 amortises the O(shard) sweep over an eighth of a shard's
+//!   inserts, so a flood of new keys stays O(1) per key. When step 2 cannot free an eighth
+//!   (the shard is mostly refused keys) the keys arriving next are queued, and for an eighth
+//!   of a shard's inserts each evicts the oldest of them that is not refused, in O(1), instead
+//!   of sweeping; the next sweep comes after those (sooner if no such key is left).
+//! - Not done: admission by frequency (TinyLFU, as Pingora's TinyUFO). A new key is always
+//!   admitted, with a full allowance: exactly what dropping it later gives back, so the
+//!   pressure order already puts it first in line.
 
 use crate::algorithm::Algorithm;
 use crate::cell::StateCell;
@@ -25,6 +46,7 @@ use crate::decision::Decision;
 use foldhash::fast::FixedState;
 use hashbrown::HashMap;
 use parking_lot::RwLock;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The default bound on keys per limit.
@@ -38,6 +60,9 @@ pub struct StoreStats {
     pub evicted_idle: u64,
     /// States dropped while not at rest, because the bound was reached: those keys start over.
     pub evicted_active: u64,
+    /// Of `evicted_active`, the states of refused keys (their shard held nothing else): a
+    /// store too small for the keys it must hold back.
+    pub evicted_refused: u64,
     /// Bytes held by the tables (slots and control bytes), not counting the shard headers.
     pub table_bytes: usize,
 }
@@ -53,7 +78,24 @@ pub trait LocalLimiter: Send + Sync + 'static {
 // Padding each shard to its own cache line keeps two threads on two keys from sharing one.
 #[repr(align(128))]
 struct Shard<C> {
-    map: RwLock<HashMap<u64, C, FixedState>>,
+    table: RwLock<Table<C>>,
+}
+
+struct Table<C> {
+    map: HashMap<u64, C, FixedState>,
+    /// Evictions of newcomers left before the next sweep: set when the last sweep could not
+    /// free an eighth of the shard without refused keys.
+    cheap: usize,
+    /// While `cheap`: keys inserted since that sweep, oldest first.
+    newcomers: VecDeque<u64>,
+}
+
+/// Where a state stands at the moment its shard makes room; the lowest is evicted first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Standing {
+    Rest,
+    Open(u64),
+    Refused(u64),
 }
 
 pub struct KeyedStore<A: Algorithm> {
@@ -63,6 +105,7 @@ pub struct KeyedStore<A: Algorithm> {
     shard_cap: usize,
     evicted_idle: AtomicU64,
     evicted_active: AtomicU64,
+    evicted_refused: AtomicU64,
 }
 
 impl<A: Algorithm> KeyedStore<A> {
@@ -74,7 +117,11 @@ impl<A: Algorithm> KeyedStore<A> {
         let shard_cap = max_keys.div_ceil(shards);
         let shards = (0..shards)
             .map(|_| Shard {
-                map: RwLock::new(HashMap::with_hasher(FixedState::default())),
+                table: RwLock::new(Table {
+                    map: HashMap::with_hasher(FixedState::default()),
+                    cheap: 0,
+                    newcomers: VecDeque::new(),
+                }),
             })
             .collect();
         Self {
@@ -84,6 +131,7 @@ impl<A: Algorithm> KeyedStore<A> {
             shard_cap,
             evicted_idle: AtomicU64::new(0),
             evicted_active: AtomicU64::new(0),
+            evicted_refused: AtomicU64::new(0),
         }
     }
 
@@ -97,33 +145,73 @@ impl<A: Algorithm> KeyedStore<A> {
         &self.shards[i]
     }
 
+    /// One pressure and one peek per state: `pressure` is 0 exactly at rest (the trait's
+    /// contract, checked by a proptest), so no separate `at_rest`.
+    fn standing(&self, s: &A::State, now: Nanos) -> Standing {
+        match self.alg.pressure(s, now) {
+            0 => Standing::Rest,
+            p if self.alg.peek(s, now, 1).is_allowed() => Standing::Open(p),
+            p => Standing::Refused(p),
+        }
+    }
+
     /// Makes room for one more key in a full shard (see the module docs).
-    fn make_room(&self, map: &mut HashMap<u64, A::Cell, FixedState>, now: Nanos) {
-        let before = map.len();
-        map.retain(|_, c| !c.read(|s| self.alg.at_rest(s, now)));
-        self.evicted_idle
-            .fetch_add((before - map.len()) as u64, Ordering::Relaxed);
-        let target = self.shard_cap - self.shard_cap / 8;
-        if map.len() < self.shard_cap {
+    fn make_room(&self, t: &mut Table<A::Cell>, now: Nanos) {
+        while t.cheap > 0 {
+            let Some(key) = t.newcomers.pop_front() else {
+                break;
+            };
+            let standing = match t.map.get(&key) {
+                Some(c) => c.read(|s| self.standing(s, now)),
+                None => continue,
+            };
+            let counter = match standing {
+                Standing::Refused(_) => continue,
+                Standing::Rest => &self.evicted_idle,
+                Standing::Open(_) => &self.evicted_active,
+            };
+            t.map.remove(&key);
+            counter.fetch_add(1, Ordering::Relaxed);
+            t.cheap -= 1;
             return;
         }
-        let excess = map.len() - target.min(self.shard_cap - 1);
-        let mut ages: Vec<Nanos> = map
-            .values()
-            .map(|c| c.read(|s| self.alg.last_active(s)))
-            .collect();
-        let (_, &mut cutoff, _) = ages.select_nth_unstable(excess - 1);
-        let mut dropped = 0usize;
-        map.retain(|_, c| {
-            if dropped < excess && c.read(|s| self.alg.last_active(s)) <= cutoff {
-                dropped += 1;
-                false
-            } else {
-                true
-            }
-        });
-        self.evicted_active
-            .fetch_add(dropped as u64, Ordering::Relaxed);
+        t.cheap = 0;
+        t.newcomers.clear();
+        let before = t.map.len();
+        let mut ranked = Vec::with_capacity(before);
+        t.map
+            .retain(|&key, c| match c.read(|s| self.standing(s, now)) {
+                Standing::Rest => false,
+                standing => {
+                    ranked.push((standing, key));
+                    true
+                }
+            });
+        self.evicted_idle
+            .fetch_add((before - t.map.len()) as u64, Ordering::Relaxed);
+        if t.map.len() < self.shard_cap {
+            return;
+        }
+        let target = self.shard_cap - self.shard_cap / 8;
+        let want = t.map.len() - target.min(self.shard_cap - 1);
+        let open = ranked
+            .iter()
+            .filter(|(s, _)| matches!(s, Standing::Open(_)))
+            .count();
+        // Refused keys go only when nothing else is left (the guarantee); short of an eighth,
+        // the newcomers are the next victims.
+        let n = if open == 0 { want } else { want.min(open) };
+        if n < want {
+            t.cheap = want;
+        }
+        ranked.select_nth_unstable(n - 1);
+        let mut refused = 0u64;
+        for (standing, key) in &ranked[..n] {
+            t.map.remove(key);
+            refused += matches!(standing, Standing::Refused(_)) as u64;
+        }
+        self.evicted_active.fetch_add(n as u64, Ordering::Relaxed);
+        self.evicted_refused.fetch_add(refused, Ordering::Relaxed);
     }
 
     /// Updates the key's state with `f` (see [`StateCell::update`]), creating the state (and
@@ -131,31 +219,49 @@ impl<A: Algorithm> KeyedStore<A> {
     #[inline]
     fn update<R>(&self, key: u64, now: Nanos, mut f: impl FnMut(&mut A::State) -> R) -> R {
         let shard = self.shard(key);
-        if let Some(c) = shard.map.read().get(&key) {
+        if let Some(c) = shard.table.read().map.get(&key) {
             return c.update(&mut f);
         }
-        let mut map = shard.map.write();
-        if map.len() >= self.shard_cap && !map.contains_key(&key) {
-            self.make_room(&mut map, now);
+        let mut t = shard.table.write();
+        if !t.map.contains_key(&key) {
+            if t.map.len() >= self.shard_cap {
+                self.make_room(&mut t, now);
+            }
+            if t.cheap > 0 {
+                // Bounded: older newcomers left out are found by the next sweep.
+                if t.newcomers.len() > self.shard_cap / 8 {
+                    t.newcomers.pop_front();
+                }
+                t.newcomers.push_back(key);
+            }
         }
-        map.entry(key)
+        t.map
+            .entry(key)
             .or_insert_with(|| A::Cell::new(self.alg.new_state(now)))
             .update(f)
     }
 
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.map.read().len()).sum()
+        self.shards.iter().map(|s| s.table.read().map.len()).sum()
+    }
+
+    /// Whether the key has a state (one not evicted or forgotten since it was last used).
+    pub fn contains(&self, key: u64) -> bool {
+        self.shard(key).table.read().map.contains_key(&key)
     }
 
     /// Drops the key's state: it starts afresh.
     pub fn forget(&self, key: u64) {
-        self.shard(key).map.write().remove(&key);
+        self.shard(key).table.write().map.remove(&key);
     }
 
     /// Drops every key's state.
     pub fn forget_all(&self) {
         for s in self.shards.iter() {
-            s.map.write().clear();
+            let mut t = s.table.write();
+            t.map.clear();
+            t.newcomers.clear();
+            t.cheap = 0;
         }
     }
 
@@ -176,14 +282,14 @@ impl<A: Algorithm> LocalLimiter for KeyedStore<A> {
     }
 
     fn peek(&self, key: u64, now: Nanos, cost: u64) -> Decision {
-        match self.shard(key).map.read().get(&key) {
+        match self.shard(key).table.read().map.get(&key) {
             Some(c) => c.read(|s| self.alg.peek(s, now, cost)),
             None => self.alg.peek(&self.alg.new_state(now), now, cost),
         }
     }
 
     fn refund(&self, key: u64, now: Nanos, cost: u64) {
-        if let Some(c) = self.shard(key).map.read().get(&key) {
+        if let Some(c) = self.shard(key).table.read().map.get(&key) {
             c.update(|s| self.alg.refund(s, now, cost));
         }
     }
@@ -191,17 +297,19 @@ impl<A: Algorithm> LocalLimiter for KeyedStore<A> {
     fn stats(&self) -> StoreStats {
         let slot = std::mem::size_of::<(u64, A::Cell)>() + 1;
         let (keys, table_bytes) = self.shards.iter().fold((0, 0), |(k, b), s| {
-            let m = s.map.read();
-            let buckets = match m.capacity() {
+            let t = s.table.read();
+            let buckets = match t.map.capacity() {
                 0 => 0,
                 c => (c * 8 / 7).next_power_of_two(),
             };
-            (k + m.len(), b + buckets * slot)
+            let queue = t.newcomers.capacity() * std::mem::size_of::<u64>();
+            (k + t.map.len(), b + buckets * slot + queue)
         });
         StoreStats {
             keys,
             evicted_idle: self.evicted_idle.load(Ordering::Relaxed),
             evicted_active: self.evicted_active.load(Ordering::Relaxed),
+            evicted_refused: self.evicted_refused.load(Ordering::Relaxed),
             table_bytes,
         }
     }

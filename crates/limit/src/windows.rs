@@ -151,9 +151,10 @@ impl Algorithm for FixedWindow {
         self.current(state, now).0.count == 0
     }
 
-    fn last_active(&self, state: &WindowCount) -> Nanos {
-        // Window indexes grow with time, whatever the windows.
-        state.index
+    fn pressure(&self, state: &WindowCount, now: Nanos) -> u64 {
+        // Windows are aligned, so every key's count ends at the same time: the count alone
+        // says what dropping the state would give back.
+        self.current(state, now).0.count
     }
 }
 
@@ -298,8 +299,14 @@ impl Algorithm for SlidingWindow {
         s.current == 0 && s.previous == 0
     }
 
-    fn last_active(&self, state: &SlidingCounts) -> Nanos {
-        state.index.saturating_mul(self.window)
+    fn pressure(&self, state: &SlidingCounts, now: Nanos) -> u64 {
+        let s = self.rolled(state, now);
+        let w = self.window as u128;
+        let elapsed = (now.saturating_sub(s.index * self.window) as u128).min(w);
+        let used = s.previous as u128 * (w - elapsed) + s.current as u128 * w;
+        // The weighted count in 1/65536ths of a unit (< 2^49), rounded up so that only rest
+        // is 0.
+        u64::try_from((used << 16).div_ceil(w)).unwrap_or(u64::MAX)
     }
 }
 
@@ -391,7 +398,7 @@ impl Algorithm for SlidingLog {
         log.back().is_none_or(|&t| !self.live(t, now))
     }
 
-    fn last_active(&self, log: &Log) -> Nanos {
-        log.back().copied().unwrap_or(0)
+    fn pressure(&self, log: &Log, now: Nanos) -> u64 {
+        (log.len() - self.live_from(log, now)) as u64
     }
 }
