@@ -692,13 +692,22 @@ async fn churn_cannot_evict_an_exhausted_bucket_or_a_block() {
     let toml = format!(
         r#"{}
 [[routes]]
-name = "api"
-path_prefix = "/"
+name = "bucket"
+path_prefix = "/bucket"
 respond = {{ status = 200, body = "ok" }}
 limits = ["per_key"]
+[[routes]]
+name = "login"
+path_prefix = "/login"
+respond = {{ status = 200, body = "ok" }}
+limits = ["guarded"]
 [limits.per_key]
 key = "header:x-key"
-rate = "2/h"
+rate = "3/h"
+max_keys = 64
+[limits.guarded]
+key = "header:x-key"
+rate = "1/h"
 max_keys = 64
 block = [{{ after = 3, within = "1h", for = "1h" }}]
 "#,
@@ -706,36 +715,48 @@ block = [{{ after = 3, within = "1h", for = "1h" }}]
     );
     let _gw = start(&toml, port, admin).await;
     let mut conn = Conn::open(port).await.expect("connect");
-    async fn status(conn: &mut Conn, key: &str) -> u16 {
-        conn.send("GET", "/", &[("x-key", key)], "")
+    async fn status(conn: &mut Conn, path: &str, key: &str) -> u16 {
+        conn.send("GET", path, &[("x-key", key)], "")
             .await
             .expect("request")
             .status
     }
-    // "victim" exhausted (2 allowed, then refused); "blocked" refused 3 times: blocked.
-    assert_eq!(status(&mut conn, "victim").await, 200);
-    assert_eq!(status(&mut conn, "victim").await, 200);
-    assert_eq!(status(&mut conn, "victim").await, 429);
-    for _ in 0..2 {
-        status(&mut conn, "blocked").await;
-    }
+    // "victim" exhausts its bucket; "blocked" is refused 3 times and blocked.
     for _ in 0..3 {
-        status(&mut conn, "blocked").await;
+        assert_eq!(status(&mut conn, "/bucket", "victim").await, 200);
     }
-    assert_eq!(status(&mut conn, "blocked").await, 403);
-    // 3,000 fresh keys through a 64-key limit, each refused too (so they fill the ladder).
+    assert_eq!(status(&mut conn, "/bucket", "victim").await, 429);
+    assert_eq!(status(&mut conn, "/login", "blocked").await, 200);
+    for _ in 0..3 {
+        assert_eq!(status(&mut conn, "/login", "blocked").await, 429);
+    }
+    assert_eq!(status(&mut conn, "/login", "blocked").await, 403);
+    // 3,000 fresh keys through each 64-key limit: one request each through the bucket, and
+    // an allowed and a refused one through the guarded limit (its refusal counts churn).
     for i in 0..3000 {
-        status(&mut conn, &format!("churn-{i}")).await;
+        let key = format!("churn-{i}");
+        assert_eq!(status(&mut conn, "/bucket", &key).await, 200);
+        assert_eq!(status(&mut conn, "/login", &key).await, 200);
+        assert_eq!(status(&mut conn, "/login", &key).await, 429);
     }
     assert_eq!(
-        status(&mut conn, "victim").await,
+        status(&mut conn, "/bucket", "victim").await,
         429,
         "the exhausted bucket survived"
     );
     assert_eq!(
-        status(&mut conn, "blocked").await,
+        status(&mut conn, "/login", "blocked").await,
         403,
         "the block survived"
+    );
+    let m = metrics(admin).await;
+    assert!(
+        metric(
+            &m,
+            "tollgate_limiter_evicted_keys_total",
+            &["limit=\"per_key\""]
+        ) > 2000.0,
+        "the churn did evict: {m}"
     );
 }
 

@@ -3,6 +3,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use pingora::apps::HttpServerOptions;
+use pingora::listeners::{L4BufferSettings, ListenerConfig};
 use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
 use pingora::services::background::background_service;
@@ -20,6 +21,9 @@ use tollgate_proxy::{Gateway, Shared};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const DEFAULT_CONFIG: &str = "conf/tollgate.toml";
+
+/// Bytes of read buffer per downstream connection (see `run`).
+const L4_READ_BUFFER: usize = 0;
 
 #[derive(Parser)]
 #[command(
@@ -232,7 +236,15 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
         tollgate_proxy::connections::Bounded::new(app, shared.clone()),
     );
     for addr in &server_cfg.listen {
-        proxy.add_tcp(&addr.to_string());
+        // Pingora's default 64 KiB read buffer per connection made an idle connection cost
+        // ~77 KiB; the head and body are read into buffers of their own, so a small one is
+        // enough (bench/README.md, "Idle connections").
+        proxy.add_listener(
+            ListenerConfig::tcp(addr.to_string()).l4_buffer(L4BufferSettings::new(
+                L4_READ_BUFFER,
+                pingora::listeners::DEFAULT_L4_WRITE_BUFFER_SIZE,
+            )),
+        );
     }
     proxy.threads = Some(server_cfg.threads);
     server.add_service(proxy);

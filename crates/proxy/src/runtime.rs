@@ -822,6 +822,7 @@ impl Shared {
                 entry.2.keys += s.keys;
                 entry.2.evicted_idle += s.evicted_idle;
                 entry.2.evicted_active += s.evicted_active;
+                entry.2.evicted_refused += s.evicted_refused;
             }
         }
         for (name, cache, s) in per_name {
@@ -848,6 +849,14 @@ impl Shared {
                     .limiter_evicted
                     .with_label_values(&[name, "active"]),
                 s.evicted_active,
+            );
+            // A refused key evicted: max_keys is too small for what it must hold back.
+            Metrics::mirror(
+                &self
+                    .metrics
+                    .limiter_evicted
+                    .with_label_values(&[name, "refused"]),
+                s.evicted_refused,
             );
         }
         let now = self.clock.now();

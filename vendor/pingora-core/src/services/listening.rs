@@ -231,7 +231,10 @@ impl<A: ServerApp + Send + Sync + 'static> Service<A> {
                     let shutdown = shutdown.clone();
                     current_handle().spawn(async move {
                         let peer_addr = io.peer_addr();
-                        match timeout(Duration::from_secs(60), io.handshake()).await {
+                        // Boxed: the (TLS) handshake's state would otherwise be part of every
+                        // connection's task for its whole life, idle or not.
+                        let handshake = Box::pin(io.handshake());
+                        match timeout(Duration::from_secs(60), handshake).await {
                             Ok(handshake) => {
                                 match handshake {
                                     Ok(io) => Self::handle_event(io, app, shutdown).await,
