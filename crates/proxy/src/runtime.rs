@@ -708,11 +708,7 @@ fn route_inputs(
             }
             KeySource::Query(name) => inputs.query(name),
             KeySource::UserAgent | KeySource::IpUa => inputs.header(http::header::USER_AGENT),
-            KeySource::Body(field) => {
-                if !body.contains(field) {
-                    body.push(field.clone());
-                }
-            }
+            KeySource::Body(field) if !body.contains(field) => body.push(field.clone()),
             _ => {}
         }
     }
