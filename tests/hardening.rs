@@ -140,6 +140,13 @@ rate = "2/h"
         "/%2e%2e/login",
         "/lo%67in",
         "/login;x=1",
+        // Targets that do not start with "/": a parser may repair them, the gateway refuses.
+        "%2flogin",
+        "login",
+        "./login",
+        "x/../login",
+        "a:b/login",
+        "*",
     ] {
         let r = raw(port, &format!("GET {spelling} HTTP/1.1"), &[]).await;
         assert!(
@@ -167,10 +174,16 @@ rate = "2/h"
     }
     assert_eq!(be.hits(), hits);
 
-    // Elsewhere the canonical path is what the upstream reads; reserved escapes stay.
+    // Elsewhere the canonical path is what the upstream reads; reserved escapes stay, bytes
+    // outside ASCII are escaped, an absolute-form target goes in origin form.
     let r = raw(port, "GET /a/./b/../c//d%3b%7e?q=%2F&x HTTP/1.1", &[]).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(body_of(&r)["path"], "/a/c/d%3B~?q=%2F&x");
+    let r = raw(port, "GET /x/../lo\u{e9} HTTP/1.1", &[]).await;
+    assert_eq!(body_of(&r)["path"], "/lo%C3%A9", "{}", r.text);
+    let r = raw(port, "GET http://127.0.0.1/a//b?c HTTP/1.1", &[]).await;
+    assert_eq!(body_of(&r)["path"], "/a/b?c", "{}", r.text);
+    assert_eq!(body_of(&r)["headers"]["host"], "127.0.0.1", "{}", r.text);
 }
 
 fn slashes(port: u16, admin: u16, extra: &str, backend: std::net::SocketAddr) -> String {
@@ -277,6 +290,18 @@ respond = {{ status = 200, body = "other" }}
     let r = read_to_close(&mut s, Instant::now()).await;
     assert_eq!(r.status, 400, "{}", r.text);
 
+    // An absolute-form target without a Host header names the host.
+    for target in ["http://API.example.com./x", "HTTP://api.example.com:80"] {
+        let mut s = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        s.write_all(format!("GET {target} HTTP/1.1\r\nConnection: close\r\n\r\n").as_bytes())
+            .await
+            .expect("write");
+        let r = read_to_close(&mut s, Instant::now()).await;
+        assert!(r.text.ends_with("api"), "{target}: {}", r.text);
+    }
+
     // h2's :authority, with a trailing dot and upper case.
     let stream = TcpStream::connect(("127.0.0.1", port))
         .await
@@ -372,6 +397,17 @@ rate = "1/h"
     .await;
     assert_eq!(r.status, 400, "{}", r.text);
     assert_eq!(body_of(&r)["error_code"], "AMBIGUOUS_REQUEST");
+    // A key header the client names as hop-by-hop: the upstream would never see it.
+    let mut s = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    s.write_all(
+        b"GET /h HTTP/1.1\r\nHost: x\r\nX-API-Key: c\r\nConnection: close, X-API-Key\r\n\r\n",
+    )
+    .await
+    .expect("write");
+    let r = read_to_close(&mut s, Instant::now()).await;
+    assert_eq!(body_of(&r)["error_code"], "AMBIGUOUS_REQUEST", "{}", r.text);
     // A denied User-Agent behind a benign one.
     let r = raw(
         port,
@@ -431,6 +467,23 @@ async fn idle_short_and_trickled_heads_are_closed_within_header_timeout() {
         assert!(
             r.closed_after >= Duration::from_millis(900),
             "{first:?}: closed early"
+        );
+    }
+
+    // A whole request shorter than the h2c preface is answered at once.
+    for short in [&b"GET / HTTP/1.0\r\n\r\n"[..], b"GET /x HTTP/1.1\r\n\r\n"] {
+        let t0 = Instant::now();
+        let mut s = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        s.write_all(short).await.expect("write");
+        let mut buf = [0u8; 12];
+        s.read_exact(&mut buf).await.expect("an answer");
+        assert!(buf.starts_with(b"HTTP/1.1 "), "{buf:?}");
+        assert!(
+            t0.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            t0.elapsed()
         );
     }
 
@@ -597,6 +650,25 @@ async fn big_heads_get_431_and_nothing_is_forwarded() {
     let r = raw(port, &format!("GET /{} HTTP/1.1", "p".repeat(40_000)), &[]).await;
     assert_eq!(r.status, 431);
     assert_eq!(be.hits(), 0, "nothing reached the upstream");
+    // Over h2 the field count is bounded too.
+    let stream = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("h2 handshake");
+    tokio::spawn(conn);
+    let mut req = http::Request::builder().uri(format!("http://127.0.0.1:{port}/"));
+    for i in 0..120 {
+        req = req.header(format!("x-h{i}"), "v");
+    }
+    let req = req
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .expect("request");
+    assert_eq!(send.send_request(req).await.expect("h2").status(), 431);
     // Just under the bounds passes.
     let fine = "a".repeat(30_000);
     assert_eq!(
@@ -608,7 +680,7 @@ async fn big_heads_get_431_and_nothing_is_forwarded() {
     let m = metrics(admin).await;
     assert_eq!(
         metric(&m, "http_requests_total", &["status=\"431\""]),
-        3.0,
+        4.0,
         "{m}"
     );
 }

@@ -68,40 +68,55 @@ fn is_control(b: u8) -> bool {
     b < 0x20 || b == 0x7f
 }
 
-/// Nothing in the path can need a change: no escape, backslash, control character, empty or
-/// dot segment. Most paths are like this and are borrowed as they are.
-fn plainly_canonical(path: &str) -> bool {
-    let b = path.as_bytes();
+/// Nothing in the path can need a change: ASCII without escape, backslash, control character,
+/// empty or dot segment. Most paths are like this and are borrowed as they are.
+fn plainly_canonical(b: &[u8]) -> bool {
     b.first() == Some(&b'/')
-        && !b.iter().any(|&c| c == b'%' || c == b'\\' || is_control(c))
+        && !b
+            .iter()
+            .any(|&c| c == b'%' || c == b'\\' || is_control(c) || !c.is_ascii())
         && !b.windows(2).any(|w| w == b"//" || w == b"/.")
 }
 
-/// The canonical spelling of `path` (the path of the request target, without its query), or
-/// why it is refused. Borrowed when the path is already canonical.
-pub fn normalize_path(path: &str, rules: PathRules) -> Result<Cow<'_, str>, Refusal> {
+fn hex_value(h: u8) -> Option<u8> {
+    (h as char).to_digit(16).map(|d| d as u8)
+}
+
+/// Appends `%XX` (upper-case hex) for `b`.
+fn push_escaped(seg: &mut String, b: u8) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    seg.push('%');
+    seg.push(HEX[(b >> 4) as usize] as char);
+    seg.push(HEX[(b & 0xf) as usize] as char);
+}
+
+/// The canonical spelling of `path` (the path of the request target as the client sent it,
+/// without its query), or why it is refused. Borrowed when the path is already canonical.
+/// Bytes outside ASCII (UTF-8 or not) are percent-encoded, so `/é` and `/%C3%A9` are one
+/// path.
+pub fn normalize_path(path: &[u8], rules: PathRules) -> Result<Cow<'_, str>, Refusal> {
     if plainly_canonical(path) {
-        return Ok(Cow::Borrowed(path));
+        // ASCII, as checked just above.
+        if let Ok(p) = std::str::from_utf8(path) {
+            return Ok(Cow::Borrowed(p));
+        }
     }
-    let Some(rest) = path.strip_prefix('/') else {
+    let Some(rest) = path.strip_prefix(b"/") else {
         return Err(Refusal::NotAbsolute);
     };
     // Segments with unreserved escapes decoded; a decoded slash may split one raw segment.
     let mut segments: Vec<String> = Vec::new();
-    for raw in rest.split('/') {
-        let mut seg = String::with_capacity(raw.len());
-        let bytes = raw.as_bytes();
+    for bytes in rest.split(|&b| b == b'/') {
+        let mut seg = String::with_capacity(bytes.len());
         let mut i = 0;
         while i < bytes.len() {
             let b = bytes[i];
             if b == b'%' {
-                let hex = raw
-                    .get(i + 1..i + 3)
-                    .filter(|h| h.bytes().all(|c| c.is_ascii_hexdigit()));
-                let Some(v) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) else {
+                let hex = bytes.get(i + 1..i + 3);
+                let Some(v) = hex.and_then(|h| Some((hex_value(h[0])? << 4) | hex_value(h[1])?))
+                else {
                     return Err(Refusal::BadEscape);
                 };
-                let hex = hex.unwrap_or_default();
                 i += 3;
                 if is_unreserved(v) {
                     seg.push(v as char);
@@ -114,8 +129,7 @@ pub fn normalize_path(path: &str, rules: PathRules) -> Result<Cow<'_, str>, Refu
                 } else if is_control(v) {
                     return Err(Refusal::Control);
                 } else {
-                    seg.push('%');
-                    seg.push_str(&hex.to_ascii_uppercase());
+                    push_escaped(&mut seg, v);
                 }
                 continue;
             }
@@ -125,8 +139,11 @@ pub fn normalize_path(path: &str, rules: PathRules) -> Result<Cow<'_, str>, Refu
             if is_control(b) {
                 return Err(Refusal::Control);
             }
-            // The target is ASCII (the HTTP layer escapes anything else), so bytes are chars.
-            seg.push(b as char);
+            if b.is_ascii() {
+                seg.push(b as char);
+            } else {
+                push_escaped(&mut seg, b);
+            }
             i += 1;
         }
         segments.push(seg);
@@ -157,9 +174,6 @@ pub fn normalize_path(path: &str, rules: PathRules) -> Result<Cow<'_, str>, Refu
     }
     if trailing_slash || out.is_empty() {
         canonical.push('/');
-    }
-    if canonical == path {
-        return Ok(Cow::Borrowed(path));
     }
     Ok(Cow::Owned(canonical))
 }
@@ -236,12 +250,25 @@ impl Inputs {
         }
     }
 
-    /// The first input given more than once, by name.
+    /// The first input given more than once, or named in `Connection` (the gateway would
+    /// read it, and strip it as hop-by-hop before the upstream could), by name.
     pub fn ambiguous(&self, headers: &http::HeaderMap, query: Option<&str>) -> Option<String> {
         for h in &self.headers {
             let mut values = headers.get_all(h).iter();
             if values.next().is_some() && values.next().is_some() {
                 return Some(h.as_str().to_string());
+            }
+        }
+        if !self.headers.is_empty() {
+            for v in headers.get_all(http::header::CONNECTION) {
+                let tokens = v.to_str().unwrap_or_default().split(',');
+                if let Some(t) = tokens.map(str::trim).find(|t| {
+                    self.headers
+                        .iter()
+                        .any(|h| h.as_str().eq_ignore_ascii_case(t))
+                }) {
+                    return Some(format!("Connection: {t}"));
+                }
             }
         }
         if let (false, Some(q)) = (self.query.is_empty(), query) {
@@ -272,7 +299,7 @@ mod tests {
     };
 
     fn n(p: &str) -> Result<String, Refusal> {
-        normalize_path(p, NGINX).map(Cow::into_owned)
+        normalize_path(p.as_bytes(), NGINX).map(Cow::into_owned)
     }
 
     #[test]
@@ -298,7 +325,7 @@ mod tests {
     fn plain_paths_are_borrowed() {
         for p in ["/", "/api/v1/users", "/a-b_c~d", "/a.b/c.d", "/x/"] {
             assert!(
-                matches!(normalize_path(p, NGINX), Ok(Cow::Borrowed(_))),
+                matches!(normalize_path(p.as_bytes(), NGINX), Ok(Cow::Borrowed(_))),
                 "{p}"
             );
         }
@@ -334,6 +361,19 @@ mod tests {
     }
 
     #[test]
+    fn bytes_outside_ascii_are_escaped() {
+        assert_eq!(n("/x/../lo\u{e9}").as_deref(), Ok("/lo%C3%A9"));
+        assert_eq!(
+            n("/lo\u{e9}").as_deref(),
+            Ok("/lo%C3%A9"),
+            "raw UTF-8 is one spelling"
+        );
+        assert_eq!(n("/lo%c3%a9").as_deref(), Ok("/lo%C3%A9"));
+        let invalid = normalize_path(b"/a\xff", NGINX).map(Cow::into_owned);
+        assert_eq!(invalid.as_deref(), Ok("/a%FF"), "invalid UTF-8 too");
+    }
+
+    #[test]
     fn what_cannot_be_made_canonical_is_refused() {
         assert_eq!(n("/.%2flogin"), Err(Refusal::EncodedSlash));
         assert_eq!(n("/a%2Fb"), Err(Refusal::EncodedSlash));
@@ -362,22 +402,22 @@ mod tests {
             merge_slashes: true,
             escaped_slashes: EscapedSlashes::Decode,
         };
-        assert_eq!(normalize_path("/a%2fb", keep).as_deref(), Ok("/a%2Fb"));
-        assert_eq!(normalize_path("/a%5cb", keep).as_deref(), Ok("/a%5Cb"));
+        assert_eq!(normalize_path(b"/a%2fb", keep).as_deref(), Ok("/a%2Fb"));
+        assert_eq!(normalize_path(b"/a%5cb", keep).as_deref(), Ok("/a%5Cb"));
         assert_eq!(
-            normalize_path("/.%2flogin", keep).as_deref(),
+            normalize_path(b"/.%2flogin", keep).as_deref(),
             Ok("/.%2Flogin")
         );
         assert_eq!(
-            normalize_path("/.%2flogin", decode).as_deref(),
+            normalize_path(b"/.%2flogin", decode).as_deref(),
             Ok("/login")
         );
         assert_eq!(
-            normalize_path("/a%5c..%5clogin", decode).as_deref(),
+            normalize_path(b"/a%5c..%5clogin", decode).as_deref(),
             Ok("/login")
         );
         assert_eq!(
-            normalize_path("/%2e%2e%2fetc", decode),
+            normalize_path(b"/%2e%2e%2fetc", decode),
             Err(Refusal::AboveRoot)
         );
     }
@@ -388,8 +428,8 @@ mod tests {
             merge_slashes: false,
             escaped_slashes: EscapedSlashes::Reject,
         };
-        assert_eq!(normalize_path("//a//b", keep).as_deref(), Ok("//a//b"));
-        assert_eq!(normalize_path("//a/./b", keep).as_deref(), Ok("//a/b"));
+        assert_eq!(normalize_path(b"//a//b", keep).as_deref(), Ok("//a//b"));
+        assert_eq!(normalize_path(b"//a/./b", keep).as_deref(), Ok("//a/b"));
     }
 
     #[test]
@@ -414,6 +454,15 @@ mod tests {
             i.ambiguous(&h, Some("api_key=a&%61pi_key=b")).as_deref(),
             Some("?api_key"),
             "names are compared decoded"
+        );
+        let mut hop = h.clone();
+        hop.append(
+            "connection",
+            http::HeaderValue::from_static("keep-alive, X-API-Key"),
+        );
+        assert_eq!(
+            i.ambiguous(&hop, None).as_deref(),
+            Some("Connection: X-API-Key")
         );
         h.append("X-Api-Key", http::HeaderValue::from_static("b"));
         assert_eq!(i.ambiguous(&h, None).as_deref(), Some("x-api-key"));

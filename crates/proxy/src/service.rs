@@ -99,6 +99,8 @@ pub struct Ctx {
     /// The canonical path when it differs from the client's spelling: routing and keys read
     /// it, and the upstream is sent it (with the query as the client wrote it).
     canonical_path: Option<String>,
+    /// An absolute-form target's authority: the upstream's Host if the client sent none.
+    target_authority: Option<String>,
     /// Request body bytes passed on so far, for `min_body_rate`.
     body_bytes: u64,
 }
@@ -290,14 +292,52 @@ async fn read_key_body(
         .map_err(|why| (Problem::BadRequest, why))
 }
 
-/// The request's host and path in their canonical spellings ([`crate::normalize`]), or the
-/// 400 that refuses them. The host is the URI's authority (h2's `:authority`, an absolute
-/// target) or else the one Host header; two Host headers are ambiguous.
-#[allow(clippy::type_complexity)]
+/// What a request asked for, in canonical spellings ([`crate::normalize`]).
+struct Target<'r> {
+    host: Option<Cow<'r, str>>,
+    path: Cow<'r, str>,
+    /// The upstream must be sent another target: the canonical path differs from the one
+    /// sent, or the target was in absolute form.
+    rewrite: bool,
+    /// An absolute-form target's authority, as sent (the upstream's Host when it had none).
+    authority: Option<&'r str>,
+}
+
+/// `http://` or `https://` (any case) at the start of an absolute-form target: its length.
+fn absolute_scheme(raw: &[u8]) -> Option<usize> {
+    ["http://", "https://"].iter().find_map(|s| {
+        let n = s.len();
+        (raw.len() >= n && raw[..n].eq_ignore_ascii_case(s.as_bytes())).then_some(n)
+    })
+}
+
+/// The request's target and host made canonical, or the 400 that refuses them. The target is
+/// read as the client sent it (`raw_path`), never through a parser's repair: an origin-form
+/// path, or an absolute-form `http(s)://authority/path`; anything else is refused. The host
+/// is h2's `:authority`, an absolute target's authority, or else the one Host header; two
+/// Host headers are ambiguous.
 fn canonical_target(
     req: &RequestHeader,
     rules: PathRules,
-) -> std::result::Result<(Option<Cow<'_, str>>, Cow<'_, str>), (Problem, &'static str)> {
+) -> std::result::Result<Target<'_>, (Problem, &'static str)> {
+    let bad = |r: Refusal| (Problem::BadRequest, r.detail());
+    let raw = req.raw_path();
+    let raw = &raw[..raw.iter().position(|&b| b == b'?').unwrap_or(raw.len())];
+    let (path, authority) = match (raw.first(), absolute_scheme(raw)) {
+        (Some(b'/'), _) => (raw, None),
+        (_, Some(n)) => {
+            let rest = &raw[n..];
+            let end = rest.iter().position(|&b| b == b'/').unwrap_or(rest.len());
+            let authority = std::str::from_utf8(&rest[..end]).map_err(|_| bad(Refusal::BadHost))?;
+            let path = if end == rest.len() {
+                &b"/"[..]
+            } else {
+                &rest[end..]
+            };
+            (path, Some(authority))
+        }
+        _ => return Err(bad(Refusal::NotAbsolute)),
+    };
     let mut hosts = req.headers.get_all(http::header::HOST).iter();
     let header = hosts.next();
     if hosts.next().is_some() {
@@ -306,23 +346,24 @@ fn canonical_target(
             "The Host header is given more than once.",
         ));
     }
-    let raw_host = match req.uri.authority() {
-        Some(a) => Some(a.as_str()),
-        None => match header {
-            Some(h) => Some(
-                h.to_str()
-                    .map_err(|_| (Problem::BadRequest, Refusal::BadHost.detail()))?,
-            ),
-            None => None,
-        },
+    let raw_host = match (req.uri.authority(), authority, header) {
+        (Some(a), _, _) => Some(a.as_str()),
+        (None, Some(a), _) => Some(a),
+        (None, None, Some(h)) => Some(h.to_str().map_err(|_| bad(Refusal::BadHost))?),
+        (None, None, None) => None,
     };
     let host = match raw_host.filter(|h| !h.is_empty()) {
-        Some(h) => Some(normalize_host(h).map_err(|r| (Problem::BadRequest, r.detail()))?),
+        Some(h) => Some(normalize_host(h).map_err(bad)?),
         None => None,
     };
-    let path =
-        normalize_path(req.uri.path(), rules).map_err(|r| (Problem::BadRequest, r.detail()))?;
-    Ok((host, path))
+    let canonical = normalize_path(path, rules).map_err(bad)?;
+    let rewrite = authority.is_some() || canonical.as_bytes() != path;
+    Ok(Target {
+        host,
+        path: canonical,
+        rewrite,
+        authority,
+    })
 }
 
 impl Gateway {
@@ -756,6 +797,7 @@ impl ProxyHttp for Gateway {
             client: None,
             refund_unless_failure: Vec::new(),
             canonical_path: None,
+            target_authority: None,
             body_bytes: 0,
         }
     }
@@ -778,13 +820,28 @@ impl ProxyHttp for Gateway {
         // arrives (request_body_filter).
         session.set_read_timeout(Some(hardening.body_timeout));
 
-        // Stage 1: what was asked, in its one canonical spelling.
+        // Stage 1: what was asked, in its one canonical spelling. (HTTP/1 heads over
+        // max_headers never get here; an h2 head is counted here.)
+        let req = session.req_header();
+        if req.headers.len() > hardening.max_headers {
+            self.problem(
+                session,
+                ctx,
+                Problem::HeaderFieldsTooLarge,
+                "The request head is over max_header_bytes or max_headers.",
+                &[],
+                &[],
+            )
+            .await?;
+            return Ok(true);
+        }
         let req = session.req_header();
         let found = match canonical_target(req, rt.path_rules) {
-            Ok((host, path)) => {
-                let route = rt.route_for(host.as_deref(), &path, req.method.as_str());
-                if let Cow::Owned(p) = path {
-                    ctx.canonical_path = Some(p);
+            Ok(t) => {
+                let route = rt.route_for(t.host.as_deref(), &t.path, req.method.as_str());
+                if t.rewrite {
+                    ctx.canonical_path = Some(t.path.into_owned());
+                    ctx.target_authority = t.authority.map(str::to_string);
                 }
                 Ok(route)
             }
@@ -1062,15 +1119,21 @@ impl ProxyHttp for Gateway {
     ) -> Result<()> {
         upstream.insert_header("x-request-id", ctx.request_id.clone())?;
         if let Some(path) = &ctx.canonical_path {
-            // The upstream reads what the gateway routed on; the query goes as it came.
-            let target = match upstream.uri.query() {
-                Some(q) => format!("{path}?{q}"),
-                None => path.clone(),
-            };
-            let uri = http::Uri::try_from(target).map_err(|_| {
-                Error::explain(ErrorType::InvalidHTTPHeader, "canonical request path")
-            })?;
-            upstream.set_uri(uri);
+            // The upstream reads what the gateway routed on, in origin form; the query goes
+            // as it came.
+            let raw = upstream.raw_path();
+            let query = raw
+                .iter()
+                .position(|&b| b == b'?')
+                .map(|q| raw[q..].to_vec());
+            let mut target = path.clone().into_bytes();
+            target.extend_from_slice(query.as_deref().unwrap_or_default());
+            upstream.set_raw_path(&target)?;
+            if let Some(authority) = &ctx.target_authority {
+                if !upstream.headers.contains_key(http::header::HOST) {
+                    upstream.insert_header(http::header::HOST, authority.as_str())?;
+                }
+            }
         }
         // X-Forwarded-For: every prior value in order, then the peer, in one buffer.
         let mut xff = Vec::with_capacity(64);

@@ -319,8 +319,20 @@ where
         // try to read h2 preface
         else if h2c && !custom {
             let mut buf = [0u8; H2_PREFACE.len()];
-            // A client that sends fewer bytes than the preface would hold the peek forever.
-            let peek = stream.try_peek(&mut buf);
+            // The first bytes decide: a head that does not start with the preface's "PR" is
+            // HTTP/1 at once (a request shorter than the preface must not wait for 24 bytes),
+            // and a client that sends fewer bytes than the preface is bounded by the timeout.
+            let peek = async {
+                for len in [1, 2, H2_PREFACE.len()] {
+                    if !stream.try_peek(&mut buf[..len]).await? {
+                        return Ok(false);
+                    }
+                    if buf[..len] != H2_PREFACE[..len] {
+                        break;
+                    }
+                }
+                Ok::<bool, std::io::Error>(true)
+            };
             let peeked = match header_timeout {
                 Some(t) => match pingora_timeout::timeout(t, peek).await {
                     Ok(r) => r,
