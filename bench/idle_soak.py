@@ -5,12 +5,14 @@ Starts the release gateway with default settings (header_timeout 10s, threads = 
 built-in `respond` route, then nginx with the same deadlines (when installed), and for each: a legitimate client's latency alone; N connections opened that send nothing, with
 the gateway's RSS sampled every 50 ms; the legitimate client's latency during the attack; how
 long each idle connection stayed open; RSS once all are closed. Loopback only, bounded in count
-and time. Usage: bench/idle_soak.py [connections] (default 20000). Needs `ulimit -n` above
+and time. Usage: bench/idle_soak.py [connections [floods]] (defaults 20000, 1). Needs `ulimit -n` above
 N + 100 for the gateway; the idle clients are spread over processes of 9,000 each.
 """
 import multiprocessing, os, resource, selectors, socket, statistics, subprocess, sys, tempfile, threading, time
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
+# Floods one after the other against the same server: does the second reuse the first's memory?
+ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "target", "release", "tollgate")
 
@@ -103,6 +105,42 @@ def tree_rss(pid):
     return total
 
 
+def flood_once(name, proc, port, base, rss0, flood):
+    """One flood of N idle connections; prints what it cost."""
+    peak = [rss0]; stop = threading.Event()
+    def sample():
+        while not stop.is_set():
+            try: peak[0] = max(peak[0], tree_rss(proc.pid))
+            except OSError: pass
+            time.sleep(0.05)
+    threading.Thread(target=sample, daemon=True).start()
+    # The idle clients: in worker processes (each has its own open-file limit).
+    workers = max(1, -(-N // 9000))
+    q = multiprocessing.Queue(); t_open = time.time()
+    procs = [multiprocessing.Process(target=idle_clients, args=(port, w, N // workers + (w < N % workers), q))
+             for w in range(workers)]
+    for p in procs: p.start()
+    ready = [q.get() for _ in procs]
+    open_secs = time.time() - t_open
+    during = []; lt = threading.Thread(target=latencies, args=(port, 1000, during)); lt.start()
+    held = []; still_open = 0
+    for _ in procs:
+        h, left = q.get(); held += h; still_open += left
+    for p in procs: p.join()
+    lt.join()
+    time.sleep(5.0)
+    rss1 = tree_rss(proc.pid); stop.set()
+    held.sort()
+    print(f"{name}, flood {flood}: {sum(ready)} idle connections opened in {open_secs:.1f} s; open after 30 s: {still_open}")
+    print(f"  held open: min {held[0]:.2f} s, median {statistics.median(held):.2f} s, "
+          f"p99 {held[int(len(held) * 0.99)]:.2f} s, max {held[-1]:.2f} s (header timeout 10 s)")
+    print(f"  RSS: start {rss0/1024:.1f} MiB, peak {peak[0]/1024:.1f} MiB "
+          f"(+{(peak[0]-rss0)/N:.2f} KiB per idle connection), 5 s after the last close "
+          f"{rss1/1024:.1f} MiB ({100*(rss1-rss0)/rss0:+.1f} %)")
+    print(f"  legitimate client p99: {p99(base):.2f} ms alone, {p99(during):.2f} ms during the attack "
+          f"({p99(during)/p99(base):.2f}x)")
+
+
 def run(name, start):
     port = free_port()
     d = tempfile.mkdtemp(prefix=f"soak-{name}-")
@@ -114,38 +152,8 @@ def run(name, start):
         time.sleep(0.5)
         base = []; latencies(port, 1000, base)
         rss0 = tree_rss(proc.pid)
-        peak = [rss0]; stop = threading.Event()
-        def sample():
-            while not stop.is_set():
-                try: peak[0] = max(peak[0], tree_rss(proc.pid))
-                except OSError: pass
-                time.sleep(0.05)
-        threading.Thread(target=sample, daemon=True).start()
-        # The idle clients: in worker processes (each has its own open-file limit).
-        workers = max(1, -(-N // 9000))
-        q = multiprocessing.Queue(); t_open = time.time()
-        procs = [multiprocessing.Process(target=idle_clients, args=(port, w, N // workers + (w < N % workers), q))
-                 for w in range(workers)]
-        for p in procs: p.start()
-        ready = [q.get() for _ in procs]
-        open_secs = time.time() - t_open
-        during = []; lt = threading.Thread(target=latencies, args=(port, 1000, during)); lt.start()
-        held = []; still_open = 0
-        for _ in procs:
-            h, left = q.get(); held += h; still_open += left
-        for p in procs: p.join()
-        lt.join()
-        time.sleep(5.0)
-        rss1 = tree_rss(proc.pid); stop.set()
-        held.sort()
-        print(f"{name}: {sum(ready)} idle connections opened in {open_secs:.1f} s; open after 30 s: {still_open}")
-        print(f"  held open: min {held[0]:.2f} s, median {statistics.median(held):.2f} s, "
-              f"p99 {held[int(len(held) * 0.99)]:.2f} s, max {held[-1]:.2f} s (header timeout 10 s)")
-        print(f"  RSS: start {rss0/1024:.1f} MiB, peak {peak[0]/1024:.1f} MiB "
-              f"(+{(peak[0]-rss0)/N:.2f} KiB per idle connection), 5 s after the last close "
-              f"{rss1/1024:.1f} MiB ({100*(rss1-rss0)/rss0:+.1f} %)")
-        print(f"  legitimate client p99: {p99(base):.2f} ms alone, {p99(during):.2f} ms during the attack "
-              f"({p99(during)/p99(base):.2f}x)")
+        for flood in range(1, ROUNDS + 1):
+            flood_once(name, proc, port, base, rss0, flood)
     finally:
         proc.terminate(); proc.wait(10)
 

@@ -202,6 +202,9 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
         threads: server_cfg.threads,
         // One runtime per thread: no cross-thread task stealing on the hot path.
         work_stealing: false,
+        // An accept loop per thread: one loop alone falls behind a burst of connections
+        // (the kernel's accept queue overflows and clients retry their SYN seconds later).
+        listener_tasks_per_fd: server_cfg.threads,
         // Pingora sleeps the whole grace period, then gives runtimes the shutdown timeout:
         // split grace_period between them so SIGTERM ends within it.
         grace_period_seconds: Some(server_cfg.grace_period.as_secs().saturating_sub(1)),
