@@ -875,7 +875,7 @@ impl ProxyHttp for Gateway {
         let req = session.req_header();
         if let Some(name) = r.inputs.ambiguous(&req.headers, req.uri.query()) {
             let detail = format!(
-                "\"{name}\" is given more than once; this route reads it to identify the caller, so it must be given once."
+                "\"{name}\": this route reads it to identify the caller, and it is given more than once or named as hop-by-hop; give it once."
             );
             self.problem(session, ctx, Problem::AmbiguousRequest, &detail, &[], &[])
                 .await?;
