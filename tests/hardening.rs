@@ -626,6 +626,59 @@ async fn a_dripped_body_is_cut_off_and_its_upstream_released() {
         "{:?}",
         r.closed_after
     );
+
+    // Over h2 (Pingora read h2 bodies without a timeout): a stream whose body stalls is
+    // answered 408 within body_timeout + 1 s, and the connection's other streams go on.
+    use http_body_util::{BodyExt, StreamBody};
+    let stream = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("h2 handshake");
+    tokio::spawn(conn);
+    let (tx, rx) =
+        tokio::sync::mpsc::channel::<Result<hyper::body::Frame<bytes::Bytes>, std::io::Error>>(4);
+    tx.send(Ok(hyper::body::Frame::data(bytes::Bytes::from_static(
+        b"abc",
+    ))))
+    .await
+    .expect("first chunk");
+    let body = StreamBody::new(tokio_stream_from(rx));
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://127.0.0.1:{port}/h2-stall"))
+        .body(body.boxed())
+        .expect("request");
+    let t0 = Instant::now();
+    let mut stalled = send.clone();
+    let resp = tokio::time::timeout(Duration::from_secs(5), stalled.send_request(req))
+        .await
+        .expect("answered within 5 s")
+        .expect("h2 response");
+    assert_eq!(resp.status(), 408);
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    drop(tx);
+    let mut other = send;
+    let req = http::Request::builder()
+        .uri(format!("http://127.0.0.1:{port}/after"))
+        .body(
+            http_body_util::Empty::<bytes::Bytes>::new()
+                .map_err(|e| match e {})
+                .boxed(),
+        )
+        .expect("request");
+    assert_eq!(other.send_request(req).await.expect("h2").status(), 200);
+}
+
+/// A body stream fed from a channel (the sender holds it open as long as it lives).
+fn tokio_stream_from<T: Send + 'static>(
+    mut rx: tokio::sync::mpsc::Receiver<T>,
+) -> impl futures_util::Stream<Item = T> {
+    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
