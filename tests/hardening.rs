@@ -1004,3 +1004,45 @@ async fn listen_addresses_twice_or_busy_are_refused_cleanly() {
     assert!(!text.contains("panicked"), "{text}");
     assert!(t0.elapsed() < Duration::from_secs(5));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_streams_per_connection_are_bounded() {
+    let (port, admin) = (free_port(), free_port());
+    let toml = format!(
+        "{}\n[[routes]]\nname = \"all\"\npath_prefix = \"/\"\nrespond = {{ status = 200, body = \"ok\" }}\n",
+        server(port, admin, "max_h2_streams = 7")
+    );
+    let _gw = start(&toml, port, admin).await;
+    // h2c with prior knowledge: the preface and an empty SETTINGS frame, then the server's
+    // SETTINGS frame must carry SETTINGS_MAX_CONCURRENT_STREAMS (0x3) = 7.
+    let mut s = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .await
+        .expect("write");
+    let mut head = [0u8; 9];
+    tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut head))
+        .await
+        .expect("a frame in time")
+        .expect("read");
+    assert_eq!(
+        head[3], 0x4,
+        "the server's first frame is SETTINGS: {head:?}"
+    );
+    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+    let mut payload = vec![0u8; len];
+    s.read_exact(&mut payload).await.expect("payload");
+    let settings: Vec<(u16, u32)> = payload
+        .chunks_exact(6)
+        .map(|c| {
+            (
+                u16::from_be_bytes([c[0], c[1]]),
+                u32::from_be_bytes([c[2], c[3], c[4], c[5]]),
+            )
+        })
+        .collect();
+    assert!(settings.contains(&(0x3, 7)), "{settings:?}");
+    // And the head bound travels as SETTINGS_MAX_HEADER_LIST_SIZE (0x6) = max_header_bytes.
+    assert!(settings.contains(&(0x6, 32768)), "{settings:?}");
+}
