@@ -1046,3 +1046,111 @@ async fn h2_streams_per_connection_are_bounded() {
     // And the head bound travels as SETTINGS_MAX_HEADER_LIST_SIZE (0x6) = max_header_bytes.
     assert!(settings.contains(&(0x6, 32768)), "{settings:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgraded_connection_is_not_cut_by_body_deadlines() {
+    // A backend that upgrades and then echoes, as a WebSocket server would.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let backend = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if s.read_exact(&mut b).await.is_err() {
+                        return;
+                    }
+                    head.push(b[0]);
+                }
+                let _ = s
+                    .write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+                    .await;
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let (port, admin) = (free_port(), free_port());
+    let toml = format!(
+        "{}\n[upstreams.ws]\ntargets = [\"{backend}\"]\nhealth_check = false\n[[routes]]\nname = \"ws\"\npath_prefix = \"/\"\nupstream = \"ws\"\n",
+        tight(port, admin)
+    );
+    let _gw = start(&toml, port, admin).await;
+    let mut s = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    s.write_all(
+        b"GET /chat HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+    )
+    .await
+    .expect("write");
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut b).await.expect("101");
+        head.push(b[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    // Quiet for longer than body_timeout (1 s) and below min_body_rate, twice: still open.
+    for msg in [&b"ping"[..], b"pong"] {
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        s.write_all(msg).await.expect("write after a quiet spell");
+        let mut echo = [0u8; 4];
+        tokio::time::timeout(Duration::from_secs(2), s.read_exact(&mut echo))
+            .await
+            .expect("echoed in time")
+            .expect("echo");
+        assert_eq!(&echo, msg);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_held_in_a_tarpit_is_not_timed_from_the_hold() {
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let toml = format!(
+        r#"{}
+[upstreams.app]
+targets = ["{}"]
+[[routes]]
+name = "held"
+path_prefix = "/"
+upstream = "app"
+limits = ["one"]
+tarpit = {{ delay = ["2s", "2s"], max_concurrent = 8, then = "pass" }}
+[limits.one]
+key = "global"
+rate = "1/h"
+"#,
+        tight(port, admin),
+        be.addr
+    );
+    let _gw = start(&toml, port, admin).await;
+    assert_eq!(raw(port, "GET / HTTP/1.1", &[]).await.status, 200);
+    // Refused, so held 2 s (twice body_timeout), then passed on: its small chunked body,
+    // sent at once, must not count the hold against min_body_rate.
+    let mut s = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    s.write_all(b"POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n")
+        .await
+        .expect("write");
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    s.write_all(b"5\r\nworld\r\n0\r\n\r\n")
+        .await
+        .expect("write");
+    let r = read_to_close(&mut s, Instant::now()).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(body_of(&r)["body"], "helloworld");
+}

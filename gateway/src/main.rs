@@ -464,6 +464,15 @@ impl Reloader {
             ("server.h2c", a.h2c != b.h2c),
             ("server.grace_period", a.grace_period != b.grace_period),
             ("server.upgrade_sock", a.upgrade_sock != b.upgrade_sock),
+            // Read by Pingora's listeners and h2 settings at start.
+            (
+                "server.header_timeout, idle_timeout, max_header_bytes, max_headers, max_h2_streams",
+                {
+                    let (x, y) = (&a.hardening, &b.hardening);
+                    (x.header_timeout, x.idle_timeout, x.max_header_bytes, x.max_headers, x.max_h2_streams)
+                        != (y.header_timeout, y.idle_timeout, y.max_header_bytes, y.max_headers, y.max_h2_streams)
+                },
+            ),
             // The Redis connections are made from the settings read at start.
             (
                 "redis (url, cluster, timeout)",

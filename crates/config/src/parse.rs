@@ -794,6 +794,7 @@ fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
         if let Some(a) = s.admin {
             let clash = s.listen.iter().any(|l| {
                 l.port() == a.port()
+                    && l.is_ipv4() == a.is_ipv4()
                     && (l.ip() == a.ip() || l.ip().is_unspecified() || a.ip().is_unspecified())
             });
             if clash {
@@ -1697,7 +1698,7 @@ fn routes(
                         cx.err(
                             &p,
                             pv.span(),
-                            format!("\"{s}\" is not a canonical path (no \"//\", \".\" or \"..\" segment, backslash or control character): requests are matched after normalisation, so it would never match"),
+                            format!("\"{s}\" is not a canonical path (no \"//\", \".\" or \"..\" segment, backslash, control character, ?, # or non-ASCII; escapes as %XX in upper case, none for A-Z a-z 0-9 - . _ ~): requests are matched after normalisation, so it would never match"),
                         );
                         None
                     }
@@ -1745,8 +1746,12 @@ fn routes(
             let h = h
                 .strip_prefix('[')
                 .and_then(|v| v.strip_suffix(']'))
-                .unwrap_or(h)
-                .to_string();
+                .unwrap_or(h);
+            // One spelling per IPv6 address, as requests' hosts are written (`::1`).
+            let h = match h.parse::<std::net::Ipv6Addr>() {
+                Ok(ip) => ip.to_string(),
+                Err(_) => h.to_string(),
+            };
             let port = h.contains(':') && h.parse::<std::net::Ipv6Addr>().is_err();
             if h.is_empty() || h.contains('/') || h.contains(' ') || port {
                 cx.err(&p, hv.span(), format!("\"{s}\" is not a host name"));
@@ -1888,11 +1893,29 @@ fn routes(
 }
 
 /// A route path as requests are matched: no empty, `.` or `..` segment (a trailing slash is
-/// fine), no backslash or control character.
+/// fine), no backslash, control character, `?`, `#` or byte outside ASCII, and escapes as the
+/// canonical form writes them (two upper-case hex digits, never an unreserved character).
 fn canonical_route_path(p: &str) -> bool {
     let body = p.strip_prefix('/').unwrap_or(p);
     let body = body.strip_suffix('/').unwrap_or(body);
-    !p.bytes().any(|b| b == b'\\' || b < 0x20 || b == 0x7f)
+    let b = p.as_bytes();
+    let escapes_ok = b
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c == b'%')
+        .all(|(i, _)| match (b.get(i + 1), b.get(i + 2)) {
+            (Some(&h), Some(&l)) => {
+                let upper_hex = |c: u8| c.is_ascii_digit() || (b'A'..=b'F').contains(&c);
+                let v = u8::from_str_radix(&p[i + 1..i + 3], 16).unwrap_or(0);
+                let unreserved = v.is_ascii_alphanumeric() || b"-._~".contains(&v);
+                upper_hex(h) && upper_hex(l) && !unreserved
+            }
+            _ => false,
+        });
+    escapes_ok
+        && !b
+            .iter()
+            .any(|&c| c == b'\\' || c == b'?' || c == b'#' || c < 0x20 || c >= 0x7f)
         && (body.is_empty() || body.split('/').all(|seg| !matches!(seg, "" | "." | "..")))
 }
 

@@ -465,9 +465,24 @@ respond = { status = 200 }
 [[routes]]
 path_exact = "/a/../b"
 respond = { status = 200 }
+[[routes]]
+path_prefix = "/%7euser"
+respond = { status = 200 }
+[[routes]]
+path_prefix = "/caf\u00e9"
+respond = { status = 200 }
+[[routes]]
+path_prefix = "/a?b"
+respond = { status = 200 }
+[[routes]]
+path_prefix = "/a%3bb"
+respond = { status = 200 }
+[[routes]]
+path_prefix = "/a%3Bb/%E2%82%AC"
+respond = { status = 200 }
 "#,
     );
-    assert_eq!(p.len(), 2, "{p:#?}");
+    assert_eq!(p.len(), 6, "{p:#?}");
     assert!(p[0].starts_with("f.toml: routes[0].path_prefix: \"/api//v1\" is not a canonical path"));
     assert!(p[1].starts_with("f.toml: routes[1].path_exact: \"/a/../b\" is not a canonical path"));
     let c = ok(r#"
@@ -478,6 +493,8 @@ case_insensitive = true
 respond = { status = 200 }
 "#);
     assert_eq!(c.routes[0].host.as_deref(), Some("api.example.com"));
+    let v6 = ok("[[routes]]\nhost = \"[0::1]\"\npath_prefix = \"/\"\nrespond = { status = 200 }\n");
+    assert_eq!(v6.routes[0].host.as_deref(), Some("::1"));
     assert_eq!(c.routes[0].path_prefix, "/admin/");
     assert!(c.routes[0].case_insensitive);
     assert!(problems(

@@ -75,7 +75,11 @@ fn plainly_canonical(b: &[u8]) -> bool {
         && !b
             .iter()
             .any(|&c| c == b'%' || c == b'\\' || is_control(c) || !c.is_ascii())
-        && !b.windows(2).any(|w| w == b"//" || w == b"/.")
+        && !b.windows(2).any(|w| w == b"//")
+        // A `.` or `..` segment (`/.well-known` is a name).
+        && !b[1..]
+            .split(|&c| c == b'/')
+            .any(|seg| seg == b"." || seg == b"..")
 }
 
 fn hex_value(h: u8) -> Option<u8> {
@@ -323,7 +327,15 @@ mod tests {
 
     #[test]
     fn plain_paths_are_borrowed() {
-        for p in ["/", "/api/v1/users", "/a-b_c~d", "/a.b/c.d", "/x/"] {
+        for p in [
+            "/",
+            "/api/v1/users",
+            "/a-b_c~d",
+            "/a.b/c.d",
+            "/x/",
+            "/.well-known/acme",
+            "/.../x",
+        ] {
             assert!(
                 matches!(normalize_path(p.as_bytes(), NGINX), Ok(Cow::Borrowed(_))),
                 "{p}"

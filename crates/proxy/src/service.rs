@@ -101,8 +101,9 @@ pub struct Ctx {
     canonical_path: Option<String>,
     /// An absolute-form target's authority: the upstream's Host if the client sent none.
     target_authority: Option<String>,
-    /// Request body bytes passed on so far, for `min_body_rate`.
+    /// Request body bytes passed on so far, and when the first came, for `min_body_rate`.
     body_bytes: u64,
+    body_started: Option<Instant>,
 }
 
 const SHADOW_HEADER: &str = "x-ratelimit-shadow-exceeded";
@@ -284,6 +285,18 @@ async fn read_key_body(
             return Err((
                 Problem::PayloadTooLarge,
                 "the request body is larger than this route reads",
+            ))
+        }
+        Ok(Err(e)) if e.etype() == &ErrorType::ReadTimedout => {
+            return Err((
+                Problem::RequestTimeout,
+                "the request body did not arrive in time (body_timeout)",
+            ))
+        }
+        Err(_) => {
+            return Err((
+                Problem::RequestTimeout,
+                "the request body did not arrive in time",
             ))
         }
         _ => return Err((Problem::BadRequest, "the request body could not be read")),
@@ -799,6 +812,7 @@ impl ProxyHttp for Gateway {
             canonical_path: None,
             target_authority: None,
             body_bytes: 0,
+            body_started: None,
         }
     }
 
@@ -970,10 +984,18 @@ impl ProxyHttp for Gateway {
                 }
             }
             let req = session.req_header();
+            // The path as the route matches it: one key for every case on a case-insensitive
+            // route.
+            let path = ctx.canonical_path.as_deref().unwrap_or(req.uri.path());
+            let route_path = if rt.routes[route].cfg.case_insensitive {
+                Cow::Owned(path.to_ascii_lowercase())
+            } else {
+                Cow::Borrowed(path)
+            };
             let input = KeyInput {
                 req,
                 client_ip: client,
-                path: ctx.canonical_path.as_deref().unwrap_or(req.uri.path()),
+                path: &route_path,
                 route: route as u32,
                 claims: claims.as_ref(),
                 body: body.as_ref(),
@@ -1172,11 +1194,15 @@ impl ProxyHttp for Gateway {
 
     async fn response_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         resp: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
         resp.insert_header("x-request-id", ctx.request_id.clone())?;
+        if resp.status == http::StatusCode::SWITCHING_PROTOCOLS {
+            // An upgraded connection is not bound by the body deadlines.
+            session.set_read_timeout(None);
+        }
         ctx.add_limit_headers(resp)
     }
 
@@ -1192,12 +1218,20 @@ impl ProxyHttp for Gateway {
         ctx: &mut Ctx,
     ) -> Result<()> {
         let Some(rt) = &ctx.rt else { return Ok(()) };
+        if session.was_upgraded() {
+            // A WebSocket (or other upgrade) is not a body: quiet for minutes is fine.
+            session.set_read_timeout(None);
+            return Ok(());
+        }
         let h = &rt.config.server.hardening;
         ctx.body_bytes += body.as_ref().map_or(0, |b| b.len() as u64);
         if end_of_stream || h.min_body_rate == 0 {
             return Ok(());
         }
-        let elapsed = ctx.start.elapsed();
+        // Counted from the body's first bytes: time the gateway itself held the request (a
+        // tarpit, a leaky bucket's queue, a slow decision) is not the client's.
+        let started = *ctx.body_started.get_or_insert_with(Instant::now);
+        let elapsed = started.elapsed();
         let rate = h.min_body_rate as f64;
         // The moment the bytes so far stop meeting the rate (never before body_timeout).
         let due = h.body_timeout.max(std::time::Duration::from_secs_f64(
