@@ -1915,7 +1915,7 @@ fn canonical_route_path(p: &str) -> bool {
     escapes_ok
         && !b
             .iter()
-            .any(|&c| c == b'\\' || c == b'?' || c == b'#' || c < 0x20 || c >= 0x7f)
+            .any(|&c| c == b'\\' || c == b'?' || c == b'#' || !(0x20..0x7f).contains(&c))
         && (body.is_empty() || body.split('/').all(|seg| !matches!(seg, "" | "." | "..")))
 }
 
