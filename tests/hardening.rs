@@ -56,6 +56,15 @@ async fn read_to_close(s: &mut TcpStream, t0: Instant) -> Raw {
     }
 }
 
+/// `bytes` written on a new connection, and what came back until it closed.
+async fn exchange(port: u16, bytes: &[u8]) -> Raw {
+    let mut s = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    s.write_all(bytes).await.expect("write");
+    read_to_close(&mut s, Instant::now()).await
+}
+
 /// One request written as given (with `Connection: close` added), its response read whole.
 async fn raw(port: u16, request_line: &str, headers: &[(&str, &str)]) -> Raw {
     let mut head = format!("{request_line}\r\n");
@@ -66,11 +75,7 @@ async fn raw(port: u16, request_line: &str, headers: &[(&str, &str)]) -> Raw {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str("Connection: close\r\n\r\n");
-    let mut s = TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    s.write_all(head.as_bytes()).await.expect("write");
-    read_to_close(&mut s, Instant::now()).await
+    exchange(port, head.as_bytes()).await
 }
 
 fn body_of(r: &Raw) -> serde_json::Value {
@@ -281,44 +286,53 @@ respond = {{ status = 200, body = "other" }}
         let r = raw(port, "GET /x HTTP/1.1", &[("Host", host)]).await;
         assert_eq!(r.status, 400, "{host}: {}", r.text);
     }
-    let mut s = TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    s.write_all(b"GET /x HTTP/1.1\r\nHost: other.example\r\nHost: api.example.com\r\nConnection: close\r\n\r\n")
-        .await
-        .expect("write");
-    let r = read_to_close(&mut s, Instant::now()).await;
+    let r = exchange(port, b"GET /x HTTP/1.1\r\nHost: other.example\r\nHost: api.example.com\r\nConnection: close\r\n\r\n").await;
     assert_eq!(r.status, 400, "{}", r.text);
 
     // An absolute-form target without a Host header names the host.
     for target in ["http://API.example.com./x", "HTTP://api.example.com:80"] {
-        let mut s = TcpStream::connect(("127.0.0.1", port))
-            .await
-            .expect("connect");
-        s.write_all(format!("GET {target} HTTP/1.1\r\nConnection: close\r\n\r\n").as_bytes())
-            .await
-            .expect("write");
-        let r = read_to_close(&mut s, Instant::now()).await;
+        let r = exchange(
+            port,
+            format!("GET {target} HTTP/1.1\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await;
         assert!(r.text.ends_with("api"), "{target}: {}", r.text);
     }
 
     // h2's :authority, with a trailing dot and upper case.
-    let stream = TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    let body = h2_get(stream, &format!("http://API.example.com.:{port}/x")).await;
+    let body = h2_get(port, &format!("http://API.example.com.:{port}/x")).await;
     assert_eq!(body, "api");
 }
 
-async fn h2_get(stream: TcpStream, uri: &str) -> String {
-    use http_body_util::{BodyExt, Full};
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
+/// An h2c (prior knowledge) connection to the gateway; the task driving it ends when the
+/// connection does.
+async fn h2_connect<B>(
+    port: u16,
+) -> (
+    hyper::client::conn::http2::SendRequest<B>,
+    tokio::task::JoinHandle<hyper::Result<()>>,
+)
+where
+    B: hyper::body::Body + Unpin + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let stream = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let (send, conn) = hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
         hyper_util::rt::TokioIo::new(stream),
     )
     .await
     .expect("h2 handshake");
-    tokio::spawn(conn);
+    (send, tokio::spawn(conn))
+}
+
+/// One h2 GET's body.
+async fn h2_get(port: u16, uri: &str) -> String {
+    use http_body_util::{BodyExt, Full};
+    let (mut send, _conn) = h2_connect(port).await;
     let req = http::Request::builder()
         .uri(uri)
         .body(Full::new(bytes::Bytes::new()))
@@ -536,16 +550,7 @@ async fn kept_alive_and_idle_h2_connections_are_closed_within_idle_timeout() {
 
     // h2c: one request, then nothing: the connection goes after idle_timeout.
     use http_body_util::Full;
-    let stream = TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .expect("h2 handshake");
-    let conn = tokio::spawn(conn);
+    let (mut send, conn) = h2_connect(port).await;
     let req = http::Request::builder()
         .uri(format!("http://127.0.0.1:{port}/"))
         .body(Full::new(bytes::Bytes::new()))
@@ -630,16 +635,7 @@ async fn a_dripped_body_is_cut_off_and_its_upstream_released() {
     // Over h2 (Pingora read h2 bodies without a timeout): a stream whose body stalls is
     // answered 408 within body_timeout + 1 s, and the connection's other streams go on.
     use http_body_util::{BodyExt, StreamBody};
-    let stream = TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    let (send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .expect("h2 handshake");
-    tokio::spawn(conn);
+    let (send, _conn) = h2_connect(port).await;
     let (tx, rx) =
         tokio::sync::mpsc::channel::<Result<hyper::body::Frame<bytes::Bytes>, std::io::Error>>(4);
     tx.send(Ok(hyper::body::Frame::data(bytes::Bytes::from_static(
@@ -704,16 +700,7 @@ async fn big_heads_get_431_and_nothing_is_forwarded() {
     assert_eq!(r.status, 431);
     assert_eq!(be.hits(), 0, "nothing reached the upstream");
     // Over h2 the field count is bounded too.
-    let stream = TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .expect("h2 handshake");
-    tokio::spawn(conn);
+    let (mut send, _conn) = h2_connect(port).await;
     let mut req = http::Request::builder().uri(format!("http://127.0.0.1:{port}/"));
     for i in 0..120 {
         req = req.header(format!("x-h{i}"), "v");
