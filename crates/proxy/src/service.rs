@@ -23,6 +23,9 @@ use bytes::Bytes;
 use http::HeaderValue;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
+use pingora::protocols::http::authority::{
+    is_http_family_scheme, raw_target_authority, RawTargetAuthority,
+};
 use pingora::proxy::FailToProxy;
 use pingora::ErrorSource;
 use std::borrow::Cow;
@@ -316,17 +319,10 @@ struct Target<'r> {
     authority: Option<&'r str>,
 }
 
-/// `http://` or `https://` (any case) at the start of an absolute-form target: its length.
-fn absolute_scheme(raw: &[u8]) -> Option<usize> {
-    ["http://", "https://"].iter().find_map(|s| {
-        let n = s.len();
-        (raw.len() >= n && raw[..n].eq_ignore_ascii_case(s.as_bytes())).then_some(n)
-    })
-}
-
 /// The request's target and host made canonical, or the 400 that refuses them. The target is
 /// read as the client sent it (`raw_path`), never through a parser's repair: an origin-form
-/// path, or an absolute-form `http(s)://authority/path`; anything else is refused. The host
+/// path, or an absolute-form `http(s)://authority/path` (or ws, wss: Pingora's HTTP family,
+/// as Pingora classified it); anything else is refused. The host
 /// is h2's `:authority`, an absolute target's authority, or else the one Host header; two
 /// Host headers are ambiguous.
 fn canonical_target(
@@ -334,20 +330,22 @@ fn canonical_target(
     rules: PathRules,
 ) -> std::result::Result<Target<'_>, (Problem, &'static str)> {
     let bad = |r: Refusal| (Problem::BadRequest, r.detail());
+    // Pingora's own classifier, so the authority is the one it checked against Host.
     let raw = req.raw_path();
-    let raw = &raw[..raw.iter().position(|&b| b == b'?').unwrap_or(raw.len())];
-    let (path, authority) = match (raw.first(), absolute_scheme(raw)) {
-        (Some(b'/'), _) => (raw, None),
-        (_, Some(n)) => {
-            let rest = &raw[n..];
-            let end = rest.iter().position(|&b| b == b'/').unwrap_or(rest.len());
-            let authority = std::str::from_utf8(&rest[..end]).map_err(|_| bad(Refusal::BadHost))?;
-            let path = if end == rest.len() {
-                &b"/"[..]
-            } else {
-                &rest[end..]
-            };
-            (path, Some(authority))
+    let until_query = |b: &'_ [u8]| b.iter().position(|&c| c == b'?').unwrap_or(b.len());
+    let (path, authority) = match raw_target_authority(raw) {
+        _ if raw.first() == Some(&b'/') => (&raw[..until_query(raw)], None),
+        RawTargetAuthority::Absolute {
+            scheme,
+            authority,
+            path_and_query,
+        } if is_http_family_scheme(scheme) => {
+            let authority = std::str::from_utf8(authority).map_err(|_| bad(Refusal::BadHost))?;
+            let path = &path_and_query[..until_query(path_and_query)];
+            (
+                if path.is_empty() { &b"/"[..] } else { path },
+                Some(authority),
+            )
         }
         _ => return Err(bad(Refusal::NotAbsolute)),
     };
