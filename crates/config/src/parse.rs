@@ -35,7 +35,7 @@ pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Probl
     };
     let upstreams = match root.get("upstreams") {
         Some(v) => Tbl::of(&mut cx, "upstreams".into(), v)
-            .map(|t| upstreams(&mut cx, t))
+            .map(|t| upstreams(&mut cx, t, base))
             .unwrap_or_default(),
         None => Vec::new(),
     };
@@ -101,6 +101,36 @@ pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Probl
         Some(v) => routes(&mut cx, v, &upstreams, &limits, &weights, base, &mut files),
         None => Vec::new(),
     };
+    let tls = match root.get("tls") {
+        Some(v) => Tbl::of(&mut cx, "tls".into(), v).map(|t| crate::tls::read(&mut cx, t, base)),
+        None => None,
+    };
+    if let Some(s) = &server {
+        match (&tls, s.tls_listen.is_empty()) {
+            (None, false) => cx.err(
+                "server.tls_listen",
+                0..0,
+                "TLS listeners need certificates: add a [tls] section",
+            ),
+            (Some(_), true) => cx.err(
+                "tls",
+                0..0,
+                "no listener serves these certificates: add server.tls_listen",
+            ),
+            _ => {}
+        }
+        let redirects = s.https_redirect || routes.iter().any(|r| r.https_redirect == Some(true));
+        if redirects && s.tls_listen.is_empty() && s.https_port.is_none() {
+            cx.err(
+                "server.https_redirect",
+                0..0,
+                "redirects to HTTPS need server.tls_listen (or server.https_port, for TLS served in front of Tollgate)",
+            );
+        }
+    }
+    if let Some(t) = &tls {
+        files.extend(t.files());
+    }
     if plans_present
         && plans.as_ref().is_some_and(|p| {
             p.from
@@ -174,6 +204,7 @@ pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Probl
         jwt,
         plans,
         access,
+        tls,
         files,
     })
 }
@@ -730,6 +761,9 @@ fn server_defaults() -> ServerConfig {
         legacy_headers: false,
         key_body_limit: 16 * 1024,
         hardening: Hardening::default(),
+        tls_listen: Vec::new(),
+        https_redirect: false,
+        https_port: None,
     }
 }
 
@@ -766,24 +800,17 @@ pub(crate) fn duration(cx: &mut Cx, path: &str, v: &Value) -> Option<Duration> {
 fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
     let mut s = server_defaults();
     if let Some(v) = t.get("listen") {
-        let p = t.key_path("listen");
-        if let Some(items) = as_str_list(cx, &p, v, true) {
-            let mut addrs: Vec<SocketAddr> = Vec::new();
-            for (ip, a, span) in &items {
-                let Some(addr) = socket_addr(cx, ip, a, span.clone()) else {
-                    continue;
-                };
-                // A second listener on one address cannot be bound.
-                if addrs.contains(&addr) {
-                    cx.err(ip, span.clone(), format!("{addr} is listed twice"));
-                } else {
-                    addrs.push(addr);
-                }
-            }
-            if items.is_empty() {
-                cx.err(&p, v.span(), "needs at least one address");
-            }
-            s.listen = addrs;
+        s.listen = addresses(cx, &t.key_path("listen"), v, &[]);
+    }
+    if let Some(v) = t.get("tls_listen") {
+        s.tls_listen = addresses(cx, &t.key_path("tls_listen"), v, &s.listen);
+    }
+    if let Some(v) = t.get("https_redirect") {
+        s.https_redirect = as_bool(cx, &t.key_path("https_redirect"), v).unwrap_or(false);
+    }
+    if let Some(v) = t.get("https_port") {
+        if let Some(n) = as_int_in(cx, &t.key_path("https_port"), v, 1, 65535) {
+            s.https_port = Some(n as u16);
         }
     }
     if let Some(v) = t.get("admin") {
@@ -792,17 +819,19 @@ fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
             s.admin = socket_addr(cx, &p, a, v.span());
         }
         if let Some(a) = s.admin {
-            let clash = s.listen.iter().any(|l| {
+            let clashes = |l: &SocketAddr| {
                 l.port() == a.port()
                     && l.is_ipv4() == a.is_ipv4()
                     && (l.ip() == a.ip() || l.ip().is_unspecified() || a.ip().is_unspecified())
-            });
-            if clash {
-                cx.err(
-                    &p,
-                    v.span(),
-                    format!("{a} is also a proxy listener (server.listen)"),
-                );
+            };
+            for (list, key) in [(&s.listen, "server.listen"), (&s.tls_listen, "server.tls_listen")] {
+                if list.iter().any(clashes) {
+                    cx.err(
+                        &p,
+                        v.span(),
+                        format!("{a} is also a proxy listener ({key})"),
+                    );
+                }
             }
         }
     }
@@ -897,6 +926,44 @@ fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
     s
 }
 
+/// A list of listening addresses: each once, none also in `taken` (another list's).
+fn addresses(cx: &mut Cx, p: &str, v: &Value, taken: &[SocketAddr]) -> Vec<SocketAddr> {
+    let Some(items) = as_str_list(cx, p, v, true) else {
+        return Vec::new();
+    };
+    let mut addrs: Vec<SocketAddr> = Vec::new();
+    for (ip, a, span) in &items {
+        let Some(addr) = socket_addr(cx, ip, a, span.clone()) else {
+            continue;
+        };
+        // A second listener on one address cannot be bound.
+        if addrs.contains(&addr) {
+            cx.err(ip, span.clone(), format!("{addr} is listed twice"));
+        } else if taken.contains(&addr) {
+            cx.err(ip, span.clone(), format!("{addr} is also in server.listen"));
+        } else {
+            addrs.push(addr);
+        }
+    }
+    if items.is_empty() {
+        cx.err(p, v.span(), "needs at least one address");
+    }
+    addrs
+}
+
+/// A DNS name: dot-separated labels of letters, digits, `-` and `_`.
+pub(crate) fn dns_name(host: &str) -> bool {
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    !host.is_empty() && host.len() <= 253 && host.split('.').all(label_ok)
+}
+
 pub(crate) fn cidr(
     cx: &mut Cx,
     path: &str,
@@ -925,19 +992,10 @@ fn unresolved_target(target: &str) -> Option<SocketAddr> {
     }
     let (host, port) = target.rsplit_once(':')?;
     let port: u16 = port.parse().ok().filter(|p| *p > 0)?;
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.len() <= 63
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-            && l.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    };
-    (host.len() <= 253 && host.split('.').all(label_ok))
-        .then(|| SocketAddr::from(([0, 0, 0, 0], port)))
+    dns_name(host).then(|| SocketAddr::from(([0, 0, 0, 0], port)))
 }
 
-fn upstreams(cx: &mut Cx, mut t: Tbl) -> Vec<(String, UpstreamConfig)> {
+fn upstreams(cx: &mut Cx, mut t: Tbl, base: &Path) -> Vec<(String, UpstreamConfig)> {
     let mut out = Vec::new();
     for (name, v, _) in t.entries() {
         let path = join(&t.path, name);
@@ -950,6 +1008,8 @@ fn upstreams(cx: &mut Cx, mut t: Tbl) -> Vec<(String, UpstreamConfig)> {
             connect_timeout: Duration::from_secs(2),
             read_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(30),
+            tls: None,
+            h2: false,
             health_check: Some(HealthCheck {
                 interval: Duration::from_secs(2),
                 timeout: Duration::from_secs(1),
@@ -997,6 +1057,12 @@ fn upstreams(cx: &mut Cx, mut t: Tbl) -> Vec<(String, UpstreamConfig)> {
                     *slot = d;
                 }
             }
+        }
+        if let Some(v) = u.get("tls") {
+            up.tls = crate::tls::upstream_tls(cx, &u.key_path("tls"), v, base);
+        }
+        if let Some(v) = u.get("h2") {
+            up.h2 = as_bool(cx, &u.key_path("h2"), v).unwrap_or(false);
         }
         if let Some(hv) = u.get("health_check") {
             let hp = u.key_path("health_check");
@@ -1046,6 +1112,7 @@ fn key_source(cx: &mut Cx, path: &str, s: &str, span: std::ops::Range<usize>) ->
         "path" => KeySource::Path,
         "method" => KeySource::Method,
         "global" => KeySource::Global,
+        "client_cert" => KeySource::ClientCert,
         _ if s.starts_with("header:") => match named("header:") {
             Some(h) if http_token(h) => KeySource::Header(h.to_ascii_lowercase()),
             _ => {
@@ -1867,6 +1934,9 @@ fn routes(
             Some(v) => as_bool(cx, &r.key_path("case_insensitive"), v).unwrap_or(false),
             None => false,
         };
+        let https_redirect = r
+            .get("https_redirect")
+            .and_then(|v| as_bool(cx, &r.key_path("https_redirect"), v));
         r.finish(cx, &[]);
         if let (true, Some(path_prefix), Some((name, _)), Some(action)) =
             (ok, path_prefix, name, action)
@@ -1886,6 +1956,7 @@ fn routes(
                 limits: limit_idx,
                 access,
                 tarpit,
+                https_redirect,
             });
         }
     }

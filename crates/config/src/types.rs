@@ -20,6 +20,8 @@ pub struct Config {
     pub plans: Option<Plans>,
     /// `[access]`: who is refused at once and who skips every limit, for all routes.
     pub access: AccessConfig,
+    /// `[tls]`: what the TLS listeners (`server.tls_listen`) serve.
+    pub tls: Option<TlsConfig>,
     /// Files the config read besides itself (list files, key files): a change to any of them
     /// is a change to the config.
     pub files: Vec<PathBuf>,
@@ -203,6 +205,71 @@ pub struct ServerConfig {
     pub key_body_limit: usize,
     /// Deadlines and bounds on connections, and path canonicalisation.
     pub hardening: Hardening,
+    /// TLS listeners (HTTP/1.1 and h2 by ALPN); their certificates are `[tls]`.
+    pub tls_listen: Vec<SocketAddr>,
+    /// Plaintext requests get 308 to https:// (routes may say otherwise).
+    pub https_redirect: bool,
+    /// The port redirects name; default: the first `tls_listen` port (443 is left out).
+    pub https_port: Option<u16>,
+}
+
+/// `[tls]` (README, "TLS").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// In order: the first is served to clients without SNI or with an unknown name.
+    pub certificates: Vec<CertFiles>,
+    /// Folders whose subfolders hold `tls.crt` + `tls.key` (mounted Kubernetes TLS Secrets),
+    /// with the config key that named each.
+    pub certificate_dirs: Vec<(PathBuf, String)>,
+    pub min_version: TlsVersion,
+    pub unknown_sni: UnknownSni,
+    /// The Strict-Transport-Security value added to responses over TLS.
+    pub hsts: Option<String>,
+    /// Client certificates are asked for and verified against this CA bundle.
+    pub client_ca: Option<PathBuf>,
+    pub client_auth: ClientAuth,
+}
+
+/// A certificate chain and its private key (PEM files), and the config key that named them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub key_path: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsVersion {
+    V12,
+    V13,
+}
+
+/// A client hello whose SNI names no certificate (or that has none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnknownSni {
+    /// Served the first certificate.
+    Default,
+    /// The handshake fails.
+    Reject,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// A handshake without a valid client certificate fails.
+    Require,
+    /// A client certificate is asked for; one that is sent must be valid.
+    Optional,
+}
+
+/// An upstream's `tls`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamTls {
+    /// CA bundle that verifies the upstream; `None`: the system's roots.
+    pub ca: Option<PathBuf>,
+    /// The name sent and verified; `None`: the target's host name.
+    pub sni: Option<String>,
+    pub verify: bool,
+    pub client_cert: Option<CertFiles>,
 }
 
 /// `[server]`'s edge-hardening keys (README, "Hardening").
@@ -248,6 +315,10 @@ pub struct UpstreamConfig {
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub write_timeout: Duration,
+    /// TLS to the targets.
+    pub tls: Option<UpstreamTls>,
+    /// HTTP/2 to the targets (gRPC): by ALPN over TLS, with prior knowledge without.
+    pub h2: bool,
     /// Active TCP health check; `None` disables it (targets are then always considered up).
     pub health_check: Option<HealthCheck>,
 }
@@ -278,6 +349,8 @@ pub struct RouteConfig {
     pub access: Option<AccessConfig>,
     /// Refusals on this route are held first (limits whose action is `reject`).
     pub tarpit: Option<TarpitConfig>,
+    /// Overrides `server.https_redirect` for this route.
+    pub https_redirect: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -438,6 +511,8 @@ pub enum KeySource {
     Jwt(String),
     /// A field of a JSON or form request body, hashed.
     Body(String),
+    /// The SHA-256 fingerprint of the client's TLS certificate.
+    ClientCert,
 }
 
 impl KeySource {
@@ -454,6 +529,7 @@ impl KeySource {
             KeySource::Global => "global".into(),
             KeySource::Jwt(c) => format!("jwt:{c}"),
             KeySource::Body(f) => format!("body:{f}"),
+            KeySource::ClientCert => "client_cert".into(),
         }
     }
 }

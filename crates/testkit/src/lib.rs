@@ -6,6 +6,8 @@
 //! - [`GatewayProc`]: the built `tollgate` binary serving a TOML text, with readiness.
 //! - [`Client`] helpers: HTTP/1.1 from a chosen source address, and HTTP/2 with prior knowledge.
 
+pub mod pki;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
