@@ -14,6 +14,7 @@ mod hardening;
 pub mod ingress;
 mod parse;
 mod reader;
+mod redis;
 mod tls;
 mod types;
 mod values;

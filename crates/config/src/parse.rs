@@ -39,11 +39,12 @@ pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Probl
             .unwrap_or_default(),
         None => Vec::new(),
     };
+    let mut files = Vec::new();
     let redis = match root.get("redis") {
-        Some(v) => Tbl::of(&mut cx, "redis".into(), v).and_then(|t| redis(&mut cx, t)),
+        Some(v) => Tbl::of(&mut cx, "redis".into(), v)
+            .and_then(|t| crate::redis::read(&mut cx, t, base, &mut files)),
         None => None,
     };
-    let mut files = Vec::new();
     let jwt_present = root.get("jwt").is_some();
     let jwt = match root.get("jwt") {
         Some(v) => {
@@ -623,7 +624,7 @@ fn parse_utc_offset(s: &str) -> Option<i32> {
     (h <= 14 && m < 60 && h.to_string().len() <= 2).then_some(sign * (h * 3600 + m * 60))
 }
 
-fn on_error(cx: &mut Cx, path: &str, v: &Value) -> Option<OnError> {
+pub(crate) fn on_error(cx: &mut Cx, path: &str, v: &Value) -> Option<OnError> {
     match as_str(cx, path, v)? {
         "open" => Some(OnError::Open),
         "closed" => Some(OnError::Closed),
@@ -637,106 +638,6 @@ fn on_error(cx: &mut Cx, path: &str, v: &Value) -> Option<OnError> {
             None
         }
     }
-}
-
-fn redis_url(cx: &mut Cx, path: &str, s: &str, span: std::ops::Range<usize>) -> Option<String> {
-    let rest = s.strip_prefix("redis://");
-    let ok = rest.is_some_and(|r| {
-        let hostport = r.rsplit('@').next().unwrap_or(r);
-        let hostport = hostport.split('/').next().unwrap_or(hostport);
-        !hostport.is_empty()
-    });
-    if ok {
-        Some(s.to_string())
-    } else if s.starts_with("rediss://") {
-        cx.err(
-            path,
-            span,
-            "TLS to Redis (rediss://) is not supported: reach Redis over a private network or a local TLS tunnel",
-        );
-        None
-    } else {
-        cx.err(
-            path,
-            span,
-            format!("\"{s}\" is not a Redis URL: write redis://HOST:PORT (optionally redis://:PASSWORD@HOST:PORT/DB)"),
-        );
-        None
-    }
-}
-
-/// Default entries of the verdict cache per global limit.
-pub const DEFAULT_VERDICT_CACHE: usize = 100_000;
-
-fn redis(cx: &mut Cx, mut t: Tbl) -> Option<RedisSettings> {
-    let url = t.get("url").map(|v| (t.key_path("url"), v));
-    let cluster = t.get("cluster").map(|v| (t.key_path("cluster"), v));
-    let target = match (url, cluster) {
-        (Some((p, v)), None) => {
-            let s = as_str(cx, &p, v)?;
-            redis_url(cx, &p, s, v.span()).map(RedisTarget::Url)
-        }
-        (None, Some((p, v))) => {
-            let items = as_str_list(cx, &p, v, false)?;
-            if items.is_empty() {
-                cx.err(&p, v.span(), "needs at least one node URL");
-                return None;
-            }
-            let urls: Vec<_> = items
-                .iter()
-                .filter_map(|(ip, s, span)| redis_url(cx, ip, s, span.clone()))
-                .collect();
-            (urls.len() == items.len()).then_some(RedisTarget::Cluster(urls))
-        }
-        (Some((p, v)), Some(_)) => {
-            cx.err(&p, v.span(), "set either url or cluster, not both");
-            None
-        }
-        (None, None) => {
-            cx.err(
-                "redis",
-                t.span.clone(),
-                "missing key \"url\" (e.g. url = \"redis://127.0.0.1:6379\") or \"cluster\"",
-            );
-            None
-        }
-    };
-    let timeout = match t.get("timeout") {
-        Some(v) => {
-            let p = t.key_path("timeout");
-            duration(cx, &p, v).and_then(|d| {
-                if d.is_zero() || d > Duration::from_secs(10) {
-                    cx.err(&p, v.span(), "must be between 1ms and 10s");
-                    None
-                } else {
-                    Some(d)
-                }
-            })
-        }
-        None => Some(Duration::from_millis(20)),
-    };
-    let on_error = match t.get("on_error") {
-        Some(v) => on_error(cx, &t.key_path("on_error"), v),
-        None => Some(OnError::Open),
-    };
-    let instances = match t.get("instances") {
-        Some(v) => as_int_in(cx, &t.key_path("instances"), v, 1, 10_000).map(|n| n as u32),
-        None => Some(1),
-    };
-    let verdict_cache = match t.get("verdict_cache") {
-        Some(v) => {
-            as_int_in(cx, &t.key_path("verdict_cache"), v, 1, 100_000_000).map(|n| n as usize)
-        }
-        None => Some(DEFAULT_VERDICT_CACHE),
-    };
-    t.finish(cx, &[]);
-    Some(RedisSettings {
-        target: target?,
-        timeout: timeout?,
-        on_error: on_error?,
-        instances: instances?,
-        verdict_cache: verdict_cache?,
-    })
 }
 
 fn default_threads() -> usize {

@@ -149,6 +149,35 @@ pub struct RedisSettings {
     pub instances: u32,
     /// Refusals remembered per global limit (the edge verdict cache).
     pub verdict_cache: usize,
+    /// Set exactly when the URL(s) are `rediss://`: how the server is verified, and the
+    /// client certificate shown for mutual TLS.
+    pub tls: Option<RedisTls>,
+    /// The password from `password_env` (a password written in the URL stays in the URL).
+    pub password: Option<String>,
+}
+
+/// TLS to Redis. The server is always verified; nothing here can turn that off.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct RedisTls {
+    /// `ca`: the PEM CA bundle that verifies the server; `None`: the system's roots.
+    pub ca: Option<Vec<u8>>,
+    /// `client_cert`: a certificate (chain) and its key, as PEM, for mutual TLS.
+    pub client_cert: Option<RedisClientCert>,
+}
+
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisClientCert {
+    pub cert: Vec<u8>,
+    pub key: Vec<u8>,
+}
+
+impl std::fmt::Debug for RedisTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisTls")
+            .field("ca", &self.ca.as_ref().map(|c| format!("{} bytes", c.len())))
+            .field("client_cert", &self.client_cert.as_ref().map(|_| "<set>"))
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
