@@ -3,6 +3,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use pingora::apps::HttpServerOptions;
+use pingora::listeners::tls::TlsSettings;
 use pingora::listeners::{L4BufferSettings, ListenerConfig};
 use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
@@ -143,7 +144,15 @@ fn check(files: &[PathBuf]) -> i32 {
     let mut bad = false;
     for f in files {
         match tollgate_config::check_file(f) {
-            Ok(_) => println!("{}: ok", f.display()),
+            Ok(cfg) => match certificates_ok(&cfg) {
+                Ok(()) => println!("{}: ok", f.display()),
+                Err(errors) => {
+                    bad = true;
+                    for e in errors {
+                        println!("{}: {e}", f.display());
+                    }
+                }
+            },
             Err(e) => {
                 bad = true;
                 for line in e.lines() {
@@ -157,6 +166,15 @@ fn check(files: &[PathBuf]) -> i32 {
     } else {
         0
     }
+}
+
+/// The certificates `[tls]` names load as they would at start (PEM, matching keys, not
+/// expired).
+fn certificates_ok(cfg: &Config) -> Result<(), Vec<String>> {
+    let Some(tls) = &cfg.tls else { return Ok(()) };
+    let metrics = tollgate_proxy::tls::TlsMetrics::register(&Default::default())
+        .map_err(|e| vec![format!("metrics: {e}")])?;
+    tollgate_proxy::tls::Certificates::load(tls, metrics).map(|_| ())
 }
 
 fn init_logging(format: LogFormat) {
@@ -238,6 +256,24 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
         "tollgate proxy".to_string(),
         tollgate_proxy::connections::Bounded::new(app, shared.clone()),
     );
+    if let Some(certs) = &shared.tls {
+        let tls = certs
+            .server_config()
+            .map_err(|e| anyhow::anyhow!("TLS settings: {e}"))?;
+        for addr in &server_cfg.tls_listen {
+            // The whole TLS handshake gets the head's deadline: a silent client is closed
+            // after header_timeout, not Pingora's 60 s (vendor/patches/0005).
+            proxy.add_listener(
+                ListenerConfig::tcp(addr.to_string())
+                    .tls(TlsSettings::from_server_config(tls.clone()))
+                    .handshake_timeout(h.header_timeout)
+                    .l4_buffer(L4BufferSettings::new(
+                        L4_READ_BUFFER,
+                        pingora::listeners::DEFAULT_L4_WRITE_BUFFER_SIZE,
+                    )),
+            );
+        }
+    }
     for addr in &server_cfg.listen {
         // Pingora's default 64 KiB read buffer per connection made an idle connection cost
         // ~77 KiB; the head and body are read into buffers of their own, so a small one is
@@ -270,6 +306,7 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
     tracing::info!(
         config = %path.display(),
         listen = ?server_cfg.listen,
+        tls_listen = ?server_cfg.tls_listen,
         admin = ?server_cfg.admin,
         threads = server_cfg.threads,
         "tollgate serving"
@@ -404,6 +441,9 @@ impl Reloader {
     /// Reloads when the files changed and then stayed the same for one look (a file being
     /// written is not read half-way).
     fn watch(&self) {
+        if let Some(certs) = &self.shared.tls {
+            certs.watch();
+        }
         // A look while a reload runs would only see that reload's own changes.
         let Ok(_busy) = self.busy.try_lock() else {
             return;
@@ -459,6 +499,12 @@ impl Reloader {
         let (a, b) = (&old.config.server, &cfg.server);
         let fixed = [
             ("server.listen", a.listen != b.listen),
+            ("server.tls_listen", a.tls_listen != b.tls_listen),
+            (
+                "tls.min_version",
+                old.config.tls.as_ref().map(|t| t.min_version)
+                    != cfg.tls.as_ref().map(|t| t.min_version),
+            ),
             ("server.admin", a.admin != b.admin),
             ("server.threads", a.threads != b.threads),
             ("server.h2c", a.h2c != b.h2c),

@@ -129,9 +129,7 @@ pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Probl
             );
         }
     }
-    if let Some(t) = &tls {
-        files.extend(t.files());
-    }
+
     if plans_present
         && plans.as_ref().is_some_and(|p| {
             p.from

@@ -5,7 +5,7 @@
 
 use crate::reader::{as_array, as_bool, as_str, type_err, Cx, Tbl, Value};
 use crate::types::{CertFiles, ClientAuth, TlsConfig, TlsVersion, UnknownSni, UpstreamTls};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use toml::de::DeValue;
 
 /// `{ cert = "FILE", key = "FILE" }`, relative to the config's folder.
@@ -186,19 +186,6 @@ pub(crate) fn upstream_tls(cx: &mut Cx, path: &str, v: &Value, base: &Path) -> O
             type_err(cx, path, v, "true, false or a table { ca, sni, verify, client_cert }");
             None
         }
-    }
-}
-
-/// Every file `[tls]` names directly (the folders are listed by the gateway's watcher).
-impl TlsConfig {
-    pub fn files(&self) -> Vec<PathBuf> {
-        let mut out: Vec<PathBuf> = self
-            .certificates
-            .iter()
-            .flat_map(|c| [c.cert.clone(), c.key.clone()])
-            .collect();
-        out.extend(self.client_ca.iter().cloned());
-        out
     }
 }
 

@@ -82,6 +82,8 @@ pub fn key_ip(ip: IpAddr, ipv6_prefix: u8) -> IpAddr {
 /// What a key is computed from. Borrowed from the request: nothing is copied.
 pub struct KeyInput<'a> {
     pub req: &'a RequestHeader,
+    /// SHA-256 of the client's TLS certificate, when it sent one.
+    pub client_cert: Option<&'a [u8]>,
     pub client_ip: IpAddr,
     /// The canonical path ([`crate::normalize`]), not the one the client spelled.
     pub path: &'a str,
@@ -239,6 +241,7 @@ fn write_key(
             KeySource::Path => h.write(input.path.as_bytes()),
             KeySource::Method => h.write(input.req.method.as_str().as_bytes()),
             KeySource::Global => {}
+            KeySource::ClientCert => h.write(input.client_cert?),
             KeySource::Body(field) => h.write(&input.body?.get(field)?),
             KeySource::Jwt(claim) => match input.claims?.get(claim.as_str())? {
                 serde_json::Value::String(v) => h.write(v.as_bytes()),
@@ -375,6 +378,7 @@ mod tests {
         let r = req(&[]);
         let input = KeyInput {
             req: &r,
+            client_cert: None,
             client_ip: "192.0.2.1".parse().expect("ip"),
             path: "/x",
             route: 0,
@@ -386,6 +390,7 @@ mod tests {
         r2.insert_header("x-api-key", "k").expect("header");
         let input2 = KeyInput {
             req: &r2,
+            client_cert: None,
             client_ip: "192.0.2.1".parse().expect("ip"),
             path: "/x",
             route: 0,
@@ -413,6 +418,7 @@ mod tests {
         let r3 = RequestHeader::build("GET", b"/x?%61=%41b", None).expect("request");
         let input3 = KeyInput {
             req: &r3,
+            client_cert: None,
             client_ip: "192.0.2.1".parse().expect("ip"),
             path: "/x",
             route: 0,

@@ -31,6 +31,7 @@ pub mod policy;
 pub mod respond;
 pub mod runtime;
 pub mod service;
+pub mod tls;
 
 pub use runtime::{Runtime, Shared};
 pub use service::Gateway;

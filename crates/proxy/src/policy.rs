@@ -500,6 +500,7 @@ shadow = true
         let now = 1_000_000_000_000;
         let keyed = KeyInput {
             req: &with_key,
+            client_cert: None,
             client_ip: ip,
             path: "/",
             route: 0,
@@ -524,6 +525,7 @@ shadow = true
         // per_ip spent 2 of 10: without the API key (tight not counted) 8 remain.
         let anon = KeyInput {
             req: &plain,
+            client_cert: None,
             client_ip: ip,
             path: "/",
             route: 0,
@@ -612,6 +614,7 @@ on_error = "closed"
         let req = RequestHeader::build("GET", b"/o", None).expect("req");
         let input = KeyInput {
             req: &req,
+            client_cert: None,
             client_ip: "192.0.2.1".parse().expect("ip"),
             path: "/",
             route: 0,

@@ -184,6 +184,35 @@ impl LimitRt {
 pub struct UpstreamRt {
     pub cfg: UpstreamConfig,
     pub lb: Arc<LoadBalancer<RoundRobin>>,
+    /// With `tls`: each target's address with the TLS it is spoken to with.
+    pub tls: Vec<(std::net::SocketAddr, crate::tls::UpstreamTlsRt)>,
+}
+
+/// Each target's TLS (the name verified is the target's host unless `sni` says).
+fn upstream_tls(cfg: &UpstreamConfig) -> Result<Vec<(std::net::SocketAddr, crate::tls::UpstreamTlsRt)>, BuildError> {
+    let Some(tls) = &cfg.tls else {
+        return Ok(Vec::new());
+    };
+    if !tls.verify {
+        tracing::warn!(
+            event = "upstream_tls_unverified",
+            upstream = %cfg.name,
+            "upstream {}: tls.verify = false: its certificates are not verified",
+            cfg.name
+        );
+    }
+    cfg.targets
+        .iter()
+        .map(|(target, addr)| {
+            let host = target.rsplit_once(':').map_or(target.as_str(), |(h, _)| h);
+            crate::tls::upstream_tls(tls, host)
+                .map(|t| (*addr, t))
+                .map_err(|reason| BuildError::UpstreamTls {
+                    upstream: cfg.name.clone(),
+                    reason,
+                })
+        })
+        .collect()
 }
 
 pub struct RouteRt {
@@ -230,6 +259,11 @@ pub struct RouteRt {
 }
 
 impl RouteRt {
+    /// Plaintext requests to this route are redirected to HTTPS.
+    pub fn redirects(&self, server: &tollgate_config::ServerConfig) -> bool {
+        self.cfg.https_redirect.unwrap_or(server.https_redirect)
+    }
+
     /// `http_requests_total{route,status}`, resolved on first use per status.
     pub fn count(&self, metrics: &Metrics, status: u16) {
         if let Some(slot) = self.requests.get(status as usize) {
@@ -274,6 +308,10 @@ pub struct Runtime {
     pub trusted_proxies: Vec<IpNet>,
     pub ipv6_prefix: u8,
     pub jwt: Option<crate::jwt::Verifier>,
+    /// `[tls] hsts`, for responses over TLS.
+    pub hsts: Option<HeaderValue>,
+    /// The port HTTPS redirects name (`None`: 443, left out).
+    pub https_port: Option<u16>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -289,6 +327,10 @@ pub enum BuildError {
     NoStore(String),
     #[error("redis: {0}")]
     Store(#[from] tollgate_store::StoreError),
+    #[error("{}", .0.join("\n"))]
+    Tls(Vec<String>),
+    #[error("upstreams.{upstream}.tls: {reason}")]
+    UpstreamTls { upstream: String, reason: String },
 }
 
 fn window_secs(cfg: &LimitConfig) -> u64 {
@@ -504,6 +546,7 @@ impl Runtime {
             upstreams.push(UpstreamRt {
                 cfg: cfg.clone(),
                 lb,
+                tls: upstream_tls(cfg)?,
             });
         }
 
@@ -634,6 +677,16 @@ impl Runtime {
             },
             jwt: config.jwt.as_ref().map(crate::jwt::Verifier::new),
             trusted_proxies: config.server.trusted_proxies.clone(),
+            hsts: config
+                .tls
+                .as_ref()
+                .and_then(|t| t.hsts.as_deref())
+                .and_then(|v| HeaderValue::from_str(v).ok()),
+            https_port: config
+                .server
+                .https_port
+                .or(config.server.tls_listen.first().map(|a| a.port()))
+                .filter(|&p| p != 443),
             ipv6_prefix: config.server.ipv6_prefix,
             config,
             routes,
@@ -735,6 +788,8 @@ pub struct Shared {
     pub store: Option<Arc<dyn GlobalStore>>,
     /// Open downstream connections, bounded by `[server]` max_connections(_per_client).
     pub connections: Arc<crate::connections::Connections>,
+    /// The TLS listeners' certificates (`[tls]` at start), renewed in place.
+    pub tls: Option<Arc<crate::tls::Certificates>>,
 }
 
 impl Shared {
@@ -747,14 +802,31 @@ impl Shared {
                     tollgate_config::RedisTarget::Cluster(n) => Target::Cluster(n.clone()),
                 };
                 // One connection per worker thread, one for the background prober.
-                let rc = RedisConfig::new(target, r.timeout, config.server.threads + 1);
+                let mut rc = RedisConfig::new(target, r.timeout, config.server.threads + 1);
+                rc.tls = r.tls.as_ref().map(|t| tollgate_store::Tls {
+                    ca: t.ca.clone(),
+                    client_cert: t
+                        .client_cert
+                        .as_ref()
+                        .map(|c| (c.cert.clone(), c.key.clone())),
+                });
+                rc.password = r.password.clone();
                 let sm = StoreMetrics::register(&metrics.registry)?;
                 Some(Arc::new(RedisStore::new(&rc, clock.clone(), sm)?))
             }
             None => None,
         };
+        let tls = match &config.tls {
+            Some(t) => {
+                let tm = crate::tls::TlsMetrics::register(&metrics.registry)?;
+                let certs = crate::tls::Certificates::load(t, tm).map_err(BuildError::Tls)?;
+                Some(Arc::new(certs))
+            }
+            None => None,
+        };
         let runtime = Runtime::build(config, None, store.as_ref(), &metrics)?;
         Ok(Self {
+            tls,
             runtime: ArcSwap::from_pointee(runtime),
             connections: Arc::new(crate::connections::Connections::new(
                 metrics.connections_open.clone(),
@@ -775,6 +847,10 @@ impl Shared {
     /// Builds a runtime for `config` and makes it current. On error the old one keeps serving.
     pub fn reload(&self, config: Config) -> Result<(), BuildError> {
         let current = self.runtime.load_full();
+        if let (Some(certs), Some(t)) = (&self.tls, &config.tls) {
+            // Certificates are swapped one by one: a broken one keeps its predecessor.
+            certs.reconfigure(t);
+        }
         match Runtime::build(config, Some(&current), self.store.as_ref(), &self.metrics) {
             Ok(rt) => {
                 self.runtime.store(Arc::new(rt));

@@ -74,6 +74,8 @@ impl Drop for InFlight {
 /// Per-request state shared across phases.
 pub struct Ctx {
     _in_flight: InFlight,
+    /// Strict-Transport-Security for this response (requests over TLS, `[tls] hsts`).
+    hsts: Option<HeaderValue>,
     start: Instant,
     rt: Option<Arc<Runtime>>,
     route: Option<usize>,
@@ -325,6 +327,50 @@ struct Target<'r> {
 /// as Pingora classified it); anything else is refused. The host
 /// is h2's `:authority`, an absolute target's authority, or else the one Host header; two
 /// Host headers are ambiguous.
+/// The request came over TLS: to this process, or to a trusted proxy that says so
+/// (`X-Forwarded-Proto: https`; no redirect loop behind a load balancer that ends TLS).
+fn is_secure(session: &Session, peer: IpAddr, rt: &Runtime) -> bool {
+    if session.digest().is_some_and(|d| d.ssl_digest.is_some()) {
+        return true;
+    }
+    trusted(peer, &rt.trusted_proxies)
+        && session
+            .req_header()
+            .headers
+            .get("x-forwarded-proto")
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"))
+}
+
+/// `https://HOST[:PORT]PATH[?QUERY]` from the canonical host and path (both already checked:
+/// no byte of them can end the header), `None` without a host.
+fn https_location(
+    host: Option<&str>,
+    path: &str,
+    query: Option<&str>,
+    port: Option<u16>,
+) -> Option<HeaderValue> {
+    let host = host?;
+    let mut s = String::with_capacity(16 + host.len() + path.len());
+    s.push_str("https://");
+    if host.contains(':') && !host.starts_with('[') {
+        s.push('[');
+        s.push_str(host);
+        s.push(']');
+    } else {
+        s.push_str(host);
+    }
+    if let Some(p) = port {
+        s.push(':');
+        s.push_str(&p.to_string());
+    }
+    s.push_str(path);
+    if let Some(q) = query {
+        s.push('?');
+        s.push_str(q);
+    }
+    HeaderValue::from_str(&s).ok()
+}
+
 fn canonical_target(
     req: &RequestHeader,
     rules: PathRules,
@@ -387,6 +433,9 @@ impl Gateway {
         body: Bytes,
     ) -> Result<()> {
         ctx.add_limit_headers(&mut resp)?;
+        if let Some(v) = &ctx.hsts {
+            resp.insert_header(http::header::STRICT_TRANSPORT_SECURITY, v.clone())?;
+        }
         drain_small_body(session).await;
         let head_only = session.req_header().method == http::Method::HEAD;
         session
@@ -396,6 +445,31 @@ impl Gateway {
             session.write_response_body(Some(body), true).await?;
         }
         Ok(())
+    }
+
+    /// 308 to the same target over HTTPS (a method and body are kept by a 308, unlike 301).
+    async fn redirect_to_https(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        location: Option<HeaderValue>,
+    ) -> Result<bool> {
+        let Some(location) = location else {
+            self.problem(
+                session,
+                ctx,
+                Problem::BadRequest,
+                "This address is served over HTTPS only, and the request names no host to redirect to.",
+                &[],
+                &[],
+            )
+            .await?;
+            return Ok(true);
+        };
+        let mut resp = header(308, "text/plain", 0, &ctx.request_id)?;
+        resp.insert_header(http::header::LOCATION, location)?;
+        self.answer(session, ctx, resp, Bytes::new()).await?;
+        Ok(true)
     }
 
     async fn problem(
@@ -811,6 +885,7 @@ impl ProxyHttp for Gateway {
             target_authority: None,
             body_bytes: 0,
             body_started: None,
+            hsts: None,
         }
     }
 
@@ -827,6 +902,10 @@ impl ProxyHttp for Gateway {
             Some(v) if valid_request_id(v.as_bytes()) => v.clone(),
             _ => new_request_id(),
         };
+        let secure = is_secure(session, ctx.peer, &rt);
+        if secure {
+            ctx.hsts = rt.hsts.clone();
+        }
         let hardening = &rt.config.server.hardening;
         // Each read of the body waits at most this; min_body_rate tightens it as the body
         // arrives (request_body_filter).
@@ -848,9 +927,18 @@ impl ProxyHttp for Gateway {
             return Ok(true);
         }
         let req = session.req_header();
+        let mut to_https = None;
         let found = match canonical_target(req, rt.path_rules) {
             Ok(t) => {
                 let route = rt.route_for(t.host.as_deref(), &t.path, req.method.as_str());
+                if !secure && route.is_some_and(|r| rt.routes[r].redirects(&rt.config.server)) {
+                    to_https = Some(https_location(
+                        t.host.as_deref(),
+                        &t.path,
+                        req.uri.query(),
+                        rt.https_port,
+                    ));
+                }
                 if t.rewrite {
                     ctx.canonical_path = Some(t.path.into_owned());
                     ctx.target_authority = t.authority.map(str::to_string);
@@ -868,7 +956,11 @@ impl ProxyHttp for Gateway {
             }
         };
 
-        // Stage 2: the route.
+        // Stage 2: the route (and plaintext to HTTPS, before anything else).
+        if let Some(location) = to_https {
+            ctx.route = found;
+            return self.redirect_to_https(session, ctx, location).await;
+        }
         let Some(route) = found else {
             self.problem(
                 session,
@@ -990,8 +1082,14 @@ impl ProxyHttp for Gateway {
             } else {
                 Cow::Borrowed(path)
             };
+            let client_cert = session
+                .digest()
+                .and_then(|d| d.ssl_digest.as_deref())
+                .map(|t| t.cert_digest.as_slice())
+                .filter(|d| !d.is_empty());
             let input = KeyInput {
                 req,
+                client_cert,
                 client_ip: client,
                 path: &route_path,
                 route: route as u32,
@@ -1100,7 +1198,26 @@ impl ProxyHttp for Gateway {
             e.esource = ErrorSource::Upstream;
             return Err(e);
         };
-        let mut peer = HttpPeer::new(backend.addr, false, String::new());
+        let tls = up
+            .tls
+            .iter()
+            .find(|(a, _)| backend.addr.as_inet() == Some(a))
+            .map(|(_, t)| t);
+        let mut peer = HttpPeer::new(
+            backend.addr,
+            tls.is_some(),
+            tls.map_or_else(String::new, |t| t.sni.clone()),
+        );
+        if let Some(t) = tls {
+            peer.client_cert_key = t.client_cert.clone();
+            peer.options.verify_cert = t.verify;
+            peer.options.verify_hostname = t.verify;
+            peer.options.ca = t.ca.clone();
+        }
+        if up.cfg.h2 {
+            // gRPC and other h2-only upstreams: ALPN h2 over TLS, prior knowledge without.
+            peer.options.alpn = pingora::protocols::ALPN::H2;
+        }
         let o = &mut peer.options;
         o.connection_timeout = Some(up.cfg.connect_timeout);
         o.total_connection_timeout = Some(up.cfg.connect_timeout);
@@ -1197,6 +1314,9 @@ impl ProxyHttp for Gateway {
         ctx: &mut Ctx,
     ) -> Result<()> {
         resp.insert_header("x-request-id", ctx.request_id.clone())?;
+        if let Some(v) = &ctx.hsts {
+            resp.insert_header(http::header::STRICT_TRANSPORT_SECURITY, v.clone())?;
+        }
         if resp.status == http::StatusCode::SWITCHING_PROTOCOLS {
             // An upgraded connection is not bound by the body deadlines.
             session.set_read_timeout(None);

@@ -81,7 +81,7 @@ use crate::server::ListenFds;
 
 use async_trait::async_trait;
 use pingora_error::Result;
-use std::{any::Any, fs::Permissions, sync::Arc};
+use std::{any::Any, fs::Permissions, sync::Arc, time::Duration};
 
 use l4::{ListenerEndpoint, Stream as L4Stream};
 use tls::{Acceptor, TlsSettings};
@@ -165,6 +165,7 @@ struct TransportStackBuilder {
     l4: ServerAddress,
     tls: Option<TlsSettings>,
     l4_buffer: L4BufferSettings,
+    handshake_timeout: Option<Duration>,
     #[cfg(feature = "connection_filter")]
     connection_filter: Option<Arc<dyn ConnectionFilter>>,
     pre_tls_callback: Option<PreTlsCallback>,
@@ -194,6 +195,7 @@ impl TransportStackBuilder {
             l4,
             tls: self.tls.take().map(|tls| Arc::new(tls.build())),
             l4_buffer: self.l4_buffer,
+            handshake_timeout: self.handshake_timeout,
             pre_tls_callback: self.pre_tls_callback.clone(),
         })
     }
@@ -208,6 +210,7 @@ pub struct ListenerConfig {
     l4: ServerAddress,
     tls: Option<TlsSettings>,
     l4_buffer: L4BufferSettings,
+    handshake_timeout: Option<Duration>,
 }
 
 impl ListenerConfig {
@@ -217,6 +220,7 @@ impl ListenerConfig {
             l4: ServerAddress::Tcp(addr.into(), None),
             tls: None,
             l4_buffer: L4BufferSettings::default(),
+            handshake_timeout: None,
         }
     }
 
@@ -227,6 +231,7 @@ impl ListenerConfig {
             l4: ServerAddress::Uds(addr.into(), None),
             tls: None,
             l4_buffer: L4BufferSettings::default(),
+            handshake_timeout: None,
         }
     }
 
@@ -275,6 +280,13 @@ impl ListenerConfig {
         self.l4_buffer = settings;
         self
     }
+
+    /// The deadline of the connection's handshake (pre-TLS processing and the TLS
+    /// handshake) from accept; 60 seconds when unset.
+    pub fn handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.handshake_timeout = Some(timeout);
+        self
+    }
 }
 
 #[derive(Clone)]
@@ -282,6 +294,7 @@ pub(crate) struct TransportStack {
     l4: ListenerEndpoint,
     tls: Option<Arc<Acceptor>>,
     l4_buffer: L4BufferSettings,
+    handshake_timeout: Option<Duration>,
     pre_tls_callback: Option<PreTlsCallback>,
 }
 
@@ -296,6 +309,7 @@ impl TransportStack {
             l4: stream,
             tls: self.tls.clone(),
             l4_buffer: self.l4_buffer,
+            handshake_timeout: self.handshake_timeout,
             pre_tls_callback: self.pre_tls_callback.clone(),
         })
     }
@@ -309,6 +323,7 @@ pub(crate) struct UninitializedStream {
     l4: L4Stream,
     tls: Option<Arc<Acceptor>>,
     l4_buffer: L4BufferSettings,
+    handshake_timeout: Option<Duration>,
     pre_tls_callback: Option<PreTlsCallback>,
 }
 
@@ -326,6 +341,11 @@ impl UninitializedStream {
         } else {
             Ok(Box::new(self.l4))
         }
+    }
+
+    /// The deadline of [`Self::handshake`].
+    pub fn handshake_timeout(&self) -> Duration {
+        self.handshake_timeout.unwrap_or(Duration::from_secs(60))
     }
 
     /// Get the peer address of the connection if available
@@ -450,11 +470,17 @@ impl Listeners {
 
     /// Add the given listener endpoint to `self`.
     pub fn add_listener(&mut self, endpoint: ListenerConfig) {
-        let ListenerConfig { l4, tls, l4_buffer } = endpoint;
+        let ListenerConfig {
+            l4,
+            tls,
+            l4_buffer,
+            handshake_timeout,
+        } = endpoint;
         self.stacks.push(TransportStackBuilder {
             l4,
             tls,
             l4_buffer,
+            handshake_timeout,
             #[cfg(feature = "connection_filter")]
             connection_filter: self.connection_filter.clone(),
             pre_tls_callback: self.pre_tls_callback.clone(),
@@ -496,6 +522,7 @@ impl Listeners {
             l4,
             tls,
             l4_buffer: L4BufferSettings::default(),
+            handshake_timeout: None,
             #[cfg(feature = "connection_filter")]
             connection_filter: self.connection_filter.clone(),
             pre_tls_callback: self.pre_tls_callback.clone(),

@@ -38,7 +38,6 @@ use pingora_runtime::current_handle;
 use pingora_timeout::timeout;
 use std::fs::Permissions;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Override the runtime options used to run a listening service.
 pub type RuntimeOptsOverride = Arc<dyn Fn(&RuntimeOpts) -> Option<RuntimeOpts> + Send + Sync>;
@@ -231,10 +230,11 @@ impl<A: ServerApp + Send + Sync + 'static> Service<A> {
                     let shutdown = shutdown.clone();
                     current_handle().spawn(async move {
                         let peer_addr = io.peer_addr();
+                        let deadline = io.handshake_timeout();
                         // Boxed: the (TLS) handshake's state would otherwise be part of every
                         // connection's task for its whole life, idle or not.
                         let handshake = Box::pin(io.handshake());
-                        match timeout(Duration::from_secs(60), handshake).await {
+                        match timeout(deadline, handshake).await {
                             Ok(handshake) => {
                                 match handshake {
                                     Ok(io) => Self::handle_event(io, app, shutdown).await,
