@@ -843,7 +843,7 @@ pub fn import(yaml: &str) -> Result<Imported, ImportError> {
     }
     let any_redirect = redirects.contains(&Some(true));
     if any_redirect && !serve_tls {
-        warnings.push("force-ssl-redirect without a certificate here: redirects name port 443 (https_port), for TLS served in front of Tollgate; make sure requests that reached the load balancer over HTTPS are not redirected again".into());
+        warnings.push("force-ssl-redirect without a certificate here: redirects name port 443 (https_port), for TLS served in front of Tollgate; name that load balancer in trusted_proxies: Tollgate believes its X-Forwarded-Proto: https, otherwise every request is redirected again".into());
     }
     let mut denied = Vec::new();
 
