@@ -8,7 +8,7 @@ CONFIG ?= conf/tollgate.toml
 # the crates that build C, redis-server for the tests of global limits, python3 for the
 # acceptance checks, curl for trying things out, prometheus for promtool (alert rules) and
 # python3-venv for kubernetes-validate (manifests), both checked by deploy/check.sh.
-DEB_PACKAGES := cmake build-essential pkg-config redis-server python3 python3-venv curl prometheus
+DEB_PACKAGES := cmake build-essential pkg-config redis-server python3 python3-venv python3-grpcio openssl curl prometheus
 
 .PHONY: run test deps build release lint fmt acceptance bench bench-global bench-micro bench-access clean
 

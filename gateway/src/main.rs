@@ -137,6 +137,16 @@ fn import_ingress(file: &Path, output: Option<&Path>) -> i32 {
         }
         None => print!("{}", imported.toml),
     }
+    if !imported.denied.is_empty() {
+        // A protection that could not be kept became a deny-all route: say so by the exit
+        // status too, so a pipeline does not deploy the output unread.
+        eprintln!(
+            "tollgate: {} route(s) made to answer 403 because a protection could not be translated: {}",
+            imported.denied.len(),
+            imported.denied.join(", ")
+        );
+        return 3;
+    }
     0
 }
 

@@ -723,7 +723,10 @@ fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
                     && l.is_ipv4() == a.is_ipv4()
                     && (l.ip() == a.ip() || l.ip().is_unspecified() || a.ip().is_unspecified())
             };
-            for (list, key) in [(&s.listen, "server.listen"), (&s.tls_listen, "server.tls_listen")] {
+            for (list, key) in [
+                (&s.listen, "server.listen"),
+                (&s.tls_listen, "server.tls_listen"),
+            ] {
                 if list.iter().any(clashes) {
                     cx.err(
                         &p,

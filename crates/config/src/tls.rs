@@ -123,7 +123,11 @@ pub(crate) fn read(cx: &mut Cx, mut t: Tbl, base: &Path) -> TlsConfig {
             None => {}
         }
         if tls.client_ca.is_none() {
-            cx.err(&p, v.span(), "needs client_ca (the CA that signs client certificates)");
+            cx.err(
+                &p,
+                v.span(),
+                "needs client_ca (the CA that signs client certificates)",
+            );
         }
     }
     t.finish(cx, &[]);
@@ -183,7 +187,12 @@ pub(crate) fn upstream_tls(cx: &mut Cx, path: &str, v: &Value, base: &Path) -> O
             Some(tls)
         }
         _ => {
-            type_err(cx, path, v, "true, false or a table { ca, sni, verify, client_cert }");
+            type_err(
+                cx,
+                path,
+                v,
+                "true, false or a table { ca, sni, verify, client_cert }",
+            );
             None
         }
     }

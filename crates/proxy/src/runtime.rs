@@ -189,7 +189,9 @@ pub struct UpstreamRt {
 }
 
 /// Each target's TLS (the name verified is the target's host unless `sni` says).
-fn upstream_tls(cfg: &UpstreamConfig) -> Result<Vec<(std::net::SocketAddr, crate::tls::UpstreamTlsRt)>, BuildError> {
+fn upstream_tls(
+    cfg: &UpstreamConfig,
+) -> Result<Vec<(std::net::SocketAddr, crate::tls::UpstreamTlsRt)>, BuildError> {
     let Some(tls) = &cfg.tls else {
         return Ok(Vec::new());
     };

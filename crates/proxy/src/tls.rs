@@ -19,7 +19,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
-use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme};
+use rustls::{
+    DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme,
+};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -66,9 +68,21 @@ fn date(unix: i64) -> String {
         .unwrap_or_else(|_| unix.to_string())
 }
 
-/// Reads a certificate chain and its key, and checks them: PEM, the key matches the leaf,
-/// the leaf has not expired and names at least one host.
+/// Reads a server certificate chain and its key, and checks them: PEM, the key matches the
+/// leaf, the leaf has not expired and names at least one host.
 pub fn load(files: &CertFiles) -> Result<Loaded, String> {
+    let l = load_pair(files)?;
+    if l.names.is_empty() {
+        return Err(format!(
+            "{}: names no host (no DNS name or IP address in subjectAltName)",
+            files.cert.display()
+        ));
+    }
+    Ok(l)
+}
+
+/// As [`load`], for a client certificate (which need not name a host).
+fn load_pair(files: &CertFiles) -> Result<Loaded, String> {
     let chain = read_chain(&files.cert)?;
     let key_bytes = std::fs::read(&files.key)
         .map_err(|e| format!("{}: cannot read: {e}", files.key.display()))?;
@@ -118,12 +132,6 @@ pub fn load(files: &CertFiles) -> Result<Loaded, String> {
                 _ => {}
             }
         }
-    }
-    if names.is_empty() {
-        return Err(format!(
-            "{}: names no host (no DNS name or IP address in subjectAltName)",
-            files.cert.display()
-        ));
     }
     Ok(Loaded {
         key: Arc::new(certified),
@@ -197,7 +205,11 @@ impl CertSet {
     /// The certificate for `sni` that the client can verify (ECDSA or RSA, by the schemes it
     /// offers): an exact name, then a one-label wildcard, then the first certificate unless
     /// unknown names are refused.
-    pub fn pick(&self, sni: Option<&str>, schemes: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
+    pub fn pick(
+        &self,
+        sni: Option<&str>,
+        schemes: &[SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
         let usable = |ids: &[usize]| {
             ids.iter()
                 .map(|&i| &self.certs[i].key)
@@ -210,7 +222,10 @@ impl CertSet {
             if let Some(ids) = self.exact.get(&name) {
                 return usable(ids);
             }
-            if let Some(ids) = name.split_once('.').and_then(|(_, rest)| self.wildcard.get(rest)) {
+            if let Some(ids) = name
+                .split_once('.')
+                .and_then(|(_, rest)| self.wildcard.get(rest))
+            {
                 return usable(ids);
             }
         }
@@ -235,7 +250,9 @@ struct Resolver(Arc<ArcSwap<CertSet>>);
 
 impl ResolvesServerCert for Resolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        self.0.load().pick(hello.server_name(), hello.signature_schemes())
+        self.0
+            .load()
+            .pick(hello.server_name(), hello.signature_schemes())
     }
 }
 
@@ -272,7 +289,9 @@ impl ClientCertVerifier for ClientVerifier {
     ) -> Result<ClientCertVerified, rustls::Error> {
         match &self.0.load().inner {
             Some(v) => v.verify_client_cert(end_entity, intermediates, now),
-            None => Err(rustls::Error::General("client certificates are not asked for".into())),
+            None => Err(rustls::Error::General(
+                "client certificates are not asked for".into(),
+            )),
         }
     }
 
@@ -406,7 +425,15 @@ fn stamp(paths: &[&Path]) -> u64 {
     for p in paths {
         p.hash(&mut h);
         match std::fs::metadata(p) {
-            Ok(m) => (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec())
+            Ok(m) => (
+                m.dev(),
+                m.ino(),
+                m.size(),
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec(),
+            )
                 .hash(&mut h),
             Err(e) => e.kind().hash(&mut h),
         }
@@ -425,10 +452,7 @@ fn look(cfg: &TlsConfig) -> (Vec<CertFiles>, u64) {
     for s in &sources {
         entry_stamp(s).hash(&mut h);
     }
-    cfg.client_ca
-        .as_deref()
-        .map(|ca| stamp(&[ca]))
-        .hash(&mut h);
+    cfg.client_ca.as_deref().map(|ca| stamp(&[ca])).hash(&mut h);
     (sources, h.finish())
 }
 
@@ -519,7 +543,10 @@ impl Certificates {
         let loaded: Vec<Loaded> = w.entries.iter().filter_map(|e| e.loaded.clone()).collect();
         self.metrics.expiry.reset();
         for l in &loaded {
-            let g = self.metrics.expiry.with_label_values(&[l.names[0].as_str()]);
+            let g = self
+                .metrics
+                .expiry
+                .with_label_values(&[l.names[0].as_str()]);
             // Two certificates for one name (ECDSA and RSA): the one that expires first.
             if g.get() == 0 || l.not_after < g.get() {
                 g.set(l.not_after);
@@ -661,7 +688,10 @@ mod tests {
 
     fn index(set: &CertSet, sni: Option<&str>) -> Option<usize> {
         let k = set.pick(sni, &[SignatureScheme::ED25519])?;
-        set.certs.iter().position(|c| Arc::ptr_eq(&c.key, &k)).map(|i| i)
+        set.certs
+            .iter()
+            .position(|c| Arc::ptr_eq(&c.key, &k))
+            .map(|i| i)
     }
 
     #[test]
@@ -703,7 +733,10 @@ pub struct UpstreamTlsRt {
 
 /// Reads an upstream's CA bundle and client certificate. `host` is the target's host (a DNS
 /// name or an IP address), the name verified when `sni` is not set.
-pub fn upstream_tls(cfg: &tollgate_config::UpstreamTls, host: &str) -> Result<UpstreamTlsRt, String> {
+pub fn upstream_tls(
+    cfg: &tollgate_config::UpstreamTls,
+    host: &str,
+) -> Result<UpstreamTlsRt, String> {
     use pingora::utils::tls::{parse_x509, CertKey, WrappedX509};
     let ca = match &cfg.ca {
         Some(file) => {
@@ -717,7 +750,7 @@ pub fn upstream_tls(cfg: &tollgate_config::UpstreamTls, host: &str) -> Result<Up
     };
     let client_cert = match &cfg.client_cert {
         Some(files) => {
-            let loaded = load(files)?;
+            let loaded = load_pair(files)?;
             let chain: Vec<Vec<u8>> = loaded.key.cert.iter().map(|c| c.to_vec()).collect();
             let key_bytes = std::fs::read(&files.key)
                 .map_err(|e| format!("{}: cannot read: {e}", files.key.display()))?;

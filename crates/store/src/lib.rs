@@ -18,9 +18,10 @@
 mod breaker;
 mod redis_store;
 mod scripts;
+mod tls;
 
 pub use breaker::Breaker;
-pub use redis_store::{RedisConfig, RedisStore, StoreMetrics, Target};
+pub use redis_store::{RedisConfig, RedisStore, StoreMetrics, Target, Tls};
 pub use scripts::{script_source, ScriptReply, BLOCKS_KEYS};
 
 use std::future::Future;

@@ -24,15 +24,43 @@ use tollgate_limit::{AlgorithmKind, Clock, Decision, LimitSpec};
 /// Where the shared state lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// `redis://host:port[/db]`
+    /// `redis://host:port[/db]`, or `rediss://` for TLS.
     Single(String),
     /// Seed nodes of a Redis Cluster; the rest of the topology is discovered.
     Cluster(Vec<String>),
 }
 
+/// TLS for `rediss://` URLs. The server's certificate is always verified (against `ca`, else
+/// the system's roots) and must name the URL's host; nothing here can turn that off.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Tls {
+    /// PEM CA bundle; `None`: the system's roots.
+    pub ca: Option<Vec<u8>>,
+    /// PEM certificate (chain) and private key shown to the server (mutual TLS).
+    pub client_cert: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field(
+                "ca",
+                &self.ca.as_ref().map(|c| format!("{} bytes", c.len())),
+            )
+            .field("client_cert", &self.client_cert.as_ref().map(|_| "<set>"))
+            .finish()
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct RedisConfig {
     pub target: Target,
+    /// Certificates for `rediss://` (a `rediss://` URL without them verifies with the system's
+    /// roots); must be `None` for `redis://`.
+    pub tls: Option<Tls>,
+    /// The AUTH password when it is not in the URL (`password_env`); the URL's user, if any,
+    /// is the ACL user.
+    pub password: Option<String>,
     /// Budget of one decision, connection set-up included.
     pub timeout: Duration,
     /// Connections to open (one per worker thread is right; threads share when fewer).
@@ -47,6 +75,8 @@ impl RedisConfig {
     pub fn new(target: Target, timeout: Duration, connections: usize) -> Self {
         Self {
             target,
+            tls: None,
+            password: None,
             timeout,
             connections,
             breaker_threshold: 5,
@@ -134,6 +164,9 @@ struct Slot {
     connecting: AtomicBool,
     ready: tokio::sync::Notify,
     timeouts: AtomicU32,
+    /// Why the last cluster connection attempt failed (a refused certificate, say), for the
+    /// calls that waited on it.
+    failed: parking_lot::Mutex<Option<redis::RedisError>>,
 }
 
 const STALE_AFTER: u32 = 3;
@@ -156,6 +189,16 @@ pub struct RedisStore {
     refund_calls: IntCounter,
     errors: [IntCounter; 5],
     scripts_loaded: AtomicBool,
+    /// The TLS failure last logged (a refused certificate fails every connection attempt: it
+    /// is logged once, again only when the reason changes or after Redis answered).
+    tls_failure: parking_lot::Mutex<Option<String>>,
+}
+
+fn config_error(what: &'static str) -> StoreError {
+    StoreError::Redis(redis::RedisError::from((
+        redis::ErrorKind::InvalidClientConfig,
+        what,
+    )))
 }
 
 const ERROR_KINDS: [&str; 5] = ["timeout", "circuit_open", "connection", "redis", "reply"];
@@ -217,15 +260,59 @@ impl RedisStore {
         clock: Arc<dyn Clock>,
         metrics: StoreMetrics,
     ) -> Result<Self, StoreError> {
+        let urls = match &cfg.target {
+            Target::Single(url) => std::slice::from_ref(url),
+            Target::Cluster(nodes) => nodes.as_slice(),
+        };
+        let tls = urls.iter().any(|u| u.starts_with("rediss://"));
+        if urls.iter().any(|u| u.starts_with("rediss://") != tls) {
+            return Err(config_error("the nodes mix redis:// and rediss://"));
+        }
+        if cfg.tls.is_some() && !tls {
+            return Err(config_error(
+                "TLS certificates are given for a redis:// URL (rediss:// is TLS)",
+            ));
+        }
+        let certs = if tls {
+            let t = cfg.tls.clone().unwrap_or_default();
+            crate::tls::check(&t)?;
+            Some(redis::TlsCertificates {
+                client_tls: t
+                    .client_cert
+                    .map(|(client_cert, client_key)| redis::ClientTlsConfig {
+                        client_cert,
+                        client_key,
+                    }),
+                root_cert: t.ca,
+            })
+        } else {
+            None
+        };
         let client = match &cfg.target {
-            Target::Single(url) => Client::Single(redis::Client::open(url.as_str())?),
-            Target::Cluster(nodes) => Client::Cluster(Box::new(
-                ClusterClientBuilder::new(nodes.clone())
+            Target::Single(url) => {
+                let mut info = redis::IntoConnectionInfo::into_connection_info(url.as_str())?;
+                if let Some(pw) = &cfg.password {
+                    let settings = info.redis_settings().clone().set_password(pw);
+                    info = info.set_redis_settings(settings);
+                }
+                Client::Single(match certs {
+                    Some(c) => redis::Client::build_with_tls(info, c)?,
+                    None => redis::Client::open(info)?,
+                })
+            }
+            Target::Cluster(nodes) => {
+                let mut b = ClusterClientBuilder::new(nodes.clone())
                     .connection_timeout(CONNECT_TIMEOUT)
                     .response_timeout(RESPONSE_TIMEOUT)
-                    .retries(1)
-                    .build()?,
-            )),
+                    .retries(1);
+                if let Some(c) = certs {
+                    b = b.certs(c);
+                }
+                if let Some(pw) = &cfg.password {
+                    b = b.password(pw);
+                }
+                Client::Cluster(Box::new(b.build()?))
+            }
         };
         let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let errors = ERROR_KINDS.map(|k| metrics.errors.with_label_values(&[k]));
@@ -251,6 +338,7 @@ impl RedisStore {
             refund_calls: metrics.calls.with_label_values(&["refund"]),
             errors,
             scripts_loaded: AtomicBool::new(false),
+            tls_failure: parking_lot::Mutex::new(None),
             metrics,
         })
     }
@@ -289,11 +377,15 @@ impl RedisStore {
                         let made =
                             tokio::time::timeout(CONNECT_TIMEOUT, client.get_async_connection())
                                 .await;
+                        *slot2.failed.lock() = None;
                         match made {
                             Ok(Ok(conn)) => {
                                 *slot2.conn.lock() = Some((epoch, Conn::Cluster(conn)));
                             }
-                            Ok(Err(e)) => tracing::debug!(error = %e, "cluster connection failed"),
+                            Ok(Err(e)) => {
+                                tracing::debug!(error = %e, "cluster connection failed");
+                                *slot2.failed.lock() = Some(e);
+                            }
                             Err(_) => tracing::debug!("cluster connection timed out"),
                         }
                         slot2.connecting.store(false, Ordering::Release);
@@ -303,10 +395,14 @@ impl RedisStore {
                 ready.await;
                 match &*slot.conn.lock() {
                     Some((e, c)) if *e == epoch => Ok(c.clone()),
-                    _ => Err(StoreError::Redis(redis::RedisError::from((
-                        redis::ErrorKind::Io,
-                        "no connection to the cluster",
-                    )))),
+                    _ => Err(StoreError::Redis(
+                        slot.failed.lock().clone().unwrap_or_else(|| {
+                            redis::RedisError::from((
+                                redis::ErrorKind::Io,
+                                "no connection to the cluster",
+                            ))
+                        }),
+                    )),
                 }
             }
         }
@@ -404,9 +500,17 @@ impl RedisStore {
                 self.breaker.success();
                 if self.metrics.up.get() != 1 {
                     self.metrics.up.set(1);
+                    *self.tls_failure.lock() = None;
                 }
             }
             Err(e) => {
+                if let Some(reason) = crate::tls::failure(e) {
+                    let mut last = self.tls_failure.lock();
+                    if last.as_deref() != Some(reason.as_str()) {
+                        tracing::error!(%reason, "TLS to Redis failed: no connection is made unverified; global limits follow on_error until it succeeds");
+                        *last = Some(reason);
+                    }
+                }
                 let kind = e.kind();
                 if let Some(i) = ERROR_KINDS.iter().position(|k| *k == kind) {
                     self.errors[i].inc();

@@ -567,12 +567,82 @@ pub struct RedisServer {
     child: Option<Child>,
     dir: PathBuf,
     extra: Vec<String>,
+    /// Set for a TLS server ([`RedisServer::start_tls`]): it listens on `port` with TLS only.
+    pub tls: Option<RedisTls>,
 }
 
-fn redis_cli(port: u16, args: &[&str]) -> String {
+/// The TLS side of a test redis-server: a CA of the test's own signed the server's certificate
+/// (for 127.0.0.1 and localhost) and `client`, the certificate redis-cli shows (and a test may).
+#[derive(Clone)]
+pub struct RedisTls {
+    pub ca: Arc<pki::Ca>,
+    pub ca_file: PathBuf,
+    /// Certificate and key files of a client the CA signed.
+    pub client: (PathBuf, PathBuf),
+    server: (PathBuf, PathBuf),
+    /// `--tls-auth-clients yes`: a client without a certificate of this CA is refused.
+    pub auth_clients: bool,
+}
+
+impl RedisTls {
+    /// A new CA, a server certificate and a client certificate, written to `dir`.
+    pub fn new(dir: &Path, auth_clients: bool) -> Self {
+        let ca = pki::Ca::new("redis test ca");
+        let ca_file = ca.write(dir, "redis-ca.pem");
+        let server = ca
+            .issue(&pki::LeafSpec::server(&["127.0.0.1", "localhost"]))
+            .write(dir, "redis-server");
+        let client = ca
+            .issue(&pki::LeafSpec::client("redis-cli"))
+            .write(dir, "redis-client");
+        RedisTls {
+            ca: Arc::new(ca),
+            ca_file,
+            client,
+            server,
+            auth_clients,
+        }
+    }
+
+    /// redis-cli's options to reach a server of this CA.
+    fn cli_args(&self) -> Vec<String> {
+        let p = |p: &Path| p.display().to_string();
+        vec![
+            "--tls".into(),
+            "--cacert".into(),
+            p(&self.ca_file),
+            "--cert".into(),
+            p(&self.client.0),
+            "--key".into(),
+            p(&self.client.1),
+        ]
+    }
+
+    /// redis-server's options: TLS only, on `port`.
+    fn server_args(&self, port: u16) -> Vec<String> {
+        let p = |p: &Path| p.display().to_string();
+        vec![
+            "--port".into(),
+            "0".into(),
+            "--tls-port".into(),
+            port.to_string(),
+            "--tls-cert-file".into(),
+            p(&self.server.0),
+            "--tls-key-file".into(),
+            p(&self.server.1),
+            "--tls-ca-cert-file".into(),
+            p(&self.ca_file),
+            "--tls-auth-clients".into(),
+            if self.auth_clients { "yes" } else { "no" }.into(),
+        ]
+    }
+}
+
+fn redis_cli(port: u16, tls: Option<&RedisTls>, args: &[&str]) -> String {
     Command::new("redis-cli")
         .arg("-p")
         .arg(port.to_string())
+        .args(tls.map(RedisTls::cli_args).unwrap_or_default())
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -586,14 +656,32 @@ impl RedisServer {
     }
 
     fn start_with(port: u16, extra: &[&str]) -> std::io::Result<Self> {
+        Self::start_in(port, temp_dir("redis"), None, extra)
+    }
+
+    fn start_in(
+        port: u16,
+        dir: PathBuf,
+        tls: Option<RedisTls>,
+        extra: &[&str],
+    ) -> std::io::Result<Self> {
         let mut s = Self {
             port,
             child: None,
-            dir: temp_dir("redis"),
+            dir,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            tls,
         };
         s.restart()?;
         Ok(s)
+    }
+
+    /// A redis-server speaking TLS only (`rediss://`), with certificates of a new CA of its
+    /// own; with `auth_clients` it refuses clients without a certificate of that CA.
+    pub fn start_tls(auth_clients: bool) -> std::io::Result<Self> {
+        let dir = temp_dir("redis-tls");
+        let tls = RedisTls::new(&dir, auth_clients);
+        Self::start_in(free_port(), dir, Some(tls), &[])
     }
 
     /// Starts the server again on the same port (after [`RedisServer::stop`]): empty, as a
@@ -601,8 +689,13 @@ impl RedisServer {
     pub fn restart(&mut self) -> std::io::Result<()> {
         self.stop();
         let log = std::fs::File::create(self.dir.join(format!("redis-{}.log", self.port)))?;
+        let ports = match &self.tls {
+            Some(t) => t.server_args(self.port),
+            None => vec!["--port".into(), self.port.to_string()],
+        };
         let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(ports)
+            .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&self.dir)
@@ -630,13 +723,20 @@ impl RedisServer {
         }
     }
 
+    /// `redis://127.0.0.1:PORT`, or `rediss://` for a TLS server.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
-    /// Runs `redis-cli -p PORT args...` and returns its output, trimmed.
+    /// Runs `redis-cli -p PORT args...` (over TLS with the test CA's client certificate for a
+    /// TLS server) and returns its output, trimmed.
     pub fn cli(&self, args: &[&str]) -> String {
-        redis_cli(self.port, args)
+        redis_cli(self.port, self.tls.as_ref(), args)
     }
 
     /// Calls of `command` (lower case, e.g. "evalsha") since start, from INFO commandstats.
@@ -693,27 +793,46 @@ pub struct RedisCluster {
 
 impl RedisCluster {
     pub fn start(masters: usize) -> std::io::Result<Self> {
+        Self::start_inner(masters, None)
+    }
+
+    /// A cluster speaking TLS only, between its nodes too (`--tls-cluster yes`), every node
+    /// with a certificate of one new CA; with `auth_clients` clients must show one of its.
+    pub fn start_tls(masters: usize, auth_clients: bool) -> std::io::Result<Self> {
+        let dir = temp_dir("redis-cluster-tls");
+        Self::start_inner(
+            masters,
+            Some((dir.clone(), RedisTls::new(&dir, auth_clients))),
+        )
+    }
+
+    fn start_inner(masters: usize, tls: Option<(PathBuf, RedisTls)>) -> std::io::Result<Self> {
         let mut nodes = Vec::new();
         for _ in 0..masters {
             let port = free_cluster_port();
             let conf = format!("nodes-{port}.conf");
-            nodes.push(RedisServer::start_with(
-                port,
-                &[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    &conf,
-                    "--cluster-node-timeout",
-                    "2000",
-                ],
-            )?);
+            let mut extra = vec![
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                &conf,
+                "--cluster-node-timeout",
+                "2000",
+            ];
+            nodes.push(match &tls {
+                Some((dir, t)) => {
+                    extra.extend(["--tls-cluster", "yes", "--tls-replication", "yes"]);
+                    RedisServer::start_in(port, dir.clone(), Some(t.clone()), &extra)?
+                }
+                None => RedisServer::start_with(port, &extra)?,
+            });
         }
         let addrs: Vec<String> = nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect();
         let out = Command::new("redis-cli")
+            .args(tls.map(|(_, t)| t.cli_args()).unwrap_or_default())
             .args(["--cluster", "create"])
             .args(&addrs)
             .args(["--cluster-replicas", "0", "--cluster-yes"])

@@ -77,7 +77,13 @@ fn key_pair(kind: KeyKind) -> KeyPair {
         }
         KeyKind::Rsa2048 => {
             let out = Command::new("openssl")
-                .args(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"])
+                .args([
+                    "genpkey",
+                    "-algorithm",
+                    "RSA",
+                    "-pkeyopt",
+                    "rsa_keygen_bits:2048",
+                ])
                 .stdin(Stdio::null())
                 .stderr(Stdio::null())
                 .output()

@@ -1,0 +1,1012 @@
+//! TLS at the edge (issue 12), end to end: the built `tollgate` binary with certificates made
+//! in the test, real clients (curl for HTTP/1.1 and h2, openssl s_client for what a handshake
+//! shows, rustls for connections held across a renewal, Python's grpcio for gRPC) and real
+//! servers behind (the loopback echo backend, a Python TLS server, a Python gRPC server).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tollgate_testkit::pki::{Ca, KeyKind, Leaf, LeafSpec};
+use tollgate_testkit::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
+
+/// Debian's Python, which has python3-grpcio (the Makefile installs it).
+const PYTHON: &str = "/usr/bin/python3";
+
+struct Edge {
+    gw: GatewayProc,
+    port: u16,
+    tls: u16,
+    admin: u16,
+}
+
+/// A gateway with a plaintext and a TLS listener in front of `backend`; `tls_extra` goes into
+/// `[tls]`, `extra` after everything else.
+async fn edge(backend: u16, tls_table: &str, server_extra: &str, extra: &str) -> Edge {
+    let (port, tls, admin) = (free_port(), free_port(), free_port());
+    let toml = format!(
+        r#"[server]
+listen = ["127.0.0.1:{port}"]
+tls_listen = ["127.0.0.1:{tls}"]
+admin = "127.0.0.1:{admin}"
+threads = 2
+{server_extra}
+
+[tls]
+{tls_table}
+
+[upstreams.app]
+targets = ["127.0.0.1:{backend}"]
+
+{extra}
+
+[[routes]]
+path_prefix = "/"
+upstream = "app"
+"#
+    );
+    let gw = running(Path::new(BIN), &toml, tls, admin).await;
+    Edge {
+        gw,
+        port,
+        tls,
+        admin,
+    }
+}
+
+/// `curl` against the TLS listener as `host` (SNI and Host), trusting `ca`; returns
+/// (status, http version, response headers) or the curl exit code as status 0.
+fn curl(tls: u16, host: &str, path: &str, ca: &Path, args: &[&str]) -> (u16, String, String) {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "-D", "-", "-o", "/dev/null"])
+        .args(["-w", "\\n%{http_code} %{http_version}"])
+        .arg("--cacert")
+        .arg(ca)
+        .arg("--resolve")
+        .arg(format!("{host}:{tls}:127.0.0.1"))
+        .args(args)
+        .arg(format!("https://{host}:{tls}{path}"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("curl (Debian package curl)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let last = text.lines().last().unwrap_or("").to_string();
+    let mut parts = last.split(' ');
+    let status = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let version = parts.next().unwrap_or("").to_string();
+    (status, version, text.to_ascii_lowercase())
+}
+
+/// The subject CN and the negotiated protocol a handshake shows (`openssl s_client`), or
+/// `None` when the handshake failed.
+fn handshake_subject(tls: u16, sni: Option<&str>, args: &[&str]) -> Option<String> {
+    let mut cmd = Command::new("openssl");
+    cmd.args(["s_client", "-connect", &format!("127.0.0.1:{tls}")]);
+    match sni {
+        Some(n) => cmd.args(["-servername", n]),
+        None => cmd.arg("-noservername"),
+    };
+    let out = cmd
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .expect("openssl (Debian package openssl)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    // "subject=CN = a.test" (OpenSSL 3.0) or "subject=CN=a.test" (3.2+).
+    let line = text.lines().find(|l| l.starts_with("subject="))?;
+    Some(line.rsplit('=').next()?.trim().to_string())
+}
+
+fn write(dir: &Path, name: &str, leaf: &Leaf) -> (PathBuf, PathBuf) {
+    leaf.write(dir, name)
+}
+
+fn cert_entry(c: &Path, k: &Path) -> String {
+    format!(
+        "{{ cert = \"{}\", key = \"{}\" }}",
+        c.display(),
+        k.display()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_by_sni_with_a_default_and_h2_by_alpn() {
+    let backend = Backend::start().await.expect("backend");
+    let dir = temp_dir("tls-sni");
+    let ca = Ca::new("test ca");
+    let ca_file = ca.write(&dir, "ca.pem");
+    let mut a_spec = LeafSpec::server(&["a.test", "*.w.test"]);
+    a_spec.common_name = "a.test".into();
+    let (ac, ak) = write(&dir, "a", &ca.issue(&a_spec));
+    let mut b_spec = LeafSpec::server(&["b.test"]);
+    b_spec.key = KeyKind::Rsa2048;
+    let (bc, bk) = write(&dir, "b", &ca.issue(&b_spec));
+    let e = edge(
+        backend.addr.port(),
+        &format!(
+            "certificates = [{}, {}]",
+            cert_entry(&ac, &ak),
+            cert_entry(&bc, &bk)
+        ),
+        "",
+        "",
+    )
+    .await;
+
+    // Each name gets its certificate (ECDSA and RSA), a wildcard covers one label, the first
+    // is the default for unknown names and for clients without SNI.
+    assert_eq!(
+        handshake_subject(e.tls, Some("a.test"), &[]).as_deref(),
+        Some("a.test")
+    );
+    assert_eq!(
+        handshake_subject(e.tls, Some("b.test"), &[]).as_deref(),
+        Some("b.test")
+    );
+    assert_eq!(
+        handshake_subject(e.tls, Some("x.w.test"), &[]).as_deref(),
+        Some("a.test")
+    );
+    assert_eq!(
+        handshake_subject(e.tls, Some("B.TEST"), &[]).as_deref(),
+        Some("b.test")
+    );
+    assert_eq!(
+        handshake_subject(e.tls, Some("other.test"), &[]).as_deref(),
+        Some("a.test")
+    );
+    assert_eq!(
+        handshake_subject(e.tls, None, &[]).as_deref(),
+        Some("a.test")
+    );
+    // TLS 1.2 and 1.3 both; nothing older.
+    assert!(handshake_subject(e.tls, Some("a.test"), &["-tls1_2"]).is_some());
+    assert!(handshake_subject(e.tls, Some("a.test"), &["-tls1_3"]).is_some());
+    assert!(handshake_subject(e.tls, Some("a.test"), &["-tls1_1"]).is_none());
+
+    // A real HTTP/2 client gets h2 by ALPN, an HTTP/1.1 client HTTP/1.1; both verify the
+    // chain against the test's CA.
+    let (status, version, _) = curl(e.tls, "a.test", "/h2", &ca_file, &["--http2"]);
+    assert_eq!((status, version.as_str()), (200, "2"));
+    let (status, version, _) = curl(e.tls, "b.test", "/h1", &ca_file, &["--http1.1"]);
+    assert_eq!((status, version.as_str()), (200, "1.1"));
+    let (status, version, _) = curl(e.tls, "x.w.test", "/w", &ca_file, &["--http2"]);
+    assert_eq!((status, version.as_str()), (200, "2"));
+    // The plaintext listener still serves (no redirect configured).
+    assert_eq!(get(e.port, "/plain", &[]).await.expect("plain").status, 200);
+    let m = metrics(e.admin).await;
+    let not_after = metric(
+        &m,
+        "tollgate_tls_certificate_expiry_seconds",
+        &["name=\"a.test\""],
+    );
+    let now = unix_now() as f64;
+    assert!(
+        not_after > now + 80.0 * 86_400.0 && not_after < now + 91.0 * 86_400.0,
+        "{m}"
+    );
+    assert!(
+        metric(
+            &m,
+            "tollgate_tls_certificate_expiry_seconds",
+            &["name=\"b.test\""]
+        ) > now
+    );
+    drop(e);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_names_can_be_refused_and_tls_1_3_required() {
+    let backend = Backend::start().await.expect("backend");
+    let dir = temp_dir("tls-strict");
+    let ca = Ca::new("test ca");
+    let (ac, ak) = write(&dir, "a", &ca.issue(&LeafSpec::server(&["a.test"])));
+    let e = edge(
+        backend.addr.port(),
+        &format!(
+            "certificates = [{}]\nunknown_sni = \"reject\"\nmin_version = \"1.3\"",
+            cert_entry(&ac, &ak)
+        ),
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(
+        handshake_subject(e.tls, Some("a.test"), &[]).as_deref(),
+        Some("a.test")
+    );
+    assert!(handshake_subject(e.tls, Some("b.test"), &[]).is_none());
+    assert!(handshake_subject(e.tls, None, &[]).is_none());
+    assert!(handshake_subject(e.tls, Some("a.test"), &["-tls1_2"]).is_none());
+    assert!(handshake_subject(e.tls, Some("a.test"), &["-tls1_3"]).is_some());
+    drop(e);
+}
+
+/// A Kubernetes TLS Secret as the kubelet mounts it: `tls.crt -> ..data/tls.crt`,
+/// `..data -> ..TIMESTAMP/`, and an update is a new timestamped folder and an atomic rename
+/// of the `..data` link.
+struct MountedSecret {
+    dir: PathBuf,
+    n: usize,
+}
+
+impl MountedSecret {
+    fn new(dir: PathBuf, leaf: &Leaf) -> Self {
+        std::fs::create_dir_all(&dir).expect("secret dir");
+        let mut s = MountedSecret { dir, n: 0 };
+        s.update(&leaf.cert_pem, &leaf.key_pem);
+        for f in ["tls.crt", "tls.key"] {
+            std::os::unix::fs::symlink(format!("..data/{f}"), s.dir.join(f)).expect("symlink");
+        }
+        s
+    }
+
+    fn update(&mut self, cert: &str, key: &str) {
+        self.n += 1;
+        let ts = format!("..2026_11_30_{:04}", self.n);
+        let d = self.dir.join(&ts);
+        std::fs::create_dir_all(&d).expect("timestamped dir");
+        std::fs::write(d.join("tls.crt"), cert).expect("tls.crt");
+        std::fs::write(d.join("tls.key"), key).expect("tls.key");
+        let tmp = self.dir.join("..data_tmp");
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&ts, &tmp).expect("..data_tmp");
+        std::fs::rename(&tmp, self.dir.join("..data")).expect("swap ..data");
+    }
+}
+
+/// A kept-alive TLS connection (rustls) that sends GETs and reads the answers.
+struct HeldConn {
+    stream: tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    serial: Vec<u8>,
+}
+
+fn client_config(ca: &Ca) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca.cert_pem.as_bytes()) {
+        roots.add(c.expect("CA PEM")).expect("CA cert");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Arc::new(cfg)
+}
+
+use rustls::pki_types::pem::PemObject;
+
+impl HeldConn {
+    async fn open(tls: u16, host: &str, cfg: Arc<rustls::ClientConfig>) -> std::io::Result<Self> {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", tls)).await?;
+        let name = rustls::pki_types::ServerName::try_from(host.to_string())
+            .map_err(std::io::Error::other)?;
+        let stream = tokio_rustls::TlsConnector::from(cfg)
+            .connect(name, tcp)
+            .await?;
+        let serial = stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .map(|c| c.to_vec())
+            .unwrap_or_default();
+        Ok(HeldConn { stream, serial })
+    }
+
+    /// One GET; the status.
+    async fn get(&mut self, host: &str, path: &str) -> std::io::Result<u16> {
+        let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        self.stream.write_all(req.as_bytes()).await?;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = tokio::time::timeout(Duration::from_secs(5), self.stream.read(&mut chunk))
+                .await
+                .map_err(std::io::Error::other)??;
+            if n == 0 {
+                return Err(std::io::Error::other("closed"));
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&buf);
+            if let Some(end) = text.find("\r\n\r\n") {
+                let len: usize = text[..end]
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .and_then(|v| v.trim().parse().ok())
+                    })
+                    .unwrap_or(0);
+                if buf.len() >= end + 4 + len {
+                    return text[9..12].parse().map_err(std::io::Error::other);
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_secret_is_served_within_two_seconds_and_open_connections_keep_working() {
+    let backend = Backend::start().await.expect("backend");
+    let dir = temp_dir("tls-renew");
+    let ca = Ca::new("test ca");
+    let old = ca.issue(&LeafSpec::server(&["a.test"]));
+    let mut secret = MountedSecret::new(dir.join("default").join("a-tls"), &old);
+    let e = edge(
+        backend.addr.port(),
+        &format!("certificate_dirs = [\"{}\"]", dir.join("default").display()),
+        "",
+        "",
+    )
+    .await;
+    let cfg = client_config(&ca);
+    let mut held = Vec::new();
+    for _ in 0..20 {
+        let mut c = HeldConn::open(e.tls, "a.test", cfg.clone())
+            .await
+            .expect("handshake");
+        assert_eq!(c.get("a.test", "/before").await.expect("GET"), 200);
+        assert_eq!(c.serial, old.der);
+        held.push(c);
+    }
+
+    // cert-manager renews: the Secret's files change by a symlink swap.
+    let new = ca.issue(&LeafSpec::server(&["a.test"]));
+    let t0 = Instant::now();
+    secret.update(&new.cert_pem, &new.key_pem);
+    let mut served_new = None;
+    while t0.elapsed() < Duration::from_secs(5) {
+        // Requests on the open connections go on throughout, none failing.
+        for c in held.iter_mut() {
+            assert_eq!(
+                c.get("a.test", "/during")
+                    .await
+                    .expect("GET on a held connection"),
+                200
+            );
+        }
+        let fresh = HeldConn::open(e.tls, "a.test", cfg.clone())
+            .await
+            .expect("handshake");
+        if fresh.serial == new.der {
+            served_new = Some(t0.elapsed());
+            break;
+        }
+        assert_eq!(fresh.serial, old.der);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let took = served_new.expect("the renewed certificate was never served");
+    assert!(took < Duration::from_secs(2), "served after {took:?}");
+    for c in held.iter_mut() {
+        assert_eq!(
+            c.serial, old.der,
+            "an open connection keeps its certificate"
+        );
+        assert_eq!(c.get("a.test", "/after").await.expect("GET"), 200);
+    }
+
+    // A broken replacement (a key that is not the certificate's) is refused, logged and
+    // counted; the certificate before it keeps serving.
+    let other = ca.issue(&LeafSpec::server(&["a.test"]));
+    secret.update(&other.cert_pem, &new.key_pem);
+    let admin = e.admin;
+    assert!(
+        eventually(Duration::from_secs(5), || async move {
+            metric(
+                &metrics(admin).await,
+                "tollgate_tls_certificate_reloads_total",
+                &["result=\"error\""],
+            ) >= 1.0
+        })
+        .await
+    );
+    assert!(e.gw.log_text().contains("certificate_rejected"));
+    let fresh = HeldConn::open(e.tls, "a.test", cfg.clone())
+        .await
+        .expect("handshake");
+    assert_eq!(fresh.serial, new.der);
+    // Not PEM at all: the same.
+    secret.update("not a certificate", "nor a key");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let fresh = HeldConn::open(e.tls, "a.test", cfg.clone())
+        .await
+        .expect("handshake");
+    assert_eq!(fresh.serial, new.der);
+    assert!(
+        metric(
+            &metrics(e.admin).await,
+            "tollgate_tls_certificate_reloads_total",
+            &["result=\"error\""],
+        ) >= 2.0
+    );
+
+    // A new Secret mounted beside it is picked up by name.
+    let b = ca.issue(&LeafSpec::server(&["b.test"]));
+    let _second = MountedSecret::new(dir.join("default").join("b-tls"), &b);
+    let t0 = Instant::now();
+    loop {
+        let c = HeldConn::open(e.tls, "b.test", cfg.clone()).await;
+        if c.as_ref().is_ok_and(|c| c.serial == b.der) {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(3), "b.test not served");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(e);
+}
+
+fn check(toml: &str, dir: &Path) -> (i32, String) {
+    let f = dir.join("check.toml");
+    std::fs::write(&f, toml).expect("write config");
+    let out = Command::new(BIN)
+        .arg("check")
+        .arg(&f)
+        .output()
+        .expect("tollgate check");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn check_names_the_file_of_a_bad_certificate() {
+    let dir = temp_dir("tls-check");
+    let ca = Ca::new("test ca");
+    let good = ca.issue(&LeafSpec::server(&["a.test"]));
+    let (gc, gk) = write(&dir, "good", &good);
+    let mut spec = LeafSpec::server(&["old.test"]);
+    spec.before = Duration::from_secs(90 * 86_400);
+    spec.after = Duration::from_secs(86_400);
+    spec.expired = true;
+    let (ec, ek) = write(&dir, "expired", &ca.issue(&spec));
+    let other = ca.issue(&LeafSpec::server(&["a.test"]));
+    let (_, ok) = write(&dir, "other", &other);
+    std::fs::write(dir.join("junk.pem"), "hello").expect("junk");
+    let junk = dir.join("junk.pem");
+    let conf = |certs: &str| {
+        format!("[server]\nlisten = [\"127.0.0.1:1\"]\ntls_listen = [\"127.0.0.1:2\"]\n[tls]\ncertificates = [{certs}]\n")
+    };
+
+    let (code, out) = check(&conf(&cert_entry(&gc, &gk)), &dir);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = check(&conf(&cert_entry(&ec, &ek)), &dir);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("expired.crt: expired on"), "{out}");
+    assert!(out.contains("tls.certificates[0]"), "{out}");
+    let (code, out) = check(&conf(&cert_entry(&gc, &ok)), &dir);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("the key does not match the certificate"),
+        "{out}"
+    );
+    let (code, out) = check(&conf(&cert_entry(&junk, &gk)), &dir);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("junk.pem: not a PEM certificate"), "{out}");
+    let (code, out) = check(&conf(&cert_entry(&gc, &junk)), &dir);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("junk.pem: not a PEM private key"), "{out}");
+    let (code, out) = check(&conf(&cert_entry(&dir.join("missing.crt"), &gk)), &dir);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("missing.crt: cannot read"), "{out}");
+    // An empty certificate folder, and TLS listeners without [tls].
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).expect("empty dir");
+    let (code, out) = check(
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:1\"]\ntls_listen = [\"127.0.0.1:2\"]\n[tls]\ncertificate_dirs = [\"{}\"]\n",
+            empty.display()
+        ),
+        &dir,
+    );
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("no certificate found"), "{out}");
+    let (code, out) = check("[server]\ntls_listen = [\"127.0.0.1:2\"]\n", &dir);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("server.tls_listen"), "{out}");
+    // And the gateway refuses to start on a bad certificate, naming it.
+    let f = dir.join("run.toml");
+    std::fs::write(&f, conf(&cert_entry(&ec, &ek))).expect("write");
+    let out = Command::new(BIN)
+        .args(["run", "--config"])
+        .arg(&f)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("expired.crt: expired on"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plaintext_is_redirected_and_tls_responses_carry_hsts_with_limits_alike() {
+    let backend = Backend::start().await.expect("backend");
+    let dir = temp_dir("tls-redirect");
+    let ca = Ca::new("test ca");
+    let ca_file = ca.write(&dir, "ca.pem");
+    let (ac, ak) = write(&dir, "a", &ca.issue(&LeafSpec::server(&["a.test"])));
+    let e = edge(
+        backend.addr.port(),
+        &format!(
+            "certificates = [{}]\nhsts = \"max-age=31536000; includeSubDomains\"",
+            cert_entry(&ac, &ak)
+        ),
+        "https_redirect = true",
+        r#"[limits.per_client]
+rate = "2/minute"
+burst = 2
+key = "client_ip"
+
+[[routes]]
+path_prefix = "/.well-known/acme-challenge/"
+upstream = "app"
+https_redirect = false
+
+[[routes]]
+path_prefix = "/limited"
+upstream = "app"
+limits = ["per_client"]
+"#,
+    )
+    .await;
+    // 308 (method and body kept) to the same host, path and query on the TLS port.
+    let r = get(e.port, "/x/../api/v1?q=1&r=%20", &[("host", "A.Test:8080")])
+        .await
+        .expect("GET");
+    assert_eq!(r.status, 308);
+    assert_eq!(
+        r.header("location"),
+        Some(format!("https://a.test:{}/api/v1?q=1&r=%20", e.tls).as_str())
+    );
+    assert_eq!(backend.hits(), 0, "a redirect never reaches the upstream");
+    let r = Conn::open(e.port)
+        .await
+        .expect("conn")
+        .send("POST", "/form", &[("host", "a.test")], "a=1")
+        .await
+        .expect("POST");
+    assert_eq!(r.status, 308);
+    // No Host to redirect to: 400.
+    let raw = {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", e.port))
+            .await
+            .expect("tcp");
+        s.write_all(b"GET / HTTP/1.0\r\n\r\n").await.expect("write");
+        let mut b = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut b)).await;
+        String::from_utf8_lossy(&b).into_owned()
+    };
+    assert!(
+        raw.starts_with("HTTP/1.1 400") || raw.starts_with("HTTP/1.0 400"),
+        "{raw}"
+    );
+    // The ACME HTTP-01 path is exempt (cert-manager must reach it over plaintext).
+    let r = get(
+        e.port,
+        "/.well-known/acme-challenge/token",
+        &[("host", "a.test")],
+    )
+    .await
+    .expect("GET");
+    assert_eq!(r.status, 200);
+    assert!(
+        r.header("strict-transport-security").is_none(),
+        "no HSTS over plaintext"
+    );
+    // A trusted proxy that ended TLS says so: not redirected (no loop behind a balancer).
+    // (127.0.0.1 is not trusted here, so the header is ignored.)
+    let r = get(
+        e.port,
+        "/y",
+        &[("host", "a.test"), ("x-forwarded-proto", "https")],
+    )
+    .await
+    .expect("GET");
+    assert_eq!(r.status, 308);
+
+    // Over TLS: served, with HSTS, over HTTP/1.1 and h2; the limit counts both alike and its
+    // 429 carries HSTS too.
+    let (s1, _, h1) = curl(e.tls, "a.test", "/limited", &ca_file, &["--http1.1"]);
+    let (s2, v2, h2) = curl(e.tls, "a.test", "/limited", &ca_file, &["--http2"]);
+    let (s3, _, h3) = curl(e.tls, "a.test", "/limited", &ca_file, &["--http2"]);
+    assert_eq!((s1, s2, v2.as_str(), s3), (200, 200, "2", 429), "{h3}");
+    for h in [&h1, &h2, &h3] {
+        assert!(
+            h.contains("strict-transport-security: max-age=31536000; includesubdomains"),
+            "{h}"
+        );
+    }
+    // The plaintext listener shares the limit's state (one client address).
+    let r = get(e.port, "/limited", &[("host", "a.test")])
+        .await
+        .expect("GET");
+    assert_eq!(r.status, 308, "redirected before any limit is spent");
+    drop(e);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_are_required_and_key_limits() {
+    let backend = Backend::start().await.expect("backend");
+    let dir = temp_dir("tls-mtls");
+    let ca = Ca::new("server ca");
+    let ca_file = ca.write(&dir, "ca.pem");
+    let (ac, ak) = write(&dir, "a", &ca.issue(&LeafSpec::server(&["a.test"])));
+    let clients = Ca::new("client ca");
+    let clients_file = clients.write(&dir, "clients.pem");
+    let (c1c, c1k) = write(&dir, "c1", &clients.issue(&LeafSpec::client("alice")));
+    let (c2c, c2k) = write(&dir, "c2", &clients.issue(&LeafSpec::client("bob")));
+    let stranger = Ca::new("someone else");
+    let (sc, sk) = write(&dir, "s", &stranger.issue(&LeafSpec::client("mallory")));
+    let e = edge(
+        backend.addr.port(),
+        &format!(
+            "certificates = [{}]\nclient_ca = \"{}\"\nclient_auth = \"require\"",
+            cert_entry(&ac, &ak),
+            clients_file.display()
+        ),
+        "",
+        r#"[limits.per_cert]
+rate = "1/minute"
+burst = 1
+key = "client_cert"
+
+[[routes]]
+path_prefix = "/api"
+upstream = "app"
+limits = ["per_cert"]
+"#,
+    )
+    .await;
+    let with = |c: &Path, k: &Path| {
+        vec![
+            "--cert".to_string(),
+            c.display().to_string(),
+            "--key".to_string(),
+            k.display().to_string(),
+        ]
+    };
+    let args = |v: &Vec<String>| {
+        v.iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join("\u{1}")
+    };
+    let a1 = with(&c1c, &c1k);
+    let a2 = with(&c2c, &c2k);
+    let run = |a: &str, path: &str| {
+        let v: Vec<&str> = if a.is_empty() {
+            Vec::new()
+        } else {
+            a.split('\u{1}').collect()
+        };
+        curl(e.tls, "a.test", path, &ca_file, &v).0
+    };
+    // Without a certificate, or with one from another CA: no handshake.
+    assert_eq!(run("", "/api/x"), 0);
+    assert_eq!(run(&args(&with(&sc, &sk)), "/api/x"), 0);
+    // Each client certificate is its own key: alice's second request is refused, bob's first
+    // is not.
+    assert_eq!(run(&args(&a1), "/api/x"), 200);
+    assert_eq!(run(&args(&a1), "/api/x"), 429);
+    assert_eq!(run(&args(&a2), "/api/x"), 200);
+    assert_eq!(run(&args(&a2), "/api/x"), 429);
+    drop(e);
+}
+
+/// A Python HTTPS server on a free port serving `cert`/`key` (HTTP/1.1, "tls-ok" bodies).
+struct PyTls {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for PyTls {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn py_tls(cert: &Path, key: &Path, client_ca: Option<&Path>) -> PyTls {
+    let port = free_port();
+    let script = r#"
+import http.server, ssl, sys
+port, cert, key, ca = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        peer = self.connection.getpeercert()
+        who = dict(x[0] for x in peer["subject"]).get("commonName", "") if peer else ""
+        body = ("tls-ok " + who).encode()
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+if ca:
+    ctx.load_verify_locations(ca)
+    ctx.verify_mode = ssl.CERT_REQUIRED
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), H)
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+srv.serve_forever()
+"#;
+    let child = Command::new(PYTHON)
+        .args(["-c", script, &port.to_string()])
+        .arg(cert)
+        .arg(key)
+        .arg(
+            client_ca
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+        )
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("python3");
+    let t0 = Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "python TLS server did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    PyTls { child, port }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_tls_is_verified_and_an_untrusted_upstream_is_502() {
+    let dir = temp_dir("tls-upstream");
+    let ca = Ca::new("upstream ca");
+    let ca_file = ca.write(&dir, "upstream-ca.pem");
+    let (uc, uk) = write(&dir, "u", &ca.issue(&LeafSpec::server(&["api.internal"])));
+    let clients = Ca::new("gateway client ca");
+    let clients_file = clients.write(&dir, "gw-clients.pem");
+    let (gc, gk) = write(
+        &dir,
+        "gwclient",
+        &clients.issue(&LeafSpec::client("tollgate")),
+    );
+    let rogue = Ca::new("rogue ca");
+    let (rc, rk) = write(
+        &dir,
+        "r",
+        &rogue.issue(&LeafSpec::server(&["api.internal"])),
+    );
+    let good = py_tls(&uc, &uk, None).await;
+    let untrusted = py_tls(&rc, &rk, None).await;
+    let mutual = py_tls(&uc, &uk, Some(&clients_file)).await;
+    let (port, admin) = (free_port(), free_port());
+    let toml = format!(
+        r#"[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+threads = 2
+
+[upstreams.good]
+targets = ["127.0.0.1:{g}"]
+tls = {{ ca = "{ca}", sni = "api.internal" }}
+
+[upstreams.wrong_name]
+targets = ["127.0.0.1:{g}"]
+tls = {{ ca = "{ca}", sni = "other.internal" }}
+
+[upstreams.untrusted]
+targets = ["127.0.0.1:{u}"]
+tls = {{ ca = "{ca}", sni = "api.internal" }}
+
+[upstreams.system_roots]
+targets = ["127.0.0.1:{g}"]
+tls = true
+
+[upstreams.mutual]
+targets = ["127.0.0.1:{m}"]
+tls = {{ ca = "{ca}", sni = "api.internal", client_cert = {{ cert = "{gc}", key = "{gk}" }} }}
+
+[upstreams.mutual_without]
+targets = ["127.0.0.1:{m}"]
+tls = {{ ca = "{ca}", sni = "api.internal" }}
+
+[[routes]]
+path_prefix = "/good"
+upstream = "good"
+[[routes]]
+path_prefix = "/wrong-name"
+upstream = "wrong_name"
+[[routes]]
+path_prefix = "/untrusted"
+upstream = "untrusted"
+[[routes]]
+path_prefix = "/system"
+upstream = "system_roots"
+[[routes]]
+path_prefix = "/mutual"
+upstream = "mutual"
+[[routes]]
+path_prefix = "/mutual-without"
+upstream = "mutual_without"
+"#,
+        g = good.port,
+        u = untrusted.port,
+        m = mutual.port,
+        ca = ca_file.display(),
+        gc = gc.display(),
+        gk = gk.display(),
+    );
+    let gw = running(Path::new(BIN), &toml, port, admin).await;
+    let r = get(port, "/good", &[]).await.expect("GET");
+    assert_eq!((r.status, r.body.as_str()), (200, "tls-ok "));
+    let r = get(port, "/mutual", &[]).await.expect("GET");
+    assert_eq!((r.status, r.body.as_str()), (200, "tls-ok tollgate"));
+    // Never silently unverified: a wrong name, an unknown CA, a certificate the system roots
+    // do not know, a server that wants a client certificate: 502 with the reason logged.
+    for path in ["/wrong-name", "/untrusted", "/system", "/mutual-without"] {
+        let r = get(port, path, &[]).await.expect("GET");
+        assert_eq!(r.status, 502, "{path}: {}", r.body);
+        assert_eq!(r.json()["error_code"], "UPSTREAM_UNAVAILABLE", "{path}");
+    }
+    let log = gw.log_text();
+    assert!(
+        log.contains("UnknownIssuer") || log.contains("invalid peer certificate"),
+        "the reason is logged:\n{log}"
+    );
+    drop(gw);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_passes_through_over_tls_and_h2() {
+    let dir = temp_dir("tls-grpc");
+    let ca = Ca::new("test ca");
+    let ca_file = ca.write(&dir, "ca.pem");
+    let (ac, ak) = write(&dir, "a", &ca.issue(&LeafSpec::server(&["grpc.test"])));
+    let grpc_port = free_port();
+    // A generic gRPC service (bytes in, bytes out: no generated code), plaintext h2c behind.
+    let server = r#"
+import grpc, sys, time
+from concurrent import futures
+def echo(req, ctx):
+    md = dict(ctx.invocation_metadata())
+    return b"echo:" + req + b":" + md.get("x-who", "").encode()
+def fail(req, ctx):
+    ctx.abort(grpc.StatusCode.PERMISSION_DENIED, "no")
+h = grpc.method_handlers_generic_handler("test.Echo", {
+    "Say": grpc.unary_unary_rpc_method_handler(echo),
+    "Fail": grpc.unary_unary_rpc_method_handler(fail),
+})
+s = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+s.add_generic_rpc_handlers((h,))
+s.add_insecure_port("127.0.0.1:" + sys.argv[1])
+s.start()
+s.wait_for_termination()
+"#;
+    let mut srv = Command::new(PYTHON)
+        .args(["-c", server, &grpc_port.to_string()])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("python3 grpc server");
+    let t0 = Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", grpc_port))
+        .await
+        .is_err()
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "gRPC server did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (port, tls, admin) = (free_port(), free_port(), free_port());
+    let toml = format!(
+        r#"[server]
+listen = ["127.0.0.1:{port}"]
+tls_listen = ["127.0.0.1:{tls}"]
+admin = "127.0.0.1:{admin}"
+threads = 2
+
+[tls]
+certificates = [{cert}]
+
+[upstreams.grpc]
+targets = ["127.0.0.1:{grpc_port}"]
+h2 = true
+
+[limits.calls]
+rate = "3/minute"
+burst = 3
+key = "header:x-who"
+
+[[routes]]
+path_prefix = "/test.Echo/"
+upstream = "grpc"
+limits = ["calls"]
+"#,
+        cert = cert_entry(&ac, &ak),
+    );
+    let gw = running(Path::new(BIN), &toml, tls, admin).await;
+    let client = r#"
+import grpc, sys
+port, ca = sys.argv[1], open(sys.argv[2], "rb").read()
+creds = grpc.ssl_channel_credentials(root_certificates=ca)
+ch = grpc.secure_channel("127.0.0.1:" + port, creds, options=[("grpc.ssl_target_name_override", "grpc.test")])
+say = ch.unary_unary("/test.Echo/Say")
+fail = ch.unary_unary("/test.Echo/Fail")
+out = []
+out.append(say(b"hello", metadata=[("x-who", "alice")], timeout=10).decode())
+try:
+    fail(b"x", metadata=[("x-who", "bob")], timeout=10)
+except grpc.RpcError as e:
+    out.append("fail:" + e.code().name)
+for i in range(3):
+    try:
+        say(b"again", metadata=[("x-who", "alice")], timeout=10)
+        out.append("ok")
+    except grpc.RpcError as e:
+        out.append("limited:" + e.code().name)
+print("|".join(out))
+"#;
+    let out = Command::new(PYTHON)
+        .args(["-c", client, &tls.to_string()])
+        .arg(&ca_file)
+        .stdin(Stdio::null())
+        .output()
+        .expect("python3 grpc client");
+    let _ = srv.kill();
+    let _ = srv.wait();
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let parts: Vec<&str> = text.split('|').collect();
+    assert_eq!(
+        parts.first(),
+        Some(&"echo:hello:alice"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The upstream's gRPC status (in trailers) reaches the client.
+    assert_eq!(parts.get(1), Some(&"fail:PERMISSION_DENIED"), "{text}");
+    // alice's 4th call is over the limit: a gRPC client sees the 429 as UNAVAILABLE (the
+    // gRPC mapping of HTTP 429).
+    assert_eq!(&parts[2..], &["ok", "ok", "limited:UNAVAILABLE"], "{text}");
+    drop(gw);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_tls_client_is_closed_after_header_timeout() {
+    let backend = Backend::start().await.expect("backend");
+    let dir = temp_dir("tls-silent");
+    let ca = Ca::new("test ca");
+    let (ac, ak) = write(&dir, "a", &ca.issue(&LeafSpec::server(&["a.test"])));
+    let e = edge(
+        backend.addr.port(),
+        &format!("certificates = [{}]", cert_entry(&ac, &ak)),
+        "header_timeout = \"1s\"",
+        "",
+    )
+    .await;
+    let t0 = Instant::now();
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", e.tls))
+        .await
+        .expect("tcp");
+    // Half a ClientHello's record header, then nothing.
+    s.write_all(&[0x16, 0x03]).await.expect("write");
+    let mut b = [0u8; 64];
+    let r = tokio::time::timeout(Duration::from_secs(10), s.read(&mut b)).await;
+    let took = t0.elapsed();
+    assert!(
+        matches!(r, Ok(Ok(0)) | Ok(Err(_))),
+        "closed, not answered: {r:?}"
+    );
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(3),
+        "closed after {took:?}, not Pingora's 60 s"
+    );
+    drop(e);
+}
