@@ -385,6 +385,10 @@ impl TlsMetrics {
         )?;
         registry.register(Box::new(expiry.clone()))?;
         registry.register(Box::new(reloads.clone()))?;
+        // Exported at 0 from the start, so increase() sees the first refusal.
+        for r in ["ok", "error"] {
+            reloads.with_label_values(&[r]);
+        }
         Ok(TlsMetrics { expiry, reloads })
     }
 }
