@@ -10,7 +10,7 @@ CONFIG ?= conf/tollgate.toml
 # python3-venv for kubernetes-validate (manifests), both checked by deploy/check.sh.
 DEB_PACKAGES := cmake build-essential pkg-config redis-server python3 python3-venv python3-grpcio openssl curl prometheus
 
-.PHONY: run test deps build release lint fmt acceptance bench bench-global bench-micro bench-access clean
+.PHONY: run test deps build release lint fmt acceptance bench bench-global bench-tls bench-micro bench-access clean
 
 deps:
 	@missing=""; \
@@ -55,6 +55,12 @@ bench: release
 # Global (Redis) limits against the same limits local, one redis-server. See bench/README.md.
 bench-global: release
 	bench/run.sh global
+
+# TLS termination side by side with nginx: handshakes and kept-alive requests (bench/README.md).
+bench-tls: release
+	@command -v nginx >/dev/null && command -v wrk >/dev/null || \
+	  DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" -ne 0 ] && echo sudo ) apt-get install -y -qq nginx-light wrk >/dev/null
+	bench/tls.py
 
 # Criterion micro-benchmarks of the limiter.
 bench-micro:

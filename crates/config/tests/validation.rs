@@ -503,3 +503,95 @@ respond = { status = 200 }
     .iter()
     .any(|l| l.contains("routes[0].host")));
 }
+
+#[test]
+fn tls_settings_and_their_mistakes() {
+    let c = ok(r#"
+[server]
+listen = ["127.0.0.1:8080"]
+tls_listen = ["127.0.0.1:8443", "[::1]:8443"]
+https_redirect = true
+[tls]
+certificates = [{ cert = "a.pem", key = "a.key" }]
+certificate_dirs = ["/etc/tollgate/tls"]
+min_version = "1.3"
+unknown_sni = "reject"
+hsts = "max-age=31536000; includeSubDomains"
+client_ca = "ca.pem"
+client_auth = "optional"
+[upstreams.api]
+targets = ["127.0.0.1:9000"]
+tls = { ca = "up.pem", sni = "API.internal", client_cert = { cert = "c.pem", key = "c.key" } }
+h2 = true
+[limits.per_cert]
+rate = "10/s"
+key = "client_cert"
+[[routes]]
+path_prefix = "/.well-known/acme-challenge/"
+upstream = "api"
+https_redirect = false
+[[routes]]
+path_prefix = "/"
+upstream = "api"
+limits = ["per_cert"]
+"#);
+    assert_eq!(c.server.tls_listen.len(), 2);
+    assert!(c.server.https_redirect);
+    let t = c.tls.as_ref().expect("[tls]");
+    assert_eq!(t.certificates[0].key_path, "tls.certificates[0]");
+    assert_eq!(t.certificate_dirs[0].1, "tls.certificate_dirs[0]");
+    assert_eq!(t.min_version, TlsVersion::V13);
+    assert_eq!(t.unknown_sni, UnknownSni::Reject);
+    assert_eq!(t.client_auth, ClientAuth::Optional);
+    let up = c.upstreams[0].tls.as_ref().expect("upstream tls");
+    assert_eq!(up.sni.as_deref(), Some("api.internal"));
+    assert!(up.verify && up.client_cert.is_some() && c.upstreams[0].h2);
+    assert_eq!(c.routes[0].https_redirect, Some(false));
+    assert_eq!(c.routes[1].https_redirect, None);
+    assert_eq!(c.limits[0].key, vec![KeySource::ClientCert]);
+
+    let p = problems(
+        r#"
+[server]
+listen = ["127.0.0.1:8080"]
+tls_listen = ["127.0.0.1:8080", "nope"]
+[tls]
+min_version = "1.1"
+unknown_sni = "maybe"
+hsts = "max-age=1\r\nx: y"
+client_auth = "sometimes"
+certificates = [{ cert = "a.pem" }]
+[upstreams.api]
+targets = ["127.0.0.1:9000"]
+tls = "yes"
+[upstreams.b]
+targets = ["127.0.0.1:9001"]
+tls = { sni = "not a name", bogus = 1 }
+"#,
+    );
+    let want = [
+        "server.tls_listen[0]: 127.0.0.1:8080 is also in server.listen",
+        "server.tls_listen[1]: \"nope\" is not an address",
+        "tls.min_version: \"1.1\": write \"1.2\" or \"1.3\"",
+        "tls.unknown_sni: \"maybe\"",
+        "tls.hsts: a Strict-Transport-Security value",
+        "tls.client_auth: \"sometimes\"",
+        "tls.client_auth: needs client_ca",
+        "tls.certificates[0]: missing key \"key\"",
+        "upstreams.api.tls: expected true, false or a table",
+        "upstreams.b.tls.sni: \"not a name\" is not a DNS name",
+        "upstreams.b.tls.bogus: unknown key",
+    ];
+    for w in want {
+        assert!(p.iter().any(|l| l.contains(w)), "missing {w:?} in {p:#?}");
+    }
+    // TLS listeners need certificates, certificates need a listener, redirects need TLS.
+    let p = problems("[server]\ntls_listen = [\"127.0.0.1:8443\"]\n");
+    assert!(p.iter().any(|l| l.contains("server.tls_listen: TLS listeners need certificates")), "{p:#?}");
+    let p = problems("[tls]\ncertificates = [{ cert = \"a\", key = \"b\" }]\n");
+    assert!(p.iter().any(|l| l.contains("no listener serves these certificates")), "{p:#?}");
+    let p = problems("[server]\nhttps_redirect = true\n");
+    assert!(p.iter().any(|l| l.contains("redirects to HTTPS need server.tls_listen")), "{p:#?}");
+    let p = problems("[server]\ntls_listen = [\"127.0.0.1:8443\"]\n[tls]\nhsts = \"max-age=1\"\n");
+    assert!(p.iter().any(|l| l.contains("tls: no certificate")), "{p:#?}");
+}
