@@ -223,6 +223,30 @@ async fn unknown_names_can_be_refused_and_tls_1_3_required() {
     assert!(handshake_subject(e.tls, None, &[]).is_none());
     assert!(handshake_subject(e.tls, Some("a.test"), &["-tls1_2"]).is_none());
     assert!(handshake_subject(e.tls, Some("a.test"), &["-tls1_3"]).is_some());
+
+    // A config reload applies [tls]: a second certificate, unknown names served the default.
+    let (bc, bk) = write(&dir, "b", &ca.issue(&LeafSpec::server(&["b.test"])));
+    let text = std::fs::read_to_string(&e.gw.config).expect("config");
+    let text = text
+        .replace("unknown_sni = \"reject\"", "unknown_sni = \"default\"")
+        .replace(
+            &format!("certificates = [{}]", cert_entry(&ac, &ak)),
+            &format!(
+                "certificates = [{}, {}]",
+                cert_entry(&ac, &ak),
+                cert_entry(&bc, &bk)
+            ),
+        );
+    std::fs::write(&e.gw.config, text).expect("rewrite config");
+    let t0 = Instant::now();
+    while handshake_subject(e.tls, Some("b.test"), &[]).as_deref() != Some("b.test") {
+        assert!(t0.elapsed() < Duration::from_secs(5), "{}", e.gw.log_text());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        handshake_subject(e.tls, Some("c.test"), &[]).as_deref(),
+        Some("a.test")
+    );
     drop(e);
 }
 

@@ -849,12 +849,12 @@ impl Shared {
     /// Builds a runtime for `config` and makes it current. On error the old one keeps serving.
     pub fn reload(&self, config: Config) -> Result<(), BuildError> {
         let current = self.runtime.load_full();
-        if let (Some(certs), Some(t)) = (&self.tls, &config.tls) {
-            // Certificates are swapped one by one: a broken one keeps its predecessor.
-            certs.reconfigure(t);
-        }
         match Runtime::build(config, Some(&current), self.store.as_ref(), &self.metrics) {
             Ok(rt) => {
+                if let (Some(certs), Some(t)) = (&self.tls, &rt.config.tls) {
+                    // Certificates are swapped one by one: a broken one keeps its predecessor.
+                    certs.reconfigure(t);
+                }
                 self.runtime.store(Arc::new(rt));
                 self.metrics.reloads.with_label_values(&["ok"]).inc();
                 Ok(())
