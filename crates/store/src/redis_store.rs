@@ -140,7 +140,7 @@ impl StoreMetrics {
 
 #[derive(Clone)]
 enum Client {
-    Single(redis::Client),
+    Single(Box<redis::Client>),
     Cluster(Box<redis::cluster::ClusterClient>),
 }
 
@@ -295,10 +295,10 @@ impl RedisStore {
                     let settings = info.redis_settings().clone().set_password(pw);
                     info = info.set_redis_settings(settings);
                 }
-                Client::Single(match certs {
+                Client::Single(Box::new(match certs {
                     Some(c) => redis::Client::build_with_tls(info, c)?,
                     None => redis::Client::open(info)?,
-                })
+                }))
             }
             Target::Cluster(nodes) => {
                 let mut b = ClusterClientBuilder::new(nodes.clone())
@@ -364,7 +364,8 @@ impl RedisStore {
                     .set_number_of_retries(2)
                     .set_min_delay(Duration::from_millis(20))
                     .set_max_delay(Duration::from_millis(500));
-                let conn = Conn::Single(ConnectionManager::new_lazy_with_config(c.clone(), cfg)?);
+                let conn =
+                    Conn::Single(ConnectionManager::new_lazy_with_config((**c).clone(), cfg)?);
                 *slot.conn.lock() = Some((epoch, conn.clone()));
                 Ok(conn)
             }

@@ -808,6 +808,13 @@ impl RedisCluster {
 
     fn start_inner(masters: usize, tls: Option<(PathBuf, RedisTls)>) -> std::io::Result<Self> {
         let mut nodes = Vec::new();
+        let client = tls.as_ref().map(|(_, t)| {
+            let p = |p: &Path| p.display().to_string();
+            (p(&t.client.0), p(&t.client.1))
+        });
+        let (client_cert, client_key) = client
+            .as_ref()
+            .map_or(("", ""), |(c, k)| (c.as_str(), k.as_str()));
         for _ in 0..masters {
             let port = free_cluster_port();
             let conf = format!("nodes-{port}.conf");
@@ -822,6 +829,13 @@ impl RedisCluster {
             nodes.push(match &tls {
                 Some((dir, t)) => {
                     extra.extend(["--tls-cluster", "yes", "--tls-replication", "yes"]);
+                    // The bus is mutual TLS: nodes show a client certificate to each other.
+                    extra.extend([
+                        "--tls-client-cert-file",
+                        client_cert,
+                        "--tls-client-key-file",
+                        client_key,
+                    ]);
                     RedisServer::start_in(port, dir.clone(), Some(t.clone()), &extra)?
                 }
                 None => RedisServer::start_with(port, &extra)?,
@@ -837,7 +851,23 @@ impl RedisCluster {
             .args(&addrs)
             .args(["--cluster-replicas", "0", "--cluster-yes"])
             .stdin(Stdio::null())
-            .output()?;
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        // redis-cli waits for the nodes to join for as long as it takes: bounded here.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut out = out;
+        while out.try_wait()?.is_none() {
+            if Instant::now() > deadline {
+                let _ = out.kill();
+                let _ = out.wait();
+                return Err(std::io::Error::other(
+                    "redis-cli --cluster create did not finish",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = out.wait_with_output()?;
         if !out.status.success() {
             return Err(std::io::Error::other(format!(
                 "redis-cli --cluster create failed: {}",
