@@ -531,9 +531,9 @@ impl Reloader {
             ),
             // The Redis connections are made from the settings read at start.
             (
-                "redis (url, cluster, timeout)",
-                old.config.redis.as_ref().map(|r| (&r.target, r.timeout))
-                    != cfg.redis.as_ref().map(|r| (&r.target, r.timeout)),
+                "redis (url, cluster, timeout, ca, client_cert, password_env)",
+                old.config.redis.as_ref().map(|r| (&r.target, r.timeout, &r.tls, &r.password))
+                    != cfg.redis.as_ref().map(|r| (&r.target, r.timeout, &r.tls, &r.password)),
             ),
         ];
         for (key, changed) in fixed {

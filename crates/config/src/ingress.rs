@@ -1141,7 +1141,10 @@ mod tests {
             )]
         );
         assert_eq!(tls.hsts, None);
-        assert_eq!(c.server.tls_listen, ["0.0.0.0:8443".parse().unwrap()]);
+        assert_eq!(
+            c.server.tls_listen,
+            ["0.0.0.0:8443".parse().expect("an address")]
+        );
         assert_eq!(c.server.https_port, Some(443));
         assert!(!c.server.https_redirect);
         let redirects: Vec<_> = c.routes.iter().map(|r| r.https_redirect).collect();
@@ -1336,7 +1339,10 @@ spec:
             "sorted by namespace and Secret, whatever the input's order:\n{}",
             i.toml
         );
-        assert_eq!(c.server.tls_listen, ["0.0.0.0:8443".parse().unwrap()]);
+        assert_eq!(
+            c.server.tls_listen,
+            ["0.0.0.0:8443".parse().expect("an address")]
+        );
         assert_eq!(c.server.https_port, Some(443));
         let w = i.warnings.join("\n");
         assert!(w.contains("tls[1] has no secretName: ingress-nginx serves its default certificate (--default-ssl-certificate) for old.example.com"), "{w}");
@@ -1538,7 +1544,7 @@ spec:
                 c.upstreams
                     .iter()
                     .position(|u| u.name == "apps.svc.80.https")
-                    .unwrap()
+                    .expect("the https upstream")
             )
         );
         assert!(i
@@ -1633,7 +1639,7 @@ spec:
         let i = import(&y).expect("import");
         let c = config(&i);
         assert_eq!(
-            c.tls.as_ref().unwrap().client_auth,
+            c.tls.as_ref().expect("[tls]").client_auth,
             crate::ClientAuth::Optional
         );
         assert!(i.warnings.iter().any(|w| w.contains("optional_no_ca")));
@@ -1666,7 +1672,7 @@ spec:
         );
         let i = import(&format!("{protected}{public}")).expect("import");
         let c = config(&i);
-        assert!(c.tls.as_ref().unwrap().client_ca.is_none());
+        assert!(c.tls.as_ref().expect("[tls]").client_ca.is_none());
         assert_eq!(i.denied, ["secure.mtls.1"]);
         assert!(matches!(
             route(&c, "secure.mtls.1").action,
@@ -1720,7 +1726,7 @@ spec:
             );
             let i = import(&y).expect("import");
             let c = config(&i);
-            assert!(c.tls.as_ref().unwrap().client_ca.is_none());
+            assert!(c.tls.as_ref().expect("[tls]").client_ca.is_none());
             assert_eq!(i.denied, ["secure.mtls.1"], "{anns:?}");
         }
 
@@ -1752,7 +1758,7 @@ spec:
         let i = import(&one).expect("import");
         let c = config(&i);
         assert_eq!(
-            c.tls.as_ref().unwrap().hsts.as_deref(),
+            c.tls.as_ref().expect("[tls]").hsts.as_deref(),
             Some("max-age=600; includeSubDomains; preload")
         );
         assert!(i.warnings.iter().any(|w| w.contains("ConfigMap keys")));
@@ -1769,7 +1775,7 @@ spec:
         );
         let i = import(&format!("{one}{two}")).expect("import");
         let c = config(&i);
-        assert_eq!(c.tls.as_ref().unwrap().hsts, None);
+        assert_eq!(c.tls.as_ref().expect("[tls]").hsts, None);
         assert!(
             i.warnings
                 .iter()

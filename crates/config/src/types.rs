@@ -174,7 +174,10 @@ pub struct RedisClientCert {
 impl std::fmt::Debug for RedisTls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisTls")
-            .field("ca", &self.ca.as_ref().map(|c| format!("{} bytes", c.len())))
+            .field(
+                "ca",
+                &self.ca.as_ref().map(|c| format!("{} bytes", c.len())),
+            )
             .field("client_cert", &self.client_cert.as_ref().map(|_| "<set>"))
             .finish()
     }

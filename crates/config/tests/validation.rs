@@ -587,11 +587,26 @@ tls = { sni = "not a name", bogus = 1 }
     }
     // TLS listeners need certificates, certificates need a listener, redirects need TLS.
     let p = problems("[server]\ntls_listen = [\"127.0.0.1:8443\"]\n");
-    assert!(p.iter().any(|l| l.contains("server.tls_listen: TLS listeners need certificates")), "{p:#?}");
+    assert!(
+        p.iter()
+            .any(|l| l.contains("server.tls_listen: TLS listeners need certificates")),
+        "{p:#?}"
+    );
     let p = problems("[tls]\ncertificates = [{ cert = \"a\", key = \"b\" }]\n");
-    assert!(p.iter().any(|l| l.contains("no listener serves these certificates")), "{p:#?}");
+    assert!(
+        p.iter()
+            .any(|l| l.contains("no listener serves these certificates")),
+        "{p:#?}"
+    );
     let p = problems("[server]\nhttps_redirect = true\n");
-    assert!(p.iter().any(|l| l.contains("redirects to HTTPS need server.tls_listen")), "{p:#?}");
+    assert!(
+        p.iter()
+            .any(|l| l.contains("redirects to HTTPS need server.tls_listen")),
+        "{p:#?}"
+    );
     let p = problems("[server]\ntls_listen = [\"127.0.0.1:8443\"]\n[tls]\nhsts = \"max-age=1\"\n");
-    assert!(p.iter().any(|l| l.contains("tls: no certificate")), "{p:#?}");
+    assert!(
+        p.iter().any(|l| l.contains("tls: no certificate")),
+        "{p:#?}"
+    );
 }

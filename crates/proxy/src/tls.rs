@@ -663,67 +663,6 @@ impl Certificates {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn set_of(names: &[&[&str]], unknown: UnknownSni) -> CertSet {
-        // Keys are not looked at by `pick` beyond identity: one self-made key serves all.
-        let key = rcgen_free_key();
-        let certs = names
-            .iter()
-            .map(|n| Loaded {
-                key: key.clone(),
-                names: n.iter().map(|s| s.to_string()).collect(),
-                not_after: 0,
-            })
-            .collect();
-        CertSet::new(certs, unknown)
-    }
-
-    fn rcgen_free_key() -> Arc<CertifiedKey> {
-        // An Ed25519 PKCS#8 key from ring, wrapped with an empty chain.
-        let rng = ring::rand::SystemRandom::new();
-        let pkcs8 = ring::signature::Ed25519KeyPair::generate_pkcs8(&rng).expect("a key");
-        let der = PrivateKeyDer::Pkcs8(pkcs8.as_ref().to_vec().into());
-        let signer = rustls::crypto::ring::sign::any_supported_type(&der).expect("a signer");
-        Arc::new(CertifiedKey::new(Vec::new(), signer))
-    }
-
-    fn index(set: &CertSet, sni: Option<&str>) -> Option<usize> {
-        let k = set.pick(sni, &[SignatureScheme::ED25519])?;
-        set.certs
-            .iter()
-            .position(|c| Arc::ptr_eq(&c.key, &k))
-            .map(|i| i)
-    }
-
-    #[test]
-    fn names_pick_certificates() {
-        let set = set_of(
-            &[&["a.example"], &["*.b.example", "b.example"]],
-            UnknownSni::Default,
-        );
-        // All certificates share one key, so identity tells which entry matched only by
-        // whether one did: check the maps directly as well.
-        assert!(index(&set, Some("a.example")).is_some());
-        assert_eq!(set.exact.get("a.example"), Some(&vec![0]));
-        assert_eq!(set.exact.get("b.example"), Some(&vec![1]));
-        assert_eq!(set.wildcard.get("b.example"), Some(&vec![1]));
-        // Unknown names and no SNI: the first certificate, or nothing.
-        assert!(index(&set, Some("c.example")).is_some());
-        assert!(index(&set, None).is_some());
-        let strict = set_of(&[&["a.example"], &["*.b.example"]], UnknownSni::Reject);
-        assert!(strict.pick(Some("c.example"), &[]).is_none());
-        assert!(strict.pick(None, &[]).is_none());
-        // A wildcard covers one label, not two, nor the bare name.
-        assert!(strict.pick(Some("x.b.example"), &[]).is_some());
-        assert!(strict.pick(Some("X.B.Example."), &[]).is_some());
-        assert!(strict.pick(Some("y.x.b.example"), &[]).is_none());
-        assert!(strict.pick(Some("b.example"), &[]).is_none());
-    }
-}
-
 /// An upstream's TLS as Pingora's connector takes it: the name sent and verified, the CA
 /// bundle (if not the system's roots) and the client certificate.
 #[derive(Clone)]
@@ -771,4 +710,75 @@ pub fn upstream_tls(
         ca,
         client_cert,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A set whose certificates each have a key of their own (Ed25519 from ring, with an
+    /// empty chain: `pick` looks at names and schemes only), so a pick tells which matched.
+    fn set_of(names: &[&[&str]], unknown: UnknownSni) -> CertSet {
+        let certs = names
+            .iter()
+            .map(|n| Loaded {
+                key: ed25519_key(),
+                names: n.iter().map(|s| s.to_string()).collect(),
+                not_after: 0,
+            })
+            .collect();
+        CertSet::new(certs, unknown)
+    }
+
+    fn ed25519_key() -> Arc<CertifiedKey> {
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = ring::signature::Ed25519KeyPair::generate_pkcs8(&rng).expect("a key");
+        let der = PrivateKeyDer::Pkcs8(pkcs8.as_ref().to_vec().into());
+        let signer = rustls::crypto::ring::sign::any_supported_type(&der).expect("a signer");
+        Arc::new(CertifiedKey::new(Vec::new(), signer))
+    }
+
+    fn index(set: &CertSet, sni: Option<&str>) -> Option<usize> {
+        let k = set.pick(sni, &[SignatureScheme::ED25519])?;
+        set.certs.iter().position(|c| Arc::ptr_eq(&c.key, &k))
+    }
+
+    #[test]
+    fn names_pick_certificates() {
+        let set = set_of(
+            &[
+                &["a.example"],
+                &["*.b.example", "b.example"],
+                &["c.example"],
+            ],
+            UnknownSni::Default,
+        );
+        assert_eq!(index(&set, Some("a.example")), Some(0));
+        assert_eq!(index(&set, Some("b.example")), Some(1));
+        assert_eq!(index(&set, Some("x.b.example")), Some(1));
+        assert_eq!(index(&set, Some("C.EXAMPLE.")), Some(2));
+        // Unknown names, names a wildcard does not cover, and no SNI: the first certificate.
+        assert_eq!(index(&set, Some("d.example")), Some(0));
+        assert_eq!(index(&set, Some("y.x.b.example")), Some(0));
+        assert_eq!(index(&set, None), Some(0));
+        let strict = set_of(&[&["a.example"], &["*.b.example"]], UnknownSni::Reject);
+        assert_eq!(index(&strict, Some("a.example")), Some(0));
+        assert_eq!(index(&strict, Some("X.B.Example.")), Some(1));
+        // A wildcard covers one label: not two, nor the bare name.
+        for sni in [
+            Some("c.example"),
+            None,
+            Some("y.x.b.example"),
+            Some("b.example"),
+            Some(""),
+        ] {
+            assert_eq!(index(&strict, sni), None, "{sni:?}");
+        }
+    }
+
+    #[test]
+    fn the_first_certificate_that_names_a_host_wins_among_equals() {
+        let set = set_of(&[&["a.example"], &["a.example"]], UnknownSni::Reject);
+        assert_eq!(index(&set, Some("a.example")), Some(0));
+    }
 }
