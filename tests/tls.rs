@@ -462,6 +462,29 @@ async fn a_renewed_secret_is_served_within_two_seconds_and_open_connections_keep
         assert!(t0.elapsed() < Duration::from_secs(3), "b.test not served");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+
+    // Every Secret folder gone at once: nothing to serve is never published; what was served
+    // stays, and that is an error in the log and the counter.
+    std::fs::remove_dir_all(dir.join("default")).expect("remove the secrets");
+    let mut e = e;
+    assert!(
+        e.gw.wait_log("certificates_gone", Duration::from_secs(5))
+            .await,
+        "{}",
+        e.gw.log_text()
+    );
+    let fresh = HeldConn::open(e.tls, "a.test", cfg.clone())
+        .await
+        .expect("handshake");
+    assert_eq!(fresh.serial, new.der);
+    assert_eq!(
+        metric(
+            &metrics(e.admin).await,
+            "tollgate_tls_certificates_served",
+            &[]
+        ),
+        2.0
+    );
     drop(e);
 }
 
@@ -519,6 +542,68 @@ fn check_names_the_file_of_a_bad_certificate() {
     let (code, out) = check(&conf(&cert_entry(&dir.join("missing.crt"), &gk)), &dir);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("missing.crt: cannot read"), "{out}");
+    // Not yet valid; a client certificate used as a server's; the CA's certificate first.
+    let mut spec = LeafSpec::server(&["future.test"]);
+    spec.starts_in = Some(Duration::from_secs(86_400));
+    let (fc, fk) = write(&dir, "future", &ca.issue(&spec));
+    let (code, out) = check(&conf(&cert_entry(&fc, &fk)), &dir);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("future.crt: not valid before"), "{out}");
+    let (cc, ck) = write(&dir, "client", &ca.issue(&LeafSpec::client("someone")));
+    let (code, out) = check(&conf(&cert_entry(&cc, &ck)), &dir);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("client.crt: not a server certificate"),
+        "{out}"
+    );
+    let chain_wrong = dir.join("wrong-order.crt");
+    std::fs::write(&chain_wrong, format!("{}{}", ca.cert_pem, good.cert_pem)).expect("write");
+    let (code, out) = check(&conf(&cert_entry(&chain_wrong, &gk)), &dir);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("the first certificate is a CA's"), "{out}");
+    let other_ca = Ca::new("another ca");
+    let chain_bad = dir.join("bad-chain.crt");
+    std::fs::write(
+        &chain_bad,
+        format!("{}{}", good.cert_pem, other_ca.cert_pem),
+    )
+    .expect("write");
+    let (code, out) = check(&conf(&cert_entry(&chain_bad, &gk)), &dir);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("certificate 1 of the chain is not issued by certificate 2"),
+        "{out}"
+    );
+    let chain_ok = dir.join("chain.crt");
+    std::fs::write(&chain_ok, format!("{}{}", good.cert_pem, ca.cert_pem)).expect("write");
+    let (code, out) = check(&conf(&cert_entry(&chain_ok, &gk)), &dir);
+    assert_eq!(code, 0, "{out}");
+    let encrypted = dir.join("encrypted.key");
+    let st = Command::new("openssl")
+        .args(["pkey", "-aes256", "-passout", "pass:secret", "-in"])
+        .arg(&gk)
+        .arg("-out")
+        .arg(&encrypted)
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl pkey");
+    assert!(st.success());
+    let (code, out) = check(&conf(&cert_entry(&gc, &encrypted)), &dir);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("encrypted.key: the key is encrypted"), "{out}");
+    // An upstream CA bundle that is not one is found by check, not at start.
+    let (code, out) = check(
+        &format!(
+            "[upstreams.u]\ntargets = [\"127.0.0.1:9\"]\ntls = {{ ca = \"{}\" }}\n[[routes]]\npath_prefix = \"/\"\nupstream = \"u\"\n",
+            junk.display()
+        ),
+        &dir,
+    );
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("upstreams.u.tls:") && out.contains("junk.pem: not a PEM certificate"),
+        "{out}"
+    );
     // An empty certificate folder, and TLS listeners without [tls].
     let empty = dir.join("empty");
     std::fs::create_dir_all(&empty).expect("empty dir");
@@ -1086,4 +1171,129 @@ limits = ["shared"]
     assert!(redis.cli(&["DBSIZE"]).parse::<u64>().unwrap_or(0) >= 1);
     assert_eq!(metric(&metrics(admin).await, "tollgate_redis_up", &[]), 1.0);
     drop(gw);
+}
+
+/// A rustls client that shows a client certificate and keeps its sessions (tickets) between
+/// connections, as browsers and HTTP libraries do.
+fn client_config_with_cert(ca: &Ca, cert: &Path, key: &Path) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca.cert_pem.as_bytes()) {
+        roots.add(c.expect("CA PEM")).expect("CA cert");
+    }
+    let chain: Vec<_> = rustls::pki_types::CertificateDer::pem_file_iter(cert)
+        .expect("cert file")
+        .map(|c| c.expect("cert"))
+        .collect();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_file(key).expect("key");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .expect("client cert");
+    Arc::new(cfg)
+}
+
+/// One GET on a new connection with `cfg`: the status and whether the session resumed, or
+/// the handshake's error.
+async fn once(tls: u16, cfg: &Arc<rustls::ClientConfig>) -> Result<(u16, bool), String> {
+    let mut c = HeldConn::open(tls, "a.test", cfg.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    let resumed = c.stream.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+    // TLS 1.3 reports a refused client certificate after the handshake, at the first read.
+    let status = c.get("a.test", "/api").await.map_err(|e| e.to_string())?;
+    Ok((status, resumed))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_client_ca_ends_resumption_of_earlier_sessions() {
+    let backend = Backend::start().await.expect("backend");
+    let dir = temp_dir("tls-resume");
+    let ca = Ca::new("server ca");
+    let (ac, ak) = write(&dir, "a", &ca.issue(&LeafSpec::server(&["a.test"])));
+    let old_clients = Ca::new("old client ca");
+    let new_clients = Ca::new("new client ca");
+    let client_ca = old_clients.write(&dir, "clients.pem");
+    let (c1c, c1k) = write(
+        &dir,
+        "alice",
+        &old_clients.issue(&LeafSpec::client("alice")),
+    );
+    let e = edge(
+        backend.addr.port(),
+        &format!(
+            "certificates = [{}]\nclient_ca = \"{}\"\nclient_auth = \"require\"",
+            cert_entry(&ac, &ak),
+            client_ca.display()
+        ),
+        "",
+        "",
+    )
+    .await;
+    let alice = client_config_with_cert(&ca, &c1c, &c1k);
+    assert_eq!(once(e.tls, &alice).await, Ok((200, false)));
+    // The next connection resumes (a ticket): no certificate is shown again.
+    assert_eq!(once(e.tls, &alice).await, Ok((200, true)));
+
+    // The CA that signed alice's certificate is replaced (a revocation): her saved session
+    // must not resume past the new CA, and a full handshake fails.
+    std::fs::write(&client_ca, &new_clients.cert_pem).expect("replace client CA");
+    let mut e = e;
+    assert!(
+        e.gw.wait_log("client_ca_loaded", Duration::from_secs(5))
+            .await
+    );
+    let r = once(e.tls, &alice).await;
+    assert!(
+        r.is_err(),
+        "alice got through after her CA was replaced: {r:?}"
+    );
+    drop(e);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_with_certificates_that_check_refuses_changes_nothing() {
+    let backend = Backend::start().await.expect("backend");
+    let dir = temp_dir("tls-badreload");
+    let ca = Ca::new("test ca");
+    let (ac, ak) = write(&dir, "a", &ca.issue(&LeafSpec::server(&["a.test"])));
+    let e = edge(
+        backend.addr.port(),
+        &format!("certificates = [{}]", cert_entry(&ac, &ak)),
+        "",
+        "",
+    )
+    .await;
+    let text = std::fs::read_to_string(&e.gw.config).expect("config");
+    let broken = text.replace(
+        &format!("certificates = [{}]", cert_entry(&ac, &ak)),
+        &format!(
+            "certificate_dirs = [\"{}\"]",
+            dir.join("no-such-folder").display()
+        ),
+    );
+    assert_ne!(text, broken);
+    std::fs::write(&e.gw.config, broken).expect("rewrite config");
+    let mut e = e;
+    assert!(
+        e.gw.wait_log("reload_failed", Duration::from_secs(5)).await,
+        "{}",
+        e.gw.log_text()
+    );
+    assert!(e.gw.log_text().contains("no certificate found"));
+    assert_eq!(
+        handshake_subject(e.tls, Some("a.test"), &[]).as_deref(),
+        Some("a.test")
+    );
+    assert_eq!(
+        metric(
+            &metrics(e.admin).await,
+            "tollgate_config_reloads_total",
+            &["result=\"error\""]
+        ),
+        1.0
+    );
+    drop(e);
 }

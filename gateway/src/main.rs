@@ -178,13 +178,30 @@ fn check(files: &[PathBuf]) -> i32 {
     }
 }
 
-/// The certificates `[tls]` names load as they would at start (PEM, matching keys, not
-/// expired).
+/// The certificates `[tls]` and the upstreams name load as they would at start (PEM,
+/// matching keys, not expired).
 fn certificates_ok(cfg: &Config) -> Result<(), Vec<String>> {
-    let Some(tls) = &cfg.tls else { return Ok(()) };
-    let metrics = tollgate_proxy::tls::TlsMetrics::register(&Default::default())
-        .map_err(|e| vec![format!("metrics: {e}")])?;
-    tollgate_proxy::tls::Certificates::load(tls, metrics).map(|_| ())
+    let mut errors = Vec::new();
+    if let Some(tls) = &cfg.tls {
+        errors.extend(tollgate_proxy::tls::check(tls).err().unwrap_or_default());
+    }
+    // Upstream CA bundles and client certificates, as the runtime will read them.
+    for u in &cfg.upstreams {
+        if let Some(t) = &u.tls {
+            for (target, _) in &u.targets {
+                let host = target.rsplit_once(':').map_or(target.as_str(), |(h, _)| h);
+                if let Err(e) = tollgate_proxy::tls::upstream_tls(t, host) {
+                    errors.push(format!("upstreams.{}.tls: {e}", u.name));
+                    break;
+                }
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
 }
 
 fn init_logging(format: LogFormat) {

@@ -113,11 +113,19 @@ pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Probl
                 0..0,
                 "TLS listeners need certificates: add a [tls] section",
             ),
-            (Some(_), true) => cx.err(
-                "tls",
-                0..0,
-                "no listener serves these certificates: add server.tls_listen",
-            ),
+            // (Unless tls_listen was given and is wrong: that error says enough.)
+            (Some(_), true)
+                if !cx
+                    .problems
+                    .iter()
+                    .any(|p| p.path.starts_with("server.tls_listen")) =>
+            {
+                cx.err(
+                    "tls",
+                    0..0,
+                    "no listener serves these certificates: add server.tls_listen",
+                )
+            }
             _ => {}
         }
         let redirects = s.https_redirect || routes.iter().any(|r| r.https_redirect == Some(true));

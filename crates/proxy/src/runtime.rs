@@ -849,6 +849,14 @@ impl Shared {
     /// Builds a runtime for `config` and makes it current. On error the old one keeps serving.
     pub fn reload(&self, config: Config) -> Result<(), BuildError> {
         let current = self.runtime.load_full();
+        if let (Some(_), Some(t)) = (&self.tls, &config.tls) {
+            // What check and start would refuse, a reload refuses too (certificates that are
+            // renewed later are taken one by one instead).
+            if let Err(errors) = crate::tls::check(t) {
+                self.metrics.reloads.with_label_values(&["error"]).inc();
+                return Err(BuildError::Tls(errors));
+            }
+        }
         match Runtime::build(config, Some(&current), self.store.as_ref(), &self.metrics) {
             Ok(rt) => {
                 if let (Some(certs), Some(t)) = (&self.tls, &rt.config.tls) {

@@ -338,7 +338,9 @@ fn is_secure(session: &Session, peer: IpAddr, rt: &Runtime) -> bool {
             .req_header()
             .headers
             .get("x-forwarded-proto")
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"))
+            // Proxies in a chain append: the first value is what the client used.
+            .and_then(|v| v.as_bytes().split(|&b| b == b',').next())
+            .is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"https"))
 }
 
 /// `https://HOST[:PORT]PATH[?QUERY]` from the canonical host and path (both already checked:
@@ -366,7 +368,17 @@ fn https_location(
     s.push_str(path);
     if let Some(q) = query {
         s.push('?');
-        s.push_str(q);
+        // The query as sent, but a Location header is ASCII: other bytes are escaped.
+        for c in q.chars() {
+            if c.is_ascii() {
+                s.push(c);
+            } else {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    s.push_str(&format!("%{b:02X}"));
+                }
+            }
+        }
     }
     HeaderValue::from_str(&s).ok()
 }

@@ -40,6 +40,8 @@ pub struct Loaded {
     pub names: Vec<String>,
     /// notAfter, Unix seconds.
     pub not_after: i64,
+    /// No extended key usage, or one that includes serverAuth.
+    pub server_auth: bool,
 }
 
 fn read_chain(file: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
@@ -68,10 +70,29 @@ fn date(unix: i64) -> String {
         .unwrap_or_else(|_| unix.to_string())
 }
 
+fn read_key(file: &Path) -> Result<PrivateKeyDer<'static>, String> {
+    let bytes = std::fs::read(file).map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
+    if bytes.windows(9).any(|w| w == b"ENCRYPTED") {
+        return Err(format!(
+            "{}: the key is encrypted (a passphrase): store it decrypted, readable only by the gateway (openssl pkey -in KEY -out KEY.plain)",
+            file.display()
+        ));
+    }
+    PrivateKeyDer::from_pem_slice(&bytes)
+        .map_err(|_| format!("{}: not a PEM private key", file.display()))
+}
+
 /// Reads a server certificate chain and its key, and checks them: PEM, the key matches the
-/// leaf, the leaf has not expired and names at least one host.
+/// leaf, the chain is in order, the leaf is valid now, may serve (its extended key usage, if
+/// any, includes serverAuth) and names at least one host.
 pub fn load(files: &CertFiles) -> Result<Loaded, String> {
     let l = load_pair(files)?;
+    if !l.server_auth {
+        return Err(format!(
+            "{}: not a server certificate (its extended key usage lacks serverAuth)",
+            files.cert.display()
+        ));
+    }
     if l.names.is_empty() {
         return Err(format!(
             "{}: names no host (no DNS name or IP address in subjectAltName)",
@@ -84,34 +105,66 @@ pub fn load(files: &CertFiles) -> Result<Loaded, String> {
 /// As [`load`], for a client certificate (which need not name a host).
 fn load_pair(files: &CertFiles) -> Result<Loaded, String> {
     let chain = read_chain(&files.cert)?;
-    let key_bytes = std::fs::read(&files.key)
-        .map_err(|e| format!("{}: cannot read: {e}", files.key.display()))?;
-    let key = PrivateKeyDer::from_pem_slice(&key_bytes)
-        .map_err(|_| format!("{}: not a PEM private key", files.key.display()))?;
-    let signer = rustls::crypto::ring::sign::any_supported_type(&key).map_err(|e| {
+    let key = read_key(&files.key)?;
+    let signer = rustls::crypto::ring::sign::any_supported_type(&key).map_err(|_| {
         format!(
-            "{}: not a usable private key (ECDSA P-256/P-384, Ed25519 or RSA): {e}",
+            "{}: a key of a kind that is not served: use ECDSA P-256 or P-384, Ed25519, or RSA (PKCS#1 v1.5 / PSS signatures from an rsaEncryption key)",
             files.key.display()
         )
     })?;
     let (_, leaf) = x509_parser::parse_x509_certificate(&chain[0])
         .map_err(|e| format!("{}: not an X.509 certificate: {e}", files.cert.display()))?;
     let certified = CertifiedKey::new(chain.clone(), signer);
+    if let Ok(Some(bc)) = leaf.basic_constraints() {
+        if bc.value.ca {
+            return Err(format!(
+                "{}: the first certificate is a CA's: the file must start with the server's own certificate, then its chain",
+                files.cert.display()
+            ));
+        }
+    }
     if let Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) =
         certified.keys_match()
     {
         return Err(format!(
-            "{} and {}: the key does not match the certificate",
+            "{} and {}: the key does not match the certificate (the first in the file, which must be the server's own)",
             files.cert.display(),
             files.key.display()
         ));
     }
+    // Each certificate of the chain must be issued by the next one.
+    for (i, pair) in chain.windows(2).enumerate() {
+        let parsed = (
+            x509_parser::parse_x509_certificate(&pair[0]),
+            x509_parser::parse_x509_certificate(&pair[1]),
+        );
+        if let (Ok((_, child)), Ok((_, parent))) = parsed {
+            if child.issuer() != parent.subject() {
+                return Err(format!(
+                    "{}: certificate {} of the chain is not issued by certificate {} (the chain must go from the server's certificate up, in order)",
+                    files.cert.display(),
+                    i + 1,
+                    i + 2
+                ));
+            }
+        }
+    }
+    let now = now_unix();
     let not_after = leaf.validity().not_after.timestamp();
-    if not_after < now_unix() {
+    if not_after < now {
         return Err(format!(
             "{}: expired on {}",
             files.cert.display(),
             date(not_after)
+        ));
+    }
+    // A few minutes of clock skew between the issuer and this host are forgiven.
+    let not_before = leaf.validity().not_before.timestamp();
+    if not_before > now + 300 {
+        return Err(format!(
+            "{}: not valid before {}",
+            files.cert.display(),
+            date(not_before)
         ));
     }
     let mut names = Vec::new();
@@ -133,10 +186,15 @@ fn load_pair(files: &CertFiles) -> Result<Loaded, String> {
             }
         }
     }
+    let server_auth = match leaf.extended_key_usage() {
+        Ok(Some(eku)) => eku.value.server_auth || eku.value.any,
+        _ => true,
+    };
     Ok(Loaded {
         key: Arc::new(certified),
         names,
         not_after,
+        server_auth,
     })
 }
 
@@ -162,7 +220,9 @@ pub fn sources(cfg: &TlsConfig) -> Vec<CertFiles> {
             // A mounted Secret's own `..data` and `..2026_...` folders are not certificates.
             .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
             .map(|e| e.path())
-            .filter(|p| p.join("tls.crt").exists() && p.join("tls.key").exists())
+            // One file present is a Secret being written or broken: a source that fails to
+            // load (its last good certificate keeps serving), not one that went away.
+            .filter(|p| p.join("tls.crt").exists() || p.join("tls.key").exists())
             .collect();
         subs.sort();
         out.extend(subs.iter().map(|p| secret(p)));
@@ -330,6 +390,100 @@ impl ClientCertVerifier for ClientVerifier {
     }
 }
 
+/// Session resumption (TLS 1.3 tickets, TLS 1.2 session IDs) whose keys and cache are made
+/// anew whenever the client verifier changes: a session resumes the client certificate it was
+/// made with, so after `client_ca` or `client_auth` changes no earlier session may resume.
+#[derive(Debug)]
+struct Resumption {
+    tickets: ArcSwap<Arc<dyn rustls::server::ProducesTickets>>,
+    sessions: ArcSwap<Arc<rustls::server::ServerSessionMemoryCache>>,
+}
+
+/// Sessions kept per process for TLS 1.2 resumption by ID.
+const SESSION_CACHE: usize = 4096;
+
+impl Resumption {
+    fn new() -> Result<Self, String> {
+        Ok(Resumption {
+            tickets: ArcSwap::from_pointee(Self::ticketer()?),
+            sessions: ArcSwap::from_pointee(rustls::server::ServerSessionMemoryCache::new(
+                SESSION_CACHE,
+            )),
+        })
+    }
+
+    fn ticketer() -> Result<Arc<dyn rustls::server::ProducesTickets>, String> {
+        rustls::crypto::ring::Ticketer::new().map_err(|e| e.to_string())
+    }
+
+    /// Every session and ticket issued so far stops resuming.
+    fn renew(&self) {
+        match Self::ticketer() {
+            Ok(t) => self.tickets.store(Arc::new(t)),
+            // Without new keys, no tickets at all rather than old ones.
+            Err(_) => self.tickets.store(Arc::new(Arc::new(NoTickets))),
+        }
+        self.sessions
+            .store(Arc::new(rustls::server::ServerSessionMemoryCache::new(
+                SESSION_CACHE,
+            )));
+    }
+}
+
+#[derive(Debug)]
+struct NoTickets;
+
+impl rustls::server::ProducesTickets for NoTickets {
+    fn enabled(&self) -> bool {
+        false
+    }
+    fn lifetime(&self) -> u32 {
+        0
+    }
+    fn encrypt(&self, _: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+    fn decrypt(&self, _: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+}
+
+#[derive(Debug)]
+struct Tickets(Arc<Resumption>);
+
+impl rustls::server::ProducesTickets for Tickets {
+    fn enabled(&self) -> bool {
+        self.0.tickets.load().enabled()
+    }
+    fn lifetime(&self) -> u32 {
+        self.0.tickets.load().lifetime()
+    }
+    fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
+        self.0.tickets.load().encrypt(plain)
+    }
+    fn decrypt(&self, cipher: &[u8]) -> Option<Vec<u8>> {
+        self.0.tickets.load().decrypt(cipher)
+    }
+}
+
+#[derive(Debug)]
+struct Sessions(Arc<Resumption>);
+
+impl rustls::server::StoresServerSessions for Sessions {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        self.0.sessions.load().put(key, value)
+    }
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.0.sessions.load().get(key)
+    }
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.0.sessions.load().take(key)
+    }
+    fn can_cache(&self) -> bool {
+        true
+    }
+}
+
 /// A verifier for `client_ca`.
 fn client_verifier(cfg: &TlsConfig) -> Result<Verifier, String> {
     let Some(ca) = &cfg.client_ca else {
@@ -358,6 +512,14 @@ fn client_verifier(cfg: &TlsConfig) -> Result<Verifier, String> {
     })
 }
 
+/// Loads every certificate `cfg` names as start would, and says what is wrong (check, and a
+/// config reload before it changes anything).
+pub fn check(cfg: &TlsConfig) -> Result<(), Vec<String>> {
+    let metrics =
+        TlsMetrics::register(&Registry::new()).map_err(|e| vec![format!("metrics: {e}")])?;
+    Certificates::load(cfg, metrics).map(|_| ())
+}
+
 /// `tollgate_tls_*` metrics.
 #[derive(Clone)]
 pub struct TlsMetrics {
@@ -365,6 +527,8 @@ pub struct TlsMetrics {
     pub expiry: IntGaugeVec,
     /// Certificate loads after start: `ok`, or `error` (the old one kept serving).
     pub reloads: IntCounterVec,
+    /// Certificates being served.
+    pub served: prometheus::IntGauge,
 }
 
 impl TlsMetrics {
@@ -383,13 +547,22 @@ impl TlsMetrics {
             ),
             &["result"],
         )?;
+        let served = prometheus::IntGauge::new(
+            "tollgate_tls_certificates_served",
+            "Certificates the TLS listeners are serving",
+        )?;
         registry.register(Box::new(expiry.clone()))?;
         registry.register(Box::new(reloads.clone()))?;
+        registry.register(Box::new(served.clone()))?;
         // Exported at 0 from the start, so increase() sees the first refusal.
         for r in ["ok", "error"] {
             reloads.with_label_values(&[r]);
         }
-        Ok(TlsMetrics { expiry, reloads })
+        Ok(TlsMetrics {
+            expiry,
+            reloads,
+            served,
+        })
     }
 }
 
@@ -415,6 +588,7 @@ struct Watch {
 pub struct Certificates {
     set: Arc<ArcSwap<CertSet>>,
     verifier: Arc<ArcSwap<Verifier>>,
+    resumption: Arc<Resumption>,
     min_version: TlsVersion,
     metrics: TlsMetrics,
     watch: Mutex<Watch>,
@@ -502,9 +676,12 @@ impl Certificates {
             inner: None,
             mandatory: false,
         });
+        let resumption =
+            Resumption::new().map_err(|e| vec![format!("tls: session tickets: {e}")])?;
         let certs = Certificates {
             set: Arc::new(ArcSwap::from_pointee(CertSet::default())),
             verifier: Arc::new(ArcSwap::from_pointee(verifier)),
+            resumption: Arc::new(resumption),
             min_version: cfg.min_version,
             metrics,
             watch: Mutex::new(Watch {
@@ -533,7 +710,8 @@ impl Certificates {
             .with_client_cert_verifier(Arc::new(ClientVerifier(self.verifier.clone())))
             .with_cert_resolver(Arc::new(Resolver(self.set.clone())));
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| e.to_string())?;
+        config.ticketer = Arc::new(Tickets(self.resumption.clone()));
+        config.session_storage = Arc::new(Sessions(self.resumption.clone()));
         Ok(Arc::new(config))
     }
 
@@ -542,9 +720,19 @@ impl Certificates {
         self.set.load_full()
     }
 
-    /// Serves the entries' certificates and sets the expiry gauges.
+    /// Serves the entries' certificates and sets the expiry gauges. Never nothing: when every
+    /// source is gone or broken, the certificates being served stay (an error, counted).
     fn publish(&self, w: &Watch) {
         let loaded: Vec<Loaded> = w.entries.iter().filter_map(|e| e.loaded.clone()).collect();
+        if loaded.is_empty() && !self.set.load().is_empty() {
+            self.metrics.reloads.with_label_values(&["error"]).inc();
+            tracing::error!(
+                event = "certificates_gone",
+                "no certificate left to serve (folders empty or every file broken): the ones served so far stay"
+            );
+            return;
+        }
+        self.metrics.served.set(loaded.len() as i64);
         self.metrics.expiry.reset();
         for l in &loaded {
             let g = self
@@ -650,11 +838,17 @@ impl Certificates {
             match client_verifier(&w.cfg) {
                 Ok(v) => {
                     self.verifier.store(Arc::new(v));
+                    // A session made under the old verifier must not skip the new one.
+                    self.resumption.renew();
                     w.ca_stamp = ca_now;
+                    tracing::info!(event = "client_ca_loaded", "client certificate settings in force; earlier TLS sessions no longer resume");
                 }
                 Err(e) => {
                     self.metrics.reloads.with_label_values(&["error"]).inc();
                     w.ca_stamp = ca_now;
+                    // Whatever was meant (a revocation, most likely), sessions made so far stop
+                    // resuming: a full handshake meets the verifier in force.
+                    self.resumption.renew();
                     tracing::error!(event = "client_ca_rejected", error = %e, "client CA refused; the old one stays in force");
                 }
             }
@@ -695,10 +889,7 @@ pub fn upstream_tls(
         Some(files) => {
             let loaded = load_pair(files)?;
             let chain: Vec<Vec<u8>> = loaded.key.cert.iter().map(|c| c.to_vec()).collect();
-            let key_bytes = std::fs::read(&files.key)
-                .map_err(|e| format!("{}: cannot read: {e}", files.key.display()))?;
-            let key = PrivateKeyDer::from_pem_slice(&key_bytes)
-                .map_err(|_| format!("{}: not a PEM private key", files.key.display()))?;
+            let key = read_key(&files.key)?;
             Some(Arc::new(CertKey::new(chain, key.secret_der().to_vec())))
         }
         None => None,
@@ -725,6 +916,7 @@ mod tests {
                 key: ed25519_key(),
                 names: n.iter().map(|s| s.to_string()).collect(),
                 not_after: 0,
+                server_auth: true,
             })
             .collect();
         CertSet::new(certs, unknown)

@@ -43,6 +43,8 @@ pub struct LeafSpec {
     pub after: Duration,
     /// Negative `after`: a certificate that has already expired.
     pub expired: bool,
+    /// A certificate that becomes valid this long from now (`before` is then ignored).
+    pub starts_in: Option<Duration>,
     pub client: bool,
     pub common_name: String,
 }
@@ -55,6 +57,7 @@ impl LeafSpec {
             before: Duration::from_secs(3600),
             after: Duration::from_secs(90 * 86_400),
             expired: false,
+            starts_in: None,
             client: false,
             common_name: names.first().map_or("test", |n| n).to_string(),
         }
@@ -145,7 +148,10 @@ impl Ca {
             ExtendedKeyUsagePurpose::ServerAuth
         }];
         let now = SystemTime::now();
-        params.not_before = at(now, false, spec.before);
+        params.not_before = match spec.starts_in {
+            Some(d) => at(now, true, d),
+            None => at(now, false, spec.before),
+        };
         params.not_after = at(now, !spec.expired, spec.after);
         let key = key_pair(spec.key);
         let cert = params
