@@ -1297,3 +1297,65 @@ async fn a_reload_with_certificates_that_check_refuses_changes_nothing() {
     );
     drop(e);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handshakes_in_progress_count_against_the_connection_bounds() {
+    let backend = Backend::start().await.expect("backend");
+    let dir = temp_dir("tls-bounds");
+    let ca = Ca::new("test ca");
+    let (ac, ak) = write(&dir, "a", &ca.issue(&LeafSpec::server(&["a.test"])));
+    let e = edge(
+        backend.addr.port(),
+        &format!("certificates = [{}]", cert_entry(&ac, &ak)),
+        "max_connections_per_client = 5",
+        "",
+    )
+    .await;
+    // Five clients that never finish their ClientHello hold five slots...
+    let mut stalled = Vec::new();
+    for _ in 0..5 {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", e.tls))
+            .await
+            .expect("tcp");
+        s.write_all(&[0x16, 0x03, 0x01]).await.expect("write");
+        stalled.push(s);
+    }
+    let admin = e.admin;
+    assert!(
+        eventually(Duration::from_secs(3), || async move {
+            metric(&metrics(admin).await, "tollgate_connections_open", &[]) == 5.0
+        })
+        .await
+    );
+    // ...so a sixth is closed at once, before any handshake.
+    let t0 = Instant::now();
+    let mut sixth = tokio::net::TcpStream::connect(("127.0.0.1", e.tls))
+        .await
+        .expect("tcp");
+    let _ = sixth.write_all(&[0x16, 0x03, 0x01]).await;
+    let mut b = [0u8; 16];
+    let r = tokio::time::timeout(Duration::from_secs(5), sixth.read(&mut b)).await;
+    assert!(matches!(r, Ok(Ok(0)) | Ok(Err(_))), "{r:?}");
+    assert!(t0.elapsed() < Duration::from_secs(1));
+    assert!(handshake_subject(e.tls, Some("a.test"), &[]).is_none());
+    let m = metrics(e.admin).await;
+    assert!(
+        metric(
+            &m,
+            "tollgate_connections_refused_total",
+            &["reason=\"max_connections_per_client\""]
+        ) >= 2.0,
+        "{m}"
+    );
+    // Their slots come back when they go.
+    drop(stalled);
+    let t0 = Instant::now();
+    while handshake_subject(e.tls, Some("a.test"), &[]).as_deref() != Some("a.test") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "slots not given back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(e);
+}

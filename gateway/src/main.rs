@@ -278,11 +278,12 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
     h2.max_concurrent_streams(h.max_h2_streams as u32);
     h2.max_header_list_size(h.max_header_bytes as u32);
     app.h2_options = Some(h2);
-    // Connection bounds wrap the proxy: a refused connection is closed before it is read.
-    let mut proxy = Service::new(
-        "tollgate proxy".to_string(),
-        tollgate_proxy::connections::Bounded::new(app, shared.clone()),
-    );
+    let mut proxy = Service::new("tollgate proxy".to_string(), app);
+    // Connection bounds at accept: a refused connection is closed before it is read (or its
+    // TLS handshake begins), and a slot is held for the connection's whole life.
+    proxy.set_connection_admission(Arc::new(tollgate_proxy::connections::Admission::new(
+        shared.clone(),
+    )));
     if let Some(certs) = &shared.tls {
         let tls = certs
             .server_config()

@@ -1,8 +1,8 @@
 //! Bounds on downstream connections: how many are open in this process and per client address.
 //!
-//! [`Bounded`] wraps the proxy's server app: each accepted connection takes a slot before
-//! anything is read from it and gives it back when the connection ends, however it ends (the
-//! slot is a guard). Over `max_connections` or `max_connections_per_client` a connection is
+//! [`Admission`] is asked by the listeners: each accepted connection takes a slot before
+//! anything is read from it (before its TLS handshake too) and gives it back when the
+//! connection ends, however it ends (the slot is a guard). Over `max_connections` or `max_connections_per_client` a connection is
 //! closed at once, unread, and counted in `tollgate_connections_refused_total{reason}`; the
 //! open ones show in `tollgate_connections_open`.
 //!
@@ -15,11 +15,9 @@
 
 use crate::identity::{fold, key_ip};
 use crate::runtime::Shared;
-use async_trait::async_trait;
 use parking_lot::Mutex;
-use pingora::apps::ServerApp;
-use pingora::protocols::Stream;
-use pingora::server::ShutdownWatch;
+use pingora::protocols::l4::socket::SocketAddr;
+use pingora::services::listening::ConnectionAdmission;
 use prometheus::{IntCounter, IntGauge};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -123,48 +121,35 @@ impl Drop for Slot {
     }
 }
 
-/// The proxy's server app behind the connection bounds.
-pub struct Bounded<A> {
-    inner: Arc<A>,
+/// The bounds as the listeners apply them: a slot is taken right after accept, before the TLS
+/// handshake (vendor patch 0006), and held until the connection ends, so handshakes in
+/// progress count like every other connection.
+pub struct Admission {
     shared: Arc<Shared>,
 }
 
-impl<A> Bounded<A> {
-    pub fn new(inner: A, shared: Arc<Shared>) -> Self {
-        Self {
-            inner: Arc::new(inner),
-            shared,
-        }
+impl Admission {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        Self { shared }
     }
 }
 
-#[async_trait]
-impl<A: ServerApp + Send + Sync + 'static> ServerApp for Bounded<A> {
-    async fn process_new(
-        self: &Arc<Self>,
-        stream: Stream,
-        shutdown: &ShutdownWatch,
-    ) -> Option<Stream> {
+impl ConnectionAdmission for Admission {
+    fn admit(&self, peer: Option<&SocketAddr>) -> Option<Box<dyn std::any::Any + Send>> {
         let rt = self.shared.runtime.load();
         let server = &rt.config.server;
         let h = &server.hardening;
-        let client = stream
-            .get_socket_digest()
-            .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()))
-            .map(|ip| key_ip(fold(ip), server.ipv6_prefix));
+        let client = peer
+            .and_then(|a| a.as_inet())
+            .map(|a| key_ip(fold(a.ip()), server.ipv6_prefix));
         let (max, per_client) = (h.max_connections, h.max_connections_per_client);
         drop(rt);
-        // Refused: dropped unread (the socket closes at once).
-        let _slot = self
+        let slot = self
             .shared
             .connections
             .admit(client, max, per_client)
             .ok()?;
-        self.inner.process_new(stream, shutdown).await
-    }
-
-    async fn cleanup(&self) {
-        self.inner.cleanup().await
+        Some(Box::new(slot))
     }
 }
 

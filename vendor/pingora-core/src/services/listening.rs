@@ -39,6 +39,16 @@ use pingora_timeout::timeout;
 use std::fs::Permissions;
 use std::sync::Arc;
 
+/// Decides, right after accept and before any handshake, whether a connection is served. What
+/// [`ConnectionAdmission::admit`] returns (a slot in a count, say) is held until the connection
+/// ends, its handshake included; `None` closes the connection unread.
+pub trait ConnectionAdmission: Send + Sync {
+    fn admit(
+        &self,
+        peer: Option<&crate::protocols::l4::socket::SocketAddr>,
+    ) -> Option<Box<dyn std::any::Any + Send>>;
+}
+
 /// Override the runtime options used to run a listening service.
 pub type RuntimeOptsOverride = Arc<dyn Fn(&RuntimeOpts) -> Option<RuntimeOpts> + Send + Sync>;
 
@@ -50,6 +60,7 @@ pub struct Service<A> {
     /// The number of preferred threads. `None` to follow global setting.
     pub threads: Option<usize>,
     runtime_opts_override: Option<RuntimeOptsOverride>,
+    admission: Option<Arc<dyn ConnectionAdmission>>,
     #[cfg(feature = "connection_filter")]
     connection_filter: Arc<dyn ConnectionFilter>,
 }
@@ -63,6 +74,7 @@ impl<A> Service<A> {
             app_logic: Some(app_logic),
             threads: None,
             runtime_opts_override: None,
+            admission: None,
             #[cfg(feature = "connection_filter")]
             connection_filter: Arc::new(AcceptAllFilter),
         }
@@ -77,9 +89,15 @@ impl<A> Service<A> {
             app_logic: Some(app_logic),
             threads: None,
             runtime_opts_override: None,
+            admission: None,
             #[cfg(feature = "connection_filter")]
             connection_filter: Arc::new(AcceptAllFilter),
         }
+    }
+
+    /// Set the admission of this service's connections (see [`ConnectionAdmission`]).
+    pub fn set_connection_admission(&mut self, admission: Arc<dyn ConnectionAdmission>) {
+        self.admission = Some(admission);
     }
 
     /// Set a runtime options override for this service.
@@ -202,6 +220,7 @@ impl<A: ServerApp + Send + Sync + 'static> Service<A> {
         app_logic: Arc<A>,
         mut stack: TransportStack,
         mut shutdown: ShutdownWatch,
+        admission: Option<Arc<dyn ConnectionAdmission>>,
     ) {
         // the accept loop, until the system is shutting down
         loop {
@@ -226,9 +245,19 @@ impl<A: ServerApp + Send + Sync + 'static> Service<A> {
             };
             match new_io {
                 Ok(io) => {
+                    let slot = match &admission {
+                        Some(a) => match a.admit(io.peer_addr().as_ref()) {
+                            Some(slot) => Some(slot),
+                            // Refused: closed unread.
+                            None => continue,
+                        },
+                        None => None,
+                    };
                     let app = app_logic.clone();
                     let shutdown = shutdown.clone();
                     current_handle().spawn(async move {
+                        // Held until the connection ends, its handshake included.
+                        let _slot = slot;
                         let peer_addr = io.peer_addr();
                         let deadline = io.handshake_timeout();
                         // Boxed: the (TLS) handshake's state would otherwise be part of every
@@ -308,9 +337,10 @@ impl<A: ServerApp + Send + Sync + 'static> ServiceTrait for Service<A> {
                 let shutdown = shutdown.clone();
                 let my_app_logic = app_logic.clone();
                 let endpoint = endpoint.clone();
+                let admission = self.admission.clone();
 
                 let jh = runtime.spawn(async move {
-                    Self::run_endpoint(my_app_logic, endpoint, shutdown).await;
+                    Self::run_endpoint(my_app_logic, endpoint, shutdown, admission).await;
                 });
 
                 handlers.push(jh);
