@@ -101,6 +101,39 @@ fn handshake_subject(tls: u16, sni: Option<&str>, args: &[&str]) -> Option<Strin
     Some(line.rsplit('=').next()?.trim().to_string())
 }
 
+/// A gateway serving one certificate for a.test (signed by its own CA) in front of a backend.
+struct Site {
+    e: Edge,
+    ca: Ca,
+    dir: PathBuf,
+    cert: (PathBuf, PathBuf),
+    _backend: Backend,
+}
+
+async fn site(tag: &str, tls_extra: &str, server_extra: &str) -> Site {
+    let backend = Backend::start().await.expect("backend");
+    let dir = temp_dir(tag);
+    let ca = Ca::new("test ca");
+    let cert = write(&dir, "a", &ca.issue(&LeafSpec::server(&["a.test"])));
+    let e = edge(
+        backend.addr.port(),
+        &format!(
+            "certificates = [{}]\n{tls_extra}",
+            cert_entry(&cert.0, &cert.1)
+        ),
+        server_extra,
+        "",
+    )
+    .await;
+    Site {
+        e,
+        ca,
+        dir,
+        cert,
+        _backend: backend,
+    }
+}
+
 fn write(dir: &Path, name: &str, leaf: &Leaf) -> (PathBuf, PathBuf) {
     leaf.write(dir, name)
 }
@@ -201,17 +234,15 @@ async fn certificates_by_sni_with_a_default_and_h2_by_alpn() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_names_can_be_refused_and_tls_1_3_required() {
-    let backend = Backend::start().await.expect("backend");
-    let dir = temp_dir("tls-strict");
-    let ca = Ca::new("test ca");
-    let (ac, ak) = write(&dir, "a", &ca.issue(&LeafSpec::server(&["a.test"])));
-    let e = edge(
-        backend.addr.port(),
-        &format!(
-            "certificates = [{}]\nunknown_sni = \"reject\"\nmin_version = \"1.3\"",
-            cert_entry(&ac, &ak)
-        ),
-        "",
+    let Site {
+        e,
+        ca,
+        dir,
+        cert: (ac, ak),
+        ..
+    } = site(
+        "tls-strict",
+        "unknown_sni = \"reject\"\nmin_version = \"1.3\"",
         "",
     )
     .await;
@@ -1089,17 +1120,7 @@ print("|".join(out))
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_tls_client_is_closed_after_header_timeout() {
-    let backend = Backend::start().await.expect("backend");
-    let dir = temp_dir("tls-silent");
-    let ca = Ca::new("test ca");
-    let (ac, ak) = write(&dir, "a", &ca.issue(&LeafSpec::server(&["a.test"])));
-    let e = edge(
-        backend.addr.port(),
-        &format!("certificates = [{}]", cert_entry(&ac, &ak)),
-        "header_timeout = \"1s\"",
-        "",
-    )
-    .await;
+    let Site { e, .. } = site("tls-silent", "", "header_timeout = \"1s\"").await;
     let t0 = Instant::now();
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", e.tls))
         .await
@@ -1255,17 +1276,12 @@ async fn a_new_client_ca_ends_resumption_of_earlier_sessions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_with_certificates_that_check_refuses_changes_nothing() {
-    let backend = Backend::start().await.expect("backend");
-    let dir = temp_dir("tls-badreload");
-    let ca = Ca::new("test ca");
-    let (ac, ak) = write(&dir, "a", &ca.issue(&LeafSpec::server(&["a.test"])));
-    let e = edge(
-        backend.addr.port(),
-        &format!("certificates = [{}]", cert_entry(&ac, &ak)),
-        "",
-        "",
-    )
-    .await;
+    let Site {
+        e,
+        dir,
+        cert: (ac, ak),
+        ..
+    } = site("tls-badreload", "", "").await;
     let text = std::fs::read_to_string(&e.gw.config).expect("config");
     let broken = text.replace(
         &format!("certificates = [{}]", cert_entry(&ac, &ak)),
@@ -1300,17 +1316,7 @@ async fn a_reload_with_certificates_that_check_refuses_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handshakes_in_progress_count_against_the_connection_bounds() {
-    let backend = Backend::start().await.expect("backend");
-    let dir = temp_dir("tls-bounds");
-    let ca = Ca::new("test ca");
-    let (ac, ak) = write(&dir, "a", &ca.issue(&LeafSpec::server(&["a.test"])));
-    let e = edge(
-        backend.addr.port(),
-        &format!("certificates = [{}]", cert_entry(&ac, &ak)),
-        "max_connections_per_client = 5",
-        "",
-    )
-    .await;
+    let Site { e, .. } = site("tls-bounds", "", "max_connections_per_client = 5").await;
     // Five clients that never finish their ClientHello hold five slots...
     let mut stalled = Vec::new();
     for _ in 0..5 {

@@ -436,33 +436,13 @@ struct Reloader {
 /// How often the config file and the files it reads are looked at.
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// What the config file and every file it read (list files, key files) look like: device,
-/// inode, size, modification and status-change times, following symlinks. A Kubernetes
-/// ConfigMap update swaps a symlink (a new inode), an editor's write or rename changes the
-/// status-change time (which no tool can set back), so no update goes unseen; a stat of a few
-/// files twice a second costs nothing, whatever their size. (A watcher crate such as notify
-/// misses the ConfigMap swap when it watches the file rather than its directory.)
+/// What the config file and every file it read (list files, key files) look like
+/// ([`tollgate_proxy::tls::stamp`]).
 fn fingerprint(config: &Path, files: &[PathBuf]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    use std::os::unix::fs::MetadataExt;
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for f in std::iter::once(config).chain(files.iter().map(PathBuf::as_path)) {
-        f.hash(&mut h);
-        match std::fs::metadata(f) {
-            Ok(m) => (
-                m.dev(),
-                m.ino(),
-                m.size(),
-                m.mtime(),
-                m.mtime_nsec(),
-                m.ctime(),
-                m.ctime_nsec(),
-            )
-                .hash(&mut h),
-            Err(e) => e.kind().hash(&mut h),
-        }
-    }
-    h.finish()
+    let paths: Vec<&Path> = std::iter::once(config)
+        .chain(files.iter().map(PathBuf::as_path))
+        .collect();
+    tollgate_proxy::tls::stamp(&paths)
 }
 
 impl Reloader {

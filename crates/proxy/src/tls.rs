@@ -115,8 +115,10 @@ fn load_pair(files: &CertFiles) -> Result<Loaded, String> {
     let (_, leaf) = x509_parser::parse_x509_certificate(&chain[0])
         .map_err(|e| format!("{}: not an X.509 certificate: {e}", files.cert.display()))?;
     let certified = CertifiedKey::new(chain.clone(), signer);
+    // A CA's certificate first in a chain is a chain out of order. (Alone, it is a
+    // self-signed certificate, as `openssl req -x509` makes them: served, as nginx does.)
     if let Ok(Some(bc)) = leaf.basic_constraints() {
-        if bc.value.ca {
+        if bc.value.ca && chain.len() > 1 {
             return Err(format!(
                 "{}: the first certificate is a CA's: the file must start with the server's own certificate, then its chain",
                 files.cert.display()
@@ -594,9 +596,13 @@ pub struct Certificates {
     watch: Mutex<Watch>,
 }
 
-/// What a file looks like (device, inode, size, times; symlinks followed, so a Secret's
-/// symlink swap is a change), or its absence.
-fn stamp(paths: &[&Path]) -> u64 {
+/// What files look like (device, inode, size, modification and status-change times, symlinks
+/// followed), or their absence, as one number. A Kubernetes ConfigMap or Secret update swaps a
+/// symlink (a new inode) and an editor's write or rename changes the status-change time (which
+/// no tool can set back), so no update goes unseen; a stat of a few files twice a second costs
+/// nothing, whatever their size. (A watcher crate such as notify misses the ConfigMap swap when
+/// it watches the file rather than its directory.) The config watcher uses it too.
+pub fn stamp(paths: &[&Path]) -> u64 {
     use std::hash::{Hash, Hasher};
     use std::os::unix::fs::MetadataExt;
     let mut h = std::collections::hash_map::DefaultHasher::new();
