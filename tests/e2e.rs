@@ -899,3 +899,91 @@ burst = 1
     );
     assert_eq!(status("/page", vec![], "GET").await, 200);
 }
+
+/// An HTTP/1.1 upstream that answers every request on a connection with keep-alive, counts
+/// the connections it accepted, and (with `close_after`) closes a connection that stays idle
+/// that long, as upstreams with a short keep-alive timeout do.
+async fn keepalive_upstream(
+    close_after: Option<Duration>,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let read = match close_after {
+                        Some(d) => match tokio::time::timeout(d, s.read(&mut chunk)).await {
+                            Ok(r) => r,
+                            Err(_) => return, // idle too long: closed
+                        },
+                        None => s.read(&mut chunk).await,
+                    };
+                    match read {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        let resp = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                        if s.write_all(resp).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (port, accepted)
+}
+
+fn pool_config(port: u16, admin: u16, upstream: u16) -> String {
+    format!(
+        r#"[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+threads = 1
+[upstreams.app]
+targets = ["127.0.0.1:{upstream}"]
+health_check = false
+[[routes]]
+path_prefix = "/"
+upstream = "app"
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_connections_are_reused_and_one_the_upstream_closed_is_not() {
+    // Reused: ten requests in a row over one upstream connection.
+    let (up, accepted) = keepalive_upstream(None).await;
+    let (port, admin) = (free_port(), free_port());
+    let gw = start(&pool_config(port, admin, up), port, admin).await;
+    for _ in 0..10 {
+        assert_eq!(get(port, "/x", &[]).await.expect("GET").status, 200);
+    }
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    drop(gw);
+
+    // An upstream that closes idle connections after 100 ms: the pooled connection it closed
+    // is found closed when taken (or swept), never used, so no request fails.
+    let (up, accepted) = keepalive_upstream(Some(Duration::from_millis(100))).await;
+    let (port, admin) = (free_port(), free_port());
+    let gw = start(&pool_config(port, admin, up), port, admin).await;
+    for i in 0..4 {
+        let r = get(port, "/y", &[]).await.expect("GET");
+        assert_eq!(r.status, 200, "request {i}: {}", r.body);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 4);
+    drop(gw);
+}

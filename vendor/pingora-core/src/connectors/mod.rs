@@ -15,6 +15,7 @@
 //! Connecting to servers
 
 pub mod http;
+mod idle;
 pub mod l4;
 #[cfg(feature = "any_tls")]
 mod tls;
@@ -30,17 +31,16 @@ use crate::upstreams::peer::{Peer, ALPN};
 use crate::offload::OffloadRuntime;
 pub use l4::Connect as L4Connect;
 use l4::{connect as l4_connect, BindTo};
-use log::{debug, error, warn};
+use log::{debug, warn};
 use parking_lot::RwLock;
 use pingora_error::{Error, ErrorType::*, OrErr, Result};
-use pingora_pool::{ConnectionMeta, ConnectionPool};
+use pingora_pool::ConnectionMeta;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tls::TlsConnector;
-use tokio::sync::Mutex;
 
 #[derive(Clone, Debug)]
 pub(crate) struct IdleConnection {
@@ -170,7 +170,7 @@ impl ConnectorOptions {
 /// [TransportConnector] provides APIs to connect to servers via TCP or TLS with connection reuse
 pub struct TransportConnector {
     tls_ctx: tls::Connector,
-    connection_pool: Arc<ConnectionPool<Arc<Mutex<Stream>>>>,
+    idle: Arc<idle::IdlePool>,
     offload: Option<OffloadRuntime>,
     bind_to_v4: Vec<SocketAddr>,
     bind_to_v6: Vec<SocketAddr>,
@@ -203,7 +203,7 @@ impl TransportConnector {
             .and_then(|o| o.keepalive_pool_callback.clone());
         TransportConnector {
             tls_ctx: tls::Connector::new(options),
-            connection_pool: Arc::new(ConnectionPool::new(pool_size)),
+            idle: Arc::new(idle::IdlePool::new(pool_size)),
             offload: offload.map(|v| OffloadRuntime::new("upstream connect offload", v.0, v.1)),
             bind_to_v4,
             bind_to_v6,
@@ -249,55 +249,16 @@ impl TransportConnector {
 
     /// Try to find a reusable connection to the given server [Peer]
     pub async fn reused_stream<P: Peer + Send + Sync>(&self, peer: &P) -> Option<Stream> {
-        match self.connection_pool.get(&peer.reuse_hash()) {
-            Some(s) => {
-                debug!("find reusable stream, trying to acquire it");
-                {
-                    let _ = s.lock().await;
-                } // wait for the idle poll to release it
-                match Arc::try_unwrap(s) {
-                    Ok(l) => {
-                        let mut stream = l.into_inner();
-                        // test_reusable_stream: we assume server would never actively send data
-                        // first on an idle stream.
-                        #[cfg(unix)]
-                        if peer.matches_fd(stream.id())
-                            && test_reusable_stream(&mut stream, &self.unexpected_data_conn_count)
-                        {
-                            Some(stream)
-                        } else {
-                            None
-                        }
-                        #[cfg(windows)]
-                        {
-                            use std::os::windows::io::{AsRawSocket, RawSocket};
-                            struct WrappedRawSocket(RawSocket);
-                            impl AsRawSocket for WrappedRawSocket {
-                                fn as_raw_socket(&self) -> RawSocket {
-                                    self.0
-                                }
-                            }
-                            if peer.matches_sock(WrappedRawSocket(stream.id() as RawSocket))
-                                && test_reusable_stream(
-                                    &mut stream,
-                                    &self.unexpected_data_conn_count,
-                                )
-                            {
-                                Some(stream)
-                            } else {
-                                None
-                            }
-                        }
-                    }
-                    Err(_) => {
-                        error!("failed to acquire reusable stream");
-                        None
-                    }
-                }
-            }
-            None => {
-                debug!("No reusable connection found for {peer}");
-                None
+        let unexpected = &self.unexpected_data_conn_count;
+        let alive = |s: &mut Stream| test_reusable_stream(s, unexpected);
+        loop {
+            let mut stream = self.idle.take(peer.reuse_hash(), alive)?;
+            // test_reusable_stream: we assume server would never actively send data first on
+            // an idle stream. The pool owns each stream, so its descriptor cannot have been
+            // reused for another peer: the address is compared with the one the connection
+            // recorded (no getpeername per request), except behind a proxy.
+            if same_peer(peer, &stream) && test_reusable_stream(&mut stream, unexpected) {
+                return Some(stream);
             }
         }
     }
@@ -315,35 +276,17 @@ impl TransportConnector {
         key: u64, // usually peer.reuse_hash()
         idle_timeout: Option<Duration>,
     ) {
-        if !test_reusable_stream(&mut stream, &self.unexpected_data_conn_count) {
+        let unexpected = &self.unexpected_data_conn_count;
+        if !test_reusable_stream(&mut stream, unexpected) {
             return;
         }
-        let id = stream.id();
-        let meta = ConnectionMeta::new(key, id);
         debug!("Try to keepalive client session");
-        let stream = Arc::new(Mutex::new(stream));
-        let locked_stream = stream.clone().try_lock_owned().unwrap(); // safe as we just created it
-        let (notify_close, watch_use) = self.connection_pool.put(&meta, stream);
-        let idle_meta = IdleConnection::new(meta);
-        let pool = self.connection_pool.clone(); //clone the arc
-        let keepalive_pool_callback = self.keepalive_pool_callback.clone();
-        let rt = pingora_runtime::current_handle();
-        rt.spawn(async move {
-            if pool
-                .idle_poll(
-                    locked_stream,
-                    &idle_meta.connection,
-                    idle_timeout,
-                    notify_close,
-                    watch_use,
-                )
-                .await
-            {
-                if let Some(callback) = keepalive_pool_callback {
-                    callback(idle_meta.elapsed());
-                }
+        let alive = |s: &mut Stream| test_reusable_stream(s, unexpected);
+        if let Some(idle_for) = self.idle.put(key, stream, idle_timeout, alive) {
+            if let Some(callback) = &self.keepalive_pool_callback {
+                callback(idle_for);
             }
-        });
+        }
     }
 
     /// Get a stream to the given server [Peer]
@@ -470,6 +413,32 @@ impl PreferredHttpVersion {
 
 use futures::future::FutureExt;
 use tokio::io::AsyncReadExt;
+
+/// The stream was connected to `peer`'s address (as the connection recorded it at connect).
+fn same_peer<P: Peer>(peer: &P, stream: &Stream) -> bool {
+    #[cfg(unix)]
+    if peer.get_proxy().is_none() {
+        if let Some(addr) = stream
+            .get_socket_digest()
+            .and_then(|d| d.peer_addr().cloned())
+        {
+            return &addr == peer.address();
+        }
+    }
+    #[cfg(unix)]
+    return peer.matches_fd(stream.id());
+    #[cfg(windows)]
+    {
+        use std::os::windows::io::{AsRawSocket, RawSocket};
+        struct WrappedRawSocket(RawSocket);
+        impl AsRawSocket for WrappedRawSocket {
+            fn as_raw_socket(&self) -> RawSocket {
+                self.0
+            }
+        }
+        peer.matches_sock(WrappedRawSocket(stream.id() as RawSocket))
+    }
+}
 
 /// Test whether a stream is already closed or not reusable (server sent unexpected data)
 fn test_reusable_stream(stream: &mut Stream, unexpected_data_conn_count: &AtomicU64) -> bool {
