@@ -10,7 +10,7 @@ CONFIG ?= conf/tollgate.toml
 # python3-venv for kubernetes-validate (manifests), both checked by deploy/check.sh.
 DEB_PACKAGES := cmake build-essential pkg-config redis-server python3 python3-venv python3-grpcio openssl curl prometheus
 
-.PHONY: run test deps build release lint fmt acceptance bench bench-global bench-tls bench-micro bench-access clean
+.PHONY: run test deps build release lint fmt acceptance bench bench-global bench-tls bench-peers bench-micro bench-access clean
 
 deps:
 	@missing=""; \
@@ -47,8 +47,8 @@ fmt:
 acceptance: release
 	../shared/acceptance/run
 
-# Load comparison (oha): backend direct vs Tollgate vs nginx, allowed and mostly refused
-# traffic. See bench/README.md.
+# Load comparison (wrk): backend direct vs Tollgate vs nginx, HAProxy and Caddy, allowed and
+# mostly refused traffic. See bench/README.md.
 bench: release
 	bench/compare
 
@@ -61,6 +61,14 @@ bench-tls: release
 	@command -v nginx >/dev/null && command -v wrk >/dev/null || \
 	  DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" -ne 0 ] && echo sudo ) apt-get install -y -qq nginx-light wrk >/dev/null
 	bench/tls.py
+
+# The peers side by side (bench/README.md): the load comparison (CPU per request, with nginx,
+# HAProxy and Caddy), then instructions per request under valgrind callgrind for all four.
+bench-peers: release
+	@command -v haproxy >/dev/null && command -v caddy >/dev/null && command -v valgrind >/dev/null || \
+	  DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" -ne 0 ] && echo sudo ) apt-get install -y -qq nginx-light wrk haproxy caddy valgrind >/dev/null
+	bench/compare
+	bench/callgrind_peers.py
 
 # Criterion micro-benchmarks of the limiter.
 bench-micro:

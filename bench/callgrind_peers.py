@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""Instructions (valgrind callgrind, Ir) per plaintext kept-alive request for Tollgate, nginx,
+HAProxy and Caddy as the reverse proxy, one worker each, all in front of the same backend
+(nginx answering 200 "ok\\n", not under valgrind). The method is bench/callgrind_tls.py's,
+whose helpers this script reuses: each proxy runs under callgrind for the whole session; per
+scenario it is warmed up, the counters are zeroed (callgrind_control -z), N1 requests are sent
+and the counters dumped (callgrind_control -d), then the same for N2; one request costs
+(Ir(N2) - Ir(N1)) / (N2 - N1), which cancels what a batch costs whatever its size.
+
+Scenarios, each on CONNS kept-alive connections, round robin, one request at a time:
+  allowed  GET /a: proxied, no limit
+  denied   GET /d: behind a per-client-address limit of DENY_RATE per second (default 1/s,
+           burst 1: nearly every request is refused with 429 at the proxy; the admitted count
+           is printed). Tollgate: leaky bucket; nginx: limit_req; HAProxy: the stick-table
+           counter of admitted requests (see bench/loadtest.py). Caddy has no limiter in
+           Debian's build and runs the allowed scenario only.
+One process per proxy serves both paths (the limit is on /d only). Caddy is a Go program:
+GOMAXPROCS=1; valgrind serialises its threads anyway.
+
+Traffic only to 127.0.0.1; every loop is bounded in count and time; every process started is
+stopped (SIGINT, then SIGKILL) on the way out.
+
+Usage: bench/callgrind_peers.py [tollgate-binary]   (default: target/release/tollgate)
+Environment: KA=2000,6000  CONNS=2  DENY_RATE=1  PROXIES=tollgate,nginx,haproxy,caddy
+             KEEP=dir-to-keep-outputs
+"""
+import os, shutil, sys, tempfile, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import callgrind_tls as cg  # noqa: E402  (start, stop, nginx_conf, callgrind, control, dump, ...)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TG = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "target/release/tollgate")
+KA = [int(x) for x in os.environ.get("KA", "2000,6000").split(",")]
+CONNS = int(os.environ.get("CONNS", "2"))
+DENY_RATE = int(os.environ.get("DENY_RATE", "1"))
+PROXIES = os.environ.get("PROXIES", "tollgate,nginx,haproxy,caddy").split(",")
+PHASE_LIMIT = 900   # seconds: no single load phase runs longer than this
+SETTLE = 1.0        # seconds between the last response and a dump
+TMP = os.environ.get("KEEP") or tempfile.mkdtemp(prefix="callgrind-peers-")
+os.makedirs(TMP, exist_ok=True)
+cg.TMP = TMP        # the reused helpers write their logs and outputs here
+
+
+class KeepAlive:
+    """CONNS kept-alive plaintext connections sending GET path round robin, one at a time."""
+
+    def __init__(self, port, path, conns):
+        self.port, self.reconnects = port, 0
+        self.req = f"GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n".encode()
+        self.socks = [cg.connect(port, None) for _ in range(conns)]
+        self.files = [s.makefile("rb") for s in self.socks]
+
+    def run(self, n):
+        """n requests; returns how many were answered with something other than 200."""
+        bad, end = 0, time.time() + PHASE_LIMIT
+        for i in range(n):
+            if time.time() > end:
+                raise RuntimeError(f"phase over {PHASE_LIMIT}s after {i} requests")
+            j = i % len(self.socks)
+            self.socks[j].sendall(self.req)
+            code, keep = cg.read_response(self.files[j])
+            bad += code != 200
+            if not keep:    # a proxy closing after a 429 would show here; counted and reported
+                self.reconnects += 1
+                self.files[j].close()
+                self.socks[j].close()
+                self.socks[j] = cg.connect(self.port, None)
+                self.files[j] = self.socks[j].makefile("rb")
+        return bad
+
+    def close(self):
+        for f, s in zip(self.files, self.socks):
+            f.close()
+            s.close()
+
+
+def measure(name, proc, out, port, scenarios):
+    pid = proc.pid
+    res = {}
+    cg.control(pid, "-z")
+    time.sleep(5)
+    _, idle = cg.dump(pid, out)
+    res["idle_per_s"] = idle / 5
+    print(f"  {name:8} idle      {idle / 5:,.0f} Ir/s", flush=True)
+    for key, path in scenarios:
+        ka = KeepAlive(port, path, CONNS)
+        ka.run(200)                                 # warm-up; the connections stay open
+        runs = []
+        for n in KA:
+            cg.control(pid, "-z")
+            t0 = time.time()
+            bad = ka.run(n)
+            secs = time.time() - t0
+            time.sleep(SETTLE)
+            _, ir = cg.dump(pid, out)
+            runs.append((ir, secs, bad))
+            print(f"  {name:8} {key:8} n={n:5}  Ir={ir:>14,}  {secs:6.1f}s  non-200 {bad}", flush=True)
+        res[key] = runs
+        res[key + "-reconnects"] = ka.reconnects
+        ka.close()
+    return res
+
+
+def per_request(runs):
+    (ir1, s1, b1), (ir2, s2, b2) = runs
+    n1, n2 = KA
+    return (ir2 - ir1) / (n2 - n1), s2 - s1, (n1 - b1, n2 - b2)
+
+
+def tollgate_conf(port, be):
+    conf = os.path.join(TMP, "tollgate.toml")
+    # The leaky bucket with capacity and delay = burst + 1: nginx's burst=N nodelay (loadtest.py).
+    open(conf, "w").write(f"""[server]
+listen = ["127.0.0.1:{port}"]
+threads = 1
+[upstreams.be]
+targets = ["127.0.0.1:{be}"]
+health_check = false
+[[routes]]
+name = "denied"
+path_prefix = "/d"
+upstream = "be"
+limits = ["per_ip"]
+[[routes]]
+name = "allowed"
+path_prefix = "/"
+upstream = "be"
+[limits.per_ip]
+key = "client_ip"
+algorithm = "leaky_bucket"
+rate = "{DENY_RATE}/s"
+burst = 2
+delay = 2
+""")
+    return [TG, "run", "--config", conf]
+
+
+def nginx_cmd(port, be):
+    return cg.nginx_conf("ngx-peers", f"""
+  limit_req_zone $binary_remote_addr zone=ip:10m rate={DENY_RATE}r/s;
+  upstream be {{ server 127.0.0.1:{be}; keepalive 64; }}
+  server {{
+    listen 127.0.0.1:{port};
+    proxy_http_version 1.1;
+    proxy_set_header Connection "";
+    location /d {{
+      limit_req zone=ip burst=1 nodelay;
+      limit_req_status 429;
+      proxy_pass http://be;
+    }}
+    location / {{ proxy_pass http://be; }}
+  }}""", True)
+
+
+def haproxy_cmd(port, be):
+    conf = os.path.join(TMP, "haproxy.cfg")
+    open(conf, "w").write(f"""global
+  nbthread 1
+  maxconn 1024
+defaults
+  mode http
+  timeout connect 60s
+  timeout client 120s
+  timeout server 120s
+  option http-keep-alive
+  http-reuse always
+frontend fe
+  bind 127.0.0.1:{port}
+  acl lim path_beg /d
+  stick-table type ip size 100k expire 10s store gpc0_rate(1s)
+  http-request track-sc0 src if lim
+  http-request deny deny_status 429 if lim {{ sc_gpc0_rate(0) ge {DENY_RATE} }}
+  http-request sc-inc-gpc0(0) if lim
+  default_backend be
+backend be
+  server s1 127.0.0.1:{be}
+""")
+    return ["haproxy", "-db", "-f", conf]
+
+
+def caddy_cmd(port, be):
+    d = os.path.join(TMP, "caddy")
+    os.makedirs(d, exist_ok=True)
+    conf = os.path.join(d, "Caddyfile")
+    open(conf, "w").write(f"""{{
+  admin off
+  auto_https off
+}}
+:{port} {{
+  bind 127.0.0.1
+  reverse_proxy 127.0.0.1:{be}
+}}
+""")
+    # asyncpreemptoff: Go preempts goroutines with SIGURG, which trips callgrind (3.19) in
+    # vgCallgrind_post_signal; without it the Go runtime only preempts at function calls.
+    os.environ.update(XDG_DATA_HOME=d, XDG_CONFIG_HOME=d, GOMAXPROCS="1", GODEBUG="asyncpreemptoff=1")
+    return ["caddy", "run", "--config", conf, "--adapter", "caddyfile"]
+
+
+def main():
+    print(f"outputs in {TMP}; tollgate {TG}; KA={KA} CONNS={CONNS} DENY_RATE={DENY_RATE}/s",
+          flush=True)
+    both = [("allowed", "/a"), ("denied", "/d")]
+    plan = {"tollgate": (tollgate_conf, both), "nginx": (nginx_cmd, both),
+            "haproxy": (haproxy_cmd, both), "caddy": (caddy_cmd, [("allowed", "/a")])}
+    results, failed = {}, {}
+    try:
+        be = cg.free_port()
+        backend = cg.start("backend", cg.nginx_conf("backend", f"""
+  server {{ listen 127.0.0.1:{be}; location / {{ return 200 "ok\\n"; }} }}""", False))
+        assert cg.wait_port(be, backend, 20), "backend did not start"
+        for name in PROXIES:
+            make, scenarios = plan[name]
+            if name != "tollgate" and not shutil.which(name):
+                failed[name] = "not installed"
+                continue
+            port = cg.free_port()
+            proc, out = cg.callgrind(name, make(port, be))
+            try:
+                if not cg.wait_port(port, proc):
+                    failed[name] = f"did not start under valgrind (see {TMP}/{name}.log)"
+                    continue
+                results[name] = measure(name, proc, out, port, scenarios)
+            except Exception as e:          # noqa: BLE001  (reported, the others still run)
+                failed[name] = f"{type(e).__name__}: {e}"
+            finally:
+                cg.stop(proc)
+    finally:
+        for p in reversed(cg.PROCS):
+            cg.stop(p)
+
+    print(f"\nInstructions (Ir) per plaintext kept-alive request, (Ir(N2) - Ir(N1)) / (N2 - N1), "
+          f"N = {KA[0]:,}/{KA[1]:,}, {CONNS} connections; one worker each, loopback\n")
+    print(f"{'':9} {'allowed':>10} {'vs nginx':>9} {'denied':>10} {'vs nginx':>9}  admitted (N1/N2, denied)  idle Ir/s")
+    ngx = results.get("nginx", {})
+    for name in PROXIES:
+        if name not in results:
+            continue
+        r, cells = results[name], []
+        for key in ("allowed", "denied"):
+            if key in r:
+                ir, _, adm = per_request(r[key])
+                base = per_request(ngx[key])[0] if key in ngx else None
+                cells += [f"{ir:10,.0f}", f"{ir / base:9.2f}" if base else f"{'':9}"]
+                if key == "denied":
+                    cells.append(f"{adm[0]}/{adm[1]}")
+            else:
+                cells += [f"{'-':>10}", f"{'':9}"]
+        while len(cells) < 5:
+            cells.append("")
+        print(f"{name:9} {' '.join(cells[:4])}  {cells[4]:24}  {r['idle_per_s']:,.0f}")
+    for name in PROXIES:
+        if name in results:
+            for key in ("allowed", "denied"):
+                if key in results[name]:
+                    _, dsecs, _ = per_request(results[name][key])
+                    bound = dsecs * results[name]["idle_per_s"] / (KA[1] - KA[0])
+                    print(f"  {name} {key}: idle-rate upper bound {bound:,.0f} Ir per request, "
+                          f"reconnects {results[name][key + '-reconnects']}")
+    for name, why in failed.items():
+        print(f"{name}: left out: {why}")
+    print(f"\noutputs in {TMP}")
+
+
+if __name__ == "__main__":
+    main()
