@@ -50,6 +50,7 @@ acceptance: release
 # Load comparison (wrk): backend direct vs Tollgate vs nginx, HAProxy and Caddy, allowed and
 # mostly refused traffic. See bench/README.md.
 bench: release
+	$(CARGO) build --release -p bare-pingora
 	bench/compare
 
 # Global (Redis) limits against the same limits local, one redis-server. See bench/README.md.
@@ -67,6 +68,7 @@ bench-tls: release
 bench-peers: release
 	@command -v haproxy >/dev/null && command -v caddy >/dev/null && command -v valgrind >/dev/null || \
 	  DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" -ne 0 ] && echo sudo ) apt-get install -y -qq nginx-light wrk haproxy caddy valgrind >/dev/null
+	$(CARGO) build --release -p bare-pingora
 	bench/compare
 	bench/callgrind_peers.py
 

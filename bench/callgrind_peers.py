@@ -21,7 +21,8 @@ Traffic only to 127.0.0.1; every loop is bounded in count and time; every proces
 stopped (SIGINT, then SIGKILL) on the way out.
 
 Usage: bench/callgrind_peers.py [tollgate-binary]   (default: target/release/tollgate)
-Environment: KA=2000,6000  CONNS=2  DENY_RATE=1  PROXIES=tollgate,nginx,haproxy,caddy
+Environment: KA=2000,6000  CONNS=2  DENY_RATE=1  PROXIES=tollgate,bare,nginx,haproxy,caddy
+             BARE=path of bench/bare-pingora's binary (default target/release/bare-pingora)
              KEEP=dir-to-keep-outputs
 """
 import os, shutil, sys, tempfile, time
@@ -34,7 +35,7 @@ TG = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "
 KA = [int(x) for x in os.environ.get("KA", "2000,6000").split(",")]
 CONNS = int(os.environ.get("CONNS", "2"))
 DENY_RATE = int(os.environ.get("DENY_RATE", "1"))
-PROXIES = os.environ.get("PROXIES", "tollgate,nginx,haproxy,caddy").split(",")
+PROXIES = os.environ.get("PROXIES", "tollgate,bare,nginx,haproxy,caddy").split(",")
 PHASE_LIMIT = 900   # seconds: no single load phase runs longer than this
 SETTLE = 1.0        # seconds between the last response and a dump
 TMP = os.environ.get("KEEP") or tempfile.mkdtemp(prefix="callgrind-peers-")
@@ -198,12 +199,21 @@ def caddy_cmd(port, be):
     return ["caddy", "run", "--config", conf, "--adapter", "caddyfile"]
 
 
+BARE = os.environ.get("BARE") or os.path.join(ROOT, "target/release/bare-pingora")
+
+
+def bare_cmd(port, be):
+    # Pingora's proxy with nothing of Tollgate's: the floor (bench/bare-pingora).
+    return [BARE, f"127.0.0.1:{port}", f"127.0.0.1:{be}"]
+
+
 def main():
     print(f"outputs in {TMP}; tollgate {TG}; KA={KA} CONNS={CONNS} DENY_RATE={DENY_RATE}/s",
           flush=True)
     both = [("allowed", "/a"), ("denied", "/d")]
     plan = {"tollgate": (tollgate_conf, both), "nginx": (nginx_cmd, both),
-            "haproxy": (haproxy_cmd, both), "caddy": (caddy_cmd, [("allowed", "/a")])}
+            "haproxy": (haproxy_cmd, both), "caddy": (caddy_cmd, [("allowed", "/a")]),
+            "bare": (bare_cmd, [("allowed", "/a")])}
     results, failed = {}, {}
     try:
         be = cg.free_port()
@@ -212,7 +222,10 @@ def main():
         assert cg.wait_port(be, backend, 20), "backend did not start"
         for name in PROXIES:
             make, scenarios = plan[name]
-            if name != "tollgate" and not shutil.which(name):
+            if name == "bare" and not os.path.exists(BARE):
+                failed[name] = f"{BARE} not built (cargo build --release -p bare-pingora)"
+                continue
+            if name not in ("tollgate", "bare") and not shutil.which(name):
                 failed[name] = "not installed"
                 continue
             port = cg.free_port()

@@ -295,9 +295,11 @@ LABELS = {
     "g": "g. nginx limit_req denies most",
     "h": "h. haproxy, no limits", "i": "i. haproxy stick-table never denies",
     "j": "j. haproxy stick-table denies most", "k": "k. caddy reverse_proxy, no limits",
+    "l": "l. bare pingora (the floor), no limits",
 }
 # The nginx scenario each proxy's scenario is compared with.
-PAIR = {"b": "e", "c": "f", "d": "g", "h": "e", "i": "f", "j": "g", "k": "e"}
+PAIR = {"b": "e", "c": "f", "d": "g", "h": "e", "i": "f", "j": "g", "k": "e", "l": "e"}
+BARE = os.environ.get("BARE") or os.path.join(ROOT, "target/release/bare-pingora")
 
 
 def run(results, tag, proc, port, pids_of):
@@ -320,6 +322,14 @@ def main():
             port = free_port()
             run(results, tag, tollgate(f"tg-{tag}", tg_conf(port, be_port, limits)), port,
                 lambda p: [p.pid])
+        if os.path.exists(BARE):
+            port = free_port()
+            log = open(os.path.join(TMP, "bare.log"), "w")
+            bare = subprocess.Popen([BARE, f"127.0.0.1:{port}", f"127.0.0.1:{be_port}"],
+                                    stdout=log, stderr=log, start_new_session=True)
+            run(results, "l", bare, port, lambda p: [p.pid])
+        else:
+            notes.append(f"{BARE} not built: (l) skipped (cargo build --release -p bare-pingora)")
         for tag, limits in [("e", None), ("f", "allow"), ("g", "deny")]:
             port = free_port()
             run(results, tag, nginx(f"ngx-{tag}", ngx_proxy(port, be_port, limits)), port,
