@@ -172,30 +172,20 @@ async fn certificates_by_sni_with_a_default_and_h2_by_alpn() {
 
     // Each name gets its certificate (ECDSA and RSA), a wildcard covers one label, the first
     // is the default for unknown names and for clients without SNI.
-    assert_eq!(
-        handshake_subject(e.tls, Some("a.test"), &[]).as_deref(),
-        Some("a.test")
-    );
-    assert_eq!(
-        handshake_subject(e.tls, Some("b.test"), &[]).as_deref(),
-        Some("b.test")
-    );
-    assert_eq!(
-        handshake_subject(e.tls, Some("x.w.test"), &[]).as_deref(),
-        Some("a.test")
-    );
-    assert_eq!(
-        handshake_subject(e.tls, Some("B.TEST"), &[]).as_deref(),
-        Some("b.test")
-    );
-    assert_eq!(
-        handshake_subject(e.tls, Some("other.test"), &[]).as_deref(),
-        Some("a.test")
-    );
-    assert_eq!(
-        handshake_subject(e.tls, None, &[]).as_deref(),
-        Some("a.test")
-    );
+    for (sni, want) in [
+        (Some("a.test"), "a.test"),
+        (Some("b.test"), "b.test"),
+        (Some("x.w.test"), "a.test"),
+        (Some("B.TEST"), "b.test"),
+        (Some("other.test"), "a.test"),
+        (None, "a.test"),
+    ] {
+        assert_eq!(
+            handshake_subject(e.tls, sni, &[]).as_deref(),
+            Some(want),
+            "{sni:?}"
+        );
+    }
     // TLS 1.2 and 1.3 both; nothing older.
     assert!(handshake_subject(e.tls, Some("a.test"), &["-tls1_2"]).is_some());
     assert!(handshake_subject(e.tls, Some("a.test"), &["-tls1_3"]).is_some());
