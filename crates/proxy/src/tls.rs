@@ -703,8 +703,8 @@ impl Certificates {
     }
 
     /// The rustls configuration of every TLS listener: the versions allowed, the resolver and
-    /// verifier above, ALPN h2 then http/1.1, and session tickets (resumption without a
-    /// cache shared between threads).
+    /// verifier above, ALPN h2 then http/1.1, and resumption (tickets for TLS 1.3, a session
+    /// cache for TLS 1.2), both made anew when the client verifier changes.
     pub fn server_config(&self) -> Result<Arc<ServerConfig>, String> {
         let versions: &[&'static rustls::SupportedProtocolVersion] = match self.min_version {
             TlsVersion::V12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
