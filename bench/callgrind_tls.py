@@ -25,6 +25,9 @@ Environment: HS=200,600  KA=2000,6000  CONNS=2  KEEP=dir-to-keep-outputs
 """
 import os, re, shutil, signal, socket, ssl, subprocess, sys, tempfile, time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import certificate, free_port, tollgate_tls_conf  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TG = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "target/release/tollgate")
 HS = [int(x) for x in os.environ.get("HS", "200,600").split(",")]
@@ -35,14 +38,6 @@ SOCK_TIMEOUT = 60        # seconds: per socket operation (valgrind is ~50x slowe
 TMP = os.environ.get("KEEP") or tempfile.mkdtemp(prefix="callgrind-tls-")
 os.makedirs(TMP, exist_ok=True)
 PROCS = []
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def wait_port(port, proc, timeout=180):
@@ -76,16 +71,6 @@ def stop(p, timeout=60):
             p.wait()
         except ProcessLookupError:
             pass
-
-
-def certificate():
-    cert, key = os.path.join(TMP, "bench.crt"), os.path.join(TMP, "bench.key")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert,
-                    "-days", "2", "-subj", "/CN=bench.test",
-                    "-addext", "subjectAltName=DNS:bench.test,IP:127.0.0.1"],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return cert, key
 
 
 def nginx_conf(name, body, single_process):
@@ -303,7 +288,7 @@ def per_unit(r):
 def main():
     assert os.access(TG, os.X_OK), f"no tollgate binary at {TG}"
     print(f"outputs in {TMP}; tollgate {TG}; HS={HS} KA={KA} CONNS={CONNS}", flush=True)
-    cert, key = certificate()
+    cert, key = certificate(TMP)
     ctx = client_ctx(cert)
     results, files = {}, {}
     try:
@@ -315,20 +300,7 @@ def main():
         # Tollgate: one thread, TLS and plaintext listeners.
         tp, tt = free_port(), free_port()
         conf = os.path.join(TMP, "tollgate.toml")
-        open(conf, "w").write(f"""[server]
-listen = ["127.0.0.1:{tp}"]
-tls_listen = ["127.0.0.1:{tt}"]
-threads = 1
-[tls]
-certificates = [{{ cert = "{cert}", key = "{key}" }}]
-[upstreams.be]
-targets = ["127.0.0.1:{be}"]
-health_check = false
-[[routes]]
-name = "bench"
-path_prefix = "/"
-upstream = "be"
-""")
+        open(conf, "w").write(tollgate_tls_conf(tp, tt, be, cert, key))
         tg, tg_out = callgrind("tollgate", [TG, "run", "--config", conf])
         assert wait_port(tt, tg) and wait_port(tp, tg), "tollgate did not start (see tollgate.log)"
         results["tollgate"], files["tollgate"] = measure("tollgate", tg, tg_out, tt, tp, ctx)

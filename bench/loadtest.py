@@ -14,20 +14,14 @@ Usage: bench/loadtest.py [seconds] [connections]   (TOLLGATE=path overrides the 
 """
 import os, re, shutil, signal, socket, subprocess, sys, tempfile, time
 
+from common import free_port  # noqa: F401  (bench scripts import it from here too)
+
 SECS = int(sys.argv[1]) if len(sys.argv) > 1 else 8
 CONNS = int(sys.argv[2]) if len(sys.argv) > 2 else 50
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TG = os.environ.get("TOLLGATE") or os.path.join(ROOT, "target/release/tollgate")
 TMP = tempfile.mkdtemp(prefix="tollgate-bench-")
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def wait_port(port, timeout=20):

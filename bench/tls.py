@@ -14,20 +14,11 @@ CPU is utime+stime of the server's processes from /proc over the run. Traffic on
 import os, re, subprocess, sys
 
 sys.argv = sys.argv[:1] + sys.argv[1:3]
-from loadtest import TMP, TG, children, cpu_seconds, free_port, nginx, stop, tollgate, wait_port
+from common import certificate, free_port, tollgate_tls_conf
+from loadtest import TMP, children, cpu_seconds, nginx, stop, tollgate, wait_port
 
 SECS = int(sys.argv[1]) if len(sys.argv) > 1 else 8
 CONNS = int(sys.argv[2]) if len(sys.argv) > 2 else 50
-
-
-def certificate():
-    cert, key = os.path.join(TMP, "bench.crt"), os.path.join(TMP, "bench.key")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert,
-                    "-days", "2", "-subj", "/CN=bench.test",
-                    "-addext", "subjectAltName=DNS:bench.test,IP:127.0.0.1"],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return cert, key
 
 
 def wrk(url, pids, close):
@@ -55,7 +46,7 @@ def wrk(url, pids, close):
 
 
 def main():
-    cert, key = certificate()
+    cert, key = certificate(TMP)
     be = free_port()
     backend = nginx("backend", f"""
   server {{ listen 127.0.0.1:{be}; location / {{ return 200 "ok\\n"; }} }}""")
@@ -64,21 +55,7 @@ def main():
     try:
         # Tollgate: one thread, TLS and plaintext listeners, no limits.
         tp, tt = free_port(), free_port()
-        tg = tollgate("tg-tls", f"""
-[server]
-listen = ["127.0.0.1:{tp}"]
-tls_listen = ["127.0.0.1:{tt}"]
-threads = 1
-[tls]
-certificates = [{{ cert = "{cert}", key = "{key}" }}]
-[upstreams.be]
-targets = ["127.0.0.1:{be}"]
-health_check = false
-[[routes]]
-name = "bench"
-path_prefix = "/"
-upstream = "be"
-""")
+        tg = tollgate("tg-tls", tollgate_tls_conf(tp, tt, be, cert, key))
         assert wait_port(tt), "tollgate did not start"
         # nginx: one worker, the same certificate, TLS 1.2/1.3, h2, sessions neither cached nor
         # ticketed (wrk would not resume anyway), keep-alive to the backend.

@@ -113,8 +113,13 @@ struct Site {
 async fn site(tag: &str, tls_extra: &str, server_extra: &str) -> Site {
     let backend = Backend::start().await.expect("backend");
     let dir = temp_dir(tag);
-    let ca = Ca::new("test ca");
-    let cert = write(&dir, "a", &ca.issue(&LeafSpec::server(&["a.test"])));
+    let ca = Ca::new("test ca").expect("a CA");
+    let cert = write(
+        &dir,
+        "a",
+        &ca.issue(&LeafSpec::server(&["a.test"]))
+            .expect("a certificate"),
+    );
     let e = edge(
         backend.addr.port(),
         &format!(
@@ -135,7 +140,7 @@ async fn site(tag: &str, tls_extra: &str, server_extra: &str) -> Site {
 }
 
 fn write(dir: &Path, name: &str, leaf: &Leaf) -> (PathBuf, PathBuf) {
-    leaf.write(dir, name)
+    leaf.write(dir, name).expect("write the certificate")
 }
 
 fn cert_entry(c: &Path, k: &Path) -> String {
@@ -150,14 +155,14 @@ fn cert_entry(c: &Path, k: &Path) -> String {
 async fn certificates_by_sni_with_a_default_and_h2_by_alpn() {
     let backend = Backend::start().await.expect("backend");
     let dir = temp_dir("tls-sni");
-    let ca = Ca::new("test ca");
-    let ca_file = ca.write(&dir, "ca.pem");
+    let ca = Ca::new("test ca").expect("a CA");
+    let ca_file = ca.write(&dir, "ca.pem").expect("write the CA");
     let mut a_spec = LeafSpec::server(&["a.test", "*.w.test"]);
     a_spec.common_name = "a.test".into();
-    let (ac, ak) = write(&dir, "a", &ca.issue(&a_spec));
+    let (ac, ak) = write(&dir, "a", &ca.issue(&a_spec).expect("a certificate"));
     let mut b_spec = LeafSpec::server(&["b.test"]);
     b_spec.key = KeyKind::Rsa2048;
-    let (bc, bk) = write(&dir, "b", &ca.issue(&b_spec));
+    let (bc, bk) = write(&dir, "b", &ca.issue(&b_spec).expect("a certificate"));
     let e = edge(
         backend.addr.port(),
         &format!(
@@ -246,7 +251,12 @@ async fn unknown_names_can_be_refused_and_tls_1_3_required() {
     assert!(handshake_subject(e.tls, Some("a.test"), &["-tls1_3"]).is_some());
 
     // A config reload applies [tls]: a second certificate, unknown names served the default.
-    let (bc, bk) = write(&dir, "b", &ca.issue(&LeafSpec::server(&["b.test"])));
+    let (bc, bk) = write(
+        &dir,
+        "b",
+        &ca.issue(&LeafSpec::server(&["b.test"]))
+            .expect("a certificate"),
+    );
     let text = std::fs::read_to_string(&e.gw.config).expect("config");
     let text = text
         .replace("unknown_sni = \"reject\"", "unknown_sni = \"default\"")
@@ -380,8 +390,10 @@ impl HeldConn {
 async fn a_renewed_secret_is_served_within_two_seconds_and_open_connections_keep_working() {
     let backend = Backend::start().await.expect("backend");
     let dir = temp_dir("tls-renew");
-    let ca = Ca::new("test ca");
-    let old = ca.issue(&LeafSpec::server(&["a.test"]));
+    let ca = Ca::new("test ca").expect("a CA");
+    let old = ca
+        .issue(&LeafSpec::server(&["a.test"]))
+        .expect("a certificate");
     let mut secret = MountedSecret::new(dir.join("default").join("a-tls"), &old);
     let e = edge(
         backend.addr.port(),
@@ -402,7 +414,9 @@ async fn a_renewed_secret_is_served_within_two_seconds_and_open_connections_keep
     }
 
     // cert-manager renews: the Secret's files change by a symlink swap.
-    let new = ca.issue(&LeafSpec::server(&["a.test"]));
+    let new = ca
+        .issue(&LeafSpec::server(&["a.test"]))
+        .expect("a certificate");
     let t0 = Instant::now();
     secret.update(&new.cert_pem, &new.key_pem);
     let mut served_new = None;
@@ -438,7 +452,9 @@ async fn a_renewed_secret_is_served_within_two_seconds_and_open_connections_keep
 
     // A broken replacement (a key that is not the certificate's) is refused, logged and
     // counted; the certificate before it keeps serving.
-    let other = ca.issue(&LeafSpec::server(&["a.test"]));
+    let other = ca
+        .issue(&LeafSpec::server(&["a.test"]))
+        .expect("a certificate");
     secret.update(&other.cert_pem, &new.key_pem);
     let admin = e.admin;
     assert!(
@@ -472,7 +488,9 @@ async fn a_renewed_secret_is_served_within_two_seconds_and_open_connections_keep
     );
 
     // A new Secret mounted beside it is picked up by name.
-    let b = ca.issue(&LeafSpec::server(&["b.test"]));
+    let b = ca
+        .issue(&LeafSpec::server(&["b.test"]))
+        .expect("a certificate");
     let _second = MountedSecret::new(dir.join("default").join("b-tls"), &b);
     let t0 = Instant::now();
     loop {
@@ -526,15 +544,19 @@ fn check(toml: &str, dir: &Path) -> (i32, String) {
 #[test]
 fn check_names_the_file_of_a_bad_certificate() {
     let dir = temp_dir("tls-check");
-    let ca = Ca::new("test ca");
-    let good = ca.issue(&LeafSpec::server(&["a.test"]));
+    let ca = Ca::new("test ca").expect("a CA");
+    let good = ca
+        .issue(&LeafSpec::server(&["a.test"]))
+        .expect("a certificate");
     let (gc, gk) = write(&dir, "good", &good);
     let mut spec = LeafSpec::server(&["old.test"]);
     spec.before = Duration::from_secs(90 * 86_400);
     spec.after = Duration::from_secs(86_400);
     spec.expired = true;
-    let (ec, ek) = write(&dir, "expired", &ca.issue(&spec));
-    let other = ca.issue(&LeafSpec::server(&["a.test"]));
+    let (ec, ek) = write(&dir, "expired", &ca.issue(&spec).expect("a certificate"));
+    let other = ca
+        .issue(&LeafSpec::server(&["a.test"]))
+        .expect("a certificate");
     let (_, ok) = write(&dir, "other", &other);
     std::fs::write(dir.join("junk.pem"), "hello").expect("junk");
     let junk = dir.join("junk.pem");
@@ -566,11 +588,16 @@ fn check_names_the_file_of_a_bad_certificate() {
     // Not yet valid; a client certificate used as a server's; the CA's certificate first.
     let mut spec = LeafSpec::server(&["future.test"]);
     spec.starts_in = Some(Duration::from_secs(86_400));
-    let (fc, fk) = write(&dir, "future", &ca.issue(&spec));
+    let (fc, fk) = write(&dir, "future", &ca.issue(&spec).expect("a certificate"));
     let (code, out) = check(&conf(&cert_entry(&fc, &fk)), &dir);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("future.crt: not valid before"), "{out}");
-    let (cc, ck) = write(&dir, "client", &ca.issue(&LeafSpec::client("someone")));
+    let (cc, ck) = write(
+        &dir,
+        "client",
+        &ca.issue(&LeafSpec::client("someone"))
+            .expect("a certificate"),
+    );
     let (code, out) = check(&conf(&cert_entry(&cc, &ck)), &dir);
     assert_eq!(code, 2, "{out}");
     assert!(
@@ -582,7 +609,7 @@ fn check_names_the_file_of_a_bad_certificate() {
     let (code, out) = check(&conf(&cert_entry(&chain_wrong, &gk)), &dir);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("the first certificate is a CA's"), "{out}");
-    let other_ca = Ca::new("another ca");
+    let other_ca = Ca::new("another ca").expect("a CA");
     let chain_bad = dir.join("bad-chain.crt");
     std::fs::write(
         &chain_bad,
@@ -659,9 +686,14 @@ fn check_names_the_file_of_a_bad_certificate() {
 async fn plaintext_is_redirected_and_tls_responses_carry_hsts_with_limits_alike() {
     let backend = Backend::start().await.expect("backend");
     let dir = temp_dir("tls-redirect");
-    let ca = Ca::new("test ca");
-    let ca_file = ca.write(&dir, "ca.pem");
-    let (ac, ak) = write(&dir, "a", &ca.issue(&LeafSpec::server(&["a.test"])));
+    let ca = Ca::new("test ca").expect("a CA");
+    let ca_file = ca.write(&dir, "ca.pem").expect("write the CA");
+    let (ac, ak) = write(
+        &dir,
+        "a",
+        &ca.issue(&LeafSpec::server(&["a.test"]))
+            .expect("a certificate"),
+    );
     let e = edge(
         backend.addr.port(),
         &format!(
@@ -765,15 +797,38 @@ limits = ["per_client"]
 async fn client_certificates_are_required_and_key_limits() {
     let backend = Backend::start().await.expect("backend");
     let dir = temp_dir("tls-mtls");
-    let ca = Ca::new("server ca");
-    let ca_file = ca.write(&dir, "ca.pem");
-    let (ac, ak) = write(&dir, "a", &ca.issue(&LeafSpec::server(&["a.test"])));
-    let clients = Ca::new("client ca");
-    let clients_file = clients.write(&dir, "clients.pem");
-    let (c1c, c1k) = write(&dir, "c1", &clients.issue(&LeafSpec::client("alice")));
-    let (c2c, c2k) = write(&dir, "c2", &clients.issue(&LeafSpec::client("bob")));
-    let stranger = Ca::new("someone else");
-    let (sc, sk) = write(&dir, "s", &stranger.issue(&LeafSpec::client("mallory")));
+    let ca = Ca::new("server ca").expect("a CA");
+    let ca_file = ca.write(&dir, "ca.pem").expect("write the CA");
+    let (ac, ak) = write(
+        &dir,
+        "a",
+        &ca.issue(&LeafSpec::server(&["a.test"]))
+            .expect("a certificate"),
+    );
+    let clients = Ca::new("client ca").expect("a CA");
+    let clients_file = clients.write(&dir, "clients.pem").expect("write the CA");
+    let (c1c, c1k) = write(
+        &dir,
+        "c1",
+        &clients
+            .issue(&LeafSpec::client("alice"))
+            .expect("a certificate"),
+    );
+    let (c2c, c2k) = write(
+        &dir,
+        "c2",
+        &clients
+            .issue(&LeafSpec::client("bob"))
+            .expect("a certificate"),
+    );
+    let stranger = Ca::new("someone else").expect("a CA");
+    let (sc, sk) = write(
+        &dir,
+        "s",
+        &stranger
+            .issue(&LeafSpec::client("mallory"))
+            .expect("a certificate"),
+    );
     let e = edge(
         backend.addr.port(),
         &format!(
@@ -880,38 +935,40 @@ srv.serve_forever()
         .stdin(Stdio::null())
         .spawn()
         .expect("python3");
-    let t0 = Instant::now();
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "python TLS server did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(30)).await;
-    }
+    assert!(
+        wait_listening(port, Duration::from_secs(10)).await,
+        "python TLS server did not start"
+    );
     PyTls { child, port }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_tls_is_verified_and_an_untrusted_upstream_is_502() {
     let dir = temp_dir("tls-upstream");
-    let ca = Ca::new("upstream ca");
-    let ca_file = ca.write(&dir, "upstream-ca.pem");
-    let (uc, uk) = write(&dir, "u", &ca.issue(&LeafSpec::server(&["api.internal"])));
-    let clients = Ca::new("gateway client ca");
-    let clients_file = clients.write(&dir, "gw-clients.pem");
+    let ca = Ca::new("upstream ca").expect("a CA");
+    let ca_file = ca.write(&dir, "upstream-ca.pem").expect("write the CA");
+    let (uc, uk) = write(
+        &dir,
+        "u",
+        &ca.issue(&LeafSpec::server(&["api.internal"]))
+            .expect("a certificate"),
+    );
+    let clients = Ca::new("gateway client ca").expect("a CA");
+    let clients_file = clients.write(&dir, "gw-clients.pem").expect("write the CA");
     let (gc, gk) = write(
         &dir,
         "gwclient",
-        &clients.issue(&LeafSpec::client("tollgate")),
+        &clients
+            .issue(&LeafSpec::client("tollgate"))
+            .expect("a certificate"),
     );
-    let rogue = Ca::new("rogue ca");
+    let rogue = Ca::new("rogue ca").expect("a CA");
     let (rc, rk) = write(
         &dir,
         "r",
-        &rogue.issue(&LeafSpec::server(&["api.internal"])),
+        &rogue
+            .issue(&LeafSpec::server(&["api.internal"]))
+            .expect("a certificate"),
     );
     let good = py_tls(&uc, &uk, None).await;
     let untrusted = py_tls(&rc, &rk, None).await;
@@ -996,9 +1053,14 @@ upstream = "mutual_without"
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_passes_through_over_tls_and_h2() {
     let dir = temp_dir("tls-grpc");
-    let ca = Ca::new("test ca");
-    let ca_file = ca.write(&dir, "ca.pem");
-    let (ac, ak) = write(&dir, "a", &ca.issue(&LeafSpec::server(&["grpc.test"])));
+    let ca = Ca::new("test ca").expect("a CA");
+    let ca_file = ca.write(&dir, "ca.pem").expect("write the CA");
+    let (ac, ak) = write(
+        &dir,
+        "a",
+        &ca.issue(&LeafSpec::server(&["grpc.test"]))
+            .expect("a certificate"),
+    );
     let grpc_port = free_port();
     // A generic gRPC service (bytes in, bytes out: no generated code), plaintext h2c behind.
     let server = r#"
@@ -1024,17 +1086,10 @@ s.wait_for_termination()
         .stdin(Stdio::null())
         .spawn()
         .expect("python3 grpc server");
-    let t0 = Instant::now();
-    while tokio::net::TcpStream::connect(("127.0.0.1", grpc_port))
-        .await
-        .is_err()
-    {
-        assert!(
-            t0.elapsed() < Duration::from_secs(15),
-            "gRPC server did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert!(
+        wait_listening(grpc_port, Duration::from_secs(15)).await,
+        "gRPC server did not start"
+    );
     let (port, tls, admin) = (free_port(), free_port(), free_port());
     let toml = format!(
         r#"[server]
@@ -1222,15 +1277,24 @@ async fn once(tls: u16, cfg: &Arc<rustls::ClientConfig>) -> Result<(u16, bool), 
 async fn a_new_client_ca_ends_resumption_of_earlier_sessions() {
     let backend = Backend::start().await.expect("backend");
     let dir = temp_dir("tls-resume");
-    let ca = Ca::new("server ca");
-    let (ac, ak) = write(&dir, "a", &ca.issue(&LeafSpec::server(&["a.test"])));
-    let old_clients = Ca::new("old client ca");
-    let new_clients = Ca::new("new client ca");
-    let client_ca = old_clients.write(&dir, "clients.pem");
+    let ca = Ca::new("server ca").expect("a CA");
+    let (ac, ak) = write(
+        &dir,
+        "a",
+        &ca.issue(&LeafSpec::server(&["a.test"]))
+            .expect("a certificate"),
+    );
+    let old_clients = Ca::new("old client ca").expect("a CA");
+    let new_clients = Ca::new("new client ca").expect("a CA");
+    let client_ca = old_clients
+        .write(&dir, "clients.pem")
+        .expect("write the CA");
     let (c1c, c1k) = write(
         &dir,
         "alice",
-        &old_clients.issue(&LeafSpec::client("alice")),
+        &old_clients
+            .issue(&LeafSpec::client("alice"))
+            .expect("a certificate"),
     );
     let e = edge(
         backend.addr.port(),

@@ -849,9 +849,10 @@ impl Shared {
     /// Builds a runtime for `config` and makes it current. On error the old one keeps serving.
     pub fn reload(&self, config: Config) -> Result<(), BuildError> {
         let current = self.runtime.load_full();
-        if let (Some(_), Some(t)) = (&self.tls, &config.tls) {
-            // What check and start would refuse, a reload refuses too (certificates that are
-            // renewed later are taken one by one instead).
+        // A changed [tls]: what check and start would refuse, a reload refuses too
+        // (certificates renewed in place are taken one by one by the watcher instead).
+        let tls_changed = current.config.tls.as_ref() != config.tls.as_ref();
+        if let (Some(_), Some(t), true) = (&self.tls, &config.tls, tls_changed) {
             if let Err(errors) = crate::tls::check(t) {
                 self.metrics.reloads.with_label_values(&["error"]).inc();
                 return Err(BuildError::Tls(errors));

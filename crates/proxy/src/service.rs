@@ -334,13 +334,15 @@ fn is_secure(session: &Session, peer: IpAddr, rt: &Runtime) -> bool {
         return true;
     }
     trusted(peer, &rt.trusted_proxies)
-        && session
-            .req_header()
-            .headers
-            .get("x-forwarded-proto")
-            // Proxies in a chain append: the first value is what the client used.
-            .and_then(|v| v.as_bytes().split(|&b| b == b',').next())
-            .is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"https"))
+        && forwarded_https(session.req_header().headers.get("x-forwarded-proto"))
+}
+
+/// `X-Forwarded-Proto` says https. Proxies in a chain append, so the first value (of the
+/// first field) is what the client used.
+fn forwarded_https(value: Option<&HeaderValue>) -> bool {
+    value
+        .and_then(|v| v.as_bytes().split(|&b| b == b',').next())
+        .is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"https"))
 }
 
 /// `https://HOST[:PORT]PATH[?QUERY]` from the canonical host and path (both already checked:
@@ -1532,5 +1534,49 @@ impl ProxyHttp for Gateway {
                 error = error.as_deref().unwrap_or(""),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{forwarded_https, https_location};
+    use http::HeaderValue;
+
+    #[test]
+    fn forwarded_proto_spellings() {
+        let says = |v: &str| forwarded_https(Some(&HeaderValue::from_str(v).expect("a value")));
+        for yes in ["https", "HTTPS", " https ", "https, http", "https,http"] {
+            assert!(says(yes), "{yes:?}");
+        }
+        for no in ["http", "http, https", "", "httpsx", "h ttps", ",https", "wss"] {
+            assert!(!says(no), "{no:?}");
+        }
+        assert!(!forwarded_https(None));
+    }
+
+    #[test]
+    fn redirect_locations() {
+        let loc = |h: Option<&str>, p: &str, q: Option<&str>, port: Option<u16>| {
+            https_location(h, p, q, port).map(|v| v.to_str().map(str::to_string).ok())
+        };
+        assert_eq!(
+            loc(Some("a.test"), "/x", Some("q=1"), Some(8443)),
+            Some(Some("https://a.test:8443/x?q=1".into()))
+        );
+        assert_eq!(
+            loc(Some("a.test"), "/", None, None),
+            Some(Some("https://a.test/".into()))
+        );
+        // An IPv6 literal gets its brackets; a query outside ASCII is escaped, byte by byte.
+        assert_eq!(
+            loc(Some("::1"), "/", Some("q=é"), None),
+            Some(Some("https://[::1]/?q=%C3%A9".into()))
+        );
+        assert_eq!(
+            loc(Some("[::1]"), "/p", None, Some(1)),
+            Some(Some("https://[::1]:1/p".into()))
+        );
+        // No host: nothing to redirect to.
+        assert_eq!(loc(None, "/", None, None), None);
     }
 }

@@ -297,10 +297,6 @@ impl CertSet {
         self.certs.first().map(|c| c.key.clone())
     }
 
-    pub fn len(&self) -> usize {
-        self.certs.len()
-    }
-
     pub fn is_empty(&self) -> bool {
         self.certs.is_empty()
     }
@@ -719,11 +715,6 @@ impl Certificates {
         config.ticketer = Arc::new(Tickets(self.resumption.clone()));
         config.session_storage = Arc::new(Sessions(self.resumption.clone()));
         Ok(Arc::new(config))
-    }
-
-    /// The set being served now.
-    pub fn current(&self) -> Arc<CertSet> {
-        self.set.load_full()
     }
 
     /// Serves the entries' certificates and sets the expiry gauges. Never nothing: when every

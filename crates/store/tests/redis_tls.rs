@@ -93,7 +93,7 @@ async fn a_global_limit_over_rediss_verified_by_its_ca_counts_exactly() {
 #[tokio::test]
 async fn a_server_certificate_the_ca_did_not_sign_fails_the_connection() {
     let r = RedisServer::start_tls(false).expect("redis-server with TLS");
-    let other = pki::Ca::new("another ca");
+    let other = pki::Ca::new("another ca").expect("a CA");
     let wrong = Tls {
         ca: Some(other.cert_pem.clone().into_bytes()),
         client_cert: None,
@@ -121,8 +121,10 @@ async fn mutual_tls_needs_a_client_certificate_of_the_servers_ca() {
     assert!(!e.is_empty());
 
     // A certificate of another CA is refused as well.
-    let other = pki::Ca::new("another ca");
-    let leaf = other.issue(&pki::LeafSpec::client("intruder"));
+    let other = pki::Ca::new("another ca").expect("a CA");
+    let leaf = other
+        .issue(&pki::LeafSpec::client("intruder"))
+        .expect("a certificate");
     let mut t = tls_of(&r, false);
     t.client_cert = Some((leaf.cert_pem.into_bytes(), leaf.key_pem.into_bytes()));
     let (s, m) = store(Target::Single(r.url()), Some(t), None);
@@ -134,7 +136,10 @@ async fn mutual_tls_needs_a_client_certificate_of_the_servers_ca() {
 async fn a_client_key_that_is_not_its_certificates_is_refused_at_start() {
     let r = RedisServer::start_tls(true).expect("redis-server with TLS");
     let mut t = tls_of(&r, true);
-    let other = pki::Ca::new("another ca").issue(&pki::LeafSpec::client("x"));
+    let other = pki::Ca::new("another ca")
+        .expect("a CA")
+        .issue(&pki::LeafSpec::client("x"))
+        .expect("a certificate");
     t.client_cert = t.client_cert.map(|(c, _)| (c, other.key_pem.into_bytes()));
     let mut cfg = RedisConfig::new(Target::Single(r.url()), Duration::from_secs(1), 1);
     cfg.tls = Some(t);

@@ -525,6 +525,19 @@ pub async fn running(bin: &Path, toml: &str, port: u16, admin: u16) -> GatewayPr
     }
 }
 
+/// Waits until something accepts connections on 127.0.0.1:`port` (a server the test started
+/// in another process); false after `limit`.
+pub async fn wait_listening(port: u16, limit: Duration) -> bool {
+    let t0 = Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        if t0.elapsed() > limit {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    true
+}
+
 /// The admin listener's `/metrics` text.
 pub async fn metrics(admin: u16) -> String {
     match get(admin, "/metrics", &[]).await {
@@ -586,22 +599,22 @@ pub struct RedisTls {
 
 impl RedisTls {
     /// A new CA, a server certificate and a client certificate, written to `dir`.
-    pub fn new(dir: &Path, auth_clients: bool) -> Self {
-        let ca = pki::Ca::new("redis test ca");
-        let ca_file = ca.write(dir, "redis-ca.pem");
+    pub fn new(dir: &Path, auth_clients: bool) -> std::io::Result<Self> {
+        let ca = pki::Ca::new("redis test ca")?;
+        let ca_file = ca.write(dir, "redis-ca.pem")?;
         let server = ca
-            .issue(&pki::LeafSpec::server(&["127.0.0.1", "localhost"]))
-            .write(dir, "redis-server");
+            .issue(&pki::LeafSpec::server(&["127.0.0.1", "localhost"]))?
+            .write(dir, "redis-server")?;
         let client = ca
-            .issue(&pki::LeafSpec::client("redis-cli"))
-            .write(dir, "redis-client");
-        RedisTls {
+            .issue(&pki::LeafSpec::client("redis-cli"))?
+            .write(dir, "redis-client")?;
+        Ok(RedisTls {
             ca: Arc::new(ca),
             ca_file,
             client,
             server,
             auth_clients,
-        }
+        })
     }
 
     /// redis-cli's options to reach a server of this CA.
@@ -680,7 +693,7 @@ impl RedisServer {
     /// own; with `auth_clients` it refuses clients without a certificate of that CA.
     pub fn start_tls(auth_clients: bool) -> std::io::Result<Self> {
         let dir = temp_dir("redis-tls");
-        let tls = RedisTls::new(&dir, auth_clients);
+        let tls = RedisTls::new(&dir, auth_clients)?;
         Self::start_in(free_port(), dir, Some(tls), &[])
     }
 
@@ -802,7 +815,7 @@ impl RedisCluster {
         let dir = temp_dir("redis-cluster-tls");
         Self::start_inner(
             masters,
-            Some((dir.clone(), RedisTls::new(&dir, auth_clients))),
+            Some((dir.clone(), RedisTls::new(&dir, auth_clients)?)),
         )
     }
 

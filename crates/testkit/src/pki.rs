@@ -6,9 +6,14 @@ use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, SanType,
 };
+use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
+
+fn err(what: &str, e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(format!("{what}: {e}"))
+}
 
 /// The key type of a certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +33,7 @@ pub struct Ca {
 pub struct Leaf {
     pub cert_pem: String,
     pub key_pem: String,
-    /// SHA-256 of the certificate's DER, as the gateway's `client_cert` key source sees it.
+    /// The certificate's DER (what a TLS client is shown).
     pub der: Vec<u8>,
 }
 
@@ -73,11 +78,10 @@ impl LeafSpec {
     }
 }
 
-fn key_pair(kind: KeyKind) -> KeyPair {
+fn key_pair(kind: KeyKind) -> io::Result<KeyPair> {
     match kind {
-        KeyKind::EcdsaP256 => {
-            KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("an ECDSA P-256 key")
-        }
+        KeyKind::EcdsaP256 => KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+            .map_err(|e| err("an ECDSA P-256 key", e)),
         KeyKind::Rsa2048 => {
             let out = Command::new("openssl")
                 .args([
@@ -89,10 +93,10 @@ fn key_pair(kind: KeyKind) -> KeyPair {
                 ])
                 .stdin(Stdio::null())
                 .stderr(Stdio::null())
-                .output()
-                .expect("openssl genpkey (Debian package openssl)");
-            let pem = String::from_utf8(out.stdout).expect("PEM is text");
-            KeyPair::from_pem_and_sign_algo(&pem, &rcgen::PKCS_RSA_SHA256).expect("an RSA key")
+                .output()?;
+            let pem = String::from_utf8(out.stdout).map_err(|e| err("openssl genpkey", e))?;
+            KeyPair::from_pem_and_sign_algo(&pem, &rcgen::PKCS_RSA_SHA256)
+                .map_err(|e| err("an RSA key", e))
         }
     }
 }
@@ -103,7 +107,7 @@ fn at(now: SystemTime, forward: bool, d: Duration) -> time::OffsetDateTime {
 }
 
 impl Ca {
-    pub fn new(name: &str) -> Self {
+    pub fn new(name: &str) -> io::Result<Self> {
         let mut params = CertificateParams::default();
         params.distinguished_name.push(DnType::CommonName, name);
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -115,16 +119,18 @@ impl Ca {
         let now = SystemTime::now();
         params.not_before = at(now, false, Duration::from_secs(86_400));
         params.not_after = at(now, true, Duration::from_secs(3650 * 86_400));
-        let key = key_pair(KeyKind::EcdsaP256);
-        let cert = params.self_signed(&key).expect("a self-signed CA");
-        Ca {
+        let key = key_pair(KeyKind::EcdsaP256)?;
+        let cert = params
+            .self_signed(&key)
+            .map_err(|e| err("a self-signed CA", e))?;
+        Ok(Ca {
             cert_pem: cert.pem(),
             issuer: Issuer::new(params, key),
-        }
+        })
     }
 
     /// A leaf signed by this CA.
-    pub fn issue(&self, spec: &LeafSpec) -> Leaf {
+    pub fn issue(&self, spec: &LeafSpec) -> io::Result<Leaf> {
         let mut params = CertificateParams::default();
         params
             .distinguished_name
@@ -133,10 +139,14 @@ impl Ca {
             .names
             .iter()
             .map(|n| match n.parse::<std::net::IpAddr>() {
-                Ok(ip) => SanType::IpAddress(ip),
-                Err(_) => SanType::DnsName(n.clone().try_into().expect("a DNS name")),
+                Ok(ip) => Ok(SanType::IpAddress(ip)),
+                Err(_) => n
+                    .clone()
+                    .try_into()
+                    .map(SanType::DnsName)
+                    .map_err(|e| err(n, e)),
             })
-            .collect();
+            .collect::<io::Result<_>>()?;
         params.is_ca = IsCa::ExplicitNoCa;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         if spec.key == KeyKind::Rsa2048 {
@@ -153,45 +163,32 @@ impl Ca {
             None => at(now, false, spec.before),
         };
         params.not_after = at(now, !spec.expired, spec.after);
-        let key = key_pair(spec.key);
+        let key = key_pair(spec.key)?;
         let cert = params
             .signed_by(&key, &self.issuer)
-            .expect("a certificate signed by the CA");
-        Leaf {
+            .map_err(|e| err("a certificate signed by the CA", e))?;
+        Ok(Leaf {
             cert_pem: cert.pem(),
             key_pem: key.serialize_pem(),
             der: cert.der().to_vec(),
-        }
+        })
     }
 
     /// Writes the CA certificate to `dir/name` and returns the path.
-    pub fn write(&self, dir: &Path, name: &str) -> PathBuf {
+    pub fn write(&self, dir: &Path, name: &str) -> io::Result<PathBuf> {
         let p = dir.join(name);
-        std::fs::write(&p, &self.cert_pem).expect("write the CA certificate");
-        p
+        std::fs::write(&p, &self.cert_pem)?;
+        Ok(p)
     }
 }
 
 impl Leaf {
-    /// Writes `dir/NAME.crt` (the leaf, then `chain` certificates) and `dir/NAME.key`.
-    pub fn write(&self, dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    /// Writes `dir/NAME.crt` and `dir/NAME.key`.
+    pub fn write(&self, dir: &Path, name: &str) -> io::Result<(PathBuf, PathBuf)> {
         let c = dir.join(format!("{name}.crt"));
         let k = dir.join(format!("{name}.key"));
-        std::fs::write(&c, &self.cert_pem).expect("write the certificate");
-        std::fs::write(&k, &self.key_pem).expect("write the key");
-        (c, k)
-    }
-
-    /// Writes a Kubernetes TLS Secret's layout: `dir/tls.crt` and `dir/tls.key`.
-    pub fn write_secret(&self, dir: &Path) {
-        std::fs::create_dir_all(dir).expect("create the secret folder");
-        std::fs::write(dir.join("tls.crt"), &self.cert_pem).expect("write tls.crt");
-        std::fs::write(dir.join("tls.key"), &self.key_pem).expect("write tls.key");
-    }
-
-    /// SHA-256 of the certificate's DER, lower-case hex.
-    pub fn fingerprint_hex(&self) -> String {
-        let d = ring::digest::digest(&ring::digest::SHA256, &self.der);
-        d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+        std::fs::write(&c, &self.cert_pem)?;
+        std::fs::write(&k, &self.key_pem)?;
+        Ok((c, k))
     }
 }
