@@ -1548,7 +1548,15 @@ mod tests {
         for yes in ["https", "HTTPS", " https ", "https, http", "https,http"] {
             assert!(says(yes), "{yes:?}");
         }
-        for no in ["http", "http, https", "", "httpsx", "h ttps", ",https", "wss"] {
+        for no in [
+            "http",
+            "http, https",
+            "",
+            "httpsx",
+            "h ttps",
+            ",https",
+            "wss",
+        ] {
             assert!(!says(no), "{no:?}");
         }
         assert!(!forwarded_https(None));

@@ -529,7 +529,10 @@ pub async fn running(bin: &Path, toml: &str, port: u16, admin: u16) -> GatewayPr
 /// in another process); false after `limit`.
 pub async fn wait_listening(port: u16, limit: Duration) -> bool {
     let t0 = Instant::now();
-    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
         if t0.elapsed() > limit {
             return false;
         }
