@@ -18,8 +18,10 @@ use tollgate_proxy::admin::Admin;
 use tollgate_proxy::health::HealthChecks;
 use tollgate_proxy::{Gateway, Shared};
 
+mod alloc;
+
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: alloc::MiMalloc = alloc::MiMalloc;
 
 const DEFAULT_CONFIG: &str = "conf/tollgate.toml";
 

@@ -8,8 +8,11 @@ use async_trait::async_trait;
 use pingora::prelude::*;
 use pingora::server::configuration::ServerConf;
 
+#[path = "../../../gateway/src/alloc.rs"]
+mod alloc;
+
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: alloc::MiMalloc = alloc::MiMalloc;
 
 struct Bare {
     upstream: String,

@@ -66,19 +66,15 @@ impl BackgroundService for HealthChecks {
                 let Some(hc) = u.cfg.health_check else {
                     continue;
                 };
-                let id = Arc::as_ptr(&u.lb) as usize;
+                let id = Arc::as_ptr(&u.pool) as usize;
                 live.push(id);
                 if due.get(&id).is_some_and(|t| *t > now) {
                     continue;
                 }
                 due.insert(id, now + hc.interval);
-                let lb = u.lb.clone();
-                // A check never outlives its timeout by much, and never blocks the others.
-                tokio::spawn(async move {
-                    let _ =
-                        tokio::time::timeout(hc.timeout * 2, lb.backends().run_health_check(true))
-                            .await;
-                });
+                let pool = u.pool.clone();
+                // Each probe is bounded by the timeout; a round never blocks the others.
+                tokio::spawn(async move { pool.check(hc.timeout).await });
             }
             due.retain(|id, _| live.contains(id));
             tokio::select! {

@@ -12,7 +12,8 @@
 //! - [`normalize`]: the canonical path and host every later step reads (and the upstream
 //!   is sent); [`connections`]: bounds on open connections, in all and per client.
 //! - [`service`]: the request phases; [`admin`]: /healthz, /readyz, /metrics;
-//!   [`health`]: active health checks of upstream targets.
+//!   [`pool`]: an upstream's targets, chosen round robin among the healthy, and the peers
+//!   they are reached through; [`health`]: the active health checks that keep them current.
 //!
 //! Failure modes: a client an access list denies or a ladder blocked (403), a bearer token that does not verify on a route keyed by its claims (401), a
 //! request that matches no route (404), an upstream that cannot be reached
@@ -28,6 +29,7 @@ pub mod jwt;
 pub mod metrics;
 pub mod normalize;
 pub mod policy;
+pub mod pool;
 pub mod respond;
 pub mod runtime;
 pub mod service;

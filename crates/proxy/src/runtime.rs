@@ -7,20 +7,18 @@
 
 use crate::identity::KeyHasher;
 use crate::metrics::Metrics;
+use crate::pool::Pool;
 use crate::respond::{policy_item, sf_string};
 use arc_swap::ArcSwap;
 use http::HeaderValue;
 use ipnet::IpNet;
-use pingora::lb::health_check::TcpHealthCheck;
-use pingora::lb::selection::RoundRobin;
-use pingora::lb::LoadBalancer;
 use prometheus::{Histogram, IntCounter, IntGauge};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tollgate_config::{
-    Action, Config, HealthCheck, LimitConfig, OnError, RouteAction, RouteConfig, Scope,
-    TarpitConfig, UpstreamConfig,
+    Action, Config, LimitConfig, OnError, RouteAction, RouteConfig, Scope, TarpitConfig,
+    UpstreamConfig,
 };
 use tollgate_limit::{Clock, Ladder, LimitSpec, LocalLimiter, StoreStats, VerdictCache};
 use tollgate_store::{GlobalStore, RedisConfig, RedisStore, StoreMetrics, Target};
@@ -183,15 +181,13 @@ impl LimitRt {
 
 pub struct UpstreamRt {
     pub cfg: UpstreamConfig,
-    pub lb: Arc<LoadBalancer<RoundRobin>>,
-    /// With `tls`: each target's address with the TLS it is spoken to with.
-    pub tls: Vec<(std::net::SocketAddr, crate::tls::UpstreamTlsRt)>,
+    /// The targets, their health and the peers they are reached through.
+    pub pool: Arc<Pool>,
 }
 
-/// Each target's TLS (the name verified is the target's host unless `sni` says).
-fn upstream_tls(
-    cfg: &UpstreamConfig,
-) -> Result<Vec<(std::net::SocketAddr, crate::tls::UpstreamTlsRt)>, BuildError> {
+/// Each target's TLS, in target order (the name verified is the target's host unless `sni`
+/// says); empty for a plaintext upstream.
+fn upstream_tls(cfg: &UpstreamConfig) -> Result<Vec<crate::tls::UpstreamTlsRt>, BuildError> {
     let Some(tls) = &cfg.tls else {
         return Ok(Vec::new());
     };
@@ -205,14 +201,12 @@ fn upstream_tls(
     }
     cfg.targets
         .iter()
-        .map(|(target, addr)| {
+        .map(|(target, _)| {
             let host = target.rsplit_once(':').map_or(target.as_str(), |(h, _)| h);
-            crate::tls::upstream_tls(tls, host)
-                .map(|t| (*addr, t))
-                .map_err(|reason| BuildError::UpstreamTls {
-                    upstream: cfg.name.clone(),
-                    reason,
-                })
+            crate::tls::upstream_tls(tls, host).map_err(|reason| BuildError::UpstreamTls {
+                upstream: cfg.name.clone(),
+                reason,
+            })
         })
         .collect()
 }
@@ -318,11 +312,6 @@ pub struct Runtime {
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    #[error("upstream {upstream}: {source}")]
-    Upstream {
-        upstream: String,
-        source: std::io::Error,
-    },
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
     #[error("limit {0}: scope \"global\" needs Redis, and [redis] was not configured at start: restart to connect")]
@@ -448,17 +437,6 @@ fn rejected_by(
         .collect()
 }
 
-fn new_pool(cfg: &UpstreamConfig) -> Result<LoadBalancer<RoundRobin>, std::io::Error> {
-    let mut lb = LoadBalancer::<RoundRobin>::try_from_iter(cfg.targets.iter().map(|(_, a)| *a))?;
-    if let Some(HealthCheck { timeout, .. }) = cfg.health_check {
-        let mut hc = TcpHealthCheck::new();
-        hc.peer_template.options.connection_timeout = Some(timeout);
-        hc.peer_template.options.total_connection_timeout = Some(timeout);
-        lb.set_health_check(hc);
-    }
-    Ok(lb)
-}
-
 impl Runtime {
     /// Builds the serving state for `config`, reusing what `previous` holds where unchanged.
     pub fn build(
@@ -532,23 +510,15 @@ impl Runtime {
 
         let mut upstreams = Vec::with_capacity(config.upstreams.len());
         for cfg in &config.upstreams {
-            let kept = previous.and_then(|p| {
-                p.upstreams
-                    .iter()
-                    .find(|u| u.cfg == *cfg)
-                    .map(|u| u.lb.clone())
-            });
-            let lb = match kept {
-                Some(lb) => lb,
-                None => Arc::new(new_pool(cfg).map_err(|source| BuildError::Upstream {
-                    upstream: cfg.name.clone(),
-                    source,
-                })?),
-            };
+            // Built anew (a reload reads the TLS files again), with the health of the
+            // previous pool when the upstream did not change.
+            let pool = Pool::new(cfg, &upstream_tls(cfg)?);
+            if let Some(old) = previous.and_then(|p| p.upstreams.iter().find(|u| u.cfg == *cfg)) {
+                pool.inherit_health(&old.pool);
+            }
             upstreams.push(UpstreamRt {
                 cfg: cfg.clone(),
-                lb,
-                tls: upstream_tls(cfg)?,
+                pool: Arc::new(pool),
             });
         }
 
@@ -962,12 +932,11 @@ impl Shared {
             }
         }
         for u in &rt.upstreams {
-            for b in u.lb.backends().get_backend().iter() {
-                let up = u.lb.backends().ready(b);
+            for t in u.pool.targets() {
                 self.metrics
                     .upstream_healthy
-                    .with_label_values(&[&u.cfg.name, &b.addr.to_string()])
-                    .set(up as i64);
+                    .with_label_values(&[&u.cfg.name, &t.addr.to_string()])
+                    .set(t.healthy() as i64);
             }
         }
     }

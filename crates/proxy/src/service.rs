@@ -1202,9 +1202,8 @@ impl ProxyHttp for Gateway {
                 "route has no upstream",
             ));
         };
-        let up = &rt.upstreams[*u];
         ctx.tries += 1;
-        let Some(backend) = up.lb.select(b"", up.cfg.targets.len().max(1) * 2) else {
+        let Some(target) = rt.upstreams[*u].pool.select() else {
             let mut e = Error::explain(
                 ErrorType::ConnectNoRoute,
                 "no healthy target in the upstream pool",
@@ -1212,33 +1211,7 @@ impl ProxyHttp for Gateway {
             e.esource = ErrorSource::Upstream;
             return Err(e);
         };
-        let tls = up
-            .tls
-            .iter()
-            .find(|(a, _)| backend.addr.as_inet() == Some(a))
-            .map(|(_, t)| t);
-        let mut peer = HttpPeer::new(
-            backend.addr,
-            tls.is_some(),
-            tls.map_or_else(String::new, |t| t.sni.clone()),
-        );
-        if let Some(t) = tls {
-            peer.client_cert_key = t.client_cert.clone();
-            peer.options.verify_cert = t.verify;
-            peer.options.verify_hostname = t.verify;
-            peer.options.ca = t.ca.clone();
-        }
-        if up.cfg.h2 {
-            // gRPC and other h2-only upstreams: ALPN h2 over TLS, prior knowledge without.
-            peer.options.alpn = pingora::protocols::ALPN::H2;
-        }
-        let o = &mut peer.options;
-        o.connection_timeout = Some(up.cfg.connect_timeout);
-        o.total_connection_timeout = Some(up.cfg.connect_timeout);
-        o.read_timeout = Some(up.cfg.read_timeout);
-        o.write_timeout = Some(up.cfg.write_timeout);
-        o.idle_timeout = Some(std::time::Duration::from_secs(60));
-        Ok(Box::new(peer))
+        Ok(target.peer())
     }
 
     fn fail_to_connect(

@@ -30,6 +30,11 @@ pub mod v2;
 
 pub use server::{ReusableHttpStream, Session as ServerSession};
 
+/// Header map entries reserved beyond the ones parsed, for the headers a proxy adds to a
+/// request or response it passes on: inserting past a map's capacity regrows (and rehashes)
+/// both the value map and the case map.
+pub const PROXY_HEADER_ROOM: usize = 8;
+
 /// The Pingora server name string
 pub const SERVER_NAME: &[u8; 7] = b"Pingora";
 

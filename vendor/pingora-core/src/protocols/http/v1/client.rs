@@ -286,7 +286,8 @@ impl HttpSession {
 
                         let mut response_header = match ResponseHeader::build(
                             resp.code.unwrap(),
-                            Some(resp.headers.len()),
+                            // Room for the headers a proxy adds on the way down.
+                            Some(resp.headers.len() + crate::protocols::http::PROXY_HEADER_ROOM),
                         ) {
                             Ok(header) => Box::new(header),
                             Err(e) => return self.fail_response_header_read(e),

@@ -454,7 +454,9 @@ impl HttpSession {
                             req.method.unwrap_or(""),
                             // we path httparse to allow unsafe bytes in the str
                             req.path.unwrap_or("").as_bytes(),
-                            Some(req.headers.len()),
+                            // Room for the headers a proxy adds (X-Forwarded-*, a request
+                            // id, ...) without growing both header maps on the way up.
+                            Some(req.headers.len() + crate::protocols::http::PROXY_HEADER_ROOM),
                         )?);
 
                         request_header.set_version(match req.version {
