@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Re-creates vendor/pingora-core and vendor/pingora-proxy from the crates.io release and the
+# Re-creates vendor/pingora-core, vendor/pingora-proxy and vendor/pingora-http from the
+# crates.io release and the
 # patches in vendor/patches, in order. Run it after changing a patch, or with VERSION=x.y.z to
 # rebase on a new release (then fix the hunks that no longer apply, and the version pins in
 # the root Cargo.toml). The crates are fetched by cargo from crates.io into a scratch project.
@@ -17,11 +18,12 @@ edition = "2021"
 [dependencies]
 pingora-core = { version = "=$VERSION", default-features = false }
 pingora-proxy = { version = "=$VERSION", default-features = false }
+pingora-http = { version = "=$VERSION" }
 TOML
 touch "$scratch/src/lib.rs"
 cargo fetch --manifest-path "$scratch/Cargo.toml" >/dev/null
 registry="${CARGO_HOME:-$HOME/.cargo}/registry/src"
-for crate in pingora-core pingora-proxy; do
+for crate in pingora-core pingora-proxy pingora-http; do
   src="$(ls -d "$registry"/*/"$crate-$VERSION" | head -n1)"
   rm -rf "$crate"
   cp -r "$src" "$crate"

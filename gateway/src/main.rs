@@ -275,6 +275,7 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
     opts.h2_idle_timeout = Some(h.idle_timeout);
     opts.max_header_bytes = Some(h.max_header_bytes);
     opts.max_headers = Some(h.max_headers);
+    opts.preserve_header_case = Some(server_cfg.preserve_header_case);
     app.server_options = Some(opts);
     let mut h2 = pingora::protocols::http::v2::server::default_h2_options();
     h2.max_concurrent_streams(h.max_h2_streams as u32);
@@ -518,6 +519,10 @@ impl Reloader {
             ("server.admin", a.admin != b.admin),
             ("server.threads", a.threads != b.threads),
             ("server.h2c", a.h2c != b.h2c),
+            (
+                "server.preserve_header_case",
+                a.preserve_header_case != b.preserve_header_case,
+            ),
             ("server.grace_period", a.grace_period != b.grace_period),
             ("server.upgrade_sock", a.upgrade_sock != b.upgrade_sock),
             // Read by Pingora's listeners and h2 settings at start.

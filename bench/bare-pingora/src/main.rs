@@ -2,7 +2,8 @@
 //! no headers, no metrics, no logging), one worker thread, keep-alive to one upstream. It is
 //! the floor Tollgate's request path stands on: bench/ runs it beside Tollgate so every report
 //! shows Tollgate's own cost over its framework. Built with the same vendored Pingora (the
-//! patches in vendor/patches) and the same allocator as Tollgate.
+//! patches in vendor/patches), the same allocator and the same header-case setting as
+//! Tollgate (`BARE_PRESERVE_HEADER_CASE=1` for Pingora's default).
 
 use async_trait::async_trait;
 use pingora::prelude::*;
@@ -46,7 +47,13 @@ fn main() {
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
-    let mut proxy = http_proxy_service(&server.configuration, Bare { upstream });
+    let mut app = pingora::proxy::http_proxy(&server.configuration, Bare { upstream });
+    // Tollgate's default (server.preserve_header_case = false); BARE_PRESERVE_HEADER_CASE=1
+    // gives Pingora's own (a second header map per request).
+    let mut opts = pingora::apps::HttpServerOptions::default();
+    opts.preserve_header_case = Some(std::env::var_os("BARE_PRESERVE_HEADER_CASE").is_some());
+    app.server_options = Some(opts);
+    let mut proxy = pingora::services::listening::Service::new("bare".to_string(), app);
     proxy.add_tcp(&listen);
     server.add_service(proxy);
     server.run_forever();

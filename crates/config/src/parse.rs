@@ -666,6 +666,7 @@ fn server_defaults() -> ServerConfig {
         access_log: false,
         admin_token: None,
         legacy_headers: false,
+        preserve_header_case: false,
         key_body_limit: 16 * 1024,
         hardening: Hardening::default(),
         tls_listen: Vec::new(),
@@ -830,6 +831,10 @@ fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
     }
     if let Some(v) = t.get("legacy_headers") {
         s.legacy_headers = as_bool(cx, &t.key_path("legacy_headers"), v).unwrap_or(false);
+    }
+    if let Some(v) = t.get("preserve_header_case") {
+        s.preserve_header_case =
+            as_bool(cx, &t.key_path("preserve_header_case"), v).unwrap_or(false);
     }
     s.hardening = crate::hardening::read(cx, &mut t);
     t.finish(cx, &[]);

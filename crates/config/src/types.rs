@@ -232,6 +232,10 @@ pub struct ServerConfig {
     pub access_log: bool,
     /// Also send X-RateLimit-Limit / -Remaining / -Reset (for clients that expect them).
     pub legacy_headers: bool,
+    /// Keep HTTP/1 request header names' case toward the upstream (a second header map per
+    /// request); otherwise they go as HTTP/2 requests' do (standard names in their usual case,
+    /// others lower-case), as Envoy and HAProxy send them.
+    pub preserve_header_case: bool,
     /// The largest request body read for `body:FIELD` keys (bytes; at most 64 KiB, which
     /// Pingora can replay to the upstream).
     pub key_body_limit: usize,

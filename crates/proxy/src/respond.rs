@@ -6,6 +6,32 @@ use pingora::http::ResponseHeader;
 use pingora::prelude::*;
 use std::io::Write;
 
+/// The header names Tollgate writes (and reads) on every request, checked at compile time:
+/// inserting one neither parses nor allocates its name (vendor patch 0010).
+pub mod names {
+    use pingora::http::StaticHeaderName as N;
+
+    pub const X_REQUEST_ID: N = N::new("x-request-id");
+    pub const X_FORWARDED_FOR: N = N::new("x-forwarded-for");
+    pub const X_FORWARDED_PROTO: N = N::new("x-forwarded-proto");
+    /// Told to the upstream when a shadow-mode limit would have refused.
+    pub const SHADOW_EXCEEDED: N = N::new("x-ratelimit-shadow-exceeded");
+    pub const RATELIMIT: N = N::new("ratelimit");
+    pub const RATELIMIT_POLICY: N = N::new("ratelimit-policy");
+    pub const X_RATELIMIT_LIMIT: N = N::new("x-ratelimit-limit");
+    pub const X_RATELIMIT_REMAINING: N = N::new("x-ratelimit-remaining");
+    pub const X_RATELIMIT_RESET: N = N::new("x-ratelimit-reset");
+    pub const X_QUOTA_WARNING: N = N::new("x-quota-warning");
+    pub const RETRY_AFTER: N = N::new("retry-after");
+    pub const CONTENT_TYPE: N = N::new("content-type");
+    pub const CONTENT_LENGTH: N = N::new("content-length");
+    pub const CACHE_CONTROL: N = N::new("cache-control");
+    pub const CONNECTION: N = N::new("connection");
+    pub const LOCATION: N = N::new("location");
+    pub const WWW_AUTHENTICATE: N = N::new("www-authenticate");
+    pub const STRICT_TRANSPORT_SECURITY: N = N::new("strict-transport-security");
+}
+
 /// The problems Tollgate answers with itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Problem {
@@ -138,6 +164,77 @@ impl Problem {
     }
 }
 
+impl Problem {
+    /// The body as a [`Template`]: `detail` and the string extras may hold holes; an extra
+    /// that is a lone [`Hole::Secs`] is a JSON number (as [`Extra::Int`] writes it).
+    pub fn template(&self, detail: &[Piece], extra: &[(&str, Piece)]) -> Template {
+        let (slug, title, code) = self.parts();
+        let mut r = Render {
+            lits: Vec::new(),
+            holes: Vec::new(),
+            cur: Vec::with_capacity(256),
+        };
+        let _ = write!(
+            r.cur,
+            "{{\"type\":\"urn:tollgate:problem:{slug}\",\"title\":\"{title}\",\"status\":{},\"detail\":",
+            self.status()
+        );
+        r.string(detail);
+        let _ = write!(r.cur, ",\"error_code\":\"{code}\",\"request_id\":");
+        r.string(&[Piece::Hole(Hole::RequestId)]);
+        for (k, v) in extra {
+            r.cur.push(b',');
+            json_str(&mut r.cur, k);
+            r.cur.push(b':');
+            match v {
+                Piece::Hole(Hole::Secs) => r.hole(Hole::Secs),
+                other => r.string(std::slice::from_ref(other)),
+            }
+        }
+        r.cur.push(b'}');
+        let mut lits = r.lits;
+        lits.push(r.cur.into_boxed_slice());
+        let len = lits.iter().map(|l| l.len()).sum();
+        Template {
+            lits,
+            holes: r.holes,
+            len,
+        }
+    }
+}
+
+/// A limit's 429 body, rendered when the config loads: the challenge shape for a limit whose
+/// action is `challenge` (with its `challenge_url`), the quota shape for a quota (with its
+/// `upgrade_url` when set), the rate-limit shape otherwise. Filled in per refusal with the
+/// wait (Retry-After's seconds) and the request id.
+pub fn refusal(cfg: &tollgate_config::LimitConfig, quota: bool) -> Template {
+    use Piece::{Hole as H, Text as T};
+    let name = cfg.name.as_str();
+    let secs = ("retry_after", H(Hole::Secs));
+    if let (tollgate_config::Action::Challenge, Some(url)) = (cfg.action, &cfg.challenge_url) {
+        let detail = format!(
+            "Too many requests under \"{name}\": solve the challenge at challenge_url to continue."
+        );
+        return Problem::ChallengeRequired.template(
+            &[T(&detail)],
+            &[("limit", T(name)), secs, ("challenge_url", T(url))],
+        );
+    }
+    if quota {
+        let before = format!("Quota \"{name}\" used up for this period: it renews in ");
+        let mut extra = vec![("limit", T(name)), secs];
+        if let Some(url) = &cfg.upgrade_url {
+            extra.push(("upgrade_url", T(url)));
+        }
+        return Problem::QuotaExceeded.template(&[T(&before), H(Hole::Secs), T(" s.")], &extra);
+    }
+    let before = format!("Rate limit \"{name}\" exceeded: retry in ");
+    Problem::RateLimited.template(
+        &[T(&before), H(Hole::Secs), T(" s.")],
+        &[("limit", T(name)), secs],
+    )
+}
+
 /// An extra member of a problem body.
 #[derive(Debug, Clone, Copy)]
 pub enum Extra<'a> {
@@ -151,25 +248,114 @@ fn json_str(out: &mut Vec<u8>, s: &str) {
     let _ = serde_json::to_writer(&mut *out, s);
 }
 
-/// A response header for an edge answer with its body length and content type set.
+/// Appends `s` escaped for the inside of a JSON string literal (no quotes). Request ids and
+/// plain text need no escape and are copied as they are.
+fn json_inner(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.extend_from_slice(s.as_bytes());
+    } else {
+        let at = out.len();
+        json_str(out, s);
+        // Drop the quotes serde_json wrote around it.
+        out.pop();
+        out.remove(at);
+    }
+}
+
+/// A response header for an edge answer with its body length and content type set. No
+/// case map (names go out as HTTP/2 sends them); room for the RateLimit fields and the rest.
 pub fn header(
     status: u16,
     content_type: &'static str,
     len: usize,
     request_id: &http::HeaderValue,
 ) -> Result<ResponseHeader> {
-    let mut h = ResponseHeader::build(status, Some(8))?;
-    h.insert_header(
-        http::header::CONTENT_TYPE,
+    let mut h = ResponseHeader::build_no_case(status, Some(12))?;
+    h.insert_static_header(
+        &names::CONTENT_TYPE,
         http::HeaderValue::from_static(content_type),
-    )?;
-    h.insert_header(http::header::CONTENT_LENGTH, len)?;
-    h.insert_header("x-request-id", request_id.clone())?;
-    h.insert_header(
-        http::header::CACHE_CONTROL,
+    );
+    h.insert_static_header(&names::CONTENT_LENGTH, http::HeaderValue::from(len));
+    h.insert_static_header(&names::X_REQUEST_ID, request_id.clone());
+    h.insert_static_header(
+        &names::CACHE_CONTROL,
         http::HeaderValue::from_static("no-store"),
-    )?;
+    );
     Ok(h)
+}
+
+/// What varies in a pre-rendered problem body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hole {
+    /// Seconds until a retry passes (a JSON number, or digits inside a string).
+    Secs,
+    RequestId,
+}
+
+/// A piece of a detail or an extra member of a [`Template`]: fixed text or a hole.
+#[derive(Debug, Clone, Copy)]
+pub enum Piece<'a> {
+    Text(&'a str),
+    Hole(Hole),
+}
+
+/// A problem+json body rendered once (when the config loads), with holes for the values that
+/// vary per request: a refusal fills in its wait and request id and copies the rest.
+#[derive(Debug, Clone)]
+pub struct Template {
+    /// Fixed bytes around the holes: `lits.len() == holes.len() + 1`.
+    lits: Vec<Box<[u8]>>,
+    holes: Vec<Hole>,
+    len: usize,
+}
+
+impl Template {
+    /// The body, the same bytes [`Problem::body`] writes for these values.
+    pub fn fill(&self, secs: u64, request_id: &str) -> Bytes {
+        let mut secs_text = itoa::Buffer::new();
+        let secs_text = secs_text.format(secs).as_bytes();
+        let mut out = Vec::with_capacity(self.len + 2 * secs_text.len() + request_id.len());
+        for (lit, hole) in self
+            .lits
+            .iter()
+            .zip(self.holes.iter().map(Some).chain([None]))
+        {
+            out.extend_from_slice(lit);
+            match hole {
+                Some(Hole::Secs) => out.extend_from_slice(secs_text),
+                Some(Hole::RequestId) => json_inner(&mut out, request_id),
+                None => {}
+            }
+        }
+        Bytes::from(out)
+    }
+}
+
+/// Writes a [`Template`]: text goes into the current literal; a hole closes it.
+struct Render {
+    lits: Vec<Box<[u8]>>,
+    holes: Vec<Hole>,
+    cur: Vec<u8>,
+}
+
+impl Render {
+    fn hole(&mut self, h: Hole) {
+        self.lits
+            .push(std::mem::take(&mut self.cur).into_boxed_slice());
+        self.holes.push(h);
+    }
+
+    /// A JSON string of pieces.
+    fn string(&mut self, pieces: &[Piece]) {
+        self.cur.push(b'"');
+        for p in pieces {
+            match p {
+                Piece::Text(s) => json_inner(&mut self.cur, s),
+                Piece::Hole(h) => self.hole(*h),
+            }
+        }
+        self.cur.push(b'"');
+    }
 }
 
 /// Quotes a policy name as a Structured Fields string.
@@ -246,6 +432,60 @@ mod tests {
                 "retry_after"
             ]
         );
+    }
+
+    /// A template filled in is byte for byte the body written directly, for every refusal
+    /// shape, hostile names and ids included.
+    #[test]
+    fn templates_fill_to_the_same_bytes_as_bodies() {
+        for name in ["per_ip", "say \"slow\"\\ \u{1}é", ""] {
+            for (secs, id) in [
+                (1u64, "abc"),
+                (u64::MAX, "0123456789abcdef0123456789abcdef"),
+                (0, "a\"b"),
+            ] {
+                let detail = format!("Rate limit \"{name}\" exceeded: retry in {secs} s.");
+                let direct = Problem::RateLimited.body(
+                    &detail,
+                    id,
+                    &[
+                        ("limit", Extra::Str(name)),
+                        ("retry_after", Extra::Int(secs)),
+                    ],
+                );
+                let quoted = format!("Rate limit \"{name}\" exceeded: retry in ");
+                let t = Problem::RateLimited.template(
+                    &[
+                        Piece::Text(&quoted),
+                        Piece::Hole(Hole::Secs),
+                        Piece::Text(" s."),
+                    ],
+                    &[
+                        ("limit", Piece::Text(name)),
+                        ("retry_after", Piece::Hole(Hole::Secs)),
+                    ],
+                );
+                assert_eq!(t.fill(secs, id), direct, "{name} {secs} {id}");
+                let direct = Problem::ChallengeRequired.body(
+                    name,
+                    id,
+                    &[
+                        ("limit", Extra::Str(name)),
+                        ("retry_after", Extra::Int(secs)),
+                        ("challenge_url", Extra::Str("https://x/?a=\"b\"")),
+                    ],
+                );
+                let t = Problem::ChallengeRequired.template(
+                    &[Piece::Text(name)],
+                    &[
+                        ("limit", Piece::Text(name)),
+                        ("retry_after", Piece::Hole(Hole::Secs)),
+                        ("challenge_url", Piece::Text("https://x/?a=\"b\"")),
+                    ],
+                );
+                assert_eq!(t.fill(secs, id), direct, "{name} {secs} {id}");
+            }
+        }
     }
 
     #[test]

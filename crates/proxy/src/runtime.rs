@@ -134,6 +134,8 @@ pub struct LimitRt {
     pub shadow: bool,
     /// The policy name as a Structured Fields string.
     pub name_sf: String,
+    /// The 429 body, rendered once: a refusal fills in its wait and request id.
+    pub refusal: crate::respond::Template,
     pub shadow_counter: IntCounter,
     /// `tollgate_limit_decisions_total{limit,result}`: allowed, refused, shadow_refused, blocked.
     pub decisions: [IntCounter; 4],
@@ -493,6 +495,10 @@ impl Runtime {
                 quota_rt: quota_rt(cfg, prev, &config, metrics),
                 shadow: cfg.shadow || shadow_all,
                 name_sf: sf_string(&cfg.name),
+                refusal: crate::respond::refusal(
+                    cfg,
+                    cfg.algorithm == tollgate_limit::AlgorithmKind::Quota,
+                ),
                 shadow_counter: metrics.shadow_exceeded.with_label_values(&[&cfg.name]),
                 decisions: ["allowed", "refused", "shadow_refused", "blocked"]
                     .map(|r| metrics.decisions.with_label_values(&[&cfg.name, r])),

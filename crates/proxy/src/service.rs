@@ -16,12 +16,12 @@ use crate::identity::{client_ip, trusted, KeyInput};
 use crate::jwt::Verifier;
 use crate::normalize::{normalize_host, normalize_path, PathRules, Refusal};
 use crate::policy::{decide_global, decide_local, Plan, Verdict};
-use crate::respond::{header, ratelimit_value, Extra, Problem};
+use crate::respond::{header, names, ratelimit_value, Extra, Problem};
 use crate::runtime::{count_unrouted, Runtime, Shared};
 use async_trait::async_trait;
 use bytes::Bytes;
 use http::HeaderValue;
-use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::http::{RequestHeader, ResponseHeader, StaticHeaderName};
 use pingora::prelude::*;
 use pingora::protocols::http::authority::{
     is_http_family_scheme, raw_target_authority, RawTargetAuthority,
@@ -111,8 +111,6 @@ pub struct Ctx {
     body_started: Option<Instant>,
 }
 
-const SHADOW_HEADER: &str = "x-ratelimit-shadow-exceeded";
-
 /// The edge's decision about a request, as the access log names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Outcome {
@@ -178,26 +176,47 @@ impl Ctx {
 
     /// RateLimit-Policy (the route's enforced limits) and RateLimit (the decision), on every
     /// response of a limited route, whoever wrote it.
-    fn add_limit_headers(&self, resp: &mut ResponseHeader) -> Result<()> {
+    fn add_limit_headers(&self, resp: &mut ResponseHeader) {
         if let (Some(rt), Some(route)) = (&self.rt, self.route) {
             if let Some(Some(p)) = rt.routes[route].policy_headers.get(self.plan) {
-                resp.insert_header("ratelimit-policy", p.clone())?;
+                resp.insert_static_header(&names::RATELIMIT_POLICY, p.clone());
             }
         }
         if let Some(v) = &self.ratelimit {
-            resp.insert_header("ratelimit", v.clone())?;
+            resp.insert_static_header(&names::RATELIMIT, v.clone());
         }
         if let Some(w) = &self.quota_warning {
-            resp.insert_header("x-quota-warning", w.clone())?;
+            resp.insert_static_header(&names::X_QUOTA_WARNING, w.clone());
         }
         if let (Some((limit, remaining, reset)), Some(rt)) = (self.legacy, &self.rt) {
             if rt.config.server.legacy_headers {
-                resp.insert_header("x-ratelimit-limit", HeaderValue::from(limit))?;
-                resp.insert_header("x-ratelimit-remaining", HeaderValue::from(remaining))?;
-                resp.insert_header("x-ratelimit-reset", HeaderValue::from(reset))?;
+                resp.insert_static_header(&names::X_RATELIMIT_LIMIT, HeaderValue::from(limit));
+                resp.insert_static_header(
+                    &names::X_RATELIMIT_REMAINING,
+                    HeaderValue::from(remaining),
+                );
+                resp.insert_static_header(&names::X_RATELIMIT_RESET, HeaderValue::from(reset));
             }
         }
-        Ok(())
+    }
+}
+
+/// Appends `ip` as text (X-Forwarded-For): IPv4 by hand, the common case on every proxied
+/// request; IPv6 through its `Display`.
+fn push_ip(out: &mut Vec<u8>, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => {
+            let mut digits = itoa::Buffer::new();
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                out.extend_from_slice(digits.format(octet).as_bytes());
+            }
+        }
+        IpAddr::V6(_) => {
+            let _ = write!(out, "{ip}");
+        }
     }
 }
 
@@ -334,7 +353,12 @@ fn is_secure(session: &Session, peer: IpAddr, rt: &Runtime) -> bool {
         return true;
     }
     trusted(peer, &rt.trusted_proxies)
-        && forwarded_https(session.req_header().headers.get("x-forwarded-proto"))
+        && forwarded_https(
+            session
+                .req_header()
+                .headers
+                .get(names::X_FORWARDED_PROTO.name()),
+        )
 }
 
 /// `X-Forwarded-Proto` says https. Proxies in a chain append, so the first value (of the
@@ -446,9 +470,9 @@ impl Gateway {
         mut resp: ResponseHeader,
         body: Bytes,
     ) -> Result<()> {
-        ctx.add_limit_headers(&mut resp)?;
+        ctx.add_limit_headers(&mut resp);
         if let Some(v) = &ctx.hsts {
-            resp.insert_header(http::header::STRICT_TRANSPORT_SECURITY, v.clone())?;
+            resp.insert_static_header(&names::STRICT_TRANSPORT_SECURITY, v.clone());
         }
         drain_small_body(session).await;
         let head_only = session.req_header().method == http::Method::HEAD;
@@ -481,7 +505,7 @@ impl Gateway {
             return Ok(true);
         };
         let mut resp = header(308, "text/plain", 0, &ctx.request_id)?;
-        resp.insert_header(http::header::LOCATION, location)?;
+        resp.insert_static_header(&names::LOCATION, location);
         self.answer(session, ctx, resp, Bytes::new()).await?;
         Ok(true)
     }
@@ -493,7 +517,7 @@ impl Gateway {
         p: Problem,
         detail: &str,
         extra: &[(&str, Extra<'_>)],
-        headers: &[(&'static str, HeaderValue)],
+        headers: &[(&StaticHeaderName, HeaderValue)],
     ) -> Result<()> {
         let body = p.body(detail, ctx.request_id(), extra);
         let mut resp = header(
@@ -503,13 +527,14 @@ impl Gateway {
             &ctx.request_id,
         )?;
         for (k, v) in headers {
-            resp.insert_header(*k, v.clone())?;
+            resp.insert_static_header(k, v.clone());
         }
         self.answer(session, ctx, resp, body).await
     }
 
-    /// A 429 for `limit`. `reason` is the metric's reason when not the limit's own
-    /// (`rate_limit` or `quota`): `tarpit_overflow` or `challenge`.
+    /// A 429 for `limit`, its body the limit's pre-rendered refusal (rate limit, quota or
+    /// challenge: [`crate::respond::refusal`]). `reason` is the metric's reason when not the
+    /// limit's own (`rate_limit` or `quota`): `tarpit_overflow` or `challenge`.
     #[allow(clippy::too_many_arguments)]
     async fn refuse(
         &self,
@@ -544,63 +569,11 @@ impl Gateway {
                 c.inc();
             }
         }
-        let retry = [("retry-after", HeaderValue::from(secs))];
-        if let (Some("challenge"), Some(url)) = (reason, &l.cfg.challenge_url) {
-            let detail = format!(
-                "Too many requests under \"{}\": solve the challenge at challenge_url to continue.",
-                l.cfg.name
-            );
-            return self
-                .problem(
-                    session,
-                    ctx,
-                    Problem::ChallengeRequired,
-                    &detail,
-                    &[
-                        ("limit", Extra::Str(&l.cfg.name)),
-                        ("retry_after", Extra::Int(secs)),
-                        ("challenge_url", Extra::Str(url)),
-                    ],
-                    &retry,
-                )
-                .await;
-        }
-        if l.quota {
-            let detail = format!(
-                "Quota \"{}\" used up for this period: it renews in {secs} s.",
-                l.cfg.name
-            );
-            let mut extra = vec![
-                ("limit", Extra::Str(&l.cfg.name)),
-                ("retry_after", Extra::Int(secs)),
-            ];
-            if let Some(url) = &l.cfg.upgrade_url {
-                extra.push(("upgrade_url", Extra::Str(url)));
-            }
-            return self
-                .problem(
-                    session,
-                    ctx,
-                    Problem::QuotaExceeded,
-                    &detail,
-                    &extra,
-                    &retry,
-                )
-                .await;
-        }
-        let detail = format!("Rate limit \"{}\" exceeded: retry in {secs} s.", l.cfg.name);
-        self.problem(
-            session,
-            ctx,
-            Problem::RateLimited,
-            &detail,
-            &[
-                ("limit", Extra::Str(&l.cfg.name)),
-                ("retry_after", Extra::Int(secs)),
-            ],
-            &retry,
-        )
-        .await
+        // The body was rendered when the config loaded: only the wait and the id go in.
+        let body = l.refusal.fill(secs, ctx.request_id());
+        let mut resp = header(429, "application/problem+json", body.len(), &ctx.request_id)?;
+        resp.insert_static_header(&names::RETRY_AFTER, HeaderValue::from(secs));
+        self.answer(session, ctx, resp, body).await
     }
 
     /// A global limit could not be decided and its `on_error` is `closed`.
@@ -628,7 +601,7 @@ impl Gateway {
             Problem::LimiterUnavailable,
             &detail,
             &[("limit", Extra::Str(&l.cfg.name))],
-            &[("retry-after", HeaderValue::from(1u64))],
+            &[(&names::RETRY_AFTER, HeaderValue::from(1u64))],
         )
         .await
     }
@@ -730,7 +703,7 @@ impl Gateway {
                 ("retry_after", Extra::Int(secs)),
                 ("block_id", Extra::Str(&id)),
             ],
-            &[("retry-after", HeaderValue::from(secs))],
+            &[(&names::RETRY_AFTER, HeaderValue::from(secs))],
         )
         .await
     }
@@ -912,7 +885,7 @@ impl ProxyHttp for Gateway {
             .map(|a| a.ip())
             .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
         let req = session.req_header();
-        ctx.request_id = match req.headers.get("x-request-id") {
+        ctx.request_id = match req.headers.get(names::X_REQUEST_ID.name()) {
             Some(v) if valid_request_id(v.as_bytes()) => v.clone(),
             _ => new_request_id(),
         };
@@ -1056,7 +1029,7 @@ impl ProxyHttp for Gateway {
                                 why,
                                 &[],
                                 &[(
-                                    "www-authenticate",
+                                    &names::WWW_AUTHENTICATE,
                                     HeaderValue::from_static("Bearer error=\"invalid_token\""),
                                 )],
                             )
@@ -1241,7 +1214,7 @@ impl ProxyHttp for Gateway {
         upstream: &mut RequestHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        upstream.insert_header("x-request-id", ctx.request_id.clone())?;
+        upstream.insert_static_header(&names::X_REQUEST_ID, ctx.request_id.clone());
         if let Some(path) = &ctx.canonical_path {
             // The upstream reads what the gateway routed on, in origin form; the query goes
             // as it came.
@@ -1261,21 +1234,25 @@ impl ProxyHttp for Gateway {
         }
         // X-Forwarded-For: every prior value in order, then the peer, in one buffer.
         let mut xff = Vec::with_capacity(64);
-        for v in upstream.headers.get_all("x-forwarded-for") {
+        for v in upstream.headers.get_all(names::X_FORWARDED_FOR.name()) {
             xff.extend_from_slice(v.as_bytes());
             xff.extend_from_slice(b", ");
         }
-        let _ = write!(xff, "{}", ctx.peer);
-        upstream.insert_header(
-            "x-forwarded-for",
+        push_ip(&mut xff, ctx.peer);
+        upstream.insert_static_header(
+            &names::X_FORWARDED_FOR,
             HeaderValue::from_maybe_shared(Bytes::from(xff))
                 .map_err(|_| Error::explain(ErrorType::InvalidHTTPHeader, "X-Forwarded-For"))?,
-        )?;
+        );
         let from_trusted = ctx
             .rt
             .as_ref()
             .is_some_and(|rt| trusted(ctx.peer, &rt.trusted_proxies));
-        if !(from_trusted && upstream.headers.contains_key("x-forwarded-proto")) {
+        if !(from_trusted
+            && upstream
+                .headers
+                .contains_key(names::X_FORWARDED_PROTO.name()))
+        {
             let proto = if session
                 .digest()
                 .and_then(|d| d.ssl_digest.as_ref())
@@ -1285,11 +1262,15 @@ impl ProxyHttp for Gateway {
             } else {
                 "http"
             };
-            upstream.insert_header("x-forwarded-proto", proto)?;
+            upstream
+                .insert_static_header(&names::X_FORWARDED_PROTO, HeaderValue::from_static(proto));
         }
-        upstream.remove_header(SHADOW_HEADER);
+        // A client cannot forge the shadow marker: removed unless the gateway sets it.
         if ctx.shadow_exceeded {
-            upstream.insert_header(SHADOW_HEADER, "true")?;
+            upstream
+                .insert_static_header(&names::SHADOW_EXCEEDED, HeaderValue::from_static("true"));
+        } else {
+            upstream.remove_header(names::SHADOW_EXCEEDED.name());
         }
         Ok(())
     }
@@ -1300,15 +1281,16 @@ impl ProxyHttp for Gateway {
         resp: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        resp.insert_header("x-request-id", ctx.request_id.clone())?;
+        resp.insert_static_header(&names::X_REQUEST_ID, ctx.request_id.clone());
         if let Some(v) = &ctx.hsts {
-            resp.insert_header(http::header::STRICT_TRANSPORT_SECURITY, v.clone())?;
+            resp.insert_static_header(&names::STRICT_TRANSPORT_SECURITY, v.clone());
         }
         if resp.status == http::StatusCode::SWITCHING_PROTOCOLS {
             // An upgraded connection is not bound by the body deadlines.
             session.set_read_timeout(None);
         }
-        ctx.add_limit_headers(resp)
+        ctx.add_limit_headers(resp);
+        Ok(())
     }
 
     /// `min_body_rate`: once a body has been arriving for longer than `body_timeout`, it must
@@ -1399,7 +1381,7 @@ impl ProxyHttp for Gateway {
             &id,
         )
         .ok()?;
-        resp.insert_header(http::header::CONNECTION, "close").ok()?;
+        resp.insert_static_header(&names::CONNECTION, HeaderValue::from_static("close"));
         Some((resp, body))
     }
 
@@ -1512,7 +1494,27 @@ impl ProxyHttp for Gateway {
 
 #[cfg(test)]
 mod tests {
-    use super::{forwarded_https, https_location};
+    use super::{forwarded_https, https_location, push_ip};
+
+    /// X-Forwarded-For's address is the one `Display` writes, for every kind of address.
+    #[test]
+    fn forwarded_for_addresses_are_written_as_display_writes_them() {
+        for ip in [
+            "0.0.0.0",
+            "127.0.0.1",
+            "10.200.3.45",
+            "255.255.255.255",
+            "::1",
+            "2001:db8::8a2e:370:7334",
+            "::ffff:192.0.2.1",
+            "fe80::1",
+        ] {
+            let ip: std::net::IpAddr = ip.parse().expect("address");
+            let mut out = b"a, ".to_vec();
+            push_ip(&mut out, ip);
+            assert_eq!(out, format!("a, {ip}").into_bytes());
+        }
+    }
     use http::HeaderValue;
 
     #[test]

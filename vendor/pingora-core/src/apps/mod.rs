@@ -110,6 +110,13 @@ pub struct HttpServerOptions {
     /// Default: `None` (1 MiB and 256 fields)
     pub max_header_bytes: Option<usize>,
     pub max_headers: Option<usize>,
+
+    /// Whether an HTTP/1 request keeps its header names' case (a map of the names as sent,
+    /// beside the header map) for the upstream. Without it, names go upstream as HTTP/2
+    /// requests' already do: standard ones in their usual case, others lower-case.
+    ///
+    /// Default: `None` (kept)
+    pub preserve_header_case: Option<bool>,
 }
 
 impl HttpServerOptions {
@@ -123,6 +130,7 @@ impl HttpServerOptions {
             max_bytes: self.max_header_bytes.unwrap_or(d.max_bytes),
             max_headers: self.max_headers.unwrap_or(d.max_headers),
             keepalive: self.keepalive_timeout,
+            preserve_case: self.preserve_header_case.unwrap_or(d.preserve_case),
         }
     }
 }

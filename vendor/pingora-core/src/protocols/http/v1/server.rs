@@ -181,6 +181,8 @@ pub struct HeadLimits {
     /// gets this one (a client's `Keep-Alive: timeout=` or none at all would otherwise keep
     /// an idle connection forever).
     pub keepalive: Option<u64>,
+    /// Keep the header names' case (a second map per request head).
+    pub preserve_case: bool,
 }
 
 impl Default for HeadLimits {
@@ -191,6 +193,7 @@ impl Default for HeadLimits {
             max_bytes: MAX_HEADER_SIZE,
             max_headers: MAX_HEADERS,
             keepalive: None,
+            preserve_case: true,
         }
     }
 }
@@ -450,7 +453,12 @@ impl HttpSession {
                         // while header_refs doesn't as it is still empty
                         let _num_headers = populate_headers(base, &mut header_refs, req.headers);
 
-                        let mut request_header = Box::new(RequestHeader::build(
+                        let build = if limits.preserve_case {
+                            RequestHeader::build
+                        } else {
+                            RequestHeader::build_no_case
+                        };
+                        let mut request_header = Box::new(build(
                             req.method.unwrap_or(""),
                             // we path httparse to allow unsafe bytes in the str
                             req.path.unwrap_or("").as_bytes(),
