@@ -114,12 +114,7 @@ async fn site(tag: &str, tls_extra: &str, server_extra: &str) -> Site {
     let backend = Backend::start().await.expect("backend");
     let dir = temp_dir(tag);
     let ca = Ca::new("test ca").expect("a CA");
-    let cert = write(
-        &dir,
-        "a",
-        &ca.issue(&LeafSpec::server(&["a.test"]))
-            .expect("a certificate"),
-    );
+    let cert = issued(&dir, "a", &ca, &LeafSpec::server(&["a.test"]));
     let e = edge(
         backend.addr.port(),
         &format!(
@@ -143,6 +138,11 @@ fn write(dir: &Path, name: &str, leaf: &Leaf) -> (PathBuf, PathBuf) {
     leaf.write(dir, name).expect("write the certificate")
 }
 
+/// A certificate `ca` issues to `spec`, written into `dir` as NAME.crt and NAME.key.
+fn issued(dir: &Path, name: &str, ca: &Ca, spec: &LeafSpec) -> (PathBuf, PathBuf) {
+    write(dir, name, &ca.issue(spec).expect("a certificate"))
+}
+
 fn cert_entry(c: &Path, k: &Path) -> String {
     format!(
         "{{ cert = \"{}\", key = \"{}\" }}",
@@ -159,10 +159,10 @@ async fn certificates_by_sni_with_a_default_and_h2_by_alpn() {
     let ca_file = ca.write(&dir, "ca.pem").expect("write the CA");
     let mut a_spec = LeafSpec::server(&["a.test", "*.w.test"]);
     a_spec.common_name = "a.test".into();
-    let (ac, ak) = write(&dir, "a", &ca.issue(&a_spec).expect("a certificate"));
+    let (ac, ak) = issued(&dir, "a", &ca, &a_spec);
     let mut b_spec = LeafSpec::server(&["b.test"]);
     b_spec.key = KeyKind::Rsa2048;
-    let (bc, bk) = write(&dir, "b", &ca.issue(&b_spec).expect("a certificate"));
+    let (bc, bk) = issued(&dir, "b", &ca, &b_spec);
     let e = edge(
         backend.addr.port(),
         &format!(
@@ -251,12 +251,7 @@ async fn unknown_names_can_be_refused_and_tls_1_3_required() {
     assert!(handshake_subject(e.tls, Some("a.test"), &["-tls1_3"]).is_some());
 
     // A config reload applies [tls]: a second certificate, unknown names served the default.
-    let (bc, bk) = write(
-        &dir,
-        "b",
-        &ca.issue(&LeafSpec::server(&["b.test"]))
-            .expect("a certificate"),
-    );
+    let (bc, bk) = issued(&dir, "b", &ca, &LeafSpec::server(&["b.test"]));
     let text = std::fs::read_to_string(&e.gw.config).expect("config");
     let text = text
         .replace("unknown_sni = \"reject\"", "unknown_sni = \"default\"")
@@ -553,7 +548,7 @@ fn check_names_the_file_of_a_bad_certificate() {
     spec.before = Duration::from_secs(90 * 86_400);
     spec.after = Duration::from_secs(86_400);
     spec.expired = true;
-    let (ec, ek) = write(&dir, "expired", &ca.issue(&spec).expect("a certificate"));
+    let (ec, ek) = issued(&dir, "expired", &ca, &spec);
     let other = ca
         .issue(&LeafSpec::server(&["a.test"]))
         .expect("a certificate");
@@ -588,16 +583,11 @@ fn check_names_the_file_of_a_bad_certificate() {
     // Not yet valid; a client certificate used as a server's; the CA's certificate first.
     let mut spec = LeafSpec::server(&["future.test"]);
     spec.starts_in = Some(Duration::from_secs(86_400));
-    let (fc, fk) = write(&dir, "future", &ca.issue(&spec).expect("a certificate"));
+    let (fc, fk) = issued(&dir, "future", &ca, &spec);
     let (code, out) = check(&conf(&cert_entry(&fc, &fk)), &dir);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("future.crt: not valid before"), "{out}");
-    let (cc, ck) = write(
-        &dir,
-        "client",
-        &ca.issue(&LeafSpec::client("someone"))
-            .expect("a certificate"),
-    );
+    let (cc, ck) = issued(&dir, "client", &ca, &LeafSpec::client("someone"));
     let (code, out) = check(&conf(&cert_entry(&cc, &ck)), &dir);
     assert_eq!(code, 2, "{out}");
     assert!(
@@ -688,12 +678,7 @@ async fn plaintext_is_redirected_and_tls_responses_carry_hsts_with_limits_alike(
     let dir = temp_dir("tls-redirect");
     let ca = Ca::new("test ca").expect("a CA");
     let ca_file = ca.write(&dir, "ca.pem").expect("write the CA");
-    let (ac, ak) = write(
-        &dir,
-        "a",
-        &ca.issue(&LeafSpec::server(&["a.test"]))
-            .expect("a certificate"),
-    );
+    let (ac, ak) = issued(&dir, "a", &ca, &LeafSpec::server(&["a.test"]));
     let e = edge(
         backend.addr.port(),
         &format!(
@@ -799,36 +784,13 @@ async fn client_certificates_are_required_and_key_limits() {
     let dir = temp_dir("tls-mtls");
     let ca = Ca::new("server ca").expect("a CA");
     let ca_file = ca.write(&dir, "ca.pem").expect("write the CA");
-    let (ac, ak) = write(
-        &dir,
-        "a",
-        &ca.issue(&LeafSpec::server(&["a.test"]))
-            .expect("a certificate"),
-    );
+    let (ac, ak) = issued(&dir, "a", &ca, &LeafSpec::server(&["a.test"]));
     let clients = Ca::new("client ca").expect("a CA");
     let clients_file = clients.write(&dir, "clients.pem").expect("write the CA");
-    let (c1c, c1k) = write(
-        &dir,
-        "c1",
-        &clients
-            .issue(&LeafSpec::client("alice"))
-            .expect("a certificate"),
-    );
-    let (c2c, c2k) = write(
-        &dir,
-        "c2",
-        &clients
-            .issue(&LeafSpec::client("bob"))
-            .expect("a certificate"),
-    );
+    let (c1c, c1k) = issued(&dir, "c1", &clients, &LeafSpec::client("alice"));
+    let (c2c, c2k) = issued(&dir, "c2", &clients, &LeafSpec::client("bob"));
     let stranger = Ca::new("someone else").expect("a CA");
-    let (sc, sk) = write(
-        &dir,
-        "s",
-        &stranger
-            .issue(&LeafSpec::client("mallory"))
-            .expect("a certificate"),
-    );
+    let (sc, sk) = issued(&dir, "s", &stranger, &LeafSpec::client("mallory"));
     let e = edge(
         backend.addr.port(),
         &format!(
@@ -947,29 +909,12 @@ async fn upstream_tls_is_verified_and_an_untrusted_upstream_is_502() {
     let dir = temp_dir("tls-upstream");
     let ca = Ca::new("upstream ca").expect("a CA");
     let ca_file = ca.write(&dir, "upstream-ca.pem").expect("write the CA");
-    let (uc, uk) = write(
-        &dir,
-        "u",
-        &ca.issue(&LeafSpec::server(&["api.internal"]))
-            .expect("a certificate"),
-    );
+    let (uc, uk) = issued(&dir, "u", &ca, &LeafSpec::server(&["api.internal"]));
     let clients = Ca::new("gateway client ca").expect("a CA");
     let clients_file = clients.write(&dir, "gw-clients.pem").expect("write the CA");
-    let (gc, gk) = write(
-        &dir,
-        "gwclient",
-        &clients
-            .issue(&LeafSpec::client("tollgate"))
-            .expect("a certificate"),
-    );
+    let (gc, gk) = issued(&dir, "gwclient", &clients, &LeafSpec::client("tollgate"));
     let rogue = Ca::new("rogue ca").expect("a CA");
-    let (rc, rk) = write(
-        &dir,
-        "r",
-        &rogue
-            .issue(&LeafSpec::server(&["api.internal"]))
-            .expect("a certificate"),
-    );
+    let (rc, rk) = issued(&dir, "r", &rogue, &LeafSpec::server(&["api.internal"]));
     let good = py_tls(&uc, &uk, None).await;
     let untrusted = py_tls(&rc, &rk, None).await;
     let mutual = py_tls(&uc, &uk, Some(&clients_file)).await;
@@ -1055,12 +1000,7 @@ async fn grpc_passes_through_over_tls_and_h2() {
     let dir = temp_dir("tls-grpc");
     let ca = Ca::new("test ca").expect("a CA");
     let ca_file = ca.write(&dir, "ca.pem").expect("write the CA");
-    let (ac, ak) = write(
-        &dir,
-        "a",
-        &ca.issue(&LeafSpec::server(&["grpc.test"]))
-            .expect("a certificate"),
-    );
+    let (ac, ak) = issued(&dir, "a", &ca, &LeafSpec::server(&["grpc.test"]));
     let grpc_port = free_port();
     // A generic gRPC service (bytes in, bytes out: no generated code), plaintext h2c behind.
     let server = r#"
@@ -1278,24 +1218,13 @@ async fn a_new_client_ca_ends_resumption_of_earlier_sessions() {
     let backend = Backend::start().await.expect("backend");
     let dir = temp_dir("tls-resume");
     let ca = Ca::new("server ca").expect("a CA");
-    let (ac, ak) = write(
-        &dir,
-        "a",
-        &ca.issue(&LeafSpec::server(&["a.test"]))
-            .expect("a certificate"),
-    );
+    let (ac, ak) = issued(&dir, "a", &ca, &LeafSpec::server(&["a.test"]));
     let old_clients = Ca::new("old client ca").expect("a CA");
     let new_clients = Ca::new("new client ca").expect("a CA");
     let client_ca = old_clients
         .write(&dir, "clients.pem")
         .expect("write the CA");
-    let (c1c, c1k) = write(
-        &dir,
-        "alice",
-        &old_clients
-            .issue(&LeafSpec::client("alice"))
-            .expect("a certificate"),
-    );
+    let (c1c, c1k) = issued(&dir, "alice", &old_clients, &LeafSpec::client("alice"));
     let e = edge(
         backend.addr.port(),
         &format!(

@@ -134,40 +134,26 @@ impl Problem {
     }
 
     /// The problem+json body. `extra` members are added after the standard ones. Written
-    /// straight into one buffer (no JSON tree): this is the body of every 429.
+    /// straight into one buffer (no JSON tree), by the same writer as [`Problem::template`].
     pub fn body(&self, detail: &str, request_id: &str, extra: &[(&str, Extra)]) -> Bytes {
-        let (slug, title, code) = self.parts();
-        let mut out = Vec::with_capacity(256 + detail.len());
-        out.extend_from_slice(b"{\"type\":\"urn:tollgate:problem:");
-        out.extend_from_slice(slug.as_bytes());
-        out.extend_from_slice(b"\",\"title\":\"");
-        out.extend_from_slice(title.as_bytes());
-        let _ = write!(out, "\",\"status\":{},\"detail\":", self.status());
-        json_str(&mut out, detail);
-        out.extend_from_slice(b",\"error_code\":\"");
-        out.extend_from_slice(code.as_bytes());
-        out.extend_from_slice(b"\",\"request_id\":");
-        json_str(&mut out, request_id);
-        for (k, v) in extra {
-            out.push(b',');
-            json_str(&mut out, k);
-            out.push(b':');
-            match v {
-                Extra::Str(s) => json_str(&mut out, s),
-                Extra::Int(n) => {
-                    let _ = write!(out, "{n}");
-                }
-            }
-        }
-        out.push(b'}');
-        Bytes::from(out)
+        let extra = extra.iter().map(|&(k, v)| match v {
+            Extra::Str(s) => (k, Piece::Text(s)),
+            Extra::Int(n) => (k, Piece::Int(n)),
+        });
+        let r = self.render(&[Piece::Text(detail)], Some(request_id), extra);
+        debug_assert!(r.holes.is_empty());
+        Bytes::from(r.cur)
     }
 }
 
 impl Problem {
-    /// The body as a [`Template`]: `detail` and the string extras may hold holes; an extra
-    /// that is a lone [`Hole::Secs`] is a JSON number (as [`Extra::Int`] writes it).
-    pub fn template(&self, detail: &[Piece], extra: &[(&str, Piece)]) -> Template {
+    /// Writes the body: the request id as given, or a hole for it when `None`.
+    fn render<'a>(
+        &self,
+        detail: &[Piece],
+        request_id: Option<&str>,
+        extra: impl Iterator<Item = (&'a str, Piece<'a>)>,
+    ) -> Render {
         let (slug, title, code) = self.parts();
         let mut r = Render {
             lits: Vec::new(),
@@ -181,17 +167,27 @@ impl Problem {
         );
         r.string(detail);
         let _ = write!(r.cur, ",\"error_code\":\"{code}\",\"request_id\":");
-        r.string(&[Piece::Hole(Hole::RequestId)]);
+        r.string(&[request_id.map_or(Piece::Hole(Hole::RequestId), Piece::Text)]);
         for (k, v) in extra {
             r.cur.push(b',');
             json_str(&mut r.cur, k);
             r.cur.push(b':');
             match v {
                 Piece::Hole(Hole::Secs) => r.hole(Hole::Secs),
-                other => r.string(std::slice::from_ref(other)),
+                Piece::Int(n) => r
+                    .cur
+                    .extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
+                other => r.string(&[other]),
             }
         }
         r.cur.push(b'}');
+        r
+    }
+
+    /// The body as a [`Template`]: `detail` and the string extras may hold holes; an extra
+    /// that is a lone [`Hole::Secs`] is a JSON number (as [`Extra::Int`] writes it).
+    pub fn template(&self, detail: &[Piece], extra: &[(&str, Piece)]) -> Template {
+        let r = self.render(detail, None, extra.iter().copied());
         let mut lits = r.lits;
         lits.push(r.cur.into_boxed_slice());
         let len = lits.iter().map(|l| l.len()).sum();
@@ -296,6 +292,8 @@ pub enum Hole {
 #[derive(Debug, Clone, Copy)]
 pub enum Piece<'a> {
     Text(&'a str),
+    /// A JSON number (an extra member only).
+    Int(u64),
     Hole(Hole),
 }
 
@@ -351,6 +349,7 @@ impl Render {
         for p in pieces {
             match p {
                 Piece::Text(s) => json_inner(&mut self.cur, s),
+                Piece::Int(n) => json_inner(&mut self.cur, itoa::Buffer::new().format(*n)),
                 Piece::Hole(h) => self.hole(*h),
             }
         }
