@@ -1558,14 +1558,15 @@ impl SubrequestSpawner {
     }
 }
 
-#[async_trait]
-impl<SV, C> HttpServerApp for HttpProxy<SV, C>
+impl<SV, C> HttpProxy<SV, C>
 where
     SV: ProxyHttp + Send + Sync + 'static,
     <SV as ProxyHttp>::CTX: Send + Sync,
     C: custom::Connector,
 {
-    async fn process_new_http(
+    /// One HTTP session, from its request head to its reusable stream: the body of both
+    /// [`HttpServerApp::process_new_http`] (boxed) and its unboxed form.
+    async fn serve_http(
         self: &Arc<Self>,
         mut session: HttpSession,
         shutdown: &ShutdownWatch,
@@ -1601,6 +1602,30 @@ where
         }
 
         self.process_request(session, ctx).await
+    }
+}
+
+#[async_trait]
+impl<SV, C> HttpServerApp for HttpProxy<SV, C>
+where
+    SV: ProxyHttp + Send + Sync + 'static,
+    <SV as ProxyHttp>::CTX: Send + Sync,
+    C: custom::Connector,
+{
+    async fn process_new_http(
+        self: &Arc<Self>,
+        session: HttpSession,
+        shutdown: &ShutdownWatch,
+    ) -> Option<ReusedHttpStream> {
+        self.serve_http(session, shutdown).await
+    }
+
+    fn process_new_http_unboxed<'a>(
+        self: &'a Arc<Self>,
+        session: HttpSession,
+        shutdown: &'a ShutdownWatch,
+    ) -> impl std::future::Future<Output = Option<ReusedHttpStream>> + Send + 'a {
+        self.serve_http(session, shutdown)
     }
 
     async fn http_cleanup(&self) {
