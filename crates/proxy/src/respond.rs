@@ -384,8 +384,13 @@ pub fn ratelimit_value(
     remaining: u64,
     reset_secs: u64,
 ) -> Option<http::HeaderValue> {
-    let mut v = Vec::with_capacity(name_sf.len() + 24);
-    let _ = write!(v, "{name_sf};r={remaining};t={reset_secs}");
+    let mut digits = itoa::Buffer::new();
+    let mut v = Vec::with_capacity(name_sf.len() + 48);
+    v.extend_from_slice(name_sf.as_bytes());
+    v.extend_from_slice(b";r=");
+    v.extend_from_slice(digits.format(remaining).as_bytes());
+    v.extend_from_slice(b";t=");
+    v.extend_from_slice(digits.format(reset_secs).as_bytes());
     http::HeaderValue::from_maybe_shared(Bytes::from(v)).ok()
 }
 
@@ -497,6 +502,12 @@ mod tests {
                 .as_ref()
                 .and_then(|v| v.to_str().ok()),
             Some("\"x\";r=7;t=1")
+        );
+        assert_eq!(
+            ratelimit_value("\"x\"", u64::MAX, 0)
+                .as_ref()
+                .and_then(|v| v.to_str().ok()),
+            Some("\"x\";r=18446744073709551615;t=0")
         );
     }
 }
