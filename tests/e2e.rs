@@ -987,3 +987,107 @@ async fn upstream_connections_are_reused_and_one_the_upstream_closed_is_not() {
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 4);
     drop(gw);
 }
+
+/// An HTTP/1.1 upstream that keeps every request head it receives, byte for byte, and
+/// answers each with 200 "ok".
+async fn head_recording_upstream() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = heads.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let kept = kept.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head: Vec<u8> = buf.drain(..end + 4).collect();
+                        kept.lock()
+                            .expect("heads")
+                            .push(String::from_utf8_lossy(&head).into_owned());
+                        let resp = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                        if s.write_all(resp).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (port, heads)
+}
+
+/// Sends `head` as is on a new connection and returns the response's status line.
+async fn raw_status(port: u16, head: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    s.write_all(head.as_bytes()).await.expect("write");
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+    let text = String::from_utf8_lossy(&out);
+    text.lines().next().unwrap_or_default().to_string()
+}
+
+/// The names the upstream saw, in order, for the request headers a test sent (the gateway's
+/// own X-Forwarded-* and X-Request-Id, and the hop-by-hop Connection, left out).
+fn sent_names(head: &str) -> Vec<&str> {
+    head.split("\r\n")
+        .skip(1)
+        .filter_map(|l| l.split_once(':').map(|(n, _)| n))
+        .filter(|n| {
+            let n = n.to_ascii_lowercase();
+            !n.starts_with("x-forwarded-") && n != "x-request-id" && n != "connection"
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_names_go_upstream_in_one_case_unless_the_case_is_preserved() {
+    // Mixed spellings, a standard name in an odd case, and one name twice in two spellings:
+    // both values must arrive, in order, in either mode.
+    let head = "GET /case HTTP/1.1\r\nHost: case.test\r\nX-Custom-ID: 7\r\n\
+                content-TYPE: text/plain\r\nX-Dup: a\r\nx-DUP: b\r\nConnection: close\r\n\r\n";
+    for (preserve, want) in [
+        (
+            false,
+            vec!["Host", "x-custom-id", "Content-Type", "x-dup", "x-dup"],
+        ),
+        (
+            true,
+            vec!["Host", "X-Custom-ID", "content-TYPE", "X-Dup", "x-DUP"],
+        ),
+    ] {
+        let (up, heads) = head_recording_upstream().await;
+        let (port, admin) = (free_port(), free_port());
+        let mut toml = pool_config(port, admin, up);
+        toml = toml.replace(
+            "threads = 1\n",
+            &format!("threads = 1\npreserve_header_case = {preserve}\n"),
+        );
+        let gw = start(&toml, port, admin).await;
+        assert_eq!(raw_status(port, head).await, "HTTP/1.1 200 OK");
+        let got = heads.lock().expect("heads").clone();
+        assert_eq!(got.len(), 1, "one request upstream: {got:?}");
+        let mut names = sent_names(&got[0]);
+        // Pingora may move Host; the order of the others is the client's.
+        names.retain(|n| !n.eq_ignore_ascii_case("host"));
+        let mut want = want;
+        want.retain(|n| !n.eq_ignore_ascii_case("host"));
+        assert_eq!(names, want, "preserve_header_case = {preserve}: {}", got[0]);
+        let (a, b) = (got[0].find(": a\r\n"), got[0].find(": b\r\n"));
+        assert!(a.is_some() && a < b, "both values, in order: {}", got[0]);
+        assert!(got[0].contains(": 7\r\n") && got[0].contains(": text/plain\r\n"));
+        drop(gw);
+    }
+}
