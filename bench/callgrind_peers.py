@@ -9,11 +9,15 @@ and the counters dumped (callgrind_control -d), then the same for N2; one reques
 
 Scenarios, each on CONNS kept-alive connections, round robin, one request at a time:
   allowed  GET /a: proxied, no limit
+  limited  GET /l (Tollgate only): behind a per-client-address limit that never refuses:
+           the cost of a limit on an allowed request
   denied   GET /d: behind a per-client-address limit of DENY_RATE per second (default 1/s,
            burst 1: nearly every request is refused with 429 at the proxy; the admitted count
            is printed). Tollgate: leaky bucket; nginx: limit_req; HAProxy: the stick-table
            counter of admitted requests (see bench/loadtest.py). Caddy has no limiter in
-           Debian's build and runs the allowed scenario only.
+           Debian's build and runs the allowed scenario only. Bare Pingora answers /d with
+           a bodiless 429 head on the kept-alive connection, no limiter: the framework's
+           floor for a refusal.
 One process per proxy serves both paths (the limit is on /d only). Caddy is a Go program:
 GOMAXPROCS=1; valgrind serialises its threads anyway.
 
@@ -124,9 +128,18 @@ path_prefix = "/d"
 upstream = "be"
 limits = ["per_ip"]
 [[routes]]
+name = "limited"
+path_prefix = "/l"
+upstream = "be"
+limits = ["never"]
+[[routes]]
 name = "allowed"
 path_prefix = "/"
 upstream = "be"
+[limits.never]
+key = "client_ip"
+rate = "1000000/s"
+burst = 1000000
 [limits.per_ip]
 key = "client_ip"
 algorithm = "leaky_bucket"
@@ -203,17 +216,18 @@ BARE = os.environ.get("BARE") or os.path.join(ROOT, "target/release/bare-pingora
 
 
 def bare_cmd(port, be):
-    # Pingora's proxy with nothing of Tollgate's: the floor (bench/bare-pingora).
-    return [BARE, f"127.0.0.1:{port}", f"127.0.0.1:{be}"]
+    # Pingora's proxy with nothing of Tollgate's: the floor (bench/bare-pingora); /d is
+    # answered with a bodiless 429 head, connection kept (no limiter: the refusal floor).
+    return [BARE, f"127.0.0.1:{port}", f"127.0.0.1:{be}", "/d"]
 
 
 def main():
     print(f"outputs in {TMP}; tollgate {TG}; KA={KA} CONNS={CONNS} DENY_RATE={DENY_RATE}/s",
           flush=True)
     both = [("allowed", "/a"), ("denied", "/d")]
-    plan = {"tollgate": (tollgate_conf, both), "nginx": (nginx_cmd, both),
+    plan = {"tollgate": (tollgate_conf, both + [("limited", "/l")]), "nginx": (nginx_cmd, both),
             "haproxy": (haproxy_cmd, both), "caddy": (caddy_cmd, [("allowed", "/a")]),
-            "bare": (bare_cmd, [("allowed", "/a")])}
+            "bare": (bare_cmd, both)}
     results, failed = {}, {}
     try:
         be = cg.free_port()
@@ -263,9 +277,18 @@ def main():
         while len(cells) < 5:
             cells.append("")
         print(f"{name:9} {' '.join(cells[:4])}  {cells[4]:24}  {r['idle_per_s']:,.0f}")
+    tg, bare = results.get("tollgate", {}), results.get("bare", {})
+    for key in ("allowed", "denied"):
+        if key in tg and key in bare:
+            t, b = per_request(tg[key])[0], per_request(bare[key])[0]
+            print(f"tollgate over bare Pingora, {key}: +{t - b:,.0f} Ir ({t / b - 1:+.1%})")
+    if "limited" in tg and "allowed" in tg:
+        t, a = per_request(tg["limited"])[0], per_request(tg["allowed"])[0]
+        print(f"tollgate, a per-IP limit that never refuses: {t:,.0f} Ir, +{t - a:,.0f} "
+              f"({t / a - 1:+.1%}) over no limit")
     for name in PROXIES:
         if name in results:
-            for key in ("allowed", "denied"):
+            for key in ("allowed", "limited", "denied"):
                 if key in results[name]:
                     _, dsecs, _ = per_request(results[name][key])
                     bound = dsecs * results[name]["idle_per_s"] / (KA[1] - KA[0])

@@ -1,7 +1,10 @@
-//! `bare-pingora LISTEN UPSTREAM`: Pingora's HTTP proxy with nothing of its own (no filters,
-//! no headers, no metrics, no logging), one worker thread, keep-alive to one upstream. It is
+//! `bare-pingora LISTEN UPSTREAM [REFUSE_PREFIX]`: Pingora's HTTP proxy with nothing of its own
+//! (no headers, no metrics, no logging), one worker thread, keep-alive to one upstream. It is
 //! the floor Tollgate's request path stands on: bench/ runs it beside Tollgate so every report
-//! shows Tollgate's own cost over its framework. Built with the same vendored Pingora (the
+//! shows Tollgate's own cost over its framework. With REFUSE_PREFIX, a request whose path
+//! starts with it is answered 429 in `request_filter`, a head with no body written by
+//! Pingora's `write_response_header` on the kept-alive connection (no limiter): the floor
+//! for a refusal. Built with the same vendored Pingora (the
 //! patches in vendor/patches), the same allocator and the same header-case setting as
 //! Tollgate (`BARE_PRESERVE_HEADER_CASE=1` for Pingora's default).
 
@@ -17,6 +20,7 @@ static GLOBAL: alloc::MiMalloc = alloc::MiMalloc;
 
 struct Bare {
     upstream: String,
+    refuse_prefix: Option<String>,
 }
 
 #[async_trait]
@@ -24,6 +28,20 @@ impl ProxyHttp for Bare {
     type CTX = ();
 
     fn new_ctx(&self) -> Self::CTX {}
+
+    async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> Result<bool> {
+        let Some(prefix) = &self.refuse_prefix else {
+            return Ok(false);
+        };
+        if !session.req_header().uri.path().starts_with(prefix.as_str()) {
+            return Ok(false);
+        }
+        // respond_error would close the connection; a refusal keeps it, as Tollgate's does.
+        let mut resp = ResponseHeader::build(429, Some(1))?;
+        resp.insert_header("content-length", "0")?;
+        session.write_response_header(Box::new(resp), true).await?;
+        Ok(true)
+    }
 
     async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut ()) -> Result<Box<HttpPeer>> {
         Ok(Box::new(HttpPeer::new(
@@ -37,7 +55,9 @@ impl ProxyHttp for Bare {
 fn main() {
     let mut args = std::env::args().skip(1);
     let (Some(listen), Some(upstream)) = (args.next(), args.next()) else {
-        eprintln!("usage: bare-pingora LISTEN UPSTREAM   (e.g. 127.0.0.1:8081 127.0.0.1:9000)");
+        eprintln!(
+            "usage: bare-pingora LISTEN UPSTREAM [REFUSE_PREFIX]   (e.g. 127.0.0.1:8081 127.0.0.1:9000 /d)"
+        );
         std::process::exit(2);
     };
     let conf = ServerConf {
@@ -47,7 +67,12 @@ fn main() {
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
-    let mut app = pingora::proxy::http_proxy(&server.configuration, Bare { upstream });
+    let refuse_prefix = args.next();
+    let bare = Bare {
+        upstream,
+        refuse_prefix,
+    };
+    let mut app = pingora::proxy::http_proxy(&server.configuration, bare);
     // Tollgate's default (server.preserve_header_case = false); BARE_PRESERVE_HEADER_CASE=1
     // gives Pingora's own (a second header map per request).
     let mut opts = pingora::apps::HttpServerOptions::default();
