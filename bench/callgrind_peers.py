@@ -18,8 +18,9 @@ Scenarios, each on CONNS kept-alive connections, round robin, one request at a t
            Debian's build and runs the allowed scenario only. Bare Pingora answers /d with
            a bodiless 429 head on the kept-alive connection, no limiter: the framework's
            floor for a refusal.
-One process per proxy serves both paths (the limit is on /d only). Caddy is a Go program:
-GOMAXPROCS=1; valgrind serialises its threads anyway.
+One process per proxy serves every path (the refusing limit is on /d; Tollgate's /l has one
+that never refuses). Caddy is a Go program: GOMAXPROCS=1; valgrind serialises its threads
+anyway.
 
 Traffic only to 127.0.0.1; every loop is bounded in count and time; every process started is
 stopped (SIGINT, then SIGKILL) on the way out.

@@ -37,8 +37,12 @@ impl ProxyHttp for Bare {
             return Ok(false);
         }
         // respond_error would close the connection; a refusal keeps it, as Tollgate's does.
-        let mut resp = ResponseHeader::build(429, Some(1))?;
-        resp.insert_header("content-length", "0")?;
+        // No case map and a static name: the cheapest head Pingora can write.
+        let mut resp = ResponseHeader::build_no_case(429, Some(1))?;
+        resp.insert_header(
+            http::header::CONTENT_LENGTH,
+            http::HeaderValue::from_static("0"),
+        )?;
         session.write_response_header(Box::new(resp), true).await?;
         Ok(true)
     }

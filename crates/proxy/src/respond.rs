@@ -384,13 +384,15 @@ pub fn ratelimit_value(
     remaining: u64,
     reset_secs: u64,
 ) -> Option<http::HeaderValue> {
-    let mut digits = itoa::Buffer::new();
-    let mut v = Vec::with_capacity(name_sf.len() + 48);
+    let (mut r, mut t) = (itoa::Buffer::new(), itoa::Buffer::new());
+    let (r, t) = (r.format(remaining), t.format(reset_secs));
+    // Sized exactly: `Bytes` takes a full Vec without a second allocation.
+    let mut v = Vec::with_capacity(name_sf.len() + 6 + r.len() + t.len());
     v.extend_from_slice(name_sf.as_bytes());
     v.extend_from_slice(b";r=");
-    v.extend_from_slice(digits.format(remaining).as_bytes());
+    v.extend_from_slice(r.as_bytes());
     v.extend_from_slice(b";t=");
-    v.extend_from_slice(digits.format(reset_secs).as_bytes());
+    v.extend_from_slice(t.as_bytes());
     http::HeaderValue::from_maybe_shared(Bytes::from(v)).ok()
 }
 

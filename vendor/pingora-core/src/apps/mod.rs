@@ -277,7 +277,8 @@ pub trait HttpServerApp {
     /// loop: the loop awaits it in place instead of moving a freshly built future (the whole
     /// proxy state machine, ~15 KB) into a new heap allocation for every request.
     ///
-    /// The default boxes, as before; an app overrides it with its own `async fn`.
+    /// The default boxes, as before; an app overrides it with a plain `fn` returning the
+    /// future of an inherent `async fn` (an `async fn` in an `#[async_trait]` impl is boxed).
     fn process_new_http_unboxed<'a>(
         self: &'a Arc<Self>,
         session: ServerSession,
@@ -428,42 +429,58 @@ where
         } else if custom || matches!(stream.selected_alpn_proto(), Some(ALPN::Custom(_))) {
             return self.clone().process_custom_session(stream, shutdown).await;
         } else {
-            // No ALPN or ALPN::H1 and h2c was not configured, fallback to HTTP/1.1
-            let options = self.server_options().cloned().unwrap_or_default();
-            let mut session = ServerSession::new_http1(stream);
-            if *shutdown.borrow() {
-                // stop downstream from reusing if this service is shutting down soon
-                session.set_keepalive(None);
-            } else {
-                // default 60s
-                session.set_keepalive(Some(options.keepalive_timeout.unwrap_or(60)));
-            }
-            if let ServerSession::H1(h1) = &mut session {
-                h1.set_head_limits(options.head_limits(Some(started)));
-            }
-            session.set_keepalive_reuses_remaining(
-                self.server_options()
-                    .and_then(|opts| opts.keepalive_request_limit),
-            );
-
-            let mut result = self.process_new_http_unboxed(session, shutdown).await;
-            while let Some((stream, persistent_settings)) = result.map(|r| r.consume()) {
-                let mut session = ServerSession::new_http1(stream);
-                if let Some(persistent_settings) = persistent_settings {
-                    persistent_settings.apply_to_session(&mut session);
-                }
-                if let ServerSession::H1(h1) = &mut session {
-                    h1.set_head_limits(options.head_limits(None));
-                }
-
-                result = self.process_new_http_unboxed(session, shutdown).await;
-            }
+            // No ALPN or ALPN::H1 and h2c was not configured, fallback to HTTP/1.1.
+            // The keep-alive loop, with each request's future inline, is boxed once here,
+            // when the connection is known to be HTTP/1: a connection that has not sent its
+            // first bytes (or speaks h2) does not carry the request's ~15 KB.
+            Box::pin(serve_http1(self, stream, shutdown, started)).await;
         }
         None
     }
 
     async fn cleanup(&self) {
         self.http_cleanup().await;
+    }
+}
+
+/// The HTTP/1 keep-alive loop of one connection: each request's future is awaited in place
+/// (`process_new_http_unboxed`), not boxed per request.
+async fn serve_http1<T>(
+    app: &Arc<T>,
+    stream: Stream,
+    shutdown: &ShutdownWatch,
+    started: std::time::Instant,
+) where
+    T: HttpServerApp + Send + Sync + 'static,
+{
+    let options = app.server_options().cloned().unwrap_or_default();
+    let mut session = ServerSession::new_http1(stream);
+    if *shutdown.borrow() {
+        // stop downstream from reusing if this service is shutting down soon
+        session.set_keepalive(None);
+    } else {
+        // default 60s
+        session.set_keepalive(Some(options.keepalive_timeout.unwrap_or(60)));
+    }
+    if let ServerSession::H1(h1) = &mut session {
+        h1.set_head_limits(options.head_limits(Some(started)));
+    }
+    session.set_keepalive_reuses_remaining(
+        app.server_options()
+            .and_then(|opts| opts.keepalive_request_limit),
+    );
+
+    let mut result = app.process_new_http_unboxed(session, shutdown).await;
+    while let Some((stream, persistent_settings)) = result.map(|r| r.consume()) {
+        let mut session = ServerSession::new_http1(stream);
+        if let Some(persistent_settings) = persistent_settings {
+            persistent_settings.apply_to_session(&mut session);
+        }
+        if let ServerSession::H1(h1) = &mut session {
+            h1.set_head_limits(options.head_limits(None));
+        }
+
+        result = app.process_new_http_unboxed(session, shutdown).await;
     }
 }
 
