@@ -144,9 +144,7 @@ impl Problem {
         debug_assert!(r.holes.is_empty());
         Bytes::from(r.cur)
     }
-}
 
-impl Problem {
     /// Writes the body: the request id as given, or a hole for it when `None`.
     fn render<'a>(
         &self,

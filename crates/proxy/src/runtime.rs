@@ -485,20 +485,18 @@ impl Runtime {
                     .cloned()
                     .unwrap_or_else(|| Arc::new(TarpitRt::new(t)))
             });
+            let quota = cfg.algorithm == tollgate_limit::AlgorithmKind::Quota;
             limits.push(LimitRt {
                 action: cfg.action,
                 tarpit,
                 stable_key: cfg.scope == Scope::Global || ladder.is_some(),
                 ladder,
                 state: limit_state(cfg, prev, &config, store, metrics)?,
-                quota: cfg.algorithm == tollgate_limit::AlgorithmKind::Quota,
+                quota,
                 quota_rt: quota_rt(cfg, prev, &config, metrics),
                 shadow: cfg.shadow || shadow_all,
                 name_sf: sf_string(&cfg.name),
-                refusal: crate::respond::refusal(
-                    cfg,
-                    cfg.algorithm == tollgate_limit::AlgorithmKind::Quota,
-                ),
+                refusal: crate::respond::refusal(cfg, quota),
                 shadow_counter: metrics.shadow_exceeded.with_label_values(&[&cfg.name]),
                 decisions: ["allowed", "refused", "shadow_refused", "blocked"]
                     .map(|r| metrics.decisions.with_label_values(&[&cfg.name, r])),

@@ -1495,6 +1495,7 @@ impl ProxyHttp for Gateway {
 #[cfg(test)]
 mod tests {
     use super::{forwarded_https, https_location, push_ip};
+    use http::HeaderValue;
 
     /// X-Forwarded-For's address is the one `Display` writes, for every kind of address.
     #[test]
@@ -1515,7 +1516,6 @@ mod tests {
             assert_eq!(out, format!("a, {ip}").into_bytes());
         }
     }
-    use http::HeaderValue;
 
     #[test]
     fn forwarded_proto_spellings() {
