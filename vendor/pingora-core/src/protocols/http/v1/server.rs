@@ -32,7 +32,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::body::{BodyReader, BodyWriter};
+use super::body::{BodyMode, BodyReader, BodyWriter};
 use super::common::*;
 use super::header::HeaderWriter;
 use crate::protocols::http::{
@@ -792,6 +792,97 @@ impl HttpSession {
             }
             Err(e) => Error::e_because(WriteError, "writing response header", e),
         }
+    }
+
+    /// Write a whole final response with a body of known length in one write: the status line
+    /// and fields of `header`, then `fields` (header lines the caller serialized, each
+    /// `name: value\r\n`), then the framing fields this session owns (Content-Length from
+    /// `body`, Date and Connection as [`Self::write_response_header`] adds them), then `body`
+    /// (not for a HEAD request). For answers made at the edge (refusals), where building a
+    /// header map per response is most of their cost.
+    ///
+    /// Neither `header` nor `fields` may carry Content-Length, Transfer-Encoding or
+    /// Connection; each line of `fields` must be a valid field line. `header` is what
+    /// [`Self::response_written`] returns afterwards. 1xx, 204 and 304 are refused: they have
+    /// no body and take [`Self::write_response_header`].
+    pub async fn write_response_with_fields(
+        &mut self,
+        header: Box<ResponseHeader>,
+        fields: &[u8],
+        body: &[u8],
+    ) -> Result<()> {
+        let status = header.status;
+        if status.is_informational()
+            || status == http::StatusCode::NO_CONTENT
+            || status == http::StatusCode::NOT_MODIFIED
+        {
+            return Error::e_explain(
+                InternalError,
+                format!("write_response_with_fields: status {status} has no body"),
+            );
+        }
+        debug_assert!(
+            [header::CONTENT_LENGTH, header::TRANSFER_ENCODING, header::CONNECTION]
+                .iter()
+                .all(|n| header.headers.get(n).is_none()),
+            "framing fields are the session's"
+        );
+        debug_assert!(fields.is_empty() || fields.ends_with(b"\r\n"));
+        if let Some(ref resp) = self.response_written {
+            if !resp.status.is_informational() || self.upgraded {
+                warn!("Respond header is already sent, cannot send again");
+                return Ok(());
+            }
+        }
+        // As prepare_response_header: an unread request body ends the connection after this.
+        if self.close_on_response_before_downstream_finish
+            && (self.request_header.is_none() || !self.is_body_done())
+        {
+            self.set_keepalive(None);
+        }
+        let head_only = self.get_method() == Some(&Method::HEAD);
+        let sent = if head_only { 0 } else { body.len() };
+
+        let mut buf = BytesMut::with_capacity(INIT_HEADER_BUF_SIZE.max(fields.len() + sent + 160));
+        put_status_line(&header, &mut buf)
+            .map_err(|_| Error::explain(WriteError, "serializing response header"))?;
+        header.header_to_h1_wire(&mut buf);
+        buf.put_slice(fields);
+        buf.put_slice(b"content-length: ");
+        put_decimal(&mut buf, body.len());
+        buf.put_slice(CRLF);
+        if self.update_resp_headers {
+            buf.put_slice(b"date: ");
+            buf.put_slice(date::get_cached_date().as_bytes());
+            buf.put_slice(CRLF);
+            buf.put_slice(if self.will_keepalive() {
+                b"connection: keep-alive\r\n"
+            } else {
+                b"connection: close\r\n"
+            });
+        }
+        buf.put_slice(CRLF);
+        buf.put_slice(&body[..sent]);
+
+        let deadline = self.write_timeout(buf.len());
+        let stream = &mut self.underlying_stream;
+        let write = async {
+            stream.write_all(&buf).await?;
+            stream.flush().await
+        };
+        match deadline {
+            Some(t) => match timeout(t, write).await {
+                Ok(res) => res.or_err(WriteError, "writing response")?,
+                Err(_) => {
+                    return Error::e_explain(WriteTimedout, format!("writing response, timeout: {t:?}"))
+                }
+            },
+            None => write.await.or_err(WriteError, "writing response")?,
+        }
+        self.body_writer.body_mode = BodyMode::ContentLength(sent, sent);
+        self.body_bytes_sent += sent;
+        self.response_written = Some(header);
+        Ok(())
     }
 
     /// Return the response header if it is already sent.
@@ -1948,10 +2039,22 @@ fn parse_req_buffer<'buf>(
 }
 
 #[inline]
-fn http_resp_header_to_buf(
-    resp: &ResponseHeader,
-    buf: &mut BytesMut,
-) -> std::result::Result<(), ()> {
+/// Appends `n` in decimal.
+fn put_decimal(buf: &mut BytesMut, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.put_slice(&digits[at..]);
+}
+
+fn put_status_line(resp: &ResponseHeader, buf: &mut BytesMut) -> std::result::Result<(), ()> {
     // Status-Line
     let version = match resp.version {
         Version::HTTP_09 => "HTTP/0.9 ",
@@ -1970,6 +2073,14 @@ fn http_resp_header_to_buf(
         buf.put_slice(reason_buf.as_bytes());
     }
     buf.put_slice(CRLF);
+    Ok(())
+}
+
+fn http_resp_header_to_buf(
+    resp: &ResponseHeader,
+    buf: &mut BytesMut,
+) -> std::result::Result<(), ()> {
+    put_status_line(resp, buf)?;
 
     // headers
     // TODO: style: make sure Server and Date headers are the first two
@@ -2754,6 +2865,81 @@ mod tests_stream {
             .write_response_header_ref(&new_response)
             .await
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn write_response_with_fields_one_write() {
+        let read_wire = b"GET / HTTP/1.1\r\n\r\n";
+        let write_expected = b"HTTP/1.1 429 Too Many Requests\r\nx-a: 1\r\ncontent-length: 5\r\n\r\nhello";
+        let mock_io = Builder::new().read(read_wire).write(write_expected).build();
+        let mut http_stream = HttpSession::new(Box::new(mock_io));
+        http_stream.read_request().await.unwrap();
+        http_stream.update_resp_headers = false;
+        let head = ResponseHeader::build_no_case(429, Some(0)).unwrap();
+        http_stream
+            .write_response_with_fields(Box::new(head), b"x-a: 1\r\n", b"hello")
+            .await
+            .unwrap();
+        assert_eq!(http_stream.response_written().unwrap().status, 429);
+        assert!(http_stream.body_writer.finished());
+        assert_eq!(http_stream.body_bytes_sent(), 5);
+        // A second final response is not written (the mock would fail on an unexpected write).
+        let head = ResponseHeader::build_no_case(500, Some(0)).unwrap();
+        http_stream
+            .write_response_with_fields(Box::new(head), b"", b"x")
+            .await
+            .unwrap();
+        assert_eq!(http_stream.response_written().unwrap().status, 429);
+    }
+
+    #[tokio::test]
+    async fn write_response_with_fields_head_and_framing() {
+        // HEAD: the length is told, the body is not sent.
+        let read_wire = b"HEAD / HTTP/1.1\r\n\r\n";
+        let write_expected = b"HTTP/1.1 403 Forbidden\r\ncontent-length: 5\r\n\r\n";
+        let mock_io = Builder::new().read(read_wire).write(write_expected).build();
+        let mut http_stream = HttpSession::new(Box::new(mock_io));
+        http_stream.read_request().await.unwrap();
+        http_stream.update_resp_headers = false;
+        let head = ResponseHeader::build_no_case(403, Some(0)).unwrap();
+        http_stream
+            .write_response_with_fields(Box::new(head), b"", b"hello")
+            .await
+            .unwrap();
+        assert!(http_stream.body_writer.finished());
+        assert_eq!(http_stream.body_bytes_sent(), 0);
+
+        // The session's framing fields: Date, and Connection as the client asked.
+        let read_wire = b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n";
+        let mut buf = Vec::new();
+        let (client, mut server) = tokio::io::duplex(4096);
+        let mut http_stream = HttpSession::new(Box::new(client));
+        server.write_all(read_wire).await.unwrap();
+        http_stream.read_request().await.unwrap();
+        http_stream.respect_keepalive();
+        let head = ResponseHeader::build_no_case(429, Some(0)).unwrap();
+        http_stream
+            .write_response_with_fields(Box::new(head), b"retry-after: 1\r\n", b"{}")
+            .await
+            .unwrap();
+        drop(http_stream);
+        server.read_to_end(&mut buf).await.unwrap();
+        let text = std::str::from_utf8(&buf).unwrap();
+        assert!(text.starts_with("HTTP/1.1 429 Too Many Requests\r\nretry-after: 1\r\ncontent-length: 2\r\ndate: "), "{text}");
+        assert!(text.ends_with("\r\nconnection: close\r\n\r\n{}"), "{text}");
+
+        // Statuses without a body take write_response_header.
+        for status in [100, 204, 304] {
+            let mock_io = Builder::new().read(b"GET / HTTP/1.1\r\n\r\n").build();
+            let mut http_stream = HttpSession::new(Box::new(mock_io));
+            http_stream.read_request().await.unwrap();
+            let head = ResponseHeader::build_no_case(status, Some(0)).unwrap();
+            assert!(http_stream
+                .write_response_with_fields(Box::new(head), b"", b"")
+                .await
+                .is_err());
+            assert!(http_stream.response_written().is_none());
+        }
     }
 
     #[tokio::test]
