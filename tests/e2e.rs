@@ -1091,3 +1091,223 @@ async fn header_names_go_upstream_in_one_case_unless_the_case_is_preserved() {
         drop(gw);
     }
 }
+
+/// One HTTP/1 response read off a raw connection: the status, the fields in order (names
+/// lower-cased) and the body, framed by Content-Length exactly (no body for a HEAD request or
+/// a 204/304). None at the end of the stream.
+async fn read_response(
+    r: &mut tokio::io::BufReader<tokio::net::TcpStream>,
+    head_request: bool,
+) -> Option<(u16, Vec<(String, String)>, Vec<u8>)> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    let mut line = String::new();
+    if r.read_line(&mut line).await.ok()? == 0 {
+        return None;
+    }
+    let status: u16 = line.split(' ').nth(1)?.parse().ok()?;
+    let mut fields = Vec::new();
+    loop {
+        let mut l = String::new();
+        r.read_line(&mut l).await.ok()?;
+        let l = l.trim_end_matches("\r\n");
+        if l.is_empty() {
+            break;
+        }
+        let (n, v) = l.split_once(':').expect("a field line");
+        fields.push((n.to_ascii_lowercase(), v.trim().to_string()));
+    }
+    let len: usize = fields
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .map_or(0, |(_, v)| v.parse().expect("a length"));
+    let mut body = vec![
+        0;
+        if head_request || status == 204 || status == 304 {
+            0
+        } else {
+            len
+        }
+    ];
+    r.read_exact(&mut body).await.ok()?;
+    Some((status, fields, body))
+}
+
+fn field<'a>(fields: &'a [(String, String)], name: &str) -> Vec<&'a str> {
+    fields
+        .iter()
+        .filter(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+        .collect()
+}
+
+/// Edge answers over HTTP/1 are written in one piece by vendor patch 0012 (no header map):
+/// one after the other on one connection, each must be framed exactly, carry every field once, keep
+/// the connection as the client asked, and leave the next request's response intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_answers_on_http1_are_framed_exactly_and_keep_the_connection_as_asked() {
+    use tokio::io::AsyncWriteExt;
+    let (port, admin) = (free_port(), free_port());
+    let conf = serving(
+        port,
+        admin,
+        r#"legacy_headers = true
+[[routes]]
+path_prefix = "/r"
+respond = { status = 200, body = "passed" }
+limits = ["one"]
+[[routes]]
+path_prefix = "/empty"
+respond = { status = 204, body = "ignored" }
+[limits.one]
+key = "client_ip"
+rate = "1/h"
+burst = 1
+"#,
+    );
+    let _gw = start(&conf, port, admin).await;
+    let s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let mut r = tokio::io::BufReader::new(s);
+    // One after the other on one kept-alive connection (Pingora does not pipeline): each
+    // answer must be framed on its own, or the next response is read from the wrong place.
+    let requests = [
+        "GET /r HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET /r HTTP/1.1\r\nHost: t\r\nX-Request-Id: client-id-1\r\n\r\n",
+        "HEAD /r HTTP/1.1\r\nHost: t\r\n\r\n",
+        "POST /r HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello",
+        "GET /empty HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET /nowhere HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET /r HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    ];
+    let mut got = Vec::new();
+    for req in requests {
+        r.get_mut().write_all(req.as_bytes()).await.expect("write");
+        let resp = tokio::time::timeout(
+            Duration::from_secs(5),
+            read_response(&mut r, req.starts_with("HEAD")),
+        )
+        .await
+        .expect("in time")
+        .unwrap_or_else(|| panic!("a response to {req:?}"));
+        got.push(resp);
+    }
+    let statuses: Vec<u16> = got.iter().map(|g| g.0).collect();
+    assert_eq!(statuses, [200, 429, 429, 429, 204, 404, 429]);
+    assert_eq!(got[0].2, b"passed");
+
+    for (i, (status, fields, body)) in got.iter().enumerate() {
+        // Every answer carries its framing and its own fields exactly once.
+        for name in [
+            "content-length",
+            "date",
+            "connection",
+            "x-request-id",
+            "content-type",
+        ] {
+            if *status == 204 && (name == "content-length" || name == "content-type") {
+                continue;
+            }
+            assert_eq!(
+                field(fields, name).len(),
+                1,
+                "answer {i}: {name} in {fields:?}"
+            );
+        }
+        let want_conn = if i == 6 { "close" } else { "keep-alive" };
+        assert_eq!(field(fields, "connection"), [want_conn], "answer {i}");
+        if *status != 429 {
+            continue;
+        }
+        let id = field(fields, "x-request-id")[0];
+        for (name, want) in [
+            ("retry-after", None),
+            ("cache-control", Some("no-store")),
+            ("content-type", Some("application/problem+json")),
+            ("ratelimit-policy", Some("\"one\";q=1;w=3600")),
+            ("x-ratelimit-limit", Some("1")),
+            ("x-ratelimit-remaining", Some("0")),
+        ] {
+            let v = field(fields, name);
+            assert_eq!(v.len(), 1, "answer {i}: {name} once in {fields:?}");
+            if let Some(want) = want {
+                assert_eq!(v[0], want, "answer {i}: {name}");
+            }
+        }
+        let wait: u64 = field(fields, "retry-after")[0].parse().expect("seconds");
+        assert!(
+            (3590..=3600).contains(&wait),
+            "answer {i}: retry-after {wait}"
+        );
+        assert_eq!(
+            field(fields, "ratelimit"),
+            [format!("\"one\";r=0;t={wait}").as_str()],
+            "answer {i}"
+        );
+        assert_eq!(
+            field(fields, "x-ratelimit-reset"),
+            [wait.to_string().as_str()]
+        );
+        let len: usize = field(fields, "content-length")[0].parse().expect("length");
+        if i == 2 {
+            // HEAD: the length of the body a GET would get, and no body.
+            assert!(body.is_empty());
+            assert_eq!(len, got[1].2.len() - "client-id-1".len() + id.len());
+            continue;
+        }
+        assert_eq!(len, body.len(), "answer {i}");
+        let v: serde_json::Value = serde_json::from_slice(body).expect("problem+json");
+        assert_eq!(v["status"], 429);
+        assert_eq!(v["error_code"], "RATE_LIMIT_EXCEEDED");
+        assert_eq!(v["retry_after"], wait);
+        assert_eq!(
+            v["request_id"], id,
+            "answer {i}: the body's id is the field's"
+        );
+    }
+    assert_eq!(field(&got[1].1, "x-request-id"), ["client-id-1"]);
+    // After `Connection: close` the gateway closes: nothing more arrives.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), read_response(&mut r, false))
+            .await
+            .expect("closed in time")
+            .is_none()
+    );
+
+    // HTTP/1.0 without keep-alive: the answer, then the end of the connection.
+    let s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let mut r = tokio::io::BufReader::new(s);
+    r.get_mut()
+        .write_all(b"GET /r HTTP/1.0\r\nHost: t\r\n\r\nGET /r HTTP/1.0\r\nHost: t\r\n\r\n")
+        .await
+        .expect("write");
+    let (status, fields, body) = read_response(&mut r, false).await.expect("an answer");
+    assert_eq!(status, 429);
+    assert_eq!(field(&fields, "connection"), ["close"]);
+    assert!(!body.is_empty());
+    assert!(
+        read_response(&mut r, false).await.is_none(),
+        "one answer, then closed"
+    );
+
+    // A body too large to drain: the answer says close, and the connection ends after it.
+    let s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let mut r = tokio::io::BufReader::new(s);
+    r.get_mut()
+        .write_all(b"POST /r HTTP/1.1\r\nHost: t\r\nContent-Length: 10000000\r\n\r\npartial")
+        .await
+        .expect("write");
+    let (status, fields, _) = read_response(&mut r, false).await.expect("an answer");
+    assert_eq!(status, 429);
+    assert_eq!(field(&fields, "connection"), ["close"]);
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), read_response(&mut r, false))
+            .await
+            .expect("closed in time")
+            .is_none()
+    );
+}

@@ -2,7 +2,7 @@
 //! (draft-ietf-httpapi-ratelimit-headers, Structured Fields syntax).
 
 use bytes::Bytes;
-use pingora::http::ResponseHeader;
+use pingora::http::{ResponseHeader, StaticHeaderName};
 use pingora::prelude::*;
 use std::io::Write;
 
@@ -256,8 +256,121 @@ fn json_inner(out: &mut Vec<u8>, s: &str) {
     }
 }
 
-/// A response header for an edge answer with its body length and content type set. No
-/// case map (names go out as HTTP/2 sends them); room for the RateLimit fields and the rest.
+/// A field value of an answer, in the form it already has: a header value (validated when it
+/// was made), a number, a constant, or the RateLimit item of a limit.
+#[derive(Debug, Clone, Copy)]
+pub enum Value<'a> {
+    Header(&'a http::HeaderValue),
+    Int(u64),
+    Static(&'static str),
+    /// `"name";r=R;t=T` (RateLimit), `name_sf` already a Structured Fields string.
+    RateLimit {
+        name_sf: &'a str,
+        remaining: u64,
+        reset: u64,
+    },
+}
+
+/// Where the fields of a response go: a header map, or the wire lines of an edge answer.
+pub trait Fields {
+    /// Sets `name` (once per answer: edge answers and the names Tollgate adds never repeat).
+    fn put(&mut self, name: &StaticHeaderName, value: Value);
+}
+
+impl Fields for ResponseHeader {
+    fn put(&mut self, name: &StaticHeaderName, value: Value) {
+        let v = match value {
+            Value::Header(v) => v.clone(),
+            Value::Int(n) => http::HeaderValue::from(n),
+            Value::Static(s) => http::HeaderValue::from_static(s),
+            Value::RateLimit {
+                name_sf,
+                remaining,
+                reset,
+            } => match ratelimit_value(name_sf, remaining, reset) {
+                Some(v) => v,
+                None => return,
+            },
+        };
+        self.insert_static_header(name, v);
+    }
+}
+
+/// The head of an edge answer. Over HTTP/1 its fields go straight into wire lines, and the
+/// session writes head and body in one piece (vendor patch 0012: no header map is built);
+/// over HTTP/2 they go into a header map as for any response.
+pub enum Head {
+    Wire { status: u16, lines: Vec<u8> },
+    Map(Box<ResponseHeader>),
+}
+
+impl Head {
+    /// A head with the fields every edge answer has: Content-Type, Content-Length (on the
+    /// wire the session writes it from the body), X-Request-Id and `Cache-Control: no-store`.
+    pub fn new(
+        wire: bool,
+        status: u16,
+        content_type: &'static str,
+        len: usize,
+        request_id: &http::HeaderValue,
+    ) -> Result<Head> {
+        if !wire {
+            return Ok(Head::Map(Box::new(header(
+                status,
+                content_type,
+                len,
+                request_id,
+            )?)));
+        }
+        let mut head = Head::Wire {
+            status,
+            lines: Vec::with_capacity(320),
+        };
+        head.put(&names::CONTENT_TYPE, Value::Static(content_type));
+        head.put(&names::X_REQUEST_ID, Value::Header(request_id));
+        head.put(&names::CACHE_CONTROL, Value::Static("no-store"));
+        Ok(head)
+    }
+
+    pub fn status(&self) -> u16 {
+        match self {
+            Head::Wire { status, .. } => *status,
+            Head::Map(h) => h.status.as_u16(),
+        }
+    }
+}
+
+impl Fields for Head {
+    fn put(&mut self, name: &StaticHeaderName, value: Value) {
+        let out = match self {
+            Head::Map(h) => return h.put(name, value),
+            Head::Wire { lines, .. } => lines,
+        };
+        out.extend_from_slice(name.name().as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        let mut digits = itoa::Buffer::new();
+        match value {
+            Value::Header(v) => out.extend_from_slice(v.as_bytes()),
+            Value::Int(n) => out.extend_from_slice(digits.format(n).as_bytes()),
+            Value::Static(s) => out.extend_from_slice(s.as_bytes()),
+            Value::RateLimit {
+                name_sf,
+                remaining,
+                reset,
+            } => {
+                out.extend_from_slice(name_sf.as_bytes());
+                out.extend_from_slice(b";r=");
+                out.extend_from_slice(digits.format(remaining).as_bytes());
+                out.extend_from_slice(b";t=");
+                out.extend_from_slice(digits.format(reset).as_bytes());
+            }
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// The header map of an edge answer: [`Head::new`]'s fields. No case map (names go out as
+/// HTTP/2 sends them); room for the RateLimit fields and the rest.
 pub fn header(
     status: u16,
     content_type: &'static str,
@@ -265,16 +378,10 @@ pub fn header(
     request_id: &http::HeaderValue,
 ) -> Result<ResponseHeader> {
     let mut h = ResponseHeader::build_no_case(status, Some(12))?;
-    h.insert_static_header(
-        &names::CONTENT_TYPE,
-        http::HeaderValue::from_static(content_type),
-    );
+    h.put(&names::CONTENT_TYPE, Value::Static(content_type));
     h.insert_static_header(&names::CONTENT_LENGTH, http::HeaderValue::from(len));
-    h.insert_static_header(&names::X_REQUEST_ID, request_id.clone());
-    h.insert_static_header(
-        &names::CACHE_CONTROL,
-        http::HeaderValue::from_static("no-store"),
-    );
+    h.put(&names::X_REQUEST_ID, Value::Header(request_id));
+    h.put(&names::CACHE_CONTROL, Value::Static("no-store"));
     Ok(h)
 }
 

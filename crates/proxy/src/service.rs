@@ -16,7 +16,7 @@ use crate::identity::{client_ip, trusted, KeyInput};
 use crate::jwt::Verifier;
 use crate::normalize::{normalize_host, normalize_path, PathRules, Refusal};
 use crate::policy::{decide_global, decide_local, Plan, Verdict};
-use crate::respond::{header, names, ratelimit_value, Extra, Problem};
+use crate::respond::{header, names, Extra, Fields, Head, Problem, Value};
 use crate::runtime::{count_unrouted, Runtime, Shared};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -26,6 +26,7 @@ use pingora::prelude::*;
 use pingora::protocols::http::authority::{
     is_http_family_scheme, raw_target_authority, RawTargetAuthority,
 };
+use pingora::protocols::http::ServerSession;
 use pingora::proxy::FailToProxy;
 use pingora::ErrorSource;
 use std::borrow::Cow;
@@ -82,10 +83,9 @@ pub struct Ctx {
     /// Kept as a header value: it is sent both ways, and clones share one buffer.
     request_id: HeaderValue,
     peer: IpAddr,
-    /// The RateLimit field for the response.
-    ratelimit: Option<HeaderValue>,
-    /// The same as (limit, remaining, reset seconds), for the legacy X-RateLimit-* headers.
-    legacy: Option<(u64, u64, u64)>,
+    /// What the RateLimit fields (and the legacy X-RateLimit-* ones) tell the client:
+    /// (limit, remaining, reset seconds).
+    ratelimit: Option<(usize, u64, u64)>,
     /// A quota admitted this request past its count.
     quota_warning: Option<HeaderValue>,
     /// The caller's plan (index into the config's plans; 0 without plans).
@@ -176,26 +176,34 @@ impl Ctx {
 
     /// RateLimit-Policy (the route's enforced limits) and RateLimit (the decision), on every
     /// response of a limited route, whoever wrote it.
-    fn add_limit_headers(&self, resp: &mut ResponseHeader) {
-        if let (Some(rt), Some(route)) = (&self.rt, self.route) {
-            if let Some(Some(p)) = rt.routes[route].policy_headers.get(self.plan) {
-                resp.insert_static_header(&names::RATELIMIT_POLICY, p.clone());
-            }
+    fn add_limit_headers(&self, out: &mut impl Fields) {
+        let (Some(rt), Some(route)) = (&self.rt, self.route) else {
+            return;
+        };
+        if let Some(Some(p)) = rt.routes[route].policy_headers.get(self.plan) {
+            out.put(&names::RATELIMIT_POLICY, Value::Header(p));
         }
-        if let Some(v) = &self.ratelimit {
-            resp.insert_static_header(&names::RATELIMIT, v.clone());
+        let shown = self
+            .ratelimit
+            .map(|(li, remaining, reset)| (&rt.limits[li], remaining, reset));
+        if let Some((l, remaining, reset)) = shown {
+            out.put(
+                &names::RATELIMIT,
+                Value::RateLimit {
+                    name_sf: &l.name_sf,
+                    remaining,
+                    reset,
+                },
+            );
         }
         if let Some(w) = &self.quota_warning {
-            resp.insert_static_header(&names::X_QUOTA_WARNING, w.clone());
+            out.put(&names::X_QUOTA_WARNING, Value::Header(w));
         }
-        if let (Some((limit, remaining, reset)), Some(rt)) = (self.legacy, &self.rt) {
+        if let Some((l, remaining, reset)) = shown {
             if rt.config.server.legacy_headers {
-                resp.insert_static_header(&names::X_RATELIMIT_LIMIT, HeaderValue::from(limit));
-                resp.insert_static_header(
-                    &names::X_RATELIMIT_REMAINING,
-                    HeaderValue::from(remaining),
-                );
-                resp.insert_static_header(&names::X_RATELIMIT_RESET, HeaderValue::from(reset));
+                out.put(&names::X_RATELIMIT_LIMIT, Value::Int(l.cfg.rate.count()));
+                out.put(&names::X_RATELIMIT_REMAINING, Value::Int(remaining));
+                out.put(&names::X_RATELIMIT_RESET, Value::Int(reset));
             }
         }
     }
@@ -462,27 +470,55 @@ fn canonical_target(
 }
 
 impl Gateway {
+    /// The head of an edge answer for this session: wire lines over HTTP/1, a header map
+    /// over HTTP/2 (see [`Head`]).
+    fn head(
+        session: &Session,
+        ctx: &Ctx,
+        status: u16,
+        content_type: &'static str,
+        len: usize,
+    ) -> Result<Head> {
+        // 1xx, 204 and 304 have no body: they take the header map.
+        let wire = session.as_http1().is_some() && status >= 200 && status != 204 && status != 304;
+        Head::new(wire, status, content_type, len, &ctx.request_id)
+    }
+
     /// Writes an answer made at the edge. The caller returns `Ok(true)` after it.
     async fn answer(
         &self,
         session: &mut Session,
         ctx: &Ctx,
-        mut resp: ResponseHeader,
+        mut head: Head,
         body: Bytes,
     ) -> Result<()> {
-        ctx.add_limit_headers(&mut resp);
+        ctx.add_limit_headers(&mut head);
         if let Some(v) = &ctx.hsts {
-            resp.insert_static_header(&names::STRICT_TRANSPORT_SECURITY, v.clone());
+            head.put(&names::STRICT_TRANSPORT_SECURITY, Value::Header(v));
         }
         drain_small_body(session).await;
-        let head_only = session.req_header().method == http::Method::HEAD;
-        session
-            .write_response_header(Box::new(resp), head_only || body.is_empty())
-            .await?;
-        if !head_only && !body.is_empty() {
-            session.write_response_body(Some(body), true).await?;
+        match (head, session.downstream_session.as_mut()) {
+            (Head::Wire { status, lines }, ServerSession::H1(h1)) => {
+                // What response_written() reports (the status); the fields went on the wire.
+                let written = ResponseHeader::build_no_case(status, Some(0))?;
+                h1.write_response_with_fields(Box::new(written), &lines, &body)
+                    .await
+            }
+            (Head::Wire { .. }, _) => Error::e_explain(
+                InternalError,
+                "an HTTP/1 answer's head for a session that is not HTTP/1",
+            ),
+            (Head::Map(resp), _) => {
+                let head_only = session.req_header().method == http::Method::HEAD;
+                session
+                    .write_response_header(resp, head_only || body.is_empty())
+                    .await?;
+                if !head_only && !body.is_empty() {
+                    session.write_response_body(Some(body), true).await?;
+                }
+                Ok(())
+            }
         }
-        Ok(())
     }
 
     /// 308 to the same target over HTTPS (a method and body are kept by a 308, unlike 301).
@@ -504,9 +540,9 @@ impl Gateway {
             .await?;
             return Ok(true);
         };
-        let mut resp = header(308, "text/plain", 0, &ctx.request_id)?;
-        resp.insert_static_header(&names::LOCATION, location);
-        self.answer(session, ctx, resp, Bytes::new()).await?;
+        let mut head = Self::head(session, ctx, 308, "text/plain", 0)?;
+        head.put(&names::LOCATION, Value::Header(&location));
+        self.answer(session, ctx, head, Bytes::new()).await?;
         Ok(true)
     }
 
@@ -520,16 +556,17 @@ impl Gateway {
         headers: &[(&StaticHeaderName, HeaderValue)],
     ) -> Result<()> {
         let body = p.body(detail, ctx.request_id(), extra);
-        let mut resp = header(
+        let mut head = Self::head(
+            session,
+            ctx,
             p.status(),
             "application/problem+json",
             body.len(),
-            &ctx.request_id,
         )?;
         for (k, v) in headers {
-            resp.insert_static_header(k, v.clone());
+            head.put(k, Value::Header(v));
         }
-        self.answer(session, ctx, resp, body).await
+        self.answer(session, ctx, head, body).await
     }
 
     /// A 429 for `limit`, its body the limit's pre-rendered refusal (rate limit, quota or
@@ -556,8 +593,7 @@ impl Gateway {
             } else {
                 0
             };
-        ctx.ratelimit = ratelimit_value(&l.name_sf, 0, secs);
-        ctx.legacy = Some((l.cfg.rate.count(), 0, secs));
+        ctx.ratelimit = Some((limit, 0, secs));
         if let Some(pos) = rt.routes[route].cfg.limits.iter().position(|&i| i == limit) {
             let r = &rt.routes[route];
             let counters = match reason {
@@ -571,9 +607,9 @@ impl Gateway {
         }
         // The body was rendered when the config loaded: only the wait and the id go in.
         let body = l.refusal.fill(secs, ctx.request_id());
-        let mut resp = header(429, "application/problem+json", body.len(), &ctx.request_id)?;
-        resp.insert_static_header(&names::RETRY_AFTER, HeaderValue::from(secs));
-        self.answer(session, ctx, resp, body).await
+        let mut head = Self::head(session, ctx, 429, "application/problem+json", body.len())?;
+        head.put(&names::RETRY_AFTER, Value::Int(secs));
+        self.answer(session, ctx, head, body).await
     }
 
     /// A global limit could not be decided and its `on_error` is `closed`.
@@ -686,8 +722,7 @@ impl Gateway {
             c.inc();
         }
         let secs = ceil_secs(wait).max(1);
-        ctx.ratelimit = ratelimit_value(&l.name_sf, 0, secs);
-        ctx.legacy = Some((l.cfg.rate.count(), 0, secs));
+        ctx.ratelimit = Some((limit, 0, secs));
         let id = format!("{:016x}", pos.map_or(0, |p| plan.key(p)));
         let detail = format!(
             "Blocked for {secs} s after exceeding limit \"{}\" repeatedly.",
@@ -788,10 +823,7 @@ impl Gateway {
             .ok();
         }
         if let Some((li, remaining, reset)) = v.nearest {
-            let l = &rt.limits[li];
-            let t = ceil_secs(reset);
-            ctx.ratelimit = ratelimit_value(&l.name_sf, remaining, t);
-            ctx.legacy = Some((l.cfg.rate.count(), remaining, t));
+            ctx.ratelimit = Some((li, remaining, ceil_secs(reset)));
         }
         if v.shadow_exceeded != 0 {
             ctx.shadow_exceeded = true;
@@ -859,7 +891,6 @@ impl ProxyHttp for Gateway {
             request_id: HeaderValue::from_static(""),
             peer: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             ratelimit: None,
-            legacy: None,
             quota_warning: None,
             plan: 0,
             shadow_exceeded: false,
@@ -1150,13 +1181,14 @@ impl ProxyHttp for Gateway {
 
         if let RouteAction::Respond { status, body } = rt.route_action(route) {
             let body = Bytes::copy_from_slice(body.as_bytes());
-            let resp = header(
+            let head = Self::head(
+                session,
+                ctx,
                 *status,
                 "text/plain; charset=utf-8",
                 body.len(),
-                &ctx.request_id,
             )?;
-            self.answer(session, ctx, resp, body).await?;
+            self.answer(session, ctx, head, body).await?;
             return Ok(true);
         }
         Ok(false)
