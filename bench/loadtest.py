@@ -297,6 +297,14 @@ PAIR = {"b": "e", "c": "f", "d": "g", "h": "e", "i": "f", "j": "g", "k": "e", "l
 BARE = os.environ.get("BARE") or os.path.join(ROOT, "target/release/bare-pingora")
 
 
+# ONLY=d,g,j,m runs those scenarios (and the backend direct, the base of every ratio).
+ONLY = set(filter(None, os.environ.get("ONLY", "").split(",")))
+
+
+def want(tag):
+    return not ONLY or tag in ONLY
+
+
 def run(results, tag, proc, port, pids_of):
     try:
         assert wait_port(port), f"{LABELS[tag]} did not start"
@@ -314,35 +322,45 @@ def main():
     try:
         results.append(("a. backend direct", load(be_port, children(backend.pid))))
         for tag, limits in [("b", None), ("c", "allow"), ("d", "deny")]:
+            if not want(tag):
+                continue
             port = free_port()
             run(results, tag, tollgate(f"tg-{tag}", tg_conf(port, be_port, limits)), port,
                 lambda p: [p.pid])
         if os.path.exists(BARE):
-            port = free_port()
             log = open(os.path.join(TMP, "bare.log"), "w")
-            bare = subprocess.Popen([BARE, f"127.0.0.1:{port}", f"127.0.0.1:{be_port}"],
-                                    stdout=log, stderr=log, start_new_session=True)
-            run(results, "l", bare, port, lambda p: [p.pid])
+            if want("l"):
+                port = free_port()
+                bare = subprocess.Popen([BARE, f"127.0.0.1:{port}", f"127.0.0.1:{be_port}"],
+                                        stdout=log, stderr=log, start_new_session=True)
+                run(results, "l", bare, port, lambda p: [p.pid])
             # Every request answered with a bodiless 429 head, connection kept: the
             # framework's floor for a refusal, beside (d) and nginx's (g).
-            port = free_port()
-            bare = subprocess.Popen([BARE, f"127.0.0.1:{port}", f"127.0.0.1:{be_port}", "/"],
-                                    stdout=log, stderr=log, start_new_session=True)
-            run(results, "m", bare, port, lambda p: [p.pid])
+            if want("m"):
+                port = free_port()
+                bare = subprocess.Popen([BARE, f"127.0.0.1:{port}", f"127.0.0.1:{be_port}", "/"],
+                                        stdout=log, stderr=log, start_new_session=True)
+                run(results, "m", bare, port, lambda p: [p.pid])
         else:
             notes.append(f"{BARE} not built: (l), (m) skipped (cargo build --release -p bare-pingora)")
         for tag, limits in [("e", None), ("f", "allow"), ("g", "deny")]:
+            if not want(tag):
+                continue
             port = free_port()
             run(results, tag, nginx(f"ngx-{tag}", ngx_proxy(port, be_port, limits)), port,
                 lambda p: children(p.pid))
         if shutil.which("haproxy"):
             for tag, limits in [("h", None), ("i", "allow"), ("j", "deny")]:
+                if not want(tag):
+                    continue
                 port = free_port()
                 run(results, tag, haproxy(f"hap-{tag}", hap_conf(port, be_port, limits)), port,
                     lambda p: children(p.pid))
         else:
             notes.append("haproxy not installed: (h)-(j) skipped")
-        if shutil.which("caddy"):
+        if not want("k"):
+            pass
+        elif shutil.which("caddy"):
             port = free_port()
             run(results, "k", caddy("caddy-k", port, be_port), port, lambda p: children(p.pid))
         else:
