@@ -305,6 +305,12 @@ def want(tag):
     return not ONLY or tag in ONLY
 
 
+def check_only():
+    unknown = sorted(ONLY - set(LABELS))
+    if unknown:
+        sys.exit(f"ONLY: no scenario {', '.join(unknown)} (scenarios: {', '.join(sorted(LABELS))})")
+
+
 def run(results, tag, proc, port, pids_of):
     try:
         assert wait_port(port), f"{LABELS[tag]} did not start"
@@ -314,6 +320,7 @@ def run(results, tag, proc, port, pids_of):
 
 
 def main():
+    check_only()
     be_port = free_port()
     backend = nginx("backend", f"""
   server {{ listen 127.0.0.1:{be_port}; location / {{ return 200 "ok\\n"; }} }}""")
@@ -341,7 +348,7 @@ def main():
                 bare = subprocess.Popen([BARE, f"127.0.0.1:{port}", f"127.0.0.1:{be_port}", "/"],
                                         stdout=log, stderr=log, start_new_session=True)
                 run(results, "m", bare, port, lambda p: [p.pid])
-        else:
+        elif want("l") or want("m"):
             notes.append(f"{BARE} not built: (l), (m) skipped (cargo build --release -p bare-pingora)")
         for tag, limits in [("e", None), ("f", "allow"), ("g", "deny")]:
             if not want(tag):
@@ -356,7 +363,7 @@ def main():
                 port = free_port()
                 run(results, tag, haproxy(f"hap-{tag}", hap_conf(port, be_port, limits)), port,
                     lambda p: children(p.pid))
-        else:
+        elif any(want(t) for t in "hij"):
             notes.append("haproxy not installed: (h)-(j) skipped")
         if not want("k"):
             pass

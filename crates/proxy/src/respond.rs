@@ -306,7 +306,8 @@ pub enum Head {
 
 impl Head {
     /// A head with the fields every edge answer has: Content-Type, Content-Length (on the
-    /// wire the session writes it from the body), X-Request-Id and `Cache-Control: no-store`.
+    /// wire `len` is not used: the session writes the length of the body it is given),
+    /// X-Request-Id and `Cache-Control: no-store`.
     pub fn new(
         wire: bool,
         status: u16,
@@ -331,13 +332,6 @@ impl Head {
         head.put(&names::CACHE_CONTROL, Value::Static("no-store"));
         Ok(head)
     }
-
-    pub fn status(&self) -> u16 {
-        match self {
-            Head::Wire { status, .. } => *status,
-            Head::Map(h) => h.status.as_u16(),
-        }
-    }
 }
 
 impl Fields for Head {
@@ -346,6 +340,20 @@ impl Fields for Head {
             Head::Map(h) => return h.put(name, value),
             Head::Wire { lines, .. } => lines,
         };
+        // The session writes the framing; a second Content-Length or Connection would let the
+        // client and the next hop read two different messages.
+        debug_assert!(
+            !matches!(
+                name.name().as_str(),
+                "content-length" | "transfer-encoding" | "connection"
+            ),
+            "{} is the session's",
+            name.name()
+        );
+        debug_assert!(
+            !matches!(value, Value::Static(s) if s.bytes().any(|b| b < 0x20 && b != b'\t')),
+            "a constant value with a control character"
+        );
         out.extend_from_slice(name.name().as_str().as_bytes());
         out.extend_from_slice(b": ");
         let mut digits = itoa::Buffer::new();
@@ -379,7 +387,10 @@ pub fn header(
 ) -> Result<ResponseHeader> {
     let mut h = ResponseHeader::build_no_case(status, Some(12))?;
     h.put(&names::CONTENT_TYPE, Value::Static(content_type));
-    h.insert_static_header(&names::CONTENT_LENGTH, http::HeaderValue::from(len));
+    // A 1xx or 204 must not carry a length (RFC 9110 8.6); its body is never sent.
+    if status >= 200 && status != 204 {
+        h.insert_static_header(&names::CONTENT_LENGTH, http::HeaderValue::from(len));
+    }
     h.put(&names::X_REQUEST_ID, Value::Header(request_id));
     h.put(&names::CACHE_CONTROL, Value::Static("no-store"));
     Ok(h)

@@ -497,6 +497,8 @@ impl Gateway {
             head.put(&names::STRICT_TRANSPORT_SECURITY, Value::Header(v));
         }
         drain_small_body(session).await;
+        // The wire path writes to the HTTP/1 session itself, past Pingora's downstream modules:
+        // Tollgate registers none (init_downstream_modules).
         match (head, session.downstream_session.as_mut()) {
             (Head::Wire { status, lines }, ServerSession::H1(h1)) => {
                 // What response_written() reports (the status); the fields went on the wire.
@@ -879,7 +881,9 @@ impl ProxyHttp for Gateway {
     type CTX = Ctx;
 
     /// No downstream modules: Pingora's default adds a disabled compression module that every
-    /// request still walks through. Tollgate does not compress; the upstream does.
+    /// request still walks through. Tollgate does not compress; the upstream does. (Edge
+    /// answers over HTTP/1 are written past the modules: add one here, and `answer` must take
+    /// the header map path.)
     fn init_downstream_modules(&self, _modules: &mut pingora::modules::http::HttpModules) {}
 
     fn new_ctx(&self) -> Ctx {

@@ -827,7 +827,7 @@ impl HttpSession {
                 .all(|n| header.headers.get(n).is_none()),
             "framing fields are the session's"
         );
-        debug_assert!(fields.is_empty() || fields.ends_with(b"\r\n"));
+        debug_assert!(fields_are_plain(fields), "each line `name: value`, no framing field");
         if let Some(ref resp) = self.response_written {
             if !resp.status.is_informational() || self.upgraded {
                 warn!("Respond header is already sent, cannot send again");
@@ -864,24 +864,28 @@ impl HttpSession {
         buf.put_slice(CRLF);
         buf.put_slice(&body[..sent]);
 
+        // The response is committed from here: a write that fails part way must not be
+        // followed by another response on this connection, so it is recorded first.
+        self.response_written = Some(header);
         let deadline = self.write_timeout(buf.len());
         let stream = &mut self.underlying_stream;
         let write = async {
             stream.write_all(&buf).await?;
             stream.flush().await
         };
-        match deadline {
+        let written = match deadline {
             Some(t) => match timeout(t, write).await {
-                Ok(res) => res.or_err(WriteError, "writing response")?,
-                Err(_) => {
-                    return Error::e_explain(WriteTimedout, format!("writing response, timeout: {t:?}"))
-                }
+                Ok(res) => res.or_err(WriteError, "writing response"),
+                Err(_) => Error::e_explain(WriteTimedout, format!("writing response, timeout: {t:?}")),
             },
-            None => write.await.or_err(WriteError, "writing response")?,
+            None => write.await.or_err(WriteError, "writing response"),
+        };
+        if written.is_err() {
+            self.set_keepalive(None);
+            return written;
         }
         self.body_writer.body_mode = BodyMode::ContentLength(sent, sent);
         self.body_bytes_sent += sent;
-        self.response_written = Some(header);
         Ok(())
     }
 
@@ -2039,6 +2043,40 @@ fn parse_req_buffer<'buf>(
 }
 
 #[inline]
+/// Debug check of [`HttpSession::write_response_with_fields`]'s `fields`: whole
+/// `name: value` lines, no bare CR or LF, none of the framing fields the session writes.
+fn fields_are_plain(fields: &[u8]) -> bool {
+    if fields.is_empty() {
+        return true;
+    }
+    let Some(body) = fields.strip_suffix(b"\r\n") else {
+        return false;
+    };
+    let mut lines = body.split(|&b| b == b'\n').peekable();
+    std::iter::from_fn(|| {
+        let line = lines.next()?;
+        // Every line but the last (whose CRLF was stripped above) ends in CR.
+        Some(match lines.peek() {
+            Some(_) => line.strip_suffix(b"\r"),
+            None => Some(line),
+        })
+    })
+    .all(|line| {
+        let Some(line) = line else {
+            return false;
+        };
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            return false;
+        };
+        let name = &line[..colon];
+        !name.is_empty()
+            && !line.contains(&b'\r')
+            && ![&b"content-length"[..], b"transfer-encoding", b"connection"]
+                .iter()
+                .any(|f| name.eq_ignore_ascii_case(f))
+    })
+}
+
 /// Appends `n` in decimal.
 fn put_decimal(buf: &mut BytesMut, mut n: usize) {
     let mut digits = [0u8; 20];
@@ -2927,6 +2965,36 @@ mod tests_stream {
         let text = std::str::from_utf8(&buf).unwrap();
         assert!(text.starts_with("HTTP/1.1 429 Too Many Requests\r\nretry-after: 1\r\ncontent-length: 2\r\ndate: "), "{text}");
         assert!(text.ends_with("\r\nconnection: close\r\n\r\n{}"), "{text}");
+
+        // A request body left unread ends the connection after the answer.
+        let read_wire = b"POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n";
+        let mut buf = Vec::new();
+        let (client, mut server) = tokio::io::duplex(4096);
+        let mut http_stream = HttpSession::new(Box::new(client));
+        server.write_all(read_wire).await.unwrap();
+        http_stream.read_request().await.unwrap();
+        http_stream.respect_keepalive();
+        let head = ResponseHeader::build_no_case(429, Some(0)).unwrap();
+        http_stream
+            .write_response_with_fields(Box::new(head), b"", b"{}")
+            .await
+            .unwrap();
+        drop(http_stream);
+        server.read_to_end(&mut buf).await.unwrap();
+        let text = std::str::from_utf8(&buf).unwrap();
+        assert!(text.ends_with("\r\nconnection: close\r\n\r\n{}"), "{text}");
+
+        assert!(fields_are_plain(b"x-a: 1\r\nretry-after: 2\r\n"));
+        for bad in [
+            &b"x-a: 1"[..],
+            b"x-a: 1\nx-b: 2\r\n",
+            b"x-a: 1\rx: 2\r\n",
+            b"no colon\r\n",
+            b"Content-Length: 5\r\n",
+            b"x-a: 1\r\nconnection: close\r\n",
+        ] {
+            assert!(!fields_are_plain(bad), "{bad:?}");
+        }
 
         // Statuses without a body take write_response_header.
         for status in [100, 204, 304] {
