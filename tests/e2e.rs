@@ -1132,6 +1132,16 @@ async fn read_response(
     Some((status, fields, body))
 }
 
+/// A raw connection to `port` that has sent `bytes`, read through a buffer.
+async fn sent_raw(port: u16, bytes: &[u8]) -> tokio::io::BufReader<tokio::net::TcpStream> {
+    use tokio::io::AsyncWriteExt;
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    s.write_all(bytes).await.expect("write");
+    tokio::io::BufReader::new(s)
+}
+
 /// A read that fails the test rather than hanging it.
 async fn within_5s<T>(f: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(5), f)
@@ -1172,10 +1182,7 @@ burst = 1
 "#,
     );
     let _gw = start(&conf, port, admin).await;
-    let s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    let mut r = tokio::io::BufReader::new(s);
+    let mut r = sent_raw(port, b"").await;
     // One after the other on one kept-alive connection (Pingora does not pipeline): each
     // answer must be framed on its own, or the next response is read from the wrong place.
     let requests = [
@@ -1190,13 +1197,9 @@ burst = 1
     let mut got = Vec::new();
     for req in requests {
         r.get_mut().write_all(req.as_bytes()).await.expect("write");
-        let resp = tokio::time::timeout(
-            Duration::from_secs(5),
-            read_response(&mut r, req.starts_with("HEAD")),
-        )
-        .await
-        .expect("in time")
-        .unwrap_or_else(|| panic!("a response to {req:?}"));
+        let resp = within_5s(read_response(&mut r, req.starts_with("HEAD")))
+            .await
+            .unwrap_or_else(|| panic!("a response to {req:?}"));
         got.push(resp);
     }
     let statuses: Vec<u16> = got.iter().map(|g| g.0).collect();
@@ -1284,22 +1287,10 @@ burst = 1
     }
     assert_eq!(field(&got[1].1, "x-request-id"), ["client-id-1"]);
     // After `Connection: close` the gateway closes: nothing more arrives.
-    assert!(
-        tokio::time::timeout(Duration::from_secs(5), read_response(&mut r, false))
-            .await
-            .expect("closed in time")
-            .is_none()
-    );
+    assert!(within_5s(read_response(&mut r, false)).await.is_none());
 
     // HTTP/1.0 without keep-alive: the answer, then the end of the connection.
-    let s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    let mut r = tokio::io::BufReader::new(s);
-    r.get_mut()
-        .write_all(b"GET /r HTTP/1.0\r\nHost: t\r\n\r\n")
-        .await
-        .expect("write");
+    let mut r = sent_raw(port, b"GET /r HTTP/1.0\r\nHost: t\r\n\r\n").await;
     let (status, fields, body) = within_5s(read_response(&mut r, false))
         .await
         .expect("an answer");
@@ -1312,23 +1303,15 @@ burst = 1
     );
 
     // A body too large to drain: the answer says close, and the connection ends after it.
-    let s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    let mut r = tokio::io::BufReader::new(s);
-    r.get_mut()
-        .write_all(b"POST /r HTTP/1.1\r\nHost: t\r\nContent-Length: 10000000\r\n\r\npartial")
-        .await
-        .expect("write");
+    let mut r = sent_raw(
+        port,
+        b"POST /r HTTP/1.1\r\nHost: t\r\nContent-Length: 10000000\r\n\r\npartial",
+    )
+    .await;
     let (status, fields, _) = within_5s(read_response(&mut r, false))
         .await
         .expect("an answer");
     assert_eq!(status, 429);
     assert_eq!(field(&fields, "connection"), ["close"]);
-    assert!(
-        tokio::time::timeout(Duration::from_secs(5), read_response(&mut r, false))
-            .await
-            .expect("closed in time")
-            .is_none()
-    );
+    assert!(within_5s(read_response(&mut r, false)).await.is_none());
 }

@@ -327,9 +327,7 @@ impl Head {
             status,
             lines: Vec::with_capacity(320),
         };
-        head.put(&names::CONTENT_TYPE, Value::Static(content_type));
-        head.put(&names::X_REQUEST_ID, Value::Header(request_id));
-        head.put(&names::CACHE_CONTROL, Value::Static("no-store"));
+        common_fields(&mut head, content_type, request_id);
         Ok(head)
     }
 }
@@ -365,13 +363,12 @@ impl Fields for Head {
                 name_sf,
                 remaining,
                 reset,
-            } => {
-                out.extend_from_slice(name_sf.as_bytes());
-                out.extend_from_slice(b";r=");
-                out.extend_from_slice(digits.format(remaining).as_bytes());
-                out.extend_from_slice(b";t=");
-                out.extend_from_slice(digits.format(reset).as_bytes());
-            }
+            } => push_ratelimit(
+                out,
+                name_sf,
+                digits.format(remaining),
+                itoa::Buffer::new().format(reset),
+            ),
         }
         out.extend_from_slice(b"\r\n");
     }
@@ -386,14 +383,23 @@ pub fn header(
     request_id: &http::HeaderValue,
 ) -> Result<ResponseHeader> {
     let mut h = ResponseHeader::build_no_case(status, Some(12))?;
-    h.put(&names::CONTENT_TYPE, Value::Static(content_type));
     // A 1xx or 204 must not carry a length (RFC 9110 8.6); its body is never sent.
     if status >= 200 && status != 204 {
         h.insert_static_header(&names::CONTENT_LENGTH, http::HeaderValue::from(len));
     }
-    h.put(&names::X_REQUEST_ID, Value::Header(request_id));
-    h.put(&names::CACHE_CONTROL, Value::Static("no-store"));
+    common_fields(&mut h, content_type, request_id);
     Ok(h)
+}
+
+/// The fields every edge answer carries besides its length.
+fn common_fields(
+    out: &mut impl Fields,
+    content_type: &'static str,
+    request_id: &http::HeaderValue,
+) {
+    out.put(&names::CONTENT_TYPE, Value::Static(content_type));
+    out.put(&names::X_REQUEST_ID, Value::Header(request_id));
+    out.put(&names::CACHE_CONTROL, Value::Static("no-store"));
 }
 
 /// What varies in a pre-rendered problem body.
@@ -495,7 +501,7 @@ pub fn policy_item(name_sf: &str, quota: u64, window_secs: u64) -> String {
 }
 
 /// `"name";r=R;t=T` for RateLimit, as a header value built in place.
-pub fn ratelimit_value(
+fn ratelimit_value(
     name_sf: &str,
     remaining: u64,
     reset_secs: u64,
@@ -504,12 +510,17 @@ pub fn ratelimit_value(
     let (r, t) = (r.format(remaining), t.format(reset_secs));
     // Sized exactly: `Bytes` takes a full Vec without a second allocation.
     let mut v = Vec::with_capacity(name_sf.len() + 6 + r.len() + t.len());
-    v.extend_from_slice(name_sf.as_bytes());
-    v.extend_from_slice(b";r=");
-    v.extend_from_slice(r.as_bytes());
-    v.extend_from_slice(b";t=");
-    v.extend_from_slice(t.as_bytes());
+    push_ratelimit(&mut v, name_sf, r, t);
     http::HeaderValue::from_maybe_shared(Bytes::from(v)).ok()
+}
+
+/// Appends the RateLimit item `"name";r=R;t=T`, its numbers already written.
+fn push_ratelimit(out: &mut Vec<u8>, name_sf: &str, remaining: &str, reset_secs: &str) {
+    out.extend_from_slice(name_sf.as_bytes());
+    out.extend_from_slice(b";r=");
+    out.extend_from_slice(remaining.as_bytes());
+    out.extend_from_slice(b";t=");
+    out.extend_from_slice(reset_secs.as_bytes());
 }
 
 #[cfg(test)]
