@@ -1141,3 +1141,110 @@ rate = "1/h"
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(body_of(&r)["body"], "helloworld");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_its_answer_is_cut_off_within_send_timeout() {
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let toml = format!(
+        "{}send_timeout = \"1s\"\n[upstreams.app]\ntargets = [\"{}\"]\n[[routes]]\nname = \"up\"\npath_prefix = \"/\"\nupstream = \"app\"\n",
+        tight(port, admin),
+        be.addr
+    );
+    let gw = start(&toml, port, admin).await;
+    // Far more than the socket buffers between gateway and client hold.
+    let big: usize = 32 << 20;
+    let in_flight = || async { metric(&metrics(admin).await, "tollgate_in_flight_requests", &[]) };
+
+    // HTTP/1.1: the request is sent, not a byte of the answer is read. The gateway's writes
+    // stall once the buffers are full; each may stall at most send_timeout.
+    let mut s = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    s.write_all(format!("GET /big?bytes={big} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .expect("write");
+    let t0 = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(2), || async {
+            in_flight().await == 1.0
+        })
+        .await,
+        "the request never started: {}",
+        gw.log_text()
+    );
+    let released = eventually(Duration::from_secs(5), || async {
+        in_flight().await == 0.0
+    })
+    .await;
+    assert!(
+        released,
+        "a stalled reader holds its request: {}",
+        gw.log_text()
+    );
+    assert!(
+        t0.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t0.elapsed()
+    );
+    // What reached the client's buffers is a cut answer, then the connection is closed.
+    let mut got = 0usize;
+    let mut chunk = vec![0u8; 1 << 16];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), s.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => got += n,
+            Err(_) => panic!("the connection stayed open after the cut ({got} bytes read)"),
+        }
+    }
+    assert!(got > 0 && got < big, "{got} bytes");
+
+    // HTTP/2: the client takes the head and never reads the body, so it never returns flow
+    // control credit; the stream is reset within send_timeout and its upstream released.
+    use http_body_util::{BodyExt, Empty};
+    let (mut send, _conn) = h2_connect(port).await;
+    let req = http::Request::builder()
+        .uri(format!("http://127.0.0.1:{port}/big?bytes={big}"))
+        .body(Empty::<bytes::Bytes>::new())
+        .expect("request");
+    let resp = send.send_request(req).await.expect("h2 head");
+    assert_eq!(resp.status(), 200);
+    let t0 = Instant::now();
+    let released = eventually(Duration::from_secs(5), || async {
+        in_flight().await == 0.0
+    })
+    .await;
+    assert!(
+        released,
+        "a stalled h2 stream holds its request: {}",
+        gw.log_text()
+    );
+    assert!(
+        t0.elapsed() >= Duration::from_millis(500),
+        "{:?}",
+        t0.elapsed()
+    );
+    let body = tokio::time::timeout(Duration::from_secs(5), resp.into_body().collect())
+        .await
+        .expect("the stream ended");
+    match body {
+        Err(_) => {}
+        Ok(b) => assert!(b.to_bytes().len() < big, "the whole body arrived"),
+    }
+
+    // A reader that keeps up gets the whole answer.
+    let (mut send, _conn) = h2_connect(port).await;
+    let req = http::Request::builder()
+        .uri(format!("http://127.0.0.1:{port}/big?bytes={}", 4 << 20))
+        .body(Empty::<bytes::Bytes>::new())
+        .expect("request");
+    let resp = send.send_request(req).await.expect("h2 head");
+    let b = resp.into_body().collect().await.expect("body").to_bytes();
+    assert_eq!(b.len(), 4 << 20);
+
+    // Each cut is on its request's line, and no ERROR line is written: a client cannot fill
+    // the log at will.
+    let log = gw.log_text();
+    assert_eq!(log.matches("WriteTimedout").count(), 2, "{log}");
+    assert!(!log.contains("ERROR"), "{log}");
+}

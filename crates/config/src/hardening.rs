@@ -12,6 +12,7 @@ impl Default for Hardening {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             body_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(60),
             min_body_rate: 1024,
             max_header_bytes: 32 * 1024,
             max_headers: 100,
@@ -52,6 +53,7 @@ pub(crate) fn read(cx: &mut Cx, t: &mut Tbl) -> Hardening {
     deadline(cx, t, "header_timeout", &mut h.header_timeout);
     deadline(cx, t, "idle_timeout", &mut h.idle_timeout);
     deadline(cx, t, "body_timeout", &mut h.body_timeout);
+    deadline(cx, t, "send_timeout", &mut h.send_timeout);
     if let Some(v) = t.get("idle_timeout") {
         if h.idle_timeout.subsec_nanos() != 0 {
             // Pingora keeps HTTP/1 keep-alive in whole seconds.

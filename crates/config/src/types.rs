@@ -319,6 +319,9 @@ pub struct Hardening {
     /// Between reads of a request body; `min_body_rate` applies once a body has been
     /// arriving for longer.
     pub body_timeout: Duration,
+    /// The longest one write of an answer to the client may wait (a client that stops
+    /// reading is cut off after it).
+    pub send_timeout: Duration,
     /// Bytes per second.
     pub min_body_rate: u64,
     pub max_header_bytes: usize,

@@ -391,6 +391,7 @@ fn hardening_defaults_are_safe_at_the_edge() {
     assert_eq!(h.header_timeout, Duration::from_secs(10));
     assert_eq!(h.idle_timeout, Duration::from_secs(60));
     assert_eq!(h.body_timeout, Duration::from_secs(30));
+    assert_eq!(h.send_timeout, Duration::from_secs(60));
     assert_eq!(h.min_body_rate, 1024);
     assert_eq!((h.max_header_bytes, h.max_headers), (32768, 100));
     assert_eq!(
@@ -405,6 +406,7 @@ fn hardening_defaults_are_safe_at_the_edge() {
 header_timeout = "2s"
 idle_timeout = "5s"
 body_timeout = "3s"
+send_timeout = "90s"
 min_body_rate = 0
 max_header_bytes = 8192
 max_headers = 50
@@ -417,6 +419,7 @@ escaped_slashes = "keep"
     .server
     .hardening;
     assert_eq!(h.header_timeout, Duration::from_secs(2));
+    assert_eq!(h.send_timeout, Duration::from_secs(90));
     assert_eq!((h.min_body_rate, h.max_connections_per_client), (0, 64));
     assert!(!h.merge_slashes);
     assert_eq!(h.escaped_slashes, EscapedSlashes::Keep);
@@ -435,6 +438,7 @@ max_header_bytes = 10
 max_headers = 1000
 escaped_slashes = "allow"
 max_connections = 0
+send_timeout = "forever"
 "#,
     );
     let want = [
@@ -447,7 +451,12 @@ max_connections = 0
     for w in want {
         assert!(p.iter().any(|l| l == w), "missing {w:?} in {p:#?}");
     }
-    for key in ["max_header_bytes", "max_headers", "max_connections"] {
+    for key in [
+        "max_header_bytes",
+        "max_headers",
+        "max_connections",
+        "send_timeout",
+    ] {
         assert!(
             p.iter().any(|l| l.contains(&format!("server.{key}:"))),
             "{key}: {p:#?}"

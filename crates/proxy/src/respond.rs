@@ -501,11 +501,7 @@ pub fn policy_item(name_sf: &str, quota: u64, window_secs: u64) -> String {
 }
 
 /// `"name";r=R;t=T` for RateLimit, as a header value built in place.
-fn ratelimit_value(
-    name_sf: &str,
-    remaining: u64,
-    reset_secs: u64,
-) -> Option<http::HeaderValue> {
+fn ratelimit_value(name_sf: &str, remaining: u64, reset_secs: u64) -> Option<http::HeaderValue> {
     let (mut r, mut t) = (itoa::Buffer::new(), itoa::Buffer::new());
     let (r, t) = (r.format(remaining), t.format(reset_secs));
     // Sized exactly: `Bytes` takes a full Vec without a second allocation.

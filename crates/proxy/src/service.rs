@@ -932,6 +932,9 @@ impl ProxyHttp for Gateway {
         // Each read of the body waits at most this; min_body_rate tightens it as the body
         // arrives (request_body_filter).
         session.set_read_timeout(Some(hardening.body_timeout));
+        // Each write of the answer (a chunk, or an h2 wait for flow-control credit) waits at
+        // most this: a client that stops reading cannot hold its connection and upstream.
+        session.set_write_timeout(Some(hardening.send_timeout));
 
         // Stage 1: what was asked, in its one canonical spelling. (HTTP/1 heads over
         // max_headers never get here; an h2 head is counted here.)
@@ -1433,9 +1436,11 @@ impl ProxyHttp for Gateway {
                     _ => Some(Problem::UpstreamUnavailable),
                 },
                 ErrorSource::Downstream => match e.etype() {
-                    ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed => {
-                        None
-                    }
+                    // The client is gone or stopped reading (send_timeout): nothing can reach it.
+                    ErrorType::WriteError
+                    | ErrorType::WriteTimedout
+                    | ErrorType::ReadError
+                    | ErrorType::ConnectionClosed => None,
                     // A body that stalled or dripped below min_body_rate.
                     ErrorType::ReadTimedout => Some(Problem::RequestTimeout),
                     _ => Some(Problem::BadRequest),
@@ -1469,6 +1474,21 @@ impl ProxyHttp for Gateway {
             error_code: code,
             can_reuse_downstream: false,
         }
+    }
+
+    /// A client that left, stopped reading or dripped its body is the client's doing, not
+    /// the gateway's: its request line carries the error, and Pingora's ERROR line is not
+    /// written (a client could otherwise fill the log with them at will).
+    fn suppress_error_log(&self, _session: &Session, _ctx: &Ctx, e: &Error) -> bool {
+        *e.esource() == ErrorSource::Downstream
+            && matches!(
+                e.etype(),
+                ErrorType::WriteError
+                    | ErrorType::WriteTimedout
+                    | ErrorType::ReadError
+                    | ErrorType::ReadTimedout
+                    | ErrorType::ConnectionClosed
+            )
     }
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {

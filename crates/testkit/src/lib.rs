@@ -2,7 +2,8 @@
 //! killed on drop. Nothing here is used by the gateway itself.
 //!
 //! - [`Backend`]: an HTTP/1.1 server answering a JSON echo of each request (method, path,
-//!   headers, body), counting what it saw. `/slow?ms=N` waits N ms first.
+//!   headers, body), counting what it saw. `/slow?ms=N` waits N ms first;
+//!   `/big?bytes=N` answers N bytes instead.
 //! - [`GatewayProc`]: the built `tollgate` binary serving a TOML text, with readiness.
 //! - [`Client`] helpers: HTTP/1.1 from a chosen source address, and HTTP/2 with prior knowledge.
 
@@ -143,6 +144,16 @@ async fn echo(
             .and_then(|m| m.parse().ok())
             .unwrap_or(1000);
         tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    if parts.uri.path() == "/big" {
+        // A large answer, for clients that do not read it.
+        let n = parts
+            .uri
+            .query()
+            .and_then(|q| q.strip_prefix("bytes="))
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(1 << 20);
+        return Ok(Response::new(Full::new(Bytes::from(vec![b'x'; n]))));
     }
     let mut headers = serde_json::Map::new();
     for (k, v) in &parts.headers {
