@@ -1014,7 +1014,8 @@ async fn head_recording_upstream() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<
                         kept.lock()
                             .expect("heads")
                             .push(String::from_utf8_lossy(&head).into_owned());
-                        let resp = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                        // Its own names in mixed case, as an upstream may write them.
+                        let resp = b"HTTP/1.1 200 OK\r\nX-Backend-ID: 9\r\ncontent-TYPE: text/plain\r\nX-Up: c\r\nx-UP: d\r\nContent-Length: 2\r\n\r\nok";
                         if s.write_all(resp).await.is_err() {
                             return;
                         }
@@ -1026,8 +1027,9 @@ async fn head_recording_upstream() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<
     (port, heads)
 }
 
-/// Sends `head` as is on a new connection and returns the response's status line.
-async fn raw_status(port: u16, head: &str) -> String {
+/// Sends `head` as is on a new connection and returns the whole response (the head should
+/// ask for `Connection: close`).
+async fn raw_response(port: u16, head: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
@@ -1035,8 +1037,7 @@ async fn raw_status(port: u16, head: &str) -> String {
     s.write_all(head.as_bytes()).await.expect("write");
     let mut out = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
-    let text = String::from_utf8_lossy(&out);
-    text.lines().next().unwrap_or_default().to_string()
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The names the upstream saw, in order, for the request headers a test sent (the gateway's
@@ -1053,19 +1054,22 @@ fn sent_names(head: &str) -> Vec<&str> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn header_names_go_upstream_in_one_case_unless_the_case_is_preserved() {
+async fn header_names_go_upstream_and_back_in_one_case_unless_the_case_is_preserved() {
     // Mixed spellings, a standard name in an odd case, and one name twice in two spellings:
-    // both values must arrive, in order, in either mode.
+    // both values must arrive, in order, in either mode. The same for the upstream's answer
+    // on its way to the client.
     let head = "GET /case HTTP/1.1\r\nHost: case.test\r\nX-Custom-ID: 7\r\n\
                 content-TYPE: text/plain\r\nX-Dup: a\r\nx-DUP: b\r\nConnection: close\r\n\r\n";
-    for (preserve, want) in [
+    for (preserve, want, want_back) in [
         (
             false,
             vec!["Host", "x-custom-id", "Content-Type", "x-dup", "x-dup"],
+            ["x-backend-id", "Content-Type", "x-up", "x-up"],
         ),
         (
             true,
             vec!["Host", "X-Custom-ID", "content-TYPE", "X-Dup", "x-DUP"],
+            ["X-Backend-ID", "content-TYPE", "X-Up", "x-UP"],
         ),
     ] {
         let (up, heads) = head_recording_upstream().await;
@@ -1076,7 +1080,24 @@ async fn header_names_go_upstream_in_one_case_unless_the_case_is_preserved() {
             &format!("threads = 1\npreserve_header_case = {preserve}\n"),
         );
         let gw = start(&toml, port, admin).await;
-        assert_eq!(raw_status(port, head).await, "HTTP/1.1 200 OK");
+        let answer = raw_response(port, head).await;
+        assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+        let back: Vec<&str> = answer
+            .split("\r\n\r\n")
+            .next()
+            .unwrap_or_default()
+            .split("\r\n")
+            .skip(1)
+            .filter_map(|l| l.split_once(':').map(|(n, _)| n))
+            .filter(|n| want_back.iter().any(|w| w.eq_ignore_ascii_case(n)))
+            .collect();
+        assert_eq!(
+            back, want_back,
+            "preserve_header_case = {preserve}: {answer}"
+        );
+        let (c, d) = (answer.find(": c\r\n"), answer.find(": d\r\n"));
+        assert!(c.is_some() && c < d, "both values, in order: {answer}");
+        assert!(answer.contains(": 9\r\n") && answer.ends_with("\r\n\r\nok"));
         let got = heads.lock().expect("heads").clone();
         assert_eq!(got.len(), 1, "one request upstream: {got:?}");
         let mut names = sent_names(&got[0]);

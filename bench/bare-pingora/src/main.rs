@@ -21,6 +21,7 @@ static GLOBAL: alloc::MiMalloc = alloc::MiMalloc;
 struct Bare {
     upstream: String,
     refuse_prefix: Option<String>,
+    preserve_case: bool,
 }
 
 #[async_trait]
@@ -48,11 +49,9 @@ impl ProxyHttp for Bare {
     }
 
     async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut ()) -> Result<Box<HttpPeer>> {
-        Ok(Box::new(HttpPeer::new(
-            self.upstream.as_str(),
-            false,
-            String::new(),
-        )))
+        let mut peer = HttpPeer::new(self.upstream.as_str(), false, String::new());
+        peer.options.preserve_response_header_case = self.preserve_case;
+        Ok(Box::new(peer))
     }
 }
 
@@ -72,15 +71,17 @@ fn main() {
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
     let refuse_prefix = args.next();
+    // Tollgate's default (server.preserve_header_case = false), for requests and responses;
+    // BARE_PRESERVE_HEADER_CASE=1 gives Pingora's own (a second header map per head).
+    let preserve_case = std::env::var_os("BARE_PRESERVE_HEADER_CASE").is_some();
     let bare = Bare {
         upstream,
         refuse_prefix,
+        preserve_case,
     };
     let mut app = pingora::proxy::http_proxy(&server.configuration, bare);
-    // Tollgate's default (server.preserve_header_case = false); BARE_PRESERVE_HEADER_CASE=1
-    // gives Pingora's own (a second header map per request).
     let mut opts = pingora::apps::HttpServerOptions::default();
-    opts.preserve_header_case = Some(std::env::var_os("BARE_PRESERVE_HEADER_CASE").is_some());
+    opts.preserve_header_case = Some(preserve_case);
     app.server_options = Some(opts);
     let mut proxy = pingora::services::listening::Service::new("bare".to_string(), app);
     proxy.add_tcp(&listen);

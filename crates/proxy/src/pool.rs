@@ -48,7 +48,8 @@ pub struct Pool {
 
 impl Pool {
     /// `tls`: each target's TLS, in target order (empty for plaintext upstreams).
-    pub fn new(cfg: &UpstreamConfig, tls: &[UpstreamTlsRt]) -> Self {
+    /// `preserve_case`: `[server] preserve_header_case`, for the names of HTTP/1 responses.
+    pub fn new(cfg: &UpstreamConfig, tls: &[UpstreamTlsRt], preserve_case: bool) -> Self {
         let targets = cfg
             .targets
             .iter()
@@ -57,7 +58,7 @@ impl Pool {
                 name: name.clone(),
                 addr: *addr,
                 healthy: AtomicBool::new(true),
-                peer: peer(cfg, *addr, tls.get(i)),
+                peer: peer(cfg, *addr, tls.get(i), preserve_case),
             })
             .collect();
         Pool {
@@ -120,7 +121,12 @@ impl Pool {
 
 /// The peer for one target: everything Pingora needs to connect and reuse connections,
 /// decided once.
-fn peer(cfg: &UpstreamConfig, addr: SocketAddr, tls: Option<&UpstreamTlsRt>) -> HttpPeer {
+fn peer(
+    cfg: &UpstreamConfig,
+    addr: SocketAddr,
+    tls: Option<&UpstreamTlsRt>,
+    preserve_case: bool,
+) -> HttpPeer {
     let mut peer = HttpPeer::new(
         addr,
         tls.is_some(),
@@ -142,6 +148,9 @@ fn peer(cfg: &UpstreamConfig, addr: SocketAddr, tls: Option<&UpstreamTlsRt>) -> 
     o.read_timeout = Some(cfg.read_timeout);
     o.write_timeout = Some(cfg.write_timeout);
     o.idle_timeout = Some(IDLE_TIMEOUT);
+    // Without it (the default) a response's names go to the client as an h2 upstream's do,
+    // and the head is read into one map instead of two (vendor patch 0013).
+    o.preserve_response_header_case = preserve_case;
     peer
 }
 
@@ -167,7 +176,7 @@ mod tests {
         let addrs: Vec<SocketAddr> = (1..=3)
             .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
             .collect();
-        let pool = Pool::new(&upstream(&addrs), &[]);
+        let pool = Pool::new(&upstream(&addrs), &[], false);
         let picks: Vec<u16> = (0..6)
             .filter_map(|_| pool.select().map(|t| t.addr.port()))
             .collect();
@@ -184,7 +193,7 @@ mod tests {
             pool.set_health(t, false);
         }
         assert!(pool.select().is_none());
-        assert!(Pool::new(&upstream(&[]), &[]).select().is_none());
+        assert!(Pool::new(&upstream(&[]), &[], false).select().is_none());
     }
 
     #[test]
@@ -192,7 +201,7 @@ mod tests {
         let a = SocketAddr::from(([127, 0, 0, 1], 9));
         let mut cfg = upstream(&[a]);
         cfg.h2 = true;
-        let pool = Pool::new(&cfg, &[]);
+        let pool = Pool::new(&cfg, &[], false);
         let p = pool.select().expect("a target").peer();
         assert_eq!(
             p._address,
@@ -219,6 +228,7 @@ mod tests {
         let pool = Pool::new(
             &upstream(&[open.local_addr().expect("addr"), closed_addr]),
             &[],
+            false,
         );
         pool.check(Duration::from_secs(2)).await;
         assert!(pool.targets()[0].healthy());

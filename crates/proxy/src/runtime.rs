@@ -310,6 +310,9 @@ pub struct Runtime {
     pub hsts: Option<HeaderValue>,
     /// The port HTTPS redirects name (`None`: 443, left out).
     pub https_port: Option<u16>,
+    /// `[server] preserve_header_case` as read at start (a reload keeps it, as Pingora's
+    /// listeners do for the request side): the upstream pools' response side.
+    preserve_case: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -512,11 +515,13 @@ impl Runtime {
             });
         }
 
+        let preserve_case =
+            previous.map_or(config.server.preserve_header_case, |p| p.preserve_case);
         let mut upstreams = Vec::with_capacity(config.upstreams.len());
         for cfg in &config.upstreams {
             // Built anew (a reload reads the TLS files again), with the health of the
             // previous pool when the upstream did not change.
-            let pool = Pool::new(cfg, &upstream_tls(cfg)?);
+            let pool = Pool::new(cfg, &upstream_tls(cfg)?, preserve_case);
             if let Some(old) = previous.and_then(|p| p.upstreams.iter().find(|u| u.cfg == *cfg)) {
                 pool.inherit_health(&old.pool);
             }
@@ -664,6 +669,7 @@ impl Runtime {
                 .or(config.server.tls_listen.first().map(|a| a.port()))
                 .filter(|&p| p != 443),
             ipv6_prefix: config.server.ipv6_prefix,
+            preserve_case,
             config,
             routes,
             order,

@@ -67,6 +67,8 @@ pub struct HttpSession {
     // If allowed, does not fail with error on invalid content-length
     // (treats as close-delimited response).
     allow_h1_response_invalid_content_length: bool,
+    // Whether the response head keeps a map of its names' case.
+    preserve_response_case: bool,
 }
 
 /// HTTP 1.x client session
@@ -100,6 +102,7 @@ impl HttpSession {
             received_upgrade_req_body: false,
             close_delimited_resp: false,
             allow_h1_response_invalid_content_length: false,
+            preserve_response_case: true,
         }
     }
 
@@ -110,6 +113,7 @@ impl HttpSession {
             session.set_allow_h1_response_invalid_content_length(
                 options.allow_h1_response_invalid_content_length,
             );
+            session.preserve_response_case = options.preserve_response_header_case;
         }
         session
     }
@@ -284,7 +288,12 @@ impl HttpSession {
                         // while header_refs doesn't as it is still empty
                         let _num_headers = populate_headers(base, &mut header_refs, resp.headers);
 
-                        let mut response_header = match ResponseHeader::build(
+                        let build = if self.preserve_response_case {
+                            ResponseHeader::build
+                        } else {
+                            ResponseHeader::build_no_case
+                        };
+                        let mut response_header = match build(
                             resp.code.unwrap(),
                             // Room for the headers a proxy adds on the way down.
                             Some(resp.headers.len() + crate::protocols::http::PROXY_HEADER_ROOM),
@@ -990,6 +999,32 @@ mod tests_stream {
             http_stream.resp_header().unwrap().get_reason_phrase(),
             Some("Just Fine")
         );
+    }
+
+    #[tokio::test]
+    async fn read_response_with_and_without_header_case() {
+        init_log();
+        let input = b"HTTP/1.1 200 OK\r\nX-Custom-ID: 1\r\ncontent-TYPE: a\r\nX-CUSTOM-id: 2\r\nContent-Length: 0\r\n\r\n";
+        for preserve in [true, false] {
+            let mock_io = Builder::new().read(&input[..]).build();
+            let mut http_stream = HttpSession::new(Box::new(mock_io));
+            http_stream.preserve_response_case = preserve;
+            http_stream.read_response().await.unwrap();
+            let resp = http_stream.resp_header().unwrap();
+            assert_eq!(resp.has_case(), preserve);
+            let values: Vec<_> = resp.headers.get_all("x-custom-id").iter().collect();
+            assert_eq!(values, ["1", "2"]);
+            let mut wire = BytesMut::new();
+            resp.header_to_h1_wire(&mut wire);
+            // Grouped by name in the map's order either way; without the case map, standard
+            // names titled and others lower-case.
+            let want: &[u8] = if preserve {
+                b"X-Custom-ID: 1\r\nX-CUSTOM-id: 2\r\ncontent-TYPE: a\r\nContent-Length: 0\r\n"
+            } else {
+                b"x-custom-id: 1\r\nx-custom-id: 2\r\nContent-Type: a\r\nContent-Length: 0\r\n"
+            };
+            assert_eq!(&wire[..], want, "{}", String::from_utf8_lossy(&wire));
+        }
     }
 
     #[tokio::test]
