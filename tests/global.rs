@@ -750,3 +750,64 @@ scope = "global"
         2.0
     );
 }
+
+/// A limit whose Redis call fails on its own (here its key holds a value of another type, as
+/// a stray write or a key collision would leave it) falls to its on_error on every request,
+/// and the reason is logged once for the limit, not once per request; the breaker stays
+/// closed and the other limits are untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_fails_on_its_own_is_logged_once_per_limit() {
+    let redis = RedisServer::start().expect("redis-server");
+    let (port, admin) = (free_port(), free_port());
+    let toml = format!(
+        r#"{}
+[[routes]]
+name = "broken"
+path_prefix = "/broken"
+respond = {{ status = 200, body = "ok" }}
+limits = ["broken"]
+[[routes]]
+name = "fine"
+path_prefix = "/fine"
+respond = {{ status = 200, body = "ok" }}
+limits = ["fine"]
+[limits.broken]
+key = "client_ip"
+algorithm = "gcra"
+rate = "100/h"
+scope = "global"
+on_error = "closed"
+[limits.fine]
+key = "client_ip"
+rate = "100/h"
+scope = "global"
+on_error = "closed"
+"#,
+        with_redis(port, admin, &redis)
+    );
+    let mut gw = start(&toml, port, admin).await;
+    assert_eq!(get(port, "/broken", &[]).await.expect("get").status, 200);
+    let keys = redis.cli(&["KEYS", "{tollgate:broken:*"]);
+    let k = keys
+        .lines()
+        .next()
+        .expect("the limit's key")
+        .trim()
+        .to_string();
+    redis.cli(&["DEL", &k]);
+    redis.cli(&["HSET", &k, "not", "a TAT"]);
+    for _ in 0..20 {
+        let r = get(port, "/broken", &[]).await.expect("get");
+        assert_eq!(r.status, 503, "on_error = closed: {}", r.body);
+        assert_eq!(get(port, "/fine", &[]).await.expect("get").status, 200);
+    }
+    assert!(
+        gw.wait_log("global_limit_call_failed", Duration::from_secs(2))
+            .await
+    );
+    let log = gw.log_text();
+    assert_eq!(log.matches("global_limit_call_failed").count(), 1, "{log}");
+    assert!(log.contains("WRONGTYPE"), "{log}");
+    let m = metrics(admin).await;
+    assert_eq!(metric(&m, "tollgate_redis_up", &[]), 1.0);
+}

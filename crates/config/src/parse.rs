@@ -266,6 +266,29 @@ fn plans(cx: &mut Cx, mut t: Tbl) -> Option<Plans> {
             );
             ok = false;
         }
+        // A plan's numbers may feed a global limit: they must be exact in its script.
+        if let (Some(r), Some(b)) = (rate, burst) {
+            if let Err(why) = tollgate_limit::script::check(AlgorithmKind::TokenBucket, r, b) {
+                let which =
+                    if pt.get("burst").is_some() && r.count() <= tollgate_limit::SCRIPT_EXACT_MAX {
+                        "burst"
+                    } else {
+                        "rate"
+                    };
+                let span = pt.get(which).map(|v| v.span()).unwrap_or(0..0);
+                cx.err(&pt.key_path(which), span, format!("too large: {why}"));
+            }
+        }
+        if let Some((n, _)) = quota {
+            if n > tollgate_limit::SCRIPT_EXACT_MAX {
+                let span = pt.get("quota").map(|v| v.span()).unwrap_or(0..0);
+                cx.err(
+                    &pt.key_path("quota"),
+                    span,
+                    format!("too large: {n} is above 2^53 - 1 (9007199254740991), the largest integer a Redis script holds exactly"),
+                );
+            }
+        }
         pt.finish(cx, &[]);
         names.push(name.to_string());
         defs.push(PlanDef {
@@ -1400,19 +1423,21 @@ fn limits(
             }
             None => Some(Scope::Local),
         };
-        // The Redis scripts of GCRA and the leaky bucket step in whole microseconds.
-        if let (
-            Some(Scope::Global),
-            Some(AlgorithmKind::Gcra | AlgorithmKind::LeakyBucket),
-            Some(r),
-        ) = (scope, algorithm, rate)
-        {
-            if r.period_ns() / 1_000 < r.count() {
-                let span = l.get("rate").map(|v| v.span()).unwrap_or(0..0);
+        // A global limit's script computes in doubles: its counts and its horizon in the
+        // script's unit must be exact there (crates/limit script.rs).
+        if let (Some(Scope::Global), Some(a), Some(r), Some(b)) = (scope, algorithm, rate, burst) {
+            if let Err(why) = tollgate_limit::script::check(a, r, b) {
+                // The count's own key when the count is the trouble, else burst if given.
+                let which = match (r.count() > tollgate_limit::SCRIPT_EXACT_MAX, l.get("burst")) {
+                    (false, Some(_)) => "burst",
+                    _ if l.get("quota").is_some() => "quota",
+                    _ => "rate",
+                };
+                let span = l.get(which).map(|v| v.span()).unwrap_or(0..0);
                 cx.err(
-                    &l.key_path("rate"),
+                    &l.key_path(which),
                     span,
-                    "a global gcra or leaky_bucket decides in whole microseconds: at most 1000000/s per key (use token_bucket for more)",
+                    format!("too large for a global limit: {why}"),
                 );
             }
         }

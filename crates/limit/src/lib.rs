@@ -8,6 +8,8 @@
 //! - The algorithms ([`TokenBucket`], [`Gcra`], [`LeakyBucket`], [`FixedWindow`],
 //!   [`SlidingWindow`], [`SlidingLog`]) as plain state machines over `&mut State`, chosen by a
 //!   [`LimitSpec`] that the Redis scripts implement identically for global limits.
+//! - [`script`]: what a Redis script can compute exactly (counts and times below 2^53), and the
+//!   unit a global GCRA or leaky bucket steps in so that it admits what the local one does.
 //! - [`VerdictCache`]: refusals of global limits remembered until they expire.
 //! - [`Ladder`] and [`BlockTable`]: automatic blocks of keys a limit refuses too often.
 //! - [`KeyedStore`]: one state per key per process, sharded so that no global lock exists,
@@ -23,6 +25,7 @@ mod calendar;
 mod cell;
 mod clock;
 mod decision;
+pub mod script;
 mod spec;
 mod store;
 mod verdict;
@@ -34,6 +37,7 @@ pub use calendar::{civil_from_days, days_from_civil, Calendar, CalendarUnit};
 pub use cell::{MutexCell, PairCell, StateCell};
 pub use clock::{Clock, ManualClock, MonotonicClock, Nanos, NANOS_PER_SEC};
 pub use decision::{ceil_secs, Decision, Rate, RateError};
+pub use script::{ScriptStep, SCRIPT_EXACT_MAX};
 pub use spec::LimitSpec;
 pub use store::{KeyedStore, LocalLimiter, StoreStats, DEFAULT_MAX_KEYS};
 pub use verdict::{Cached, VerdictCache};

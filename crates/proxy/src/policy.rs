@@ -354,7 +354,23 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
                 }
                 d
             }
-            Err(_) => {
+            Err(e) => {
+                // An outage shows in the store's metrics and breaker log; a call that failed
+                // on its own (the script refused its arguments, the key holds another type)
+                // repeats on every request: logged once per limit, with its reason.
+                if !e.is_outage()
+                    && !g
+                        .call_error_logged
+                        .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    tracing::error!(
+                        event = "global_limit_call_failed",
+                        limit = %g.name,
+                        error = %e,
+                        on_error = g.on_error.name(),
+                        "this limit's Redis call fails on its own, not from an outage; on_error applies to it (logged once per limit until a reload)"
+                    );
+                }
                 if p.probes & (1 << pos) != 0 {
                     // The probe learnt nothing: the refusal is forgotten and this limit's
                     // on_error decides, for this request and the next ones, until Redis answers.

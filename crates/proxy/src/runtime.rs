@@ -49,6 +49,9 @@ pub struct GlobalRt {
     pub cache_hits: IntCounter,
     /// `tollgate_redis_fallback_total{limit,on_error}`
     pub fallbacks: IntCounter,
+    /// Set once a call of this limit failed on its own (not an outage), so that it is logged
+    /// once with its reason rather than on every request.
+    pub call_error_logged: std::sync::atomic::AtomicBool,
 }
 
 /// A tarpit: requests held before their answer, at most `max_concurrent` at once. Each held
@@ -421,6 +424,7 @@ fn limit_state(
         fallbacks: metrics
             .redis_fallbacks
             .with_label_values(&[&cfg.name, cfg.on_error.name()]),
+        call_error_logged: std::sync::atomic::AtomicBool::new(false),
     }))
 }
 

@@ -44,6 +44,27 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether Redis is unreachable or unable (the breaker's business), rather than that one
+    /// call was wrong (a script error, a wrong type, an unexpected reply): those fail that call
+    /// only, and say something about the limit or the data, not about Redis.
+    pub fn is_outage(&self) -> bool {
+        match self {
+            StoreError::Timeout(_) | StoreError::CircuitOpen => true,
+            StoreError::Redis(r) => {
+                r.is_io_error()
+                    || r.is_connection_refusal()
+                    || r.is_connection_dropped()
+                    || r.is_timeout()
+                    || r.is_cluster_error()
+                    || matches!(
+                        r.code(),
+                        Some("LOADING" | "BUSY" | "MASTERDOWN" | "CLUSTERDOWN" | "TRYAGAIN")
+                    )
+            }
+            StoreError::BadReply(_) => false,
+        }
+    }
+
     /// A short label for metrics.
     pub fn kind(&self) -> &'static str {
         match self {

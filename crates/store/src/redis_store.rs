@@ -232,26 +232,6 @@ fn thread_slot() -> usize {
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Whether an error says Redis is unreachable or unable (the breaker's business), rather than
-/// that one call was wrong (a script error, a wrong type): those fail that call only.
-fn is_outage(e: &StoreError) -> bool {
-    match e {
-        StoreError::Timeout(_) | StoreError::CircuitOpen => true,
-        StoreError::Redis(r) => {
-            r.is_io_error()
-                || r.is_connection_refusal()
-                || r.is_connection_dropped()
-                || r.is_timeout()
-                || r.is_cluster_error()
-                || matches!(
-                    r.code(),
-                    Some("LOADING" | "BUSY" | "MASTERDOWN" | "CLUSTERDOWN" | "TRYAGAIN")
-                )
-        }
-        StoreError::BadReply(_) => false,
-    }
-}
-
 impl RedisStore {
     /// Checks the URLs; connects nothing (connections are made on first use, on the thread
     /// that uses them).
@@ -425,6 +405,14 @@ impl RedisStore {
             .arg(cost)
             .arg(mode)
             .arg(spec.delay);
+        if matches!(
+            spec.algorithm,
+            AlgorithmKind::Gcra | AlgorithmKind::LeakyBucket
+        ) {
+            // The local limiter's interval, in a unit the script computes exactly.
+            let step = tollgate_limit::script::step(spec.rate, spec.burst);
+            inv.arg(step.interval).arg(step.tick_ns);
+        }
         if let Some(cal) = spec.calendar {
             inv.arg(cal.unit.code()).arg(cal.offset_secs);
         }
@@ -523,7 +511,7 @@ impl RedisStore {
                     slot.timeouts.store(0, Ordering::Relaxed);
                     *slot.conn.lock() = None;
                 }
-                if is_outage(e) {
+                if e.is_outage() {
                     self.breaker.failure(self.clock.now(), probe);
                     if !self.breaker.is_up() {
                         self.metrics.up.set(0);

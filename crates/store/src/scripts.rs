@@ -2,8 +2,9 @@
 //!
 //! Calling convention, shared by all six (checked by `lua/prelude.lua`, prepended to each):
 //! `KEYS[1]` is the limiter key; `ARGV` is count, period (µs), burst, cost, mode (`acquire` |
-//! `refund`), delay (leaky bucket). The reply is `{allowed, remaining, reset_us,
-//! retry_after_us, delay_us}`.
+//! `refund`), delay (leaky bucket); then GCRA and the leaky bucket take their emission
+//! interval and its tick in ns (`lua/tat.lua`), a quota its calendar. The reply is
+//! `{allowed, remaining, reset_us, retry_after_us, delay_us}`.
 
 use crate::StoreError;
 use tollgate_limit::{AlgorithmKind, Decision};
@@ -11,20 +12,20 @@ use tollgate_limit::{AlgorithmKind, Decision};
 /// The script run for `kind`: the shared prelude (arguments, Redis time) and the algorithm.
 pub fn script_source(kind: AlgorithmKind) -> &'static str {
     macro_rules! script {
-        ($name:literal) => {
+        ($($name:literal),+) => {
             concat!(
                 include_str!("../../../lua/prelude.lua"),
-                include_str!(concat!("../../../lua/", $name, ".lua"))
+                $(include_str!(concat!("../../../lua/", $name, ".lua"))),+
             )
         };
     }
     match kind {
         AlgorithmKind::TokenBucket => script!("token_bucket"),
-        AlgorithmKind::Gcra => script!("gcra"),
+        AlgorithmKind::Gcra => script!("tat", "gcra"),
         AlgorithmKind::FixedWindow => script!("fixed_window"),
         AlgorithmKind::SlidingWindow => script!("sliding_window"),
         AlgorithmKind::SlidingLog => script!("sliding_log"),
-        AlgorithmKind::LeakyBucket => script!("leaky_bucket"),
+        AlgorithmKind::LeakyBucket => script!("tat", "leaky_bucket"),
         AlgorithmKind::Quota => script!("quota"),
     }
 }
