@@ -1142,6 +1142,32 @@ rate = "1/h"
     assert_eq!(body_of(&r)["body"], "helloworld");
 }
 
+/// An h2 GET of the backend's `/big?bytes=N` through the gateway: the response head, its body
+/// not read.
+async fn h2_big(port: u16, bytes: usize) -> http::Response<hyper::body::Incoming> {
+    let (mut send, _conn) = h2_connect(port).await;
+    let req = http::Request::builder()
+        .uri(format!("http://127.0.0.1:{port}/big?bytes={bytes}"))
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .expect("request");
+    send.send_request(req).await.expect("h2 head")
+}
+
+/// Waits (at most 5 s) until the gateway holds no request in flight, and checks it took at
+/// least `not_before` from `t0`.
+async fn released(admin: u16, t0: Instant, not_before: Duration, what: &str, gw: &GatewayProc) {
+    let done = eventually(Duration::from_secs(5), || async {
+        metric(&metrics(admin).await, "tollgate_in_flight_requests", &[]) == 0.0
+    })
+    .await;
+    assert!(done, "{what} holds its request: {}", gw.log_text());
+    assert!(
+        t0.elapsed() >= not_before,
+        "{what}: released after {:?}",
+        t0.elapsed()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_reads_its_answer_is_cut_off_within_send_timeout() {
     let be = Backend::start().await.expect("backend");
@@ -1154,7 +1180,6 @@ async fn a_client_that_never_reads_its_answer_is_cut_off_within_send_timeout() {
     let gw = start(&toml, port, admin).await;
     // Far more than the socket buffers between gateway and client hold.
     let big: usize = 32 << 20;
-    let in_flight = || async { metric(&metrics(admin).await, "tollgate_in_flight_requests", &[]) };
 
     // HTTP/1.1: the request is sent, not a byte of the answer is read. The gateway's writes
     // stall once the buffers are full; each may stall at most send_timeout.
@@ -1165,28 +1190,19 @@ async fn a_client_that_never_reads_its_answer_is_cut_off_within_send_timeout() {
         .await
         .expect("write");
     let t0 = Instant::now();
-    assert!(
-        eventually(Duration::from_secs(2), || async {
-            in_flight().await == 1.0
-        })
-        .await,
-        "the request never started: {}",
-        gw.log_text()
-    );
-    let released = eventually(Duration::from_secs(5), || async {
-        in_flight().await == 0.0
+    let started = eventually(Duration::from_secs(2), || async {
+        metric(&metrics(admin).await, "tollgate_in_flight_requests", &[]) == 1.0
     })
     .await;
-    assert!(
-        released,
-        "a stalled reader holds its request: {}",
-        gw.log_text()
-    );
-    assert!(
-        t0.elapsed() >= Duration::from_millis(900),
-        "{:?}",
-        t0.elapsed()
-    );
+    assert!(started, "the request never started: {}", gw.log_text());
+    released(
+        admin,
+        t0,
+        Duration::from_millis(900),
+        "a stalled reader",
+        &gw,
+    )
+    .await;
     // What reached the client's buffers is a cut answer, then the connection is closed.
     let mut got = 0usize;
     let mut chunk = vec![0u8; 1 << 16];
@@ -1201,29 +1217,18 @@ async fn a_client_that_never_reads_its_answer_is_cut_off_within_send_timeout() {
 
     // HTTP/2: the client takes the head and never reads the body, so it never returns flow
     // control credit; the stream is reset within send_timeout and its upstream released.
-    use http_body_util::{BodyExt, Empty};
-    let (mut send, _conn) = h2_connect(port).await;
-    let req = http::Request::builder()
-        .uri(format!("http://127.0.0.1:{port}/big?bytes={big}"))
-        .body(Empty::<bytes::Bytes>::new())
-        .expect("request");
-    let resp = send.send_request(req).await.expect("h2 head");
+    use http_body_util::BodyExt;
+    let resp = h2_big(port, big).await;
     assert_eq!(resp.status(), 200);
     let t0 = Instant::now();
-    let released = eventually(Duration::from_secs(5), || async {
-        in_flight().await == 0.0
-    })
+    released(
+        admin,
+        t0,
+        Duration::from_millis(500),
+        "a stalled h2 stream",
+        &gw,
+    )
     .await;
-    assert!(
-        released,
-        "a stalled h2 stream holds its request: {}",
-        gw.log_text()
-    );
-    assert!(
-        t0.elapsed() >= Duration::from_millis(500),
-        "{:?}",
-        t0.elapsed()
-    );
     let body = tokio::time::timeout(Duration::from_secs(5), resp.into_body().collect())
         .await
         .expect("the stream ended");
@@ -1233,12 +1238,7 @@ async fn a_client_that_never_reads_its_answer_is_cut_off_within_send_timeout() {
     }
 
     // A reader that keeps up gets the whole answer.
-    let (mut send, _conn) = h2_connect(port).await;
-    let req = http::Request::builder()
-        .uri(format!("http://127.0.0.1:{port}/big?bytes={}", 4 << 20))
-        .body(Empty::<bytes::Bytes>::new())
-        .expect("request");
-    let resp = send.send_request(req).await.expect("h2 head");
+    let resp = h2_big(port, 4 << 20).await;
     let b = resp.into_body().collect().await.expect("body").to_bytes();
     assert_eq!(b.len(), 4 << 20);
 

@@ -219,6 +219,28 @@ pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Probl
 /// Plan names that are settings of [plans], not plans.
 const PLAN_SETTINGS: [&str; 4] = ["default", "from", "tenant", "tenants"];
 
+/// Reports a rate (or quota) and burst a Redis script cannot hold exactly
+/// (`tollgate_limit::script::check`), at the count's own key when the count is the trouble,
+/// else at `burst` if the table gives one.
+fn script_exact(
+    cx: &mut Cx,
+    t: &mut Tbl,
+    count_key: &str,
+    algorithm: AlgorithmKind,
+    rate: Rate,
+    burst: u64,
+    what: &str,
+) {
+    if let Err(why) = tollgate_limit::script::check(algorithm, rate, burst) {
+        let key = match t.get("burst") {
+            Some(_) if rate.count() <= tollgate_limit::SCRIPT_EXACT_MAX => "burst",
+            _ => count_key,
+        };
+        let span = t.get(key).map(|v| v.span()).unwrap_or(0..0);
+        cx.err(&t.key_path(key), span, format!("{what}: {why}"));
+    }
+}
+
 fn plans(cx: &mut Cx, mut t: Tbl) -> Option<Plans> {
     let mut names = Vec::new();
     let mut defs = Vec::new();
@@ -268,24 +290,26 @@ fn plans(cx: &mut Cx, mut t: Tbl) -> Option<Plans> {
         }
         // A plan's numbers may feed a global limit: they must be exact in its script.
         if let (Some(r), Some(b)) = (rate, burst) {
-            if let Err(why) = tollgate_limit::script::check(AlgorithmKind::TokenBucket, r, b) {
-                let which =
-                    if pt.get("burst").is_some() && r.count() <= tollgate_limit::SCRIPT_EXACT_MAX {
-                        "burst"
-                    } else {
-                        "rate"
-                    };
-                let span = pt.get(which).map(|v| v.span()).unwrap_or(0..0);
-                cx.err(&pt.key_path(which), span, format!("too large: {why}"));
-            }
+            script_exact(
+                cx,
+                &mut pt,
+                "rate",
+                AlgorithmKind::TokenBucket,
+                r,
+                b,
+                "too large",
+            );
         }
-        if let Some((n, _)) = quota {
-            if n > tollgate_limit::SCRIPT_EXACT_MAX {
-                let span = pt.get("quota").map(|v| v.span()).unwrap_or(0..0);
-                cx.err(
-                    &pt.key_path("quota"),
-                    span,
-                    format!("too large: {n} is above 2^53 - 1 (9007199254740991), the largest integer a Redis script holds exactly"),
+        if let Some((n, unit)) = quota {
+            if let Ok(r) = Rate::new(n, Duration::from_secs(unit.nominal_secs())) {
+                script_exact(
+                    cx,
+                    &mut pt,
+                    "quota",
+                    AlgorithmKind::Quota,
+                    r,
+                    n,
+                    "too large",
                 );
             }
         }
@@ -1426,20 +1450,20 @@ fn limits(
         // A global limit's script computes in doubles: its counts and its horizon in the
         // script's unit must be exact there (crates/limit script.rs).
         if let (Some(Scope::Global), Some(a), Some(r), Some(b)) = (scope, algorithm, rate, burst) {
-            if let Err(why) = tollgate_limit::script::check(a, r, b) {
-                // The count's own key when the count is the trouble, else burst if given.
-                let which = match (r.count() > tollgate_limit::SCRIPT_EXACT_MAX, l.get("burst")) {
-                    (false, Some(_)) => "burst",
-                    _ if l.get("quota").is_some() => "quota",
-                    _ => "rate",
-                };
-                let span = l.get(which).map(|v| v.span()).unwrap_or(0..0);
-                cx.err(
-                    &l.key_path(which),
-                    span,
-                    format!("too large for a global limit: {why}"),
-                );
-            }
+            let count_key = if l.get("quota").is_some() {
+                "quota"
+            } else {
+                "rate"
+            };
+            script_exact(
+                cx,
+                &mut l,
+                count_key,
+                a,
+                r,
+                b,
+                "too large for a global limit",
+            );
         }
         // The Redis sliding window compares burst x window (in microseconds) in Lua doubles:
         // exact only below 2^53.

@@ -209,6 +209,18 @@ impl Ctx {
     }
 }
 
+/// A downstream error that says the client left or stopped reading (past `send_timeout`):
+/// nothing more can reach it.
+fn client_gone(t: &ErrorType) -> bool {
+    matches!(
+        t,
+        ErrorType::WriteError
+            | ErrorType::WriteTimedout
+            | ErrorType::ReadError
+            | ErrorType::ConnectionClosed
+    )
+}
+
 /// Appends `ip` as text (X-Forwarded-For): IPv4 by hand, the common case on every proxied
 /// request; IPv6 through its `Display`.
 fn push_ip(out: &mut Vec<u8>, ip: IpAddr) {
@@ -1437,10 +1449,7 @@ impl ProxyHttp for Gateway {
                 },
                 ErrorSource::Downstream => match e.etype() {
                     // The client is gone or stopped reading (send_timeout): nothing can reach it.
-                    ErrorType::WriteError
-                    | ErrorType::WriteTimedout
-                    | ErrorType::ReadError
-                    | ErrorType::ConnectionClosed => None,
+                    t if client_gone(t) => None,
                     // A body that stalled or dripped below min_body_rate.
                     ErrorType::ReadTimedout => Some(Problem::RequestTimeout),
                     _ => Some(Problem::BadRequest),
@@ -1481,14 +1490,7 @@ impl ProxyHttp for Gateway {
     /// written (a client could otherwise fill the log with them at will).
     fn suppress_error_log(&self, _session: &Session, _ctx: &Ctx, e: &Error) -> bool {
         *e.esource() == ErrorSource::Downstream
-            && matches!(
-                e.etype(),
-                ErrorType::WriteError
-                    | ErrorType::WriteTimedout
-                    | ErrorType::ReadError
-                    | ErrorType::ReadTimedout
-                    | ErrorType::ConnectionClosed
-            )
+            && (client_gone(e.etype()) || *e.etype() == ErrorType::ReadTimedout)
     }
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {

@@ -647,4 +647,19 @@ async fn global_gcra_and_leaky_bucket_step_as_the_local_ones_do() {
         }
         d => panic!("{d:?}"),
     }
+    // A value that is not a TAT (a stray write) counts as no state, and is replaced by one.
+    for junk in ["not-a-tat", "12.5.3", "-5", ".5", "1e9"] {
+        r.cli(&["SET", &k.redis_key(AlgorithmKind::Gcra), junk]);
+        match acquire(&s, &sp, k, 1).await {
+            Decision::Allow { remaining: 4, .. } => {}
+            d => panic!("{junk:?}: {d:?}"),
+        }
+        let v = r.cli(&["GET", &k.redis_key(AlgorithmKind::Gcra)]);
+        assert!(
+            v.trim()
+                .split('.')
+                .all(|p| p.bytes().all(|b| b.is_ascii_digit())),
+            "{junk:?} -> {v:?}"
+        );
+    }
 }

@@ -136,23 +136,21 @@ async fn echo(
     hits.fetch_add(1, Ordering::SeqCst);
     let (parts, body) = req.into_parts();
     let body = body.collect().await?.to_bytes();
-    if parts.uri.path() == "/slow" {
-        let ms = parts
+    // `?NAME=N` as the whole query, else `default`.
+    let number = |name: &str, default: usize| {
+        parts
             .uri
             .query()
-            .and_then(|q| q.strip_prefix("ms="))
-            .and_then(|m| m.parse().ok())
-            .unwrap_or(1000);
-        tokio::time::sleep(Duration::from_millis(ms)).await;
+            .and_then(|q| q.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(default)
+    };
+    if parts.uri.path() == "/slow" {
+        tokio::time::sleep(Duration::from_millis(number("ms", 1000) as u64)).await;
     }
     if parts.uri.path() == "/big" {
         // A large answer, for clients that do not read it.
-        let n = parts
-            .uri
-            .query()
-            .and_then(|q| q.strip_prefix("bytes="))
-            .and_then(|m| m.parse().ok())
-            .unwrap_or(1 << 20);
+        let n = number("bytes", 1 << 20);
         return Ok(Response::new(Full::new(Bytes::from(vec![b'x'; n]))));
     }
     let mut headers = serde_json::Map::new();
