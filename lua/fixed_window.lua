@@ -36,11 +36,13 @@ if mode == 'refund' then
   return {1, math.max(0, burst - n), reset_of(n), 0, 0}
 end
 
+lease_of(burst - n)
 if n + cost <= burst then
   n = n + cost
   redis.call('HSET', key, 'w', fmt(cur), 'n', fmt(n))
   redis.call('PEXPIRE', key, fmt(math.ceil(left / 1000) + 1000))
-  return {1, burst - n, left, 0, 0}
+  -- Leased units count in this window only: they lapse at its end.
+  return admitted(burst - n, left, left)
 end
 
-return {0, math.max(0, burst - n), reset_of(n), math.max(1, left), 0}
+return refused(math.max(0, burst - n), reset_of(n), left)

@@ -13,12 +13,13 @@
 
 if mode == 'refund' then return refund() end
 
+lease_of(left(owed))
 local ahead = owed + T * cost
 if ahead <= tau then
   store(ahead)
-  return {1, left(ahead), us(ahead), 0, 0}
+  return admitted(left(ahead), us(ahead), 0)
 end
 
 local retry
 if cost > burst then retry = owed else retry = ahead - tau end
-return {0, left(owed), us(owed), math.max(1, us(retry)), 0}
+return refused(left(owed), us(owed), us(retry))

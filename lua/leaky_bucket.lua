@@ -12,6 +12,9 @@
 -- (lua/prelude.lua runs first: arguments checked, `now` from Redis TIME, fmt; then
 -- lua/tat.lua: T, tau, left, us, store, owed, refund.)
 
+if mode == 'lease' then
+  return redis.error_reply('ERR tollgate limiter script: a leaky bucket paces requests one by one: no lease')
+end
 if mode == 'refund' then return refund() end
 
 local ahead = owed + T * cost

@@ -63,6 +63,9 @@ local st = redis.call('HMGET', key, 'w', 'n')
 local n = tonumber(st[2]) or 0
 if tonumber(st[1]) ~= index then n = 0 end
 
+if mode == 'lease' then
+  return redis.error_reply('ERR tollgate limiter script: a quota counts each request: no lease')
+end
 if mode == 'refund' then
   if n == 0 then return {1, burst, 0, 0, 0} end
   n = math.max(0, n - cost)

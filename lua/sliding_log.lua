@@ -36,6 +36,9 @@ local function settle(card)
   return reset
 end
 
+if mode == 'lease' then
+  return redis.error_reply('ERR tollgate limiter script: a sliding log records each request: no lease')
+end
 if mode == 'refund' then
   if redis.call('EXISTS', key) == 0 then return {1, burst, 0, 0, 0} end
   redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - W))

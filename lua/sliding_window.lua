@@ -62,10 +62,12 @@ if mode == 'refund' then
   return {1, remaining_of(), reset_of(), 0, 0}
 end
 
+lease_of(remaining_of())
 if weighted + (n + cost) * W <= burst * W then
   n = n + cost
   store()
-  return {1, remaining_of(), reset_of(), 0, 0}
+  -- Leased units count in this window: they lapse at its end.
+  return admitted(remaining_of(), reset_of(), to_next)
 end
 
 local retry
@@ -80,4 +82,4 @@ else
   -- This window alone is too full: in the next one its count becomes the previous count.
   retry = to_next + (W - math.floor((burst - cost) * W / n))
 end
-return {0, remaining_of(), reset_of(), math.max(1, retry), 0}
+return refused(remaining_of(), reset_of(), retry)

@@ -63,12 +63,13 @@ if mode == 'refund' then
   return {1, tk, time_until(tk, c, burst), 0, 0}
 end
 
+lease_of(tk)
 if tk >= cost then
   tk = tk - cost
   store(tk, c)
-  return {1, tk, time_until(tk, c, burst), 0, 0}
+  return admitted(tk, time_until(tk, c, burst), 0)
 end
 
 local retry = math.max(1, time_until(tk, c, math.min(cost, burst)))
 if tk ~= tk0 or c ~= c0 then store(tk, c) end
-return {0, tk, time_until(tk, c, burst), retry, 0}
+return refused(tk, time_until(tk, c, burst), retry)

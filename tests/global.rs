@@ -811,3 +811,136 @@ on_error = "closed"
     let m = metrics(admin).await;
     assert_eq!(metric(&m, "tollgate_redis_up", &[]), 1.0);
 }
+
+/// `sync = "lease"` on three gateways: a hot key is decided from leases with almost no Redis
+/// call; the fleet stays within burst + rate·t + instances × lease_max; unspent slices go back
+/// to Redis, so over a whole run a key that never refills admits exactly its burst.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_gateways_with_leases_stay_within_their_bound_and_lose_nothing() {
+    let redis = RedisServer::start().expect("redis-server");
+    let conf = |port: u16, admin: u16| {
+        format!(
+            r#"{}instances = 3
+[[routes]]
+name = "api"
+path_prefix = "/"
+respond = {{ status = 200, body = "ok" }}
+limits = ["hot", "steady", "hourly"]
+[limits.hot]
+key = "header:x-hot"
+algorithm = "gcra"
+rate = "1000000/s"
+burst = 1000000
+scope = "global"
+sync = "lease"
+[limits.steady]
+key = "header:x-steady"
+rate = "50/s"
+burst = 60
+scope = "global"
+sync = "lease"
+[limits.hourly]
+key = "header:x-hourly"
+rate = "1/h"
+burst = 100
+scope = "global"
+sync = "lease"
+lease_max = 20
+"#,
+            with_redis(port, admin, &redis)
+        )
+    };
+    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+    let mut gateways = Vec::new();
+    for &(p, a) in &ports {
+        gateways.push(start(&conf(p, a), p, a).await);
+    }
+    // Clients hammer `header` on every gateway (two each) for `run`: admitted, refused.
+    let hammer = |header: &'static str, run: Duration| {
+        let ports = ports.clone();
+        async move {
+            let t0 = Instant::now();
+            let mut tasks = Vec::new();
+            for c in 0..6 {
+                let port = ports[c % 3].0;
+                tasks.push(tokio::spawn(async move {
+                    let mut conn = Conn::open(port).await.expect("connect");
+                    let (mut ok, mut no) = (0u64, 0u64);
+                    while t0.elapsed() < run {
+                        let r = conn
+                            .send("GET", "/", &[(header, "k")], "")
+                            .await
+                            .expect("request");
+                        assert!(r.status == 200 || r.status == 429, "{}", r.status);
+                        if r.status == 200 {
+                            ok += 1
+                        } else {
+                            no += 1
+                        }
+                    }
+                    (ok, no)
+                }));
+            }
+            let mut total = (0, 0);
+            for t in tasks {
+                let (ok, no) = t.await.expect("client");
+                total = (total.0 + ok, total.1 + no);
+            }
+            (total.0, total.1, t0.elapsed().as_secs_f64())
+        }
+    };
+    let sum = |name: &'static str, labels: &'static [&'static str]| {
+        let ports = ports.clone();
+        async move {
+            let mut n = 0.0;
+            for &(_, a) in &ports {
+                n += metric(&metrics(a).await, name, labels);
+            }
+            n
+        }
+    };
+
+    // A hot key never refused: almost every decision is local.
+    let (ok, no, _) = hammer("x-hot", Duration::from_millis(1500)).await;
+    assert_eq!(no, 0);
+    let calls = sum("tollgate_redis_calls_total", &["op=\"lease\""]).await;
+    let local = sum("tollgate_lease_decisions_total", &["limit=\"hot\""]).await;
+    assert!(
+        calls / ok as f64 <= 0.05,
+        "{calls} Redis calls for {ok} admitted ({local} from leases)"
+    );
+    assert_eq!(
+        sum("tollgate_redis_calls_total", &["op=\"acquire\""]).await,
+        0.0
+    );
+
+    // A key at its rate: the fleet admits at most burst + rate·t + 3 × lease_max (60/6 = 10).
+    let (ok, no, secs) = hammer("x-steady", Duration::from_millis(1500)).await;
+    let bound = 60.0 + 50.0 * secs + 3.0 * 10.0;
+    assert!(
+        no > 0 && (ok as f64) <= bound,
+        "{ok} admitted in {secs:.2} s, bound {bound:.1}"
+    );
+    assert!(ok >= 60, "the burst at least: {ok}");
+
+    // A key that never refills: three rounds, each followed by the slices' ttl (1 s), so the
+    // units held unspent go back; then one gateway alone takes the rest. Exactly the burst.
+    let mut admitted = 0;
+    for _ in 0..3 {
+        let (ok, _, _) = hammer("x-hourly", Duration::from_millis(100)).await;
+        admitted += ok;
+        tokio::time::sleep(Duration::from_millis(1400)).await;
+    }
+    loop {
+        let r = get(ports[0].0, "/", &[("x-hourly", "k")])
+            .await
+            .expect("request");
+        if r.status != 200 {
+            break;
+        }
+        admitted += 1;
+    }
+    assert_eq!(admitted, 100, "the burst, no more, no less");
+    assert!(sum("tollgate_lease_returned_units_total", &["limit=\"hourly\""]).await > 0.0);
+    drop(gateways);
+}

@@ -413,6 +413,9 @@ pub struct LimitConfig {
     pub scope: Scope,
     /// Global limits: the limit's own `on_error`, else `[redis] on_error`.
     pub on_error: OnError,
+    /// `sync = "lease"`: the most units one gateway takes from Redis at once (`lease_max`);
+    /// `None`: `sync = "exact"`, Redis decides every request.
+    pub lease_max: Option<u64>,
     pub shadow: bool,
     /// Bound on keys held by this limit in one process.
     pub max_keys: usize,

@@ -154,6 +154,12 @@ fn each_error_names_its_key_and_line() {
         ("[redis]\nurl = \"redis://a:1\"\n[limits.a]\nkey = \"global\"\nrate = \"9007199254740992/s\"\nalgorithm = \"gcra\"\nscope = \"global\"\n", "f.toml: limits.a.rate: too large for a global limit: the count 9007199254740992 is above 2^53 - 1 (9007199254740991), the largest integer a Redis script holds exactly (line 5)"),
         ("[redis]\nurl = \"redis://a:1\"\n[limits.a]\nkey = \"global\"\nquota = \"9007199254740992/month\"\nscope = \"global\"\n", "f.toml: limits.a.quota: too large for a global limit: the count 9007199254740992 is above 2^53 - 1 (9007199254740991), the largest integer a Redis script holds exactly (line 5)"),
         ("[redis]\nurl = \"redis://a:1\"\n[limits.a]\nkey = \"global\"\nrate = \"1/d\"\nburst = 1000000000\nalgorithm = \"fixed_window\"\nscope = \"global\"\n", "f.toml: limits.a.burst: too large for a global limit: burst / rate spans 2737850 years, over the ~142 years (2^52 microseconds) a Redis script counts exactly: use a shorter period or a smaller burst (line 6)"),
+        ("[redis]\nurl = \"redis://a:1\"\n[limits.a]\nkey = \"global\"\nrate = \"10/s\"\nsync = \"lease\"\n", "f.toml: limits.a.sync: sync applies only to scope = \"global\" (a local limit decides in this process already) (line 6)"),
+        ("[redis]\nurl = \"redis://a:1\"\n[limits.a]\nkey = \"global\"\nrate = \"10/s\"\nscope = \"global\"\nsync = \"eventual\"\n", "f.toml: limits.a.sync: unknown sync \"eventual\" (exact or lease) (line 7)"),
+        ("[redis]\nurl = \"redis://a:1\"\n[limits.a]\nkey = \"global\"\nrate = \"10/s\"\nscope = \"global\"\nalgorithm = \"sliding_log\"\nsync = \"lease\"\n", "f.toml: limits.a.sync: sync = \"lease\" does not apply to sliding_log: it decides each request on its own (use token_bucket, gcra, fixed_window or sliding_window) (line 8)"),
+        ("[redis]\nurl = \"redis://a:1\"\n[limits.a]\nkey = \"global\"\nrate = \"10/s\"\nscope = \"global\"\nlease_max = 5\n", "f.toml: limits.a.lease_max: lease_max applies only to sync = \"lease\" (line 7)"),
+        ("[redis]\nurl = \"redis://a:1\"\n[limits.a]\nkey = \"global\"\nrate = \"10/s\"\nscope = \"global\"\nsync = \"lease\"\nlease_max = 11\n", "f.toml: limits.a.lease_max: at most the limit's burst (a lease takes units the burst holds) (line 8)"),
+        ("[redis]\nurl = \"redis://a:1\"\n[limits.a]\nkey = \"global\"\nrate = \"10/s\"\nscope = \"global\"\nsync = \"lease\"\nlease_max = 0\n", "f.toml: limits.a.lease_max: must be between 1 and 1000000000, got 0 (line 8)"),
         ("[redis]\nurl = \"redis://a:1\"\n[limits.a]\nkey = \"global\"\nrate = \"1/d\"\nburst = 53000\nalgorithm = \"leaky_bucket\"\nscope = \"global\"\n", "f.toml: limits.a.burst: too large for a global limit: burst / rate spans 145 years, over the ~142 years (2^52 microseconds) a Redis script counts exactly: use a shorter period or a smaller burst (line 6)"),
         ("[plans]\ndefault = \"free\"\n[plans.free]\nquota = \"9007199254740992/year\"\n", "f.toml: plans.free.quota: too large: the count 9007199254740992 is above 2^53 - 1 (9007199254740991), the largest integer a Redis script holds exactly (line 4)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\ndelay = 2\n", "f.toml: limits.a.delay: delay applies only to algorithm = \"leaky_bucket\" (line 4)"),
@@ -622,4 +628,19 @@ tls = { sni = "not a name", bogus = 1 }
         p.iter().any(|l| l.contains("tls: no certificate")),
         "{p:#?}"
     );
+}
+
+#[test]
+fn a_lease_defaults_to_half_the_burst_shared_by_the_instances() {
+    let l = |extra: &str| {
+        let text = format!("[redis]\nurl = \"redis://a:1\"\ninstances = 4\n[limits.a]\nkey = \"global\"\nrate = \"100/s\"\nburst = 400\nscope = \"global\"\n{extra}");
+        tollgate_config::parse_str(&text, "f.toml")
+            .expect("valid")
+            .limits[0]
+            .lease_max
+    };
+    assert_eq!(l(""), None, "exact by default");
+    assert_eq!(l("sync = \"exact\"\n"), None);
+    assert_eq!(l("sync = \"lease\"\n"), Some(50), "400 / (2 x 4)");
+    assert_eq!(l("sync = \"lease\"\nlease_max = 7\n"), Some(7));
 }

@@ -10,6 +10,8 @@
 //!   [`LimitSpec`] that the Redis scripts implement identically for global limits.
 //! - [`script`]: what a Redis script can compute exactly (counts and times below 2^53), and the
 //!   unit a global GCRA or leaky bucket steps in so that it admits what the local one does.
+//! - [`Lease`]: a gateway's slice of a global key's allowance, spent without asking Redis,
+//!   within a stated bound (`burst + rate·t + instances × lease_max`).
 //! - [`VerdictCache`]: refusals of global limits remembered until they expire.
 //! - [`Ladder`] and [`BlockTable`]: automatic blocks of keys a limit refuses too often.
 //! - [`KeyedStore`]: one state per key per process, sharded so that no global lock exists,
@@ -25,6 +27,8 @@ mod calendar;
 mod cell;
 mod clock;
 mod decision;
+mod lease;
+mod lease_table;
 pub mod script;
 mod spec;
 mod store;
@@ -37,6 +41,8 @@ pub use calendar::{civil_from_days, days_from_civil, Calendar, CalendarUnit};
 pub use cell::{MutexCell, PairCell, StateCell};
 pub use clock::{Clock, ManualClock, MonotonicClock, Nanos, NANOS_PER_SEC};
 pub use decision::{ceil_secs, Decision, Rate, RateError};
+pub use lease::{Grant, Lease, LeasePolicy, Take};
+pub use lease_table::Leases;
 pub use script::{ScriptStep, SCRIPT_EXACT_MAX};
 pub use spec::LimitSpec;
 pub use store::{KeyedStore, LocalLimiter, StoreStats, DEFAULT_MAX_KEYS};

@@ -8,8 +8,12 @@
 //! second, so its state on /readyz and `tollgate_redis_up` is current without traffic, and an
 //! open breaker closes as soon as Redis answers again. It also polls the shared block registry
 //! once a second, so a block (or a lift) made by one instance applies on all of them.
+//!
+//! Budget leases (`sync = "lease"`): slices that ended while their key was quiet are found
+//! every tick and their unspent units given back to Redis; at shutdown every slice is.
 
-use crate::runtime::Shared;
+use crate::policy::give_back_lease;
+use crate::runtime::{LimitState, Shared};
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
@@ -47,6 +51,7 @@ impl BackgroundService for HealthChecks {
                 sweep_due = Instant::now() + REDIS_PROBE_EVERY;
                 sweep_blocks(&self.shared);
             }
+            sweep_leases(&self.shared);
             if let Some(store) = &self.shared.store {
                 if Instant::now() >= redis_due {
                     redis_due = Instant::now() + REDIS_PROBE_EVERY;
@@ -79,7 +84,10 @@ impl BackgroundService for HealthChecks {
             due.retain(|id, _| live.contains(id));
             tokio::select! {
                 _ = tokio::time::sleep(TICK) => {}
-                _ = shutdown.changed() => return,
+                _ = shutdown.changed() => {
+                    return_leases(&self.shared).await;
+                    return;
+                }
             }
         }
     }
@@ -153,5 +161,64 @@ fn sweep_blocks(shared: &Shared) {
         if let Some(lad) = &l.ladder {
             lad.ladder.blocks.sweep(now);
         }
+    }
+}
+
+/// Gives back to Redis the unspent units of lease slices that ended while their key was quiet.
+fn sweep_leases(shared: &Shared) {
+    let rt = shared.runtime.load();
+    let now = shared.clock.now();
+    let mut ended = Vec::new();
+    for l in &rt.limits {
+        if let LimitState::Global(g) = &l.state {
+            if let Some(leases) = &g.leases {
+                ended.clear();
+                leases.sweep(now, &mut ended);
+                for &(key, units) in &ended {
+                    give_back_lease(g, key, units);
+                }
+            }
+        }
+    }
+}
+
+/// At shutdown: every slice ends and its unspent units go back to Redis (within a second).
+async fn return_leases(shared: &Shared) {
+    let rt = shared.runtime.load_full();
+    let mut calls = Vec::new();
+    for l in &rt.limits {
+        let LimitState::Global(g) = &l.state else {
+            continue;
+        };
+        let Some(leases) = &g.leases else {
+            continue;
+        };
+        let mut held = Vec::new();
+        leases.drain(&mut held);
+        for (key, units) in held {
+            g.lease_returned.inc_by(units);
+            calls.push(async move {
+                let key = tollgate_store::GlobalKey {
+                    limit: &g.name,
+                    key,
+                };
+                let _ = g.store.refund(&g.spec, key, units).await;
+            });
+        }
+    }
+    if !calls.is_empty() {
+        let n = calls.len();
+        let done = tokio::time::timeout(
+            Duration::from_secs(1),
+            futures_util::future::join_all(calls),
+        )
+        .await
+        .is_ok();
+        tracing::info!(
+            event = "leases_returned",
+            slices = n,
+            done,
+            "lease slices given back to Redis at shutdown"
+        );
     }
 }

@@ -18,6 +18,8 @@ pub struct Metrics {
     pub reloads: IntCounterVec,
     pub in_flight: IntGauge,
     pub verdict_cache_hits: IntCounterVec,
+    pub lease_decisions: IntCounterVec,
+    pub lease_returned: IntCounterVec,
     pub verdict_cache_entries: IntGaugeVec,
     pub redis_fallbacks: IntCounterVec,
     pub quota_overage: IntCounterVec,
@@ -111,6 +113,20 @@ impl Metrics {
             Opts::new(
                 "tollgate_verdict_cache_hits_total",
                 "Requests refused from the edge verdict cache, without asking Redis.",
+            ),
+            &["limit"],
+        )?;
+        let lease_decisions = IntCounterVec::new(
+            Opts::new(
+                "tollgate_lease_decisions_total",
+                "Requests admitted from a budget lease (sync = \"lease\"), without asking Redis.",
+            ),
+            &["limit"],
+        )?;
+        let lease_returned = IntCounterVec::new(
+            Opts::new(
+                "tollgate_lease_returned_units_total",
+                "Units of budget leases given back to Redis unspent (a slice ended, or shutdown).",
             ),
             &["limit"],
         )?;
@@ -217,6 +233,8 @@ impl Metrics {
         registry.register(Box::new(quota_overage.clone()))?;
         registry.register(Box::new(quota_crossed.clone()))?;
         registry.register(Box::new(verdict_cache_hits.clone()))?;
+        registry.register(Box::new(lease_decisions.clone()))?;
+        registry.register(Box::new(lease_returned.clone()))?;
         registry.register(Box::new(verdict_cache_entries.clone()))?;
         registry.register(Box::new(redis_fallbacks.clone()))?;
         registry.register(Box::new(in_flight.clone()))?;
@@ -240,6 +258,8 @@ impl Metrics {
             reloads,
             in_flight,
             verdict_cache_hits,
+            lease_decisions,
+            lease_returned,
             verdict_cache_entries,
             redis_fallbacks,
             quota_overage,

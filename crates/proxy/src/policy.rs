@@ -12,15 +12,36 @@
 //! (checked in the synchronous step, so a hammered key costs no await at all). When Redis fails
 //! (timeout, error, open breaker), the limit's `on_error` applies: `open` admits, `closed`
 //! refuses with 503, `local` decides on this process's share of the limit.
+//!
+//! A global limit with `sync = "lease"` is decided in the local step too while its key's slice
+//! (crates/limit `Lease`) holds units; otherwise the global step asks Redis for a new slice,
+//! sized from the key's recent rate here (one unit for a cold key: an exact decision).
 
 use crate::identity::{KeyHasher, KeyInput};
-use crate::runtime::{LimitRt, LimitState, Runtime, MAX_LIMITS_PER_ROUTE};
+use crate::runtime::{GlobalRt, LimitRt, LimitState, Runtime, MAX_LIMITS_PER_ROUTE};
 use tollgate_config::OnError;
-use tollgate_limit::{Cached, Clock, Decision, Nanos};
+use tollgate_limit::{Cached, Clock, Decision, Grant, Nanos, Take};
 
 /// After a probe took the last unit, refusals stay cached this long before the next probe.
 const EMPTY_HOLD: Nanos = 1_000_000;
-use tollgate_store::GlobalKey;
+use tollgate_store::{GlobalKey, Leased};
+
+/// Where a limit took a request's unit from, so that it goes back to the same place.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Took {
+    /// This process's limiter (or a global limit's local fallback).
+    pub local: bool,
+    /// Redis.
+    pub global: bool,
+    /// The key's lease (`sync = "lease"`).
+    pub lease: bool,
+}
+
+impl Took {
+    pub fn any(self) -> bool {
+        self.local || self.global || self.lease
+    }
+}
 
 /// What the route's limits say about one request.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +77,10 @@ pub struct Plan {
     taken: u32,
     /// Positions that took a unit in Redis.
     taken_global: u32,
+    /// Positions that took a unit from their key's lease.
+    taken_lease: u32,
+    /// Units to ask Redis for, by position (leases; 1 for an exact limit).
+    want: [u64; MAX_LIMITS_PER_ROUTE],
     /// Global positions still to ask Redis about.
     pending: u32,
     /// Of those, the ones whose cached refusal just expired (this request is the probe).
@@ -78,10 +103,14 @@ impl Plan {
         self.now
     }
 
-    /// Whether the limit at `pos` took a unit for this request: (locally, in Redis).
-    pub fn took(&self, pos: usize) -> (bool, bool) {
+    /// Where the limit at `pos` took a unit for this request from, if it did.
+    pub fn took(&self, pos: usize) -> Took {
         let bit = 1u32 << pos;
-        (self.taken & bit != 0, self.taken_global & bit != 0)
+        Took {
+            local: self.taken & bit != 0,
+            global: self.taken_global & bit != 0,
+            lease: self.taken_lease & bit != 0,
+        }
     }
 }
 
@@ -166,14 +195,21 @@ fn limit_key(rt: &Runtime, l: &LimitRt, hasher: &KeyHasher, input: &KeyInput) ->
 }
 
 /// Ends the local step with a refusal: what was taken goes back, elected probes are released
-/// (they will not ask Redis now: the next request does), nothing global is asked.
+/// (they will not ask Redis now: the next request does), and so are asks for lease slices;
+/// nothing global is asked.
 fn settle_refused(rt: &Runtime, p: &mut Plan) {
     give_back(rt, p);
     let limits = &rt.routes[p.route].cfg.limits;
     for (pos, &lj) in limits.iter().enumerate() {
-        if p.probes & (1 << pos) != 0 {
-            if let LimitState::Global(g) = &rt.limits[lj].state {
+        if p.pending & (1 << pos) == 0 {
+            continue;
+        }
+        if let LimitState::Global(g) = &rt.limits[lj].state {
+            if p.probes & (1 << pos) != 0 {
                 g.cache.remove(p.keys[pos]);
+            }
+            if let Some(leases) = &g.leases {
+                leases.refused(p.keys[pos], p.want[pos]);
             }
         }
     }
@@ -200,6 +236,8 @@ pub fn decide_local(
         keys: [0; MAX_LIMITS_PER_ROUTE],
         taken: 0,
         taken_global: 0,
+        taken_lease: 0,
+        want: [1; MAX_LIMITS_PER_ROUTE],
         pending: 0,
         probes: 0,
     };
@@ -224,6 +262,7 @@ pub fn decide_local(
                 }
             }
         }
+        let mut from_lease = false;
         let d = match &l.state {
             LimitState::Local(limiter) => limiter.acquire(key, l.time(now, unix), 1),
             LimitState::Global(g) => match g.cache.check(key, now, g.probe_hold) {
@@ -231,14 +270,33 @@ pub fn decide_local(
                     g.cache_hits.inc();
                     Decision::Deny { retry_after: wait }
                 }
-                Cached::Probe => {
-                    p.probes |= 1 << pos;
-                    p.pending |= 1 << pos;
-                    continue;
-                }
-                Cached::Miss => {
-                    p.pending |= 1 << pos;
-                    continue;
+                cached => {
+                    let probe = cached == Cached::Probe;
+                    match g.leases.as_ref().map(|ls| ls.take(key, now)) {
+                        Some(Take::Spent { remaining, reset }) => {
+                            if probe {
+                                g.cache.remove(key);
+                            }
+                            g.lease_decisions.inc();
+                            from_lease = true;
+                            Decision::Allow {
+                                remaining,
+                                reset,
+                                delay: 0,
+                            }
+                        }
+                        ask => {
+                            if let Some(Take::Ask { want, give_back }) = ask {
+                                p.want[pos] = want;
+                                if give_back > 0 {
+                                    give_back_lease(g, key, give_back);
+                                }
+                            }
+                            p.probes |= (probe as u32) << pos;
+                            p.pending |= 1 << pos;
+                            continue;
+                        }
+                    }
                 }
             },
         };
@@ -252,7 +310,11 @@ pub fn decide_local(
                 reset,
                 delay,
             } => {
-                p.taken |= 1 << pos;
+                if from_lease {
+                    p.taken_lease |= 1 << pos;
+                } else {
+                    p.taken |= 1 << pos;
+                }
                 note_allow(&mut p.v, li, l.shadow, remaining, reset, delay);
             }
             Decision::Deny { retry_after } => {
@@ -314,7 +376,22 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
                 limit: &g.name,
                 key: p.keys[pos],
             };
-            calls.push(async move { (pos, li, g.store.acquire(&g.spec, key, 1).await) });
+            let want = p.want[pos];
+            calls.push(async move {
+                let r = if g.leases.is_some() {
+                    g.store.lease(&g.spec, key, want, g.lease_ttl).await
+                } else {
+                    g.store
+                        .acquire(&g.spec, key, 1)
+                        .await
+                        .map(|decision| Leased {
+                            decision,
+                            granted: decision.is_allowed() as u64,
+                            lapse: None,
+                        })
+                };
+                (pos, li, r)
+            });
         }
     }
     // One pending limit (the common case) is awaited directly: no join machinery.
@@ -333,14 +410,44 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
             continue;
         };
         let key = p.keys[pos];
+        let want = p.want[pos];
         let d = match result {
-            Ok(d) => {
-                match d {
+            Ok(Leased {
+                decision,
+                granted,
+                lapse,
+            }) => {
+                let mut d = decision;
+                match &mut d {
                     Decision::Deny { retry_after } => {
-                        g.cache.insert(key, now.saturating_add(retry_after), now)
+                        if let Some(leases) = &g.leases {
+                            leases.refused(key, want);
+                        }
+                        g.cache.insert(key, now.saturating_add(*retry_after), now)
                     }
-                    Decision::Allow { remaining, .. } => {
-                        p.taken_global |= 1 << pos;
+                    Decision::Allow {
+                        remaining, reset, ..
+                    } => {
+                        match &g.leases {
+                            Some(leases) => {
+                                p.taken_lease |= 1 << pos;
+                                let lapse =
+                                    lapse.map(|l| l.as_nanos().min(u64::MAX as u128) as u64);
+                                *remaining = leases.grant(
+                                    key,
+                                    now,
+                                    want,
+                                    Grant {
+                                        granted,
+                                        remaining: *remaining,
+                                        reset: *reset,
+                                        lapse,
+                                    },
+                                );
+                            }
+                            None => p.taken_global |= 1 << pos,
+                        }
+                        let remaining = *remaining;
                         if p.probes & (1 << pos) != 0 {
                             if remaining == 0 {
                                 // Nothing left: the next unit is not due at once, so the herd
@@ -355,6 +462,9 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
                 d
             }
             Err(e) => {
+                if let Some(leases) = &g.leases {
+                    leases.refused(key, want);
+                }
                 // An outage shows in the store's metrics and breaker log; a call that failed
                 // on its own (the script refused its arguments, the key holds another type)
                 // repeats on every request: logged once per limit, with its reason.
@@ -423,43 +533,50 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
     p.v
 }
 
-/// Gives back one unit `l` took for `key`: locally (or from a global limit's local fallback)
-/// when `local`, in Redis when `global` (in the background: nobody waits for it).
-pub fn return_unit(l: &LimitRt, key: u64, t: Nanos, local: bool, global: bool) {
+/// Gives back one unit `l` took for `key` where it came from: this process's limiter (or a
+/// global limit's local fallback), the key's lease, or Redis (in the background: nobody waits
+/// for it; also for a lease unit whose slice has ended).
+pub fn return_unit(l: &LimitRt, key: u64, t: Nanos, took: Took) {
     match &l.state {
-        LimitState::Local(limiter) if local => limiter.refund(key, t, 1),
+        LimitState::Local(limiter) if took.local => limiter.refund(key, t, 1),
         LimitState::Global(g) => {
-            if let (true, Some(fb)) = (local, &g.fallback) {
+            if let (true, Some(fb)) = (took.local, &g.fallback) {
                 fb.refund(key, t, 1);
             }
-            if global {
-                let (store, spec, name) = (g.store.clone(), g.spec, g.name.clone());
-                tokio::spawn(async move {
-                    let key = GlobalKey { limit: &name, key };
-                    let _ = store.refund(&spec, key, 1).await;
-                });
+            let kept = took.lease && g.leases.as_ref().is_some_and(|ls| ls.put_back(key, t));
+            if took.global || (took.lease && !kept) {
+                refund_global(g, key, 1);
             }
         }
         LimitState::Local(_) => {}
     }
 }
 
+/// Gives `units` back to Redis in the background.
+fn refund_global(g: &GlobalRt, key: u64, units: u64) {
+    let (store, spec, name) = (g.store.clone(), g.spec, g.name.clone());
+    tokio::spawn(async move {
+        let key = GlobalKey { limit: &name, key };
+        let _ = store.refund(&spec, key, units).await;
+    });
+}
+
+/// Gives the unspent units of an ended slice back to Redis.
+pub fn give_back_lease(g: &GlobalRt, key: u64, units: u64) {
+    g.lease_returned.inc_by(units);
+    refund_global(g, key, units);
+}
+
 /// Refunds every unit this request took, because it is refused after all.
 fn give_back(rt: &Runtime, p: &mut Plan) {
     let limits = &rt.routes[p.route].cfg.limits;
     for (pos, &li) in limits.iter().enumerate() {
-        let bit = 1 << pos;
         let l = &rt.limits[li];
-        return_unit(
-            l,
-            p.keys[pos],
-            l.time(p.now, p.unix),
-            p.taken & bit != 0,
-            p.taken_global & bit != 0,
-        );
+        return_unit(l, p.keys[pos], l.time(p.now, p.unix), p.took(pos));
     }
     p.taken = 0;
     p.taken_global = 0;
+    p.taken_lease = 0;
     p.v.nearest = None;
     p.v.shadow_exceeded = 0;
     p.v.delay = 0;

@@ -20,7 +20,9 @@ use tollgate_config::{
     Action, Config, LimitConfig, OnError, RouteAction, RouteConfig, Scope, TarpitConfig,
     UpstreamConfig,
 };
-use tollgate_limit::{Clock, Ladder, LimitSpec, LocalLimiter, StoreStats, VerdictCache};
+use tollgate_limit::{
+    Clock, Ladder, LeasePolicy, Leases, LimitSpec, LocalLimiter, StoreStats, VerdictCache,
+};
 use tollgate_store::{GlobalStore, RedisConfig, RedisStore, StoreMetrics, Target};
 
 pub use tollgate_config::MAX_LIMITS_PER_ROUTE;
@@ -52,6 +54,14 @@ pub struct GlobalRt {
     /// Set once a call of this limit failed on its own (not an outage), so that it is logged
     /// once with its reason rather than on every request.
     pub call_error_logged: std::sync::atomic::AtomicBool,
+    /// `sync = "lease"`: this gateway's slices of the limit's keys.
+    pub leases: Option<Arc<Leases>>,
+    /// A lease slice's ttl (the store records it so refusals elsewhere are not cached longer).
+    pub lease_ttl: std::time::Duration,
+    /// `tollgate_lease_decisions_total{limit}`
+    pub lease_decisions: IntCounter,
+    /// `tollgate_lease_returned_units_total{limit}`
+    pub lease_returned: IntCounter,
 }
 
 /// A tarpit: requests held before their answer, at most `max_concurrent` at once. Each held
@@ -406,6 +416,12 @@ fn limit_state(
     let cache = prev
         .map(|g| g.cache.clone())
         .unwrap_or_else(|| Arc::new(VerdictCache::new(cache_size)));
+    // Leases carry over a reload that keeps the limit's state and its lease_max.
+    let leases = cfg.lease_max.map(|max| {
+        prev.and_then(|g| g.leases.clone())
+            .filter(|l| l.policy().max == max)
+            .unwrap_or_else(|| Arc::new(Leases::new(LeasePolicy::new(max), cfg.max_keys)))
+    });
     let fallback = (cfg.on_error == OnError::Local).then(|| {
         prev.filter(|g| g.instances == instances)
             .and_then(|g| g.fallback.clone())
@@ -425,6 +441,10 @@ fn limit_state(
             .redis_fallbacks
             .with_label_values(&[&cfg.name, cfg.on_error.name()]),
         call_error_logged: std::sync::atomic::AtomicBool::new(false),
+        lease_ttl: std::time::Duration::from_nanos(leases.as_ref().map_or(0, |l| l.policy().ttl)),
+        leases,
+        lease_decisions: metrics.lease_decisions.with_label_values(&[&cfg.name]),
+        lease_returned: metrics.lease_returned.with_label_values(&[&cfg.name]),
     }))
 }
 

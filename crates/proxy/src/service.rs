@@ -100,7 +100,7 @@ pub struct Ctx {
     client: Option<IpAddr>,
     /// Units of `count = "failures"` limits, given back unless the response is a failure:
     /// (limit, key, taken locally, taken in Redis). Empty on other routes (no allocation).
-    refund_unless_failure: Vec<(usize, u64, bool, bool)>,
+    refund_unless_failure: Vec<(usize, u64, crate::policy::Took)>,
     /// The canonical path when it differs from the client's spelling: routing and keys read
     /// it, and the upstream is sent it (with the query as the client wrote it).
     canonical_path: Option<String>,
@@ -670,11 +670,8 @@ impl Gateway {
                 l.hot.refused(plan.key(pos), now);
             } else if v.shadow_exceeded & bit != 0 {
                 l.decisions[SHADOW_REFUSED].inc();
-            } else if !refused_any {
-                let (local, global) = plan.took(pos);
-                if local || global {
-                    l.decisions[ALLOWED].inc();
-                }
+            } else if !refused_any && plan.took(pos).any() {
+                l.decisions[ALLOWED].inc();
             }
         }
     }
@@ -864,9 +861,14 @@ impl Gateway {
 impl Gateway {
     /// `count = "failures"`: a request whose response is not a failure gives its unit back
     /// (a successful login costs nothing; a 401 counts).
-    fn refund_unless_failure(&self, rt: &Runtime, units: &[(usize, u64, bool, bool)], status: u16) {
+    fn refund_unless_failure(
+        &self,
+        rt: &Runtime,
+        units: &[(usize, u64, crate::policy::Took)],
+        status: u16,
+    ) {
         let now = self.shared.clock.now();
-        for &(li, key, local, global) in units {
+        for &(li, key, took) in units {
             let l = &rt.limits[li];
             if l.cfg
                 .count_failures
@@ -883,7 +885,7 @@ impl Gateway {
                     0
                 },
             );
-            crate::policy::return_unit(l, key, t, local, global);
+            crate::policy::return_unit(l, key, t, took);
         }
     }
 }
@@ -1184,10 +1186,9 @@ impl ProxyHttp for Gateway {
                 self.note_verdict(ctx, &rt, route, &verdict, &plan);
                 if rt.routes[route].counts_failures {
                     for (pos, &li) in rt.routes[route].cfg.limits.iter().enumerate() {
-                        let (local, global) = plan.took(pos);
-                        if rt.limits[li].cfg.count_failures.is_some() && (local || global) {
-                            ctx.refund_unless_failure
-                                .push((li, plan.key(pos), local, global));
+                        let took = plan.took(pos);
+                        if rt.limits[li].cfg.count_failures.is_some() && took.any() {
+                            ctx.refund_unless_failure.push((li, plan.key(pos), took));
                         }
                     }
                 }

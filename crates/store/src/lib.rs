@@ -141,6 +141,16 @@ impl SharedBlock {
     }
 }
 
+/// The answer to a lease: the asking request's decision and, admitted, what was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Leased {
+    pub decision: Decision,
+    /// Units taken, the asking request's included (0 when refused).
+    pub granted: u64,
+    /// The units lapse this long from now (a window's end), if they do.
+    pub lapse: Option<Duration>,
+}
+
 /// A limiter whose state is shared between gateway instances.
 pub trait GlobalStore: Send + Sync + 'static {
     /// Takes `cost` units from the key's allowance if available (as the local limiters do).
@@ -151,7 +161,30 @@ pub trait GlobalStore: Send + Sync + 'static {
         cost: u64,
     ) -> BoxFuture<'a, Result<Decision, StoreError>>;
 
-    /// Gives back `cost` units taken by `acquire` (another limit refused the request).
+    /// Takes up to `want` units (as many as are left, at least one) for a lease: the first
+    /// decides the asking request as `acquire` of one would; the rest are this gateway's to
+    /// spend, or give back, within `ttl`. While units leased by any gateway may still come
+    /// back, a refusal's wait is at most until they may have. A store that shares nothing
+    /// takes one.
+    fn lease<'a>(
+        &'a self,
+        spec: &'a LimitSpec,
+        key: GlobalKey<'a>,
+        _want: u64,
+        _ttl: Duration,
+    ) -> BoxFuture<'a, Result<Leased, StoreError>> {
+        Box::pin(async move {
+            let decision = self.acquire(spec, key, 1).await?;
+            Ok(Leased {
+                decision,
+                granted: decision.is_allowed() as u64,
+                lapse: None,
+            })
+        })
+    }
+
+    /// Gives back `cost` units taken by `acquire` or `lease` (another limit refused the
+    /// request, a lease ended unspent).
     fn refund<'a>(
         &'a self,
         spec: &'a LimitSpec,

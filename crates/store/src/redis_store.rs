@@ -100,7 +100,7 @@ impl StoreMetrics {
         let calls = IntCounterVec::new(
             Opts::new(
                 "tollgate_redis_calls_total",
-                "Limiter script calls sent to Redis, by operation.",
+                "Limiter script calls sent to Redis, by operation (acquire, lease, refund, blocks).",
             ),
             &["op"],
         )?;
@@ -186,6 +186,7 @@ pub struct RedisStore {
     /// Resolved once: the hot path (and an outage's every request) increments without a label
     /// lookup.
     acquire_calls: IntCounter,
+    lease_calls: IntCounter,
     refund_calls: IntCounter,
     errors: [IntCounter; 5],
     scripts_loaded: AtomicBool,
@@ -213,6 +214,27 @@ const KINDS: [AlgorithmKind; 7] = [
     AlgorithmKind::LeakyBucket,
     AlgorithmKind::Quota,
 ];
+
+/// What a limiter script call does (its `mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Acquire,
+    Refund,
+    /// Up to `cost` units for a lease whose slices end after this many µs.
+    Lease {
+        ttl_us: u64,
+    },
+}
+
+impl Op {
+    fn mode(self) -> &'static str {
+        match self {
+            Op::Acquire => "acquire",
+            Op::Refund => "refund",
+            Op::Lease { .. } => "lease",
+        }
+    }
+}
 
 fn script_index(kind: AlgorithmKind) -> usize {
     KINDS.iter().position(|k| *k == kind).unwrap_or(0)
@@ -315,6 +337,7 @@ impl RedisStore {
             ),
             clock,
             acquire_calls: metrics.calls.with_label_values(&["acquire"]),
+            lease_calls: metrics.calls.with_label_values(&["lease"]),
             refund_calls: metrics.calls.with_label_values(&["refund"]),
             errors,
             scripts_loaded: AtomicBool::new(false),
@@ -394,7 +417,7 @@ impl RedisStore {
         spec: &LimitSpec,
         key: GlobalKey<'_>,
         cost: u64,
-        mode: &str,
+        op: Op,
     ) -> Result<ScriptReply, StoreError> {
         let script = &self.scripts[script_index(spec.algorithm)];
         let mut inv = script.prepare_invoke();
@@ -403,7 +426,7 @@ impl RedisStore {
             .arg((spec.rate.period_ns() / 1_000).max(1))
             .arg(spec.burst)
             .arg(cost)
-            .arg(mode)
+            .arg(op.mode())
             .arg(spec.delay);
         if matches!(
             spec.algorithm,
@@ -415,6 +438,11 @@ impl RedisStore {
         }
         if let Some(cal) = spec.calendar {
             inv.arg(cal.unit.code()).arg(cal.offset_secs);
+        }
+        if let Op::Lease { ttl_us } = op {
+            // The key's lease mark (same hash tag: same slot) and the slices' ttl, last.
+            inv.key(format!("{}:lease", key.redis_key(spec.algorithm)))
+                .arg(ttl_us);
         }
         let reply: Vec<i64> = match self.conn().await? {
             Conn::Single(mut c) => inv.invoke_async(&mut c).await?,
@@ -429,19 +457,19 @@ impl RedisStore {
         spec: &LimitSpec,
         key: GlobalKey<'_>,
         cost: u64,
-        mode: &'static str,
+        op: Op,
     ) -> Result<ScriptReply, StoreError> {
         let Some(probe) = self.breaker.allow(self.clock.now()) else {
             self.errors[1].inc();
             return Err(StoreError::CircuitOpen);
         };
-        if mode == "acquire" {
-            self.acquire_calls.inc();
-        } else {
-            self.refund_calls.inc();
+        match op {
+            Op::Acquire => self.acquire_calls.inc(),
+            Op::Lease { .. } => self.lease_calls.inc(),
+            Op::Refund => self.refund_calls.inc(),
         }
         let start = Instant::now();
-        let r = match tokio::time::timeout(self.timeout, self.eval(spec, key, cost, mode)).await {
+        let r = match tokio::time::timeout(self.timeout, self.eval(spec, key, cost, op)).await {
             Ok(r) => r,
             Err(_) => Err(StoreError::Timeout(self.timeout)),
         };
@@ -559,9 +587,29 @@ impl GlobalStore for RedisStore {
         cost: u64,
     ) -> BoxFuture<'a, Result<Decision, StoreError>> {
         Box::pin(async move {
-            self.call(spec, key, cost, "acquire")
+            self.call(spec, key, cost, Op::Acquire)
                 .await
                 .map(|r| r.decision())
+        })
+    }
+
+    fn lease<'a>(
+        &'a self,
+        spec: &'a LimitSpec,
+        key: GlobalKey<'a>,
+        want: u64,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<crate::Leased, StoreError>> {
+        Box::pin(async move {
+            let ttl_us = u64::try_from(ttl.as_micros()).unwrap_or(u64::MAX).max(1);
+            let r = self
+                .call(spec, key, want.max(1), Op::Lease { ttl_us })
+                .await?;
+            Ok(crate::Leased {
+                decision: r.decision(),
+                granted: if r.allowed { r.granted.max(1) } else { 0 },
+                lapse: (r.lapse_us > 0).then(|| Duration::from_micros(r.lapse_us)),
+            })
         })
     }
 
@@ -571,7 +619,7 @@ impl GlobalStore for RedisStore {
         key: GlobalKey<'a>,
         cost: u64,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move { self.call(spec, key, cost, "refund").await.map(|_| ()) })
+        Box::pin(async move { self.call(spec, key, cost, Op::Refund).await.map(|_| ()) })
     }
 
     fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>> {

@@ -4,7 +4,8 @@
 //! `KEYS[1]` is the limiter key; `ARGV` is count, period (µs), burst, cost, mode (`acquire` |
 //! `refund`), delay (leaky bucket); then GCRA and the leaky bucket take their emission
 //! interval and its tick in ns (`lua/tat.lua`), a quota its calendar. The reply is
-//! `{allowed, remaining, reset_us, retry_after_us, delay_us}`.
+//! `{allowed, remaining, reset_us, retry_after_us, delay_us}`; an admitted `lease` adds
+//! `granted, lapse_us` (units taken; when they lapse, 0 for never).
 
 use crate::StoreError;
 use tollgate_limit::{AlgorithmKind, Decision};
@@ -49,23 +50,35 @@ pub struct ScriptReply {
     pub reset_us: u64,
     pub retry_after_us: u64,
     pub delay_us: u64,
+    /// Units taken (an admitted lease: up to the cost asked; an admitted acquire: its cost
+    /// as asked, reported as 0 here).
+    pub granted: u64,
+    /// An admitted lease's units lapse in this many µs (0: never).
+    pub lapse_us: u64,
 }
 
 impl ScriptReply {
     pub fn parse(v: &[i64]) -> Result<Self, StoreError> {
-        let [allowed, remaining, reset, retry, delay] = v else {
-            return Err(StoreError::BadReply(format!(
-                "{} values, expected 5",
-                v.len()
-            )));
+        let (allowed, remaining, reset, retry, delay, lease) = match *v {
+            [a, r, s, t, d] => (a, r, s, t, d, None),
+            [a, r, s, t, d, g, l] => (a, r, s, t, d, Some((g, l))),
+            _ => {
+                return Err(StoreError::BadReply(format!(
+                    "{} values, expected 5 or 7",
+                    v.len()
+                )))
+            }
         };
         let u = |x: i64| u64::try_from(x).unwrap_or(0);
+        let (granted, lapse_us) = lease.map_or((0, 0), |(g, l)| (u(g), u(l)));
         Ok(Self {
-            allowed: *allowed == 1,
-            remaining: u(*remaining),
-            reset_us: u(*reset),
-            retry_after_us: u(*retry),
-            delay_us: u(*delay),
+            allowed: allowed == 1,
+            remaining: u(remaining),
+            reset_us: u(reset),
+            retry_after_us: u(retry),
+            delay_us: u(delay),
+            granted,
+            lapse_us,
         })
     }
 

@@ -36,6 +36,7 @@ fn spec(algorithm: AlgorithmKind, count: u64, period: Duration, burst: u64) -> L
 }
 
 const HOUR: Duration = Duration::from_secs(3600);
+const TTL: Duration = Duration::from_secs(1);
 
 fn key(limit: &str, k: u64) -> GlobalKey<'_> {
     GlobalKey { limit, key: k }
@@ -661,5 +662,100 @@ async fn global_gcra_and_leaky_bucket_step_as_the_local_ones_do() {
                 .all(|p| p.bytes().all(|b| b.is_ascii_digit())),
             "{junk:?} -> {v:?}"
         );
+    }
+}
+
+#[tokio::test]
+async fn a_lease_takes_what_is_left_up_to_its_want_and_windows_say_when_it_lapses() {
+    let r = RedisServer::start().expect("redis-server");
+    let s = store(&r);
+    let leasable = [
+        AlgorithmKind::TokenBucket,
+        AlgorithmKind::Gcra,
+        AlgorithmKind::FixedWindow,
+        AlgorithmKind::SlidingWindow,
+    ];
+    for kind in leasable {
+        let sp = spec(kind, 10, HOUR, 10);
+        let k = key(kind.name(), 11);
+        let l = s.lease(&sp, k, 4, TTL).await.expect("lease");
+        assert_eq!(l.granted, 4, "{}", kind.name());
+        assert!(
+            matches!(l.decision, Decision::Allow { remaining: 6, .. }),
+            "{}: {l:?}",
+            kind.name()
+        );
+        // Windows: the units lapse at the window's end (within the hour); the others never.
+        match kind {
+            AlgorithmKind::FixedWindow | AlgorithmKind::SlidingWindow => assert!(
+                l.lapse.is_some_and(|d| d > Duration::ZERO && d <= HOUR),
+                "{}: {l:?}",
+                kind.name()
+            ),
+            _ => assert_eq!(l.lapse, None, "{}", kind.name()),
+        }
+        // Five wanted, five left: all of them; then fewer than wanted; then a refusal.
+        let l = s.lease(&sp, k, 5, TTL).await.expect("lease");
+        assert_eq!(
+            (l.granted, l.decision.is_allowed()),
+            (5, true),
+            "{}",
+            kind.name()
+        );
+        let l = s.lease(&sp, k, 5, TTL).await.expect("lease");
+        assert_eq!(
+            (l.granted, l.decision.is_allowed()),
+            (1, true),
+            "{}",
+            kind.name()
+        );
+        let l = s.lease(&sp, k, 5, TTL).await.expect("lease");
+        assert_eq!(
+            (l.granted, l.decision.is_allowed()),
+            (0, false),
+            "{}",
+            kind.name()
+        );
+        // Units leased out may come back within the ttl: the refusal says so...
+        let wait = |d: Decision| match d {
+            Decision::Deny { retry_after } => Duration::from_nanos(retry_after),
+            d => panic!("{d:?}"),
+        };
+        assert!(wait(l.decision) <= TTL, "{}: {l:?}", kind.name());
+        // ...and once none can, it waits for the next unit (6 minutes at 10/h), so a cached
+        // refusal costs no Redis call until then.
+        let mark = format!("{}:lease", k.redis_key(kind));
+        assert_eq!(r.cli(&["DEL", &mark]), "1", "{}", kind.name());
+        let l = s.lease(&sp, k, 5, TTL).await.expect("lease");
+        assert!(
+            wait(l.decision) > Duration::from_secs(60),
+            "{}: {l:?}",
+            kind.name()
+        );
+        // Unspent units go back and can be leased again.
+        s.refund(&sp, k, 3).await.expect("refund");
+        let l = s.lease(&sp, k, 8, TTL).await.expect("lease");
+        assert_eq!(l.granted, 3, "{}", kind.name());
+    }
+    // The algorithms that decide each request on its own refuse a lease: never a silent
+    // acquire of `want` units.
+    for kind in [
+        AlgorithmKind::LeakyBucket,
+        AlgorithmKind::SlidingLog,
+        AlgorithmKind::Quota,
+    ] {
+        let mut sp = spec(kind, 1, HOUR, 10);
+        if kind == AlgorithmKind::Quota {
+            sp.calendar = Some(Calendar {
+                unit: CalendarUnit::Day,
+                offset_secs: 0,
+            });
+        }
+        let e = s
+            .lease(&sp, key(kind.name(), 12), 4, TTL)
+            .await
+            .expect_err("no lease");
+        assert!(e.to_string().contains("no lease"), "{}: {e}", kind.name());
+        assert!(!e.is_outage());
     }
 }
