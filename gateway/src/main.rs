@@ -207,8 +207,11 @@ fn certificates_ok(cfg: &Config) -> Result<(), Vec<String>> {
 }
 
 fn init_logging(format: LogFormat) {
+    // The redis client logs a WARN line per request and per reconnect attempt while a node is
+    // away (hundreds per second): its errors only. Each node's change of state is logged
+    // once by the store (`redis_down`, `redis_up`, with the node).
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOLLGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,redis=error"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

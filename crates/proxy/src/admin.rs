@@ -167,13 +167,21 @@ impl ServeHttp for Admin {
                 // Redis being away does not make this instance unready: every instance shares
                 // the same Redis, so taking them out of rotation would help nobody; each
                 // limit's on_error says what happens meanwhile. The state is shown, though.
+                // Until the first probe has connected, read the cluster's map and loaded the
+                // scripts (or found Redis away), the instance is not ready: a new instance in
+                // a rollout would otherwise fall back on its first requests.
                 let redis: &[u8] = match &self.shared.store {
                     None => b"",
+                    Some(s) if !s.ready() => b"redis: connecting\n",
                     Some(s) if s.is_up() => b"redis: up\n",
-                    Some(_) => b"redis: down (global limits follow their on_error)\n",
+                    Some(_) => {
+                        b"redis: down (global limits on the failed nodes follow their on_error)\n"
+                    }
                 };
                 if self.draining.load(Ordering::Relaxed) {
                     reply(503, "text/plain", [b"draining\n", redis].concat())
+                } else if self.shared.store.as_ref().is_some_and(|s| !s.ready()) {
+                    reply(503, "text/plain", [b"starting\n", redis].concat())
                 } else {
                     reply(200, "text/plain", [b"ready\n", redis].concat())
                 }

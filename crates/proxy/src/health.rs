@@ -44,7 +44,10 @@ impl BackgroundService for HealthChecks {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         // Next due time per pool, keyed by the pool's address (pools are shared across reloads).
         let mut due: HashMap<usize, Instant> = HashMap::new();
-        let mut redis_due = Instant::now();
+        // The last probe's start (None: none yet); one probe at a time.
+        let mut probed_at: Option<Instant> = None;
+        let probing = Arc::new(AtomicBool::new(false));
+        let mut blocks_due = Instant::now();
         let mut sweep_due = Instant::now();
         loop {
             if Instant::now() >= sweep_due {
@@ -53,15 +56,21 @@ impl BackgroundService for HealthChecks {
             }
             sweep_leases(&self.shared);
             if let Some(store) = &self.shared.store {
-                if Instant::now() >= redis_due {
-                    redis_due = Instant::now() + REDIS_PROBE_EVERY;
-                    let store = store.clone();
+                // Once a second; sooner while a node is down or a cluster's map is stale.
+                let due = probed_at.is_none_or(|t| t.elapsed() >= store.probe_every());
+                if due && !probing.swap(true, Ordering::AcqRel) {
+                    probed_at = Some(Instant::now());
+                    let (store, probing) = (store.clone(), probing.clone());
                     // Bounded by the store's own timeouts; never blocks the loop.
-                    let (shared, sync) = (self.shared.clone(), self.blocks.clone());
                     tokio::spawn(async move {
                         let _ = store.probe().await;
-                        sync_blocks(&shared, &sync).await;
+                        probing.store(false, Ordering::Release);
                     });
+                }
+                if Instant::now() >= blocks_due {
+                    blocks_due = Instant::now() + REDIS_PROBE_EVERY;
+                    let (shared, sync) = (self.shared.clone(), self.blocks.clone());
+                    tokio::spawn(async move { sync_blocks(&shared, &sync).await });
                 }
             }
             let rt = self.shared.runtime.load_full();

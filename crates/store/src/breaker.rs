@@ -19,6 +19,8 @@ pub struct Breaker {
     open_until: AtomicU64,
     backoff: AtomicU64,
     up: AtomicBool,
+    /// The node it guards, for its log lines.
+    node: Box<str>,
 }
 
 impl Breaker {
@@ -31,7 +33,14 @@ impl Breaker {
             open_until: AtomicU64::new(0),
             backoff: AtomicU64::new(base_backoff.max(1)),
             up: AtomicBool::new(true),
+            node: Box::from(""),
         }
+    }
+
+    /// Names the node it guards in its log lines (one per change of state).
+    pub fn for_node(mut self, node: &str) -> Self {
+        self.node = Box::from(node);
+        self
     }
 
     /// Whether a call may go to the store now: `None` refuses it; `Some(true)` lets it through
@@ -63,7 +72,8 @@ impl Breaker {
             self.backoff.store(self.base_backoff, Ordering::Relaxed);
             tracing::info!(
                 event = "redis_up",
-                "Redis answers again: global limits resume"
+                node = %self.node,
+                "Redis answers again: global limits on this node resume"
             );
         }
         if !self.up.load(Ordering::Relaxed) {
@@ -94,9 +104,10 @@ impl Breaker {
                 .store(now.saturating_add(b).max(1), Ordering::Release);
             tracing::warn!(
                 event = "redis_down",
+                node = %self.node,
                 failures,
                 backoff_ms = b / 1_000_000,
-                "Redis failed repeatedly: not called until a probe succeeds"
+                "Redis failed repeatedly: this node is not called until a probe succeeds; its keys follow on_error"
             );
         }
         if failures >= self.threshold {

@@ -16,11 +16,13 @@
 //! crate's.
 
 mod breaker;
+mod nodes;
 mod redis_store;
 mod scripts;
 mod tls;
 
 pub use breaker::Breaker;
+pub use nodes::{slot, Node, Nodes};
 pub use redis_store::{RedisConfig, RedisStore, StoreMetrics, Target, Tls};
 pub use scripts::{script_source, ScriptReply, BLOCKS_KEYS};
 
@@ -195,8 +197,22 @@ pub trait GlobalStore: Send + Sync + 'static {
     /// Checks the store answers (bypassing the breaker) and records the result in it.
     fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>>;
 
-    /// False while the breaker is open: decisions fail at once without calling the store.
+    /// False while a node's breaker is open (its keys' decisions fail at once, without
+    /// calling it).
     fn is_up(&self) -> bool;
+
+    /// False until the first probe has finished (connected, read the topology and loaded the
+    /// scripts, or found Redis away): `/readyz` waits for it, so a new instance does not fall
+    /// back on its first requests.
+    fn ready(&self) -> bool {
+        true
+    }
+
+    /// How soon the background probe should run again: sooner while a node is down or the
+    /// cluster's slot map is known to be stale.
+    fn probe_every(&self) -> Duration {
+        Duration::from_secs(1)
+    }
 
     /// Records a block for every instance to learn (a store without sharing keeps none).
     fn block<'a>(

@@ -9,10 +9,12 @@
 //! Every call is bounded by `timeout` and goes through the [`Breaker`]; errors, latency and the
 //! up state are exported as metrics.
 
-use crate::breaker::Breaker;
+use crate::nodes::{Node, Nodes};
 use crate::scripts::{script_source, ScriptReply, BLOCKS_KEYS, BLOCKS_SCRIPT};
 use crate::{BoxFuture, GlobalKey, GlobalStore, StoreError};
-use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{
+    Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
@@ -92,7 +94,7 @@ pub struct StoreMetrics {
     pub calls: IntCounterVec,
     pub errors: IntCounterVec,
     pub latency: Histogram,
-    pub up: IntGauge,
+    pub up: IntGaugeVec,
 }
 
 impl StoreMetrics {
@@ -120,11 +122,13 @@ impl StoreMetrics {
                 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0,
             ]),
         )?;
-        let up = IntGauge::new(
-            "tollgate_redis_up",
-            "1 while Redis answers; 0 after repeated failures (the breaker is open).",
+        let up = IntGaugeVec::new(
+            Opts::new(
+                "tollgate_redis_up",
+                "1 while a Redis node answers; 0 after repeated failures (its breaker is open). By node: the single Redis, or each cluster master.",
+            ),
+            &["node"],
         )?;
-        up.set(1);
         registry.register(Box::new(calls.clone()))?;
         registry.register(Box::new(errors.clone()))?;
         registry.register(Box::new(latency.clone()))?;
@@ -159,12 +163,12 @@ enum Conn {
 #[derive(Default)]
 struct Slot {
     conn: parking_lot::Mutex<Option<(u64, Conn)>>,
-    /// A cluster connection is being made (in its own task, so that a slow handshake completes
-    /// for the next call even when this one gives up at its timeout).
+    /// A connection is being made (in its own task, so that a slow handshake completes for the
+    /// next call even when this one gives up at its timeout).
     connecting: AtomicBool,
     ready: tokio::sync::Notify,
     timeouts: AtomicU32,
-    /// Why the last cluster connection attempt failed (a refused certificate, say), for the
+    /// Why the last connection attempt failed (a refused certificate, say), for the
     /// calls that waited on it.
     failed: parking_lot::Mutex<Option<redis::RedisError>>,
 }
@@ -180,7 +184,14 @@ pub struct RedisStore {
     scripts: Vec<redis::Script>,
     blocks_script: redis::Script,
     timeout: Duration,
-    breaker: Breaker,
+    /// A breaker per node: the single Redis, or each master of a cluster.
+    nodes: Nodes,
+    /// A cluster's slot map may be out of date (a call failed on a master): read it again.
+    stale: AtomicBool,
+    /// A probe reached Redis (a worker's first connection then gets the connect budget).
+    reached: AtomicBool,
+    /// The first probe has finished.
+    probed: AtomicBool,
     clock: Arc<dyn Clock>,
     metrics: StoreMetrics,
     /// Resolved once: the hot path (and an outage's every request) increments without a label
@@ -317,6 +328,11 @@ impl RedisStore {
             }
         };
         let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        // The node a single Redis is shown as in tollgate_redis_up{node}.
+        let whole = match &client {
+            Client::Single(c) => c.get_connection_info().addr().to_string(),
+            Client::Cluster(_) => "cluster".to_string(),
+        };
         let errors = ERROR_KINDS.map(|k| metrics.errors.with_label_values(&[k]));
         Ok(Self {
             client,
@@ -330,11 +346,18 @@ impl RedisStore {
                 .collect(),
             blocks_script: redis::Script::new(BLOCKS_SCRIPT),
             timeout: cfg.timeout,
-            breaker: Breaker::new(
-                cfg.breaker_threshold,
-                ns(cfg.breaker_backoff),
-                ns(cfg.breaker_max_backoff),
+            nodes: Nodes::new(
+                &whole,
+                (
+                    cfg.breaker_threshold,
+                    ns(cfg.breaker_backoff),
+                    ns(cfg.breaker_max_backoff),
+                ),
+                metrics.up.clone(),
             ),
+            stale: AtomicBool::new(false),
+            reached: AtomicBool::new(false),
+            probed: AtomicBool::new(false),
             clock,
             acquire_calls: metrics.calls.with_label_values(&["acquire"]),
             lease_calls: metrics.calls.with_label_values(&["lease"]),
@@ -350,6 +373,8 @@ impl RedisStore {
         &self.slots[thread_slot() % self.slots.len()]
     }
 
+    /// This thread's connection, made in a task of its own when there is none (so that a slow
+    /// handshake completes for the next call even when this one gives up).
     async fn conn(&self) -> Result<Conn, StoreError> {
         let slot = self.slot();
         let epoch = self.epoch.load(Ordering::Acquire);
@@ -358,70 +383,67 @@ impl RedisStore {
                 return Ok(c.clone());
             }
         }
-        match &self.client {
-            Client::Single(c) => {
-                // Made at once; it connects on first use and reconnects by itself.
-                let cfg = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
-                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
-                    .set_number_of_retries(2)
-                    .set_min_delay(Duration::from_millis(20))
-                    .set_max_delay(Duration::from_millis(500));
-                let conn =
-                    Conn::Single(ConnectionManager::new_lazy_with_config((**c).clone(), cfg)?);
-                *slot.conn.lock() = Some((epoch, conn.clone()));
-                Ok(conn)
-            }
-            Client::Cluster(c) => {
-                // Register for the wake-up before looking at the flag, so none is missed.
-                let ready = slot.ready.notified();
-                if !slot.connecting.swap(true, Ordering::AcqRel) {
-                    let (slot2, client) = (slot.clone(), c.clone());
-                    tokio::spawn(async move {
-                        let made =
-                            tokio::time::timeout(CONNECT_TIMEOUT, client.get_async_connection())
-                                .await;
-                        *slot2.failed.lock() = None;
-                        match made {
-                            Ok(Ok(conn)) => {
-                                *slot2.conn.lock() = Some((epoch, Conn::Cluster(conn)));
-                            }
-                            Ok(Err(e)) => {
-                                tracing::debug!(error = %e, "cluster connection failed");
-                                *slot2.failed.lock() = Some(e);
-                            }
-                            Err(_) => tracing::debug!("cluster connection timed out"),
-                        }
-                        slot2.connecting.store(false, Ordering::Release);
-                        slot2.ready.notify_waiters();
-                    });
+        // Register for the wake-up before looking at the flag, so none is missed.
+        let ready = slot.ready.notified();
+        if !slot.connecting.swap(true, Ordering::AcqRel) {
+            let (slot2, client) = (slot.clone(), self.client.clone());
+            tokio::spawn(async move {
+                let made = tokio::time::timeout(CONNECT_TIMEOUT, connect(client)).await;
+                *slot2.failed.lock() = None;
+                match made {
+                    Ok(Ok(conn)) => *slot2.conn.lock() = Some((epoch, conn)),
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "connection to Redis failed");
+                        *slot2.failed.lock() = Some(e);
+                    }
+                    Err(_) => tracing::debug!("connection to Redis timed out"),
                 }
-                ready.await;
-                match &*slot.conn.lock() {
-                    Some((e, c)) if *e == epoch => Ok(c.clone()),
-                    _ => Err(StoreError::Redis(
-                        slot.failed.lock().clone().unwrap_or_else(|| {
-                            redis::RedisError::from((
-                                redis::ErrorKind::Io,
-                                "no connection to the cluster",
-                            ))
-                        }),
-                    )),
-                }
-            }
+                slot2.connecting.store(false, Ordering::Release);
+                slot2.ready.notify_waiters();
+            });
+        }
+        ready.await;
+        match &*slot.conn.lock() {
+            Some((e, c)) if *e == epoch => Ok(c.clone()),
+            _ => Err(StoreError::Redis(
+                slot.failed.lock().clone().unwrap_or_else(|| {
+                    redis::RedisError::from((redis::ErrorKind::Io, "no connection to Redis"))
+                }),
+            )),
+        }
+    }
+
+    /// This thread's connection, waiting for a new one at most `budget`.
+    async fn conn_within(&self, budget: Duration) -> Result<Conn, StoreError> {
+        match tokio::time::timeout(budget, self.conn()).await {
+            Ok(r) => r,
+            Err(_) => Err(StoreError::Timeout(budget)),
+        }
+    }
+
+    /// How long a call may wait for its thread's first connection: the decision's budget,
+    /// or the connect budget once a probe has reached Redis and the node answers (at start and
+    /// after an outage every worker thread makes its connection on its first call: a handshake
+    /// to a Redis known to be there is not an outage, and must not be taken for one).
+    fn connect_budget(&self, node: &Node) -> Duration {
+        if self.reached.load(Ordering::Relaxed) && node.breaker.is_up() {
+            CONNECT_TIMEOUT.max(self.timeout)
+        } else {
+            self.timeout
         }
     }
 
     async fn eval(
         &self,
+        conn: Conn,
         spec: &LimitSpec,
-        key: GlobalKey<'_>,
+        rkey: &str,
         cost: u64,
         op: Op,
     ) -> Result<ScriptReply, StoreError> {
         let script = &self.scripts[script_index(spec.algorithm)];
         let mut inv = script.prepare_invoke();
-        inv.key(key.redis_key(spec.algorithm))
+        inv.key(rkey)
             .arg(spec.rate.count())
             .arg((spec.rate.period_ns() / 1_000).max(1))
             .arg(spec.burst)
@@ -441,17 +463,16 @@ impl RedisStore {
         }
         if let Op::Lease { ttl_us } = op {
             // The key's lease mark (same hash tag: same slot) and the slices' ttl, last.
-            inv.key(format!("{}:lease", key.redis_key(spec.algorithm)))
-                .arg(ttl_us);
+            inv.key(format!("{rkey}:lease")).arg(ttl_us);
         }
-        let reply: Vec<i64> = match self.conn().await? {
+        let reply: Vec<i64> = match conn {
             Conn::Single(mut c) => inv.invoke_async(&mut c).await?,
             Conn::Cluster(mut c) => inv.invoke_async(&mut c).await?,
         };
         ScriptReply::parse(&reply)
     }
 
-    /// One guarded call: breaker, timeout, metrics.
+    /// One guarded call: the breaker of the key's node, the budgets, metrics.
     async fn call(
         &self,
         spec: &LimitSpec,
@@ -459,7 +480,9 @@ impl RedisStore {
         cost: u64,
         op: Op,
     ) -> Result<ScriptReply, StoreError> {
-        let Some(probe) = self.breaker.allow(self.clock.now()) else {
+        let rkey = key.redis_key(spec.algorithm);
+        let node = self.nodes.node_for(&rkey);
+        let Some(probe) = node.breaker.allow(self.clock.now()) else {
             self.errors[1].inc();
             return Err(StoreError::CircuitOpen);
         };
@@ -469,20 +492,26 @@ impl RedisStore {
             Op::Refund => self.refund_calls.inc(),
         }
         let start = Instant::now();
-        let r = match tokio::time::timeout(self.timeout, self.eval(spec, key, cost, op)).await {
-            Ok(r) => r,
-            Err(_) => Err(StoreError::Timeout(self.timeout)),
+        let r = match self.conn_within(self.connect_budget(&node)).await {
+            Ok(conn) => {
+                let run = self.eval(conn, spec, &rkey, cost, op);
+                match tokio::time::timeout(self.timeout, run).await {
+                    Ok(r) => r,
+                    Err(_) => Err(StoreError::Timeout(self.timeout)),
+                }
+            }
+            Err(e) => Err(e),
         };
         self.metrics.latency.observe(start.elapsed().as_secs_f64());
-        self.record(&r, probe);
+        self.record(&r, probe, &node);
         r
     }
 
     /// A call to the block registry: off the request path, so it gets a longer budget than a
     /// decision, and it stays out of the breaker and the decision latency (a slow poll must not
-    /// turn global limits to their on_error); while the breaker is open it is not made.
+    /// turn global limits to their on_error); while its node's breaker is open it is not made.
     async fn blocks_call<T: redis::FromRedisValue>(&self, args: &[&str]) -> Result<T, StoreError> {
-        if self.breaker.is_open() {
+        if self.nodes.node_for(BLOCKS_KEYS[0]).breaker.is_open() {
             return Err(StoreError::CircuitOpen);
         }
         self.metrics.calls.with_label_values(&["blocks"]).inc();
@@ -507,16 +536,16 @@ impl RedisStore {
         }
     }
 
-    fn record<T>(&self, r: &Result<T, StoreError>, probe: bool) {
+    fn record<T>(&self, r: &Result<T, StoreError>, probe: bool, node: &Node) {
         let slot = self.slot();
         match r {
             Ok(_) => {
                 if slot.timeouts.load(Ordering::Relaxed) != 0 {
                     slot.timeouts.store(0, Ordering::Relaxed);
                 }
-                self.breaker.success();
-                if self.metrics.up.get() != 1 {
-                    self.metrics.up.set(1);
+                node.breaker.success();
+                node.publish();
+                if self.tls_failure.lock().is_some() {
                     *self.tls_failure.lock() = None;
                 }
             }
@@ -540,24 +569,59 @@ impl RedisStore {
                     *slot.conn.lock() = None;
                 }
                 if e.is_outage() {
-                    self.breaker.failure(self.clock.now(), probe);
-                    if !self.breaker.is_up() {
-                        self.metrics.up.set(0);
+                    node.breaker.failure(self.clock.now(), probe);
+                    node.publish();
+                    if matches!(self.client, Client::Cluster(_)) {
+                        // A master failed or moved: read the slot map again at once.
+                        self.stale.store(true, Ordering::Relaxed);
                     }
                 }
             }
         }
     }
 
-    async fn ping_and_load(&self) -> Result<(), StoreError> {
-        let pong: String = match self.conn().await? {
-            Conn::Single(mut c) => redis::cmd("PING").query_async(&mut c).await?,
-            Conn::Cluster(mut c) => redis::cmd("PING").query_async(&mut c).await?,
+    /// Reads the cluster's slot map (`CLUSTER SLOTS`) into the nodes' table.
+    async fn read_topology(&self) -> Result<(), StoreError> {
+        let Conn::Cluster(mut c) = self.conn().await? else {
+            return Ok(());
         };
-        if pong != "PONG" {
-            return Err(StoreError::BadReply(pong));
+        let v: redis::Value = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async(&mut c)
+            .await?;
+        let ranges = parse_slots(&v)?;
+        self.stale.store(false, Ordering::Relaxed);
+        if self.nodes.install(&ranges) {
+            let masters: Vec<String> = self
+                .nodes
+                .all()
+                .iter()
+                .map(|n| n.addr.to_string())
+                .collect();
+            tracing::info!(event = "redis_cluster_map", masters = ?masters, "Redis Cluster slot map read");
         }
-        let recovering = !self.breaker.is_up() || self.breaker.is_open();
+        Ok(())
+    }
+
+    async fn ping_and_load(&self) -> Result<(), StoreError> {
+        match &self.client {
+            Client::Single(_) => {
+                let pong: String = match self.conn().await? {
+                    Conn::Single(mut c) => redis::cmd("PING").query_async(&mut c).await?,
+                    Conn::Cluster(mut c) => redis::cmd("PING").query_async(&mut c).await?,
+                };
+                if pong != "PONG" {
+                    return Err(StoreError::BadReply(pong));
+                }
+            }
+            // The map says which masters there are; each master's own breaker says whether it
+            // answers (a PING would land on any node, and say nothing of the others).
+            Client::Cluster(_) => self.read_topology().await?,
+        }
+        self.reached.store(true, Ordering::Relaxed);
+        let whole = self.nodes.whole();
+        let recovering = matches!(self.client, Client::Single(_))
+            && (!whole.breaker.is_up() || whole.breaker.is_open());
         if recovering {
             // Back from an outage: every thread's connection may be one that silently died;
             // each makes a new one on its next call.
@@ -565,7 +629,8 @@ impl RedisStore {
         }
         if recovering || !self.scripts_loaded.load(Ordering::Relaxed) {
             // At start, and back from an outage (a restarted Redis has no scripts): load them
-            // before the first decisions rather than on their NOSCRIPT.
+            // before the first decisions rather than on their NOSCRIPT (on a cluster: on
+            // every master).
             for s in self.scripts.iter().chain([&self.blocks_script]) {
                 let inv = s.prepare_invoke();
                 match self.conn().await? {
@@ -577,6 +642,61 @@ impl RedisStore {
         }
         Ok(())
     }
+}
+
+/// Makes a connection: a reconnecting manager for a single Redis, a cluster connection (which
+/// discovers the topology and reconnects per node) for a cluster.
+async fn connect(client: Client) -> Result<Conn, redis::RedisError> {
+    match client {
+        Client::Single(c) => {
+            let cfg = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                .set_response_timeout(Some(RESPONSE_TIMEOUT))
+                .set_number_of_retries(2)
+                .set_min_delay(Duration::from_millis(20))
+                .set_max_delay(Duration::from_millis(500));
+            Ok(Conn::Single(
+                ConnectionManager::new_with_config(*c, cfg).await?,
+            ))
+        }
+        Client::Cluster(c) => Ok(Conn::Cluster(c.get_async_connection().await?)),
+    }
+}
+
+/// `CLUSTER SLOTS`: `[[first, last, [host, port, id, ...], replicas...], ...]` as
+/// `(first, last, "host:port")` of each range's master.
+fn parse_slots(v: &redis::Value) -> Result<Vec<(u16, u16, String)>, StoreError> {
+    use redis::Value;
+    let bad = |what: &str| StoreError::BadReply(format!("CLUSTER SLOTS: {what}"));
+    let Value::Array(ranges) = v else {
+        return Err(bad("not an array"));
+    };
+    let int = |v: &Value| match v {
+        Value::Int(n) => u16::try_from(*n).ok(),
+        _ => None,
+    };
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    };
+    let mut out = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        let Value::Array(r) = r else {
+            return Err(bad("a range is not an array"));
+        };
+        let (Some(first), Some(last), Some(Value::Array(master))) =
+            (r.first().and_then(int), r.get(1).and_then(int), r.get(2))
+        else {
+            return Err(bad("a range without its master"));
+        };
+        let (Some(host), Some(Value::Int(port))) = (master.first().and_then(text), master.get(1))
+        else {
+            return Err(bad("a master without host and port"));
+        };
+        out.push((first, last, format!("{host}:{port}")));
+    }
+    Ok(out)
 }
 
 impl GlobalStore for RedisStore {
@@ -629,14 +749,33 @@ impl GlobalStore for RedisStore {
                 Err(_) => Err(StoreError::Timeout(CONNECT_TIMEOUT)),
             };
             // The probe bypasses the breaker: its failure is not a probe of it (that would
-            // lengthen the back-off every second); its success closes it.
-            self.record(&r, false);
+            // lengthen the back-off every second); its success closes it. On a cluster whose
+            // map is known it reads the map: each master's breaker is its own keys' business.
+            if !self.nodes.mapped() {
+                self.record(&r, false, self.nodes.whole());
+            }
+            self.probed.store(true, Ordering::Release);
             r
         })
     }
 
     fn is_up(&self) -> bool {
-        self.breaker.is_up()
+        self.nodes.all_up()
+    }
+
+    fn ready(&self) -> bool {
+        self.probed.load(Ordering::Acquire)
+    }
+
+    fn probe_every(&self) -> Duration {
+        if self.stale.load(Ordering::Relaxed) {
+            Duration::from_millis(50)
+        } else if !self.nodes.all_up() {
+            // A master is down: its replica's promotion shows in the map within this.
+            Duration::from_millis(250)
+        } else {
+            Duration::from_secs(1)
+        }
     }
 
     fn block<'a>(

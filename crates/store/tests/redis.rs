@@ -759,3 +759,135 @@ async fn a_lease_takes_what_is_left_up_to_its_want_and_windows_say_when_it_lapse
         assert!(!e.is_outage());
     }
 }
+
+/// A real 3-master, 3-replica cluster; a master is killed under traffic. Keys on the healthy
+/// masters never fail; keys on the failed master fail until its replica is promoted, and are
+/// decided by Redis again within a second of the promotion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_master_takes_only_its_own_keys_to_on_error_until_its_replica_is_promoted() {
+    let mut c = RedisCluster::with_replicas(3).expect("cluster");
+    let registry = prometheus::Registry::new();
+    let m = StoreMetrics::register(&registry).expect("metrics");
+    let s = Arc::new(
+        RedisStore::new(
+            &RedisConfig::new(Target::Cluster(c.urls()), Duration::from_millis(250), 2),
+            Arc::new(ManualClock::new(1)),
+            m.clone(),
+        )
+        .expect("store"),
+    );
+    assert!(!s.ready());
+    s.probe().await.expect("probe");
+    assert!(s.ready() && s.is_up());
+    // The background probe, as the gateway runs it.
+    let prober = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            loop {
+                let _ = s.probe().await;
+                tokio::time::sleep(s.probe_every()).await;
+            }
+        })
+    };
+    let masters = c.masters();
+    assert_eq!(masters.len(), 3, "{masters:?}");
+    let owner = |k: u64| {
+        let slot = tollgate_store::slot(key("f", k).redis_key(AlgorithmKind::Gcra).as_bytes());
+        masters
+            .iter()
+            .find(|(_, ranges)| ranges.iter().any(|&(a, b)| a <= slot && slot <= b))
+            .map(|(p, _)| *p)
+            .expect("an owner")
+    };
+    let victim = masters[0].0;
+    let on_victim: Vec<u64> = (0..200).filter(|&k| owner(k) == victim).take(8).collect();
+    let healthy: Vec<u64> = (0..200).filter(|&k| owner(k) != victim).take(16).collect();
+    assert!(on_victim.len() == 8 && healthy.len() == 16);
+
+    // Traffic on both sets until told to stop: (ms since start, ok) per call.
+    let t0 = Instant::now();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let traffic = |keys: Vec<u64>| {
+        let (s, stop) = (s.clone(), stop.clone());
+        tokio::spawn(async move {
+            let sp = spec(
+                AlgorithmKind::Gcra,
+                1_000_000,
+                Duration::from_secs(1),
+                1_000_000,
+            );
+            let mut out = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for &k in &keys {
+                    let r = s.acquire(&sp, key("f", k), 1).await;
+                    out.push((t0.elapsed().as_millis() as u64, r.is_ok()));
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            out
+        })
+    };
+    let healthy_calls = traffic(healthy.clone());
+    let victim_calls = traffic(on_victim.clone());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    c.node(victim).expect("victim").stop();
+    let killed = t0.elapsed().as_millis() as u64;
+    // Promotion: a live node sees another master serving the victim's slots.
+    let victim_slot = masters[0].1[0].0;
+    let promoted = loop {
+        let now = c.masters();
+        if now.iter().any(|(p, r)| {
+            *p != victim && r.iter().any(|&(a, b)| a <= victim_slot && victim_slot <= b)
+        }) {
+            break t0.elapsed().as_millis() as u64;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "no promotion");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    prober.abort();
+    let healthy_calls = healthy_calls.await.expect("traffic");
+    let victim_calls = victim_calls.await.expect("traffic");
+
+    let failed: Vec<_> = healthy_calls.iter().filter(|c| !c.1).collect();
+    assert!(
+        failed.is_empty(),
+        "keys on healthy masters failed {} of {} calls (killed at {killed} ms): {:?}",
+        failed.len(),
+        healthy_calls.len(),
+        &failed[..failed.len().min(10)]
+    );
+    let victim_failed: Vec<u64> = victim_calls.iter().filter(|c| !c.1).map(|c| c.0).collect();
+    assert!(
+        !victim_failed.is_empty(),
+        "the failed master's keys did fail"
+    );
+    let last_failure = victim_failed.iter().max().copied().unwrap_or(0);
+    eprintln!(
+        "killed at {killed} ms, promoted at {promoted} ms (seen), the failed master's keys failed until {last_failure} ms; healthy keys: {} calls, 0 failed",
+        healthy_calls.len()
+    );
+    assert!(
+        last_failure <= promoted + 1000,
+        "the failed master's keys failed until {last_failure} ms; promoted at {promoted} ms"
+    );
+    assert!(
+        victim_calls
+            .iter()
+            .filter(|c| c.0 > promoted + 1000)
+            .all(|c| c.1)
+            && victim_calls.iter().any(|c| c.0 > promoted + 1000),
+        "global again after the promotion"
+    );
+    assert!(s.is_up(), "every master of the new map answers");
+    let text = prometheus::TextEncoder::new()
+        .encode_to_string(&registry.gather())
+        .expect("metrics text");
+    assert_eq!(text.matches("tollgate_redis_up{").count(), 3, "{text}");
+    assert!(
+        !text.contains(&format!(":{victim}\"")),
+        "the dead master's gauge is gone: {text}"
+    );
+}

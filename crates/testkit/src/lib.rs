@@ -811,14 +811,75 @@ fn free_cluster_port() -> u16 {
     0
 }
 
-/// A Redis Cluster of `masters` masters (no replicas) made with `redis-cli --cluster create`.
+/// A Redis Cluster of `masters` masters (and, with [`RedisCluster::with_replicas`], a replica
+/// of each) made with `redis-cli --cluster create`.
 pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,
 }
 
 impl RedisCluster {
     pub fn start(masters: usize) -> std::io::Result<Self> {
-        Self::start_inner(masters, None)
+        Self::start_inner(masters, 0, None)
+    }
+
+    /// `masters` masters with one replica each, which the cluster promotes when its master
+    /// fails (after `cluster-node-timeout`, 2 s here).
+    pub fn with_replicas(masters: usize) -> std::io::Result<Self> {
+        let c = Self::start_inner(masters, 1, None)?;
+        // Replicas must have synced before a failover can promote them.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !c.nodes.iter().all(|n| {
+            let info = n.cli(&["INFO", "replication"]);
+            info.contains("role:master") || info.contains("master_link_status:up")
+        }) {
+            if Instant::now() > deadline {
+                return Err(std::io::Error::other("the replicas did not sync"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(c)
+    }
+
+    /// The masters as a live node sees them: (port, slot ranges), from CLUSTER NODES.
+    pub fn masters(&self) -> Vec<(u16, Vec<(u16, u16)>)> {
+        let mut out = Vec::new();
+        for n in &self.nodes {
+            let text = n.cli(&["CLUSTER", "NODES"]);
+            if !text.contains("myself") {
+                continue;
+            }
+            for line in text.lines() {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                if f.len() < 8 || !f[2].contains("master") || f[2].contains("fail") {
+                    continue;
+                }
+                let Some(port) = f[1]
+                    .split('@')
+                    .next()
+                    .and_then(|a| a.rsplit(':').next())
+                    .and_then(|p| p.parse().ok())
+                else {
+                    continue;
+                };
+                let ranges = f[8..]
+                    .iter()
+                    .filter_map(|r| {
+                        let (a, b) = r.split_once('-').unwrap_or((r, r));
+                        Some((a.parse().ok()?, b.parse().ok()?))
+                    })
+                    .collect::<Vec<_>>();
+                if !ranges.is_empty() {
+                    out.push((port, ranges));
+                }
+            }
+            break;
+        }
+        out
+    }
+
+    /// The node listening on `port`.
+    pub fn node(&mut self, port: u16) -> Option<&mut RedisServer> {
+        self.nodes.iter_mut().find(|n| n.port == port)
     }
 
     /// A cluster speaking TLS only, between its nodes too (`--tls-cluster yes`), every node
@@ -827,11 +888,16 @@ impl RedisCluster {
         let dir = temp_dir("redis-cluster-tls");
         Self::start_inner(
             masters,
+            0,
             Some((dir.clone(), RedisTls::new(&dir, auth_clients)?)),
         )
     }
 
-    fn start_inner(masters: usize, tls: Option<(PathBuf, RedisTls)>) -> std::io::Result<Self> {
+    fn start_inner(
+        masters: usize,
+        replicas: usize,
+        tls: Option<(PathBuf, RedisTls)>,
+    ) -> std::io::Result<Self> {
         let mut nodes = Vec::new();
         let client = tls.as_ref().map(|(_, t)| {
             let p = |p: &Path| p.display().to_string();
@@ -840,7 +906,7 @@ impl RedisCluster {
         let (client_cert, client_key) = client
             .as_ref()
             .map_or(("", ""), |(c, k)| (c.as_str(), k.as_str()));
-        for _ in 0..masters {
+        for _ in 0..masters * (1 + replicas) {
             let port = free_cluster_port();
             let conf = format!("nodes-{port}.conf");
             let mut extra = vec![
@@ -850,6 +916,10 @@ impl RedisCluster {
                 &conf,
                 "--cluster-node-timeout",
                 "2000",
+                // A failed master's slots must not stop the others (Redis's default refuses
+                // every key with CLUSTERDOWN until a replica is promoted).
+                "--cluster-require-full-coverage",
+                "no",
             ];
             nodes.push(match &tls {
                 Some((dir, t)) => {
@@ -874,7 +944,7 @@ impl RedisCluster {
             .args(tls.map(|(_, t)| t.cli_args()).unwrap_or_default())
             .args(["--cluster", "create"])
             .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
