@@ -108,19 +108,25 @@ impl Leases {
     }
 
     /// Ends the slices due by `now`; pushes `(key, units)` to give back to the store. Leases
-    /// quiet for ten `ttl`s and holding nothing are dropped.
+    /// quiet for ten `ttl`s and holding nothing are dropped. Under each shard's read lock
+    /// (decisions go on meanwhile); the write lock only when there is something to drop.
     pub fn sweep(&self, now: Nanos, out: &mut Vec<(u64, u64)>) {
         let quiet = self.policy.ttl.saturating_mul(10);
+        let gone =
+            |l: &Lease| l.is_idle(now, &self.policy) && now.saturating_sub(l.last_seen) > quiet;
         for s in self.shards.iter() {
-            let mut map = s.map.write();
-            map.retain(|&k, l| {
-                let l = l.get_mut();
+            let mut drop_some = false;
+            for (&k, l) in s.map.read().iter() {
+                let mut l = l.lock();
                 let give = l.end_if_due(now);
                 if give > 0 {
                     out.push((k, give));
                 }
-                !(l.is_idle(now, &self.policy) && now.saturating_sub(l.last_seen) > quiet)
-            });
+                drop_some |= gone(&l);
+            }
+            if drop_some {
+                s.map.write().retain(|_, l| !gone(l.get_mut()));
+            }
         }
     }
 

@@ -38,6 +38,7 @@ impl HealthChecks {
 
 const TICK: Duration = Duration::from_millis(50);
 const REDIS_PROBE_EVERY: Duration = Duration::from_secs(1);
+const LEASE_SWEEP_EVERY: Duration = Duration::from_millis(200);
 
 #[async_trait]
 impl BackgroundService for HealthChecks {
@@ -49,12 +50,17 @@ impl BackgroundService for HealthChecks {
         let probing = Arc::new(AtomicBool::new(false));
         let mut blocks_due = Instant::now();
         let mut sweep_due = Instant::now();
+        let mut leases_due = Instant::now();
         loop {
             if Instant::now() >= sweep_due {
                 sweep_due = Instant::now() + REDIS_PROBE_EVERY;
                 sweep_blocks(&self.shared);
             }
-            sweep_leases(&self.shared);
+            if Instant::now() >= leases_due {
+                // A fifth of a slice's ttl: unspent units go back at most 0.2 s late.
+                leases_due = Instant::now() + LEASE_SWEEP_EVERY;
+                sweep_leases(&self.shared);
+            }
             if let Some(store) = &self.shared.store {
                 // Once a second; sooner while a node is down or a cluster's map is stale.
                 let due = probed_at.is_none_or(|t| t.elapsed() >= store.probe_every());

@@ -204,6 +204,7 @@ pub struct RedisStore {
     /// The TLS failure last logged (a refused certificate fails every connection attempt: it
     /// is logged once, again only when the reason changes or after Redis answered).
     tls_failure: parking_lot::Mutex<Option<String>>,
+    tls_failed: AtomicBool,
 }
 
 fn config_error(what: &'static str) -> StoreError {
@@ -365,6 +366,7 @@ impl RedisStore {
             errors,
             scripts_loaded: AtomicBool::new(false),
             tls_failure: parking_lot::Mutex::new(None),
+            tls_failed: AtomicBool::new(false),
             metrics,
         })
     }
@@ -545,7 +547,10 @@ impl RedisStore {
                 }
                 node.breaker.success();
                 node.publish();
-                if self.tls_failure.lock().is_some() {
+                // Answered: a TLS failure that comes back is logged again (one flag read on
+                // the hot path, the lock only after a failure was logged).
+                if self.tls_failed.load(Ordering::Relaxed) {
+                    self.tls_failed.store(false, Ordering::Relaxed);
                     *self.tls_failure.lock() = None;
                 }
             }
@@ -555,6 +560,7 @@ impl RedisStore {
                     if last.as_deref() != Some(reason.as_str()) {
                         tracing::error!(%reason, "TLS to Redis failed: no connection is made unverified; global limits follow on_error until it succeeds");
                         *last = Some(reason);
+                        self.tls_failed.store(true, Ordering::Relaxed);
                     }
                 }
                 let kind = e.kind();
