@@ -145,12 +145,7 @@ impl Lease {
         if self.held == 0 || now < self.ends {
             return 0;
         }
-        let held = std::mem::take(&mut self.held);
-        if self.lapses {
-            0
-        } else {
-            held
-        }
+        self.end()
     }
 
     /// Ends the slice now (the lease is dropped): the unspent units to give back.

@@ -11,6 +11,7 @@
 
 use crate::clock::Nanos;
 use crate::lease::{Grant, Lease, LeasePolicy, Take};
+use crate::shards::Sharding;
 use foldhash::fast::FixedState;
 use hashbrown::HashMap;
 use parking_lot::{Mutex, RwLock};
@@ -23,23 +24,20 @@ struct Shard {
 pub struct Leases {
     policy: LeasePolicy,
     shards: Box<[Shard]>,
-    shard_bits: u32,
-    shard_cap: usize,
+    sharding: Sharding,
 }
 
 impl Leases {
     pub fn new(policy: LeasePolicy, max_keys: usize) -> Self {
-        let max_keys = max_keys.max(1);
-        let shards = (max_keys / 256).clamp(1, 64).next_power_of_two().min(64);
+        let sharding = Sharding::for_max(max_keys);
         Self {
             policy,
-            shards: (0..shards)
+            shards: (0..sharding.count())
                 .map(|_| Shard {
                     map: RwLock::new(HashMap::with_hasher(FixedState::default())),
                 })
                 .collect(),
-            shard_bits: shards.trailing_zeros(),
-            shard_cap: max_keys.div_ceil(shards),
+            sharding,
         }
     }
 
@@ -49,12 +47,7 @@ impl Leases {
 
     #[inline]
     fn shard(&self, key: u64) -> &Shard {
-        let i = if self.shard_bits == 0 {
-            0
-        } else {
-            (key >> (64 - self.shard_bits)) as usize
-        };
-        &self.shards[i]
+        &self.shards[self.sharding.of(key)]
     }
 
     /// One request on `key`: admitted from its slice, or what to ask the store.
@@ -76,9 +69,9 @@ impl Leases {
             return l.lock().grant(now, want, g, &self.policy);
         }
         let mut map = shard.map.write();
-        if map.len() >= self.shard_cap && !map.contains_key(&key) {
+        if map.len() >= self.sharding.cap && !map.contains_key(&key) {
             map.retain(|_, l| !l.get_mut().is_idle(now, &self.policy));
-            if map.len() >= self.shard_cap {
+            if map.len() >= self.sharding.cap {
                 // Every entry holds units: this key stays exact (want was 1: nothing to hold).
                 return g.remaining;
             }

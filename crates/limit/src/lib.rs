@@ -30,6 +30,7 @@ mod decision;
 mod lease;
 mod lease_table;
 pub mod script;
+mod shards;
 mod spec;
 mod store;
 mod verdict;

@@ -43,6 +43,7 @@ use crate::algorithm::Algorithm;
 use crate::cell::StateCell;
 use crate::clock::Nanos;
 use crate::decision::Decision;
+use crate::shards::Sharding;
 use foldhash::fast::FixedState;
 use hashbrown::HashMap;
 use parking_lot::RwLock;
@@ -101,8 +102,7 @@ enum Standing {
 pub struct KeyedStore<A: Algorithm> {
     alg: A,
     shards: Box<[Shard<A::Cell>]>,
-    shard_bits: u32,
-    shard_cap: usize,
+    sharding: Sharding,
     evicted_idle: AtomicU64,
     evicted_active: AtomicU64,
     evicted_refused: AtomicU64,
@@ -110,12 +110,8 @@ pub struct KeyedStore<A: Algorithm> {
 
 impl<A: Algorithm> KeyedStore<A> {
     pub fn new(alg: A, max_keys: usize) -> Self {
-        let max_keys = max_keys.max(1);
-        // Enough shards to keep contention away, few enough that each holds a useful share.
-        let shards = (max_keys / 256).clamp(1, 64).next_power_of_two().min(64);
-        let shard_bits = shards.trailing_zeros();
-        let shard_cap = max_keys.div_ceil(shards);
-        let shards = (0..shards)
+        let sharding = Sharding::for_max(max_keys);
+        let shards = (0..sharding.count())
             .map(|_| Shard {
                 table: RwLock::new(Table {
                     map: HashMap::with_hasher(FixedState::default()),
@@ -127,8 +123,7 @@ impl<A: Algorithm> KeyedStore<A> {
         Self {
             alg,
             shards,
-            shard_bits,
-            shard_cap,
+            sharding,
             evicted_idle: AtomicU64::new(0),
             evicted_active: AtomicU64::new(0),
             evicted_refused: AtomicU64::new(0),
@@ -137,12 +132,7 @@ impl<A: Algorithm> KeyedStore<A> {
 
     #[inline]
     fn shard(&self, key: u64) -> &Shard<A::Cell> {
-        let i = if self.shard_bits == 0 {
-            0
-        } else {
-            (key >> (64 - self.shard_bits)) as usize
-        };
-        &self.shards[i]
+        &self.shards[self.sharding.of(key)]
     }
 
     /// One pressure and one peek per state: `pressure` is 0 exactly at rest (the trait's
@@ -189,11 +179,11 @@ impl<A: Algorithm> KeyedStore<A> {
             });
         self.evicted_idle
             .fetch_add((before - t.map.len()) as u64, Ordering::Relaxed);
-        if t.map.len() < self.shard_cap {
+        if t.map.len() < self.sharding.cap {
             return;
         }
-        let target = self.shard_cap - self.shard_cap / 8;
-        let want = t.map.len() - target.min(self.shard_cap - 1);
+        let target = self.sharding.cap - self.sharding.cap / 8;
+        let want = t.map.len() - target.min(self.sharding.cap - 1);
         let open = ranked
             .iter()
             .filter(|(s, _)| matches!(s, Standing::Open(_)))
@@ -224,12 +214,12 @@ impl<A: Algorithm> KeyedStore<A> {
         }
         let mut t = shard.table.write();
         if !t.map.contains_key(&key) {
-            if t.map.len() >= self.shard_cap {
+            if t.map.len() >= self.sharding.cap {
                 self.make_room(&mut t, now);
             }
             if t.cheap > 0 {
                 // Bounded: older newcomers left out are found by the next sweep.
-                if t.newcomers.len() > self.shard_cap / 8 {
+                if t.newcomers.len() > self.sharding.cap / 8 {
                     t.newcomers.pop_front();
                 }
                 t.newcomers.push_back(key);
@@ -271,7 +261,7 @@ impl<A: Algorithm> KeyedStore<A> {
 
     /// Upper bound on keys this store holds.
     pub fn capacity(&self) -> usize {
-        self.shard_cap * self.shards.len()
+        self.sharding.cap * self.shards.len()
     }
 }
 

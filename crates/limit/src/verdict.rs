@@ -18,6 +18,7 @@
 //! hashes; time is the caller's clock (no clock read here).
 
 use crate::clock::Nanos;
+use crate::shards::Sharding;
 use foldhash::fast::FixedState;
 use hashbrown::HashMap;
 use parking_lot::RwLock;
@@ -42,33 +43,25 @@ struct Shard {
 
 pub struct VerdictCache {
     shards: Box<[Shard]>,
-    shard_bits: u32,
-    shard_cap: usize,
+    sharding: Sharding,
 }
 
 impl VerdictCache {
     pub fn new(max_entries: usize) -> Self {
-        let max_entries = max_entries.max(1);
-        let shards = (max_entries / 256).clamp(1, 64).next_power_of_two().min(64);
+        let sharding = Sharding::for_max(max_entries);
         Self {
-            shards: (0..shards)
+            shards: (0..sharding.count())
                 .map(|_| Shard {
                     map: RwLock::new(HashMap::with_hasher(FixedState::default())),
                 })
                 .collect(),
-            shard_bits: shards.trailing_zeros(),
-            shard_cap: max_entries.div_ceil(shards),
+            sharding,
         }
     }
 
     #[inline]
     fn shard(&self, key: u64) -> &Shard {
-        let i = if self.shard_bits == 0 {
-            0
-        } else {
-            (key >> (64 - self.shard_bits)) as usize
-        };
-        &self.shards[i]
+        &self.shards[self.sharding.of(key)]
     }
 
     /// The remaining wait if `key` was refused and its refusal has not expired at `now`
@@ -114,12 +107,12 @@ impl VerdictCache {
     /// Remembers that `key` is refused until `until`.
     pub fn insert(&self, key: u64, until: Nanos, now: Nanos) {
         let mut map = self.shard(key).map.write();
-        if map.len() >= self.shard_cap && !map.contains_key(&key) {
+        if map.len() >= self.sharding.cap && !map.contains_key(&key) {
             map.retain(|_, u| u.load(Ordering::Relaxed) > now);
-            if map.len() >= self.shard_cap {
+            if map.len() >= self.sharding.cap {
                 // Still full of live refusals: forget the ones that end soonest (at most an
                 // eighth, so the sweep is amortised); they cost one Redis call each when asked.
-                let excess = (map.len() - self.shard_cap + 1).max(self.shard_cap / 8);
+                let excess = (map.len() - self.sharding.cap + 1).max(self.sharding.cap / 8);
                 let mut ends: Vec<Nanos> =
                     map.values().map(|u| u.load(Ordering::Relaxed)).collect();
                 let (_, &mut cutoff, _) = ends.select_nth_unstable(excess - 1);

@@ -378,8 +378,11 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
             };
             let want = p.want[pos];
             calls.push(async move {
-                let r = if g.leases.is_some() {
-                    g.store.lease(&g.spec, key, want, g.lease_ttl).await
+                let r = if let Some(leases) = &g.leases {
+                    // The store records the slices' ttl: refusals elsewhere are not cached
+                    // past the time their units may come back.
+                    let ttl = std::time::Duration::from_nanos(leases.policy().ttl);
+                    g.store.lease(&g.spec, key, want, ttl).await
                 } else {
                     g.store
                         .acquire(&g.spec, key, 1)

@@ -56,8 +56,6 @@ pub struct GlobalRt {
     pub call_error_logged: std::sync::atomic::AtomicBool,
     /// `sync = "lease"`: this gateway's slices of the limit's keys.
     pub leases: Option<Arc<Leases>>,
-    /// A lease slice's ttl (the store records it so refusals elsewhere are not cached longer).
-    pub lease_ttl: std::time::Duration,
     /// `tollgate_lease_decisions_total{limit}`
     pub lease_decisions: IntCounter,
     /// `tollgate_lease_returned_units_total{limit}`
@@ -441,7 +439,6 @@ fn limit_state(
             .redis_fallbacks
             .with_label_values(&[&cfg.name, cfg.on_error.name()]),
         call_error_logged: std::sync::atomic::AtomicBool::new(false),
-        lease_ttl: std::time::Duration::from_nanos(leases.as_ref().map_or(0, |l| l.policy().ttl)),
         leases,
         lease_decisions: metrics.lease_decisions.with_label_values(&[&cfg.name]),
         lease_returned: metrics.lease_returned.with_label_values(&[&cfg.name]),

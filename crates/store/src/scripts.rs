@@ -50,8 +50,7 @@ pub struct ScriptReply {
     pub reset_us: u64,
     pub retry_after_us: u64,
     pub delay_us: u64,
-    /// Units taken (an admitted lease: up to the cost asked; an admitted acquire: its cost
-    /// as asked, reported as 0 here).
+    /// Units an admitted lease took (up to the cost asked); 0 for any other reply.
     pub granted: u64,
     /// An admitted lease's units lapse in this many µs (0: never).
     pub lapse_us: u64,
