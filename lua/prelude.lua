@@ -5,7 +5,7 @@
 -- ARGV    count, period_us (rate = count per period), burst (capacity, or units per window),
 --         cost, mode ("acquire" | "refund": give back `cost` taken by an acquire another
 --         limit denied; never creates a key | "lease": take up to `cost` units, as many as are
---         left, at least one), delay (leaky_bucket: queued requests that pass without waiting;
+--         left, at least one | "hold": concurrency only, see lua/concurrency.lua), delay (leaky_bucket: queued requests that pass without waiting;
 --         ignored by the others).
 -- Time comes only from Redis TIME so every gateway shares one clock.
 -- Defines for the script that follows: key, count, period, burst, cost, mode, delay, now (us),
@@ -20,7 +20,7 @@ local delay = tonumber(ARGV[6] or '0')
 local function bad(x) return x == nil or x < 1 or x > 9007199254740991 or x ~= math.floor(x) end
 if bad(count) or bad(period) or bad(burst) or bad(cost)
     or delay == nil or delay < 0 or delay > 9007199254740991 or delay ~= math.floor(delay)
-    or (mode ~= 'acquire' and mode ~= 'refund' and mode ~= 'lease') then
+    or (mode ~= 'acquire' and mode ~= 'refund' and mode ~= 'lease' and mode ~= 'hold') then
   return redis.error_reply('ERR tollgate limiter script: bad arguments')
 end
 

@@ -190,9 +190,8 @@ fn certificates_ok(cfg: &Config) -> Result<(), Vec<String>> {
     // Upstream CA bundles and client certificates, as the runtime will read them.
     for u in &cfg.upstreams {
         if let Some(t) = &u.tls {
-            for (target, _) in &u.targets {
-                let host = target.rsplit_once(':').map_or(target.as_str(), |(h, _)| h);
-                if let Err(e) = tollgate_proxy::tls::upstream_tls(t, host) {
+            for target in &u.targets {
+                if let Err(e) = tollgate_proxy::tls::upstream_tls(t, &target.host) {
                     errors.push(format!("upstreams.{}.tls: {e}", u.name));
                     break;
                 }

@@ -82,8 +82,12 @@ fn check_glob(s: &str) -> Result<String, String> {
 /// `[access]` or a route's `access`.
 pub fn access(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) -> AccessConfig {
     let mut a = AccessConfig::default();
-    for (key, deny) in [("deny", true), ("allow", false)] {
-        let list = if deny { &mut a.deny } else { &mut a.allow };
+    for key in ["deny", "allow", "only_from"] {
+        let list = match key {
+            "deny" => &mut a.deny,
+            "allow" => &mut a.allow,
+            _ => &mut a.only_from,
+        };
         if let Some(v) = t.get(key) {
             let p = t.key_path(key);
             for (ip, s, span) in as_str_list(cx, &p, v, false).unwrap_or_default() {

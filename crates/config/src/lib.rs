@@ -15,11 +15,14 @@ pub mod ingress;
 mod parse;
 mod reader;
 mod redis;
+mod routes;
 mod tls;
 mod types;
+mod upstreams;
 mod values;
 
 pub use reader::Problem;
+pub use routes::path_regex;
 pub use types::*;
 pub use values::{parse_duration, parse_rate};
 

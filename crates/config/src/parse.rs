@@ -1,19 +1,15 @@
 //! The walk from TOML text to [`Config`]: one function per table, each reading its keys,
 //! checking them, and leaving unknown ones to be reported.
 
-use crate::reader::{
-    as_bool, as_int_in, as_str, as_str_list, join, type_err, Cx, Problem, Tbl, Value,
-};
+use crate::reader::{as_bool, as_int_in, as_str, as_str_list, join, Cx, Problem, Tbl, Value};
 use crate::types::*;
 use crate::values::{parse_duration, parse_rate};
-use crate::MAX_LIMITS_PER_ROUTE;
 use ipnet::IpNet;
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tollgate_limit::{AlgorithmKind, Calendar, CalendarUnit, Rate, DEFAULT_MAX_KEYS};
-use toml::de::{DeTable, DeValue};
+use toml::de::DeTable;
 
 /// `base`: the directory relative file names in the config (key files) are read from.
 pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Problem>> {
@@ -35,7 +31,7 @@ pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Probl
     };
     let upstreams = match root.get("upstreams") {
         Some(v) => Tbl::of(&mut cx, "upstreams".into(), v)
-            .map(|t| upstreams(&mut cx, t, base))
+            .map(|t| crate::upstreams::read(&mut cx, t, base))
             .unwrap_or_default(),
         None => Vec::new(),
     };
@@ -99,7 +95,7 @@ pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Probl
         None => AccessConfig::default(),
     };
     let routes = match root.get("routes") {
-        Some(v) => routes(&mut cx, v, &upstreams, &limits, &weights, base, &mut files),
+        Some(v) => crate::routes::read(&mut cx, v, &upstreams, &limits, &weights, base, &mut files),
         None => Vec::new(),
     };
     let tls = match root.get("tls") {
@@ -719,6 +715,7 @@ fn server_defaults() -> ServerConfig {
         tls_listen: Vec::new(),
         https_redirect: false,
         https_port: None,
+        host_fallthrough: false,
     }
 }
 
@@ -762,6 +759,9 @@ fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
     }
     if let Some(v) = t.get("https_redirect") {
         s.https_redirect = as_bool(cx, &t.key_path("https_redirect"), v).unwrap_or(false);
+    }
+    if let Some(v) = t.get("host_fallthrough") {
+        s.host_fallthrough = as_bool(cx, &t.key_path("host_fallthrough"), v).unwrap_or(false);
     }
     if let Some(v) = t.get("https_port") {
         if let Some(n) = as_int_in(cx, &t.key_path("https_port"), v, 1, 65535) {
@@ -946,120 +946,6 @@ pub(crate) fn cidr(
     None
 }
 
-/// A target checked for form only: an address, or a DNS name with a port (the address is a
-/// placeholder; nothing is served from a config read this way).
-fn unresolved_target(target: &str) -> Option<SocketAddr> {
-    if let Ok(a) = target.parse::<SocketAddr>() {
-        return Some(a);
-    }
-    let (host, port) = target.rsplit_once(':')?;
-    let port: u16 = port.parse().ok().filter(|p| *p > 0)?;
-    dns_name(host).then(|| SocketAddr::from(([0, 0, 0, 0], port)))
-}
-
-fn upstreams(cx: &mut Cx, mut t: Tbl, base: &Path) -> Vec<(String, UpstreamConfig)> {
-    let mut out = Vec::new();
-    for (name, v, _) in t.entries() {
-        let path = join(&t.path, name);
-        let Some(mut u) = Tbl::of(cx, path.clone(), v) else {
-            continue;
-        };
-        let mut up = UpstreamConfig {
-            name: name.to_string(),
-            targets: Vec::new(),
-            connect_timeout: Duration::from_secs(2),
-            read_timeout: Duration::from_secs(30),
-            write_timeout: Duration::from_secs(30),
-            tls: None,
-            h2: false,
-            health_check: Some(HealthCheck {
-                interval: Duration::from_secs(2),
-                timeout: Duration::from_secs(1),
-            }),
-        };
-        match u.get("targets") {
-            Some(tv) => {
-                let p = u.key_path("targets");
-                if let Some(items) = as_str_list(cx, &p, tv, false) {
-                    if items.is_empty() {
-                        cx.err(&p, tv.span(), "needs at least one target (\"host:port\")");
-                    }
-                    for (ip, target, span) in items {
-                        if !cx.resolve {
-                            match unresolved_target(target) {
-                                Some(addr) => up.targets.push((target.to_string(), addr)),
-                                None => cx.err(
-                                    &ip,
-                                    span,
-                                    format!("\"{target}\" is not a host:port (e.g. \"127.0.0.1:3000\" or \"api.default.svc:8080\")"),
-                                ),
-                            }
-                            continue;
-                        }
-                        match target.to_socket_addrs().map(|mut a| a.next()) {
-                            Ok(Some(addr)) => up.targets.push((target.to_string(), addr)),
-                            _ => cx.err(
-                                &ip,
-                                span,
-                                format!("\"{target}\" is not a reachable host:port (e.g. \"127.0.0.1:3000\")"),
-                            ),
-                        }
-                    }
-                }
-            }
-            None => cx.err(&path, u.span.clone(), "missing key \"targets\""),
-        }
-        for (key, slot) in [
-            ("connect_timeout", &mut up.connect_timeout),
-            ("read_timeout", &mut up.read_timeout),
-            ("write_timeout", &mut up.write_timeout),
-        ] {
-            if let Some(v) = u.get(key) {
-                if let Some(d) = duration(cx, &u.key_path(key), v) {
-                    *slot = d;
-                }
-            }
-        }
-        if let Some(v) = u.get("tls") {
-            up.tls = crate::tls::upstream_tls(cx, &u.key_path("tls"), v, base);
-        }
-        if let Some(v) = u.get("h2") {
-            up.h2 = as_bool(cx, &u.key_path("h2"), v).unwrap_or(false);
-        }
-        if let Some(hv) = u.get("health_check") {
-            let hp = u.key_path("health_check");
-            match hv.get_ref() {
-                DeValue::Boolean(false) => up.health_check = None,
-                DeValue::Boolean(true) => {}
-                DeValue::Table(_) => {
-                    if let Some(mut h) = Tbl::of(cx, hp.clone(), hv) {
-                        let mut hc = up.health_check.unwrap_or(HealthCheck {
-                            interval: Duration::from_secs(2),
-                            timeout: Duration::from_secs(1),
-                        });
-                        if let Some(v) = h.get("interval") {
-                            if let Some(d) = duration(cx, &h.key_path("interval"), v) {
-                                hc.interval = d.max(Duration::from_millis(10));
-                            }
-                        }
-                        if let Some(v) = h.get("timeout") {
-                            if let Some(d) = duration(cx, &h.key_path("timeout"), v) {
-                                hc.timeout = d;
-                            }
-                        }
-                        h.finish(cx, &[]);
-                        up.health_check = Some(hc);
-                    }
-                }
-                _ => type_err(cx, &hp, hv, "a table { interval, timeout } or false"),
-            }
-        }
-        u.finish(cx, &[]);
-        out.push((name.to_string(), up));
-    }
-    out
-}
-
 fn key_source(cx: &mut Cx, path: &str, s: &str, span: std::ops::Range<usize>) -> Option<KeySource> {
     let named = |prefix: &str| {
         s.strip_prefix(prefix)
@@ -1141,6 +1027,9 @@ pub(crate) fn http_token(s: &str) -> bool {
 
 /// Every limit defined, in file order; `None` for one with problems (already reported), so a
 /// route naming it is not also told the limit does not exist.
+/// How long a global concurrency limit's slots outlive a gateway that stopped renewing them.
+pub const DEFAULT_SLOT_TTL: Duration = Duration::from_secs(10);
+
 /// The sliding log keeps one entry per admitted unit: beyond this, the sliding window is the
 /// right tool.
 const MAX_SLIDING_LOG_BURST: i64 = 100_000;
@@ -1217,7 +1106,17 @@ fn limits(
             }
             None => Some(AlgorithmKind::TokenBucket),
         };
+        let concurrency = algorithm == Some(AlgorithmKind::Concurrency);
         let rate = match l.get("rate") {
+            Some(rv) if concurrency => {
+                cx.err(
+                    &l.key_path("rate"),
+                    rv.span(),
+                    "a concurrency limit has no rate: burst is the cap of requests in flight",
+                );
+                None
+            }
+            None if concurrency => None,
             Some(rv) => {
                 let p = l.key_path("rate");
                 as_str(cx, &p, rv).and_then(|s| match parse_rate(s) {
@@ -1391,7 +1290,44 @@ fn limits(
                     as_int_in(cx, &p, bv, 1, 1_000_000_000).map(|n| n as u64)
                 }
             }
+            None if concurrency => {
+                cx.err(
+                    &path,
+                    l.span.clone(),
+                    "missing key \"burst\": the cap of requests in flight per key",
+                );
+                None
+            }
             None => rate.map(|r| r.count()),
+        };
+        // A concurrency limit's "rate" is its burst per slot_ttl: the Redis script reads the
+        // period as how long a gateway's slots outlive it (a crashed gateway's come back then).
+        let slot_ttl = match l.get("slot_ttl") {
+            Some(v) if !concurrency => {
+                cx.err(
+                    &l.key_path("slot_ttl"),
+                    v.span(),
+                    "slot_ttl applies only to algorithm = \"concurrency\"",
+                );
+                None
+            }
+            Some(v) => duration(cx, &l.key_path("slot_ttl"), v).and_then(|d| {
+                if d < Duration::from_secs(1) || d > Duration::from_secs(3600) {
+                    cx.err(
+                        &l.key_path("slot_ttl"),
+                        v.span(),
+                        "must be between 1s and 1h",
+                    );
+                    return None;
+                }
+                Some(d)
+            }),
+            None => Some(DEFAULT_SLOT_TTL),
+        };
+        let rate = match (concurrency, burst, slot_ttl) {
+            (true, Some(b), Some(ttl)) => Rate::new(b, ttl).ok(),
+            (true, ..) => None,
+            _ => rate,
         };
         if let (None, Some(AlgorithmKind::SlidingLog), Some(r)) = (l.get("burst"), algorithm, rate)
         {
@@ -1579,6 +1515,18 @@ fn limits(
             None => Some(Vec::new()),
         };
         let count_failures = crate::abuse::count_failures(cx, &mut l).ok();
+        if concurrency {
+            // A slot is held for the request's whole life and given back at its end.
+            for k in ["count", "plan"] {
+                if let Some(v) = l.get(k) {
+                    cx.err(
+                        &l.key_path(k),
+                        v.span(),
+                        format!("{k} does not apply to a concurrency limit (a slot is held while its request runs)"),
+                    );
+                }
+            }
+        }
         let overage = match (l.get("overage"), calendar.is_some()) {
             (Some(v), false) => {
                 cx.err(
@@ -1724,7 +1672,7 @@ fn lease(
                 "lease" => {
                     let why = match (scope, algorithm) {
                         (Some(Scope::Local), _) => Some("sync applies only to scope = \"global\" (a local limit decides in this process already)".to_string()),
-                        (_, Some(a @ (AlgorithmKind::LeakyBucket | AlgorithmKind::SlidingLog | AlgorithmKind::Quota))) => Some(format!(
+                        (_, Some(a @ (AlgorithmKind::LeakyBucket | AlgorithmKind::SlidingLog | AlgorithmKind::Quota | AlgorithmKind::Concurrency))) => Some(format!(
                             "sync = \"lease\" does not apply to {}: it decides each request on its own (use token_bucket, gcra, fixed_window or sliding_window)",
                             a.name()
                         )),
@@ -1772,288 +1720,10 @@ fn lease(
     Some(if leased { max } else { None })
 }
 
-fn routes(
-    cx: &mut Cx,
-    v: &Value,
-    upstreams: &[(String, UpstreamConfig)],
-    limits: &[(String, Option<LimitConfig>)],
-    weights: &[usize],
-    base: &Path,
-    files: &mut Vec<PathBuf>,
-) -> Vec<RouteConfig> {
-    let Some(items) = crate::reader::as_array(cx, "routes", v) else {
-        return Vec::new();
-    };
-    let mut out: Vec<RouteConfig> = Vec::new();
-    let mut names: HashMap<String, usize> = HashMap::new();
-    for (i, item) in items.iter().enumerate() {
-        let path = format!("routes[{i}]");
-        let Some(mut r) = Tbl::of(cx, path.clone(), item) else {
-            continue;
-        };
-        let mut ok = true;
-        // `path_prefix` (longest prefix wins) or `path_exact` (that path only, before any
-        // prefix), as Kubernetes' Prefix and Exact path types need.
-        let mut exact = false;
-        let path_prefix = match (r.get("path_prefix"), r.get("path_exact")) {
-            (Some(pv), None) | (None, Some(pv)) => {
-                exact = r.get("path_exact").is_some();
-                let p = r.key_path(if exact { "path_exact" } else { "path_prefix" });
-                match as_str(cx, &p, pv) {
-                    Some(s) if !s.starts_with('/') => {
-                        cx.err(&p, pv.span(), format!("\"{s}\" must start with \"/\""));
-                        None
-                    }
-                    Some(s) if !canonical_route_path(s) => {
-                        cx.err(
-                            &p,
-                            pv.span(),
-                            format!("\"{s}\" is not a canonical path (no \"//\", \".\" or \"..\" segment, backslash, control character, ?, # or non-ASCII; escapes as %XX in upper case, none for A-Z a-z 0-9 - . _ ~): requests are matched after normalisation, so it would never match"),
-                        );
-                        None
-                    }
-                    Some(s) => Some(s.to_string()),
-                    None => None,
-                }
-            }
-            (Some(pv), Some(_)) => {
-                cx.err(
-                    &r.key_path("path_exact"),
-                    pv.span(),
-                    "a route has either path_prefix or path_exact, not both",
-                );
-                None
-            }
-            (None, None) => {
-                cx.err(
-                    &path,
-                    r.span.clone(),
-                    "missing key \"path_prefix\" (or \"path_exact\")",
-                );
-                None
-            }
-        };
-        let name = match r.get("name") {
-            Some(nv) => as_str(cx, &r.key_path("name"), nv).map(|s| (s.to_string(), nv.span())),
-            None => path_prefix.clone().map(|p| (p, r.span.clone())),
-        };
-        if let Some((n, span)) = &name {
-            if let Some(prev) = names.insert(n.clone(), i) {
-                cx.err(
-                    &r.key_path("name"),
-                    span.clone(),
-                    format!("route name \"{n}\" is already used by routes[{prev}]"),
-                );
-                ok = false;
-            }
-        }
-        let host = r.get("host").and_then(|hv| {
-            let p = r.key_path("host");
-            let s = as_str(cx, &p, hv)?;
-            // As requests' hosts are matched: lower case, no trailing dot, IPv6 unbracketed.
-            let lower = s.trim().to_ascii_lowercase();
-            let h = lower.strip_suffix('.').unwrap_or(&lower);
-            let h = h
-                .strip_prefix('[')
-                .and_then(|v| v.strip_suffix(']'))
-                .unwrap_or(h);
-            // One spelling per IPv6 address, as requests' hosts are written (`::1`).
-            let h = match h.parse::<std::net::Ipv6Addr>() {
-                Ok(ip) => ip.to_string(),
-                Err(_) => h.to_string(),
-            };
-            let port = h.contains(':') && h.parse::<std::net::Ipv6Addr>().is_err();
-            if h.is_empty() || h.contains('/') || h.contains(' ') || port {
-                cx.err(&p, hv.span(), format!("\"{s}\" is not a host name"));
-                return None;
-            }
-            Some(h)
-        });
-        let methods = r.get("methods").and_then(|mv| {
-            let p = r.key_path("methods");
-            let items = as_str_list(cx, &p, mv, false)?;
-            let mut ms = Vec::new();
-            for (ip, m, span) in items {
-                let up = m.to_ascii_uppercase();
-                if http_token(&up) && !up.is_empty() {
-                    ms.push(up);
-                } else {
-                    cx.err(&ip, span, format!("\"{m}\" is not an HTTP method"));
-                }
-            }
-            Some(ms)
-        });
-        let upstream = r.get("upstream");
-        let respond = r.get("respond");
-        let action = match (upstream, respond) {
-            (Some(_), Some(rv)) => {
-                cx.err(
-                    &r.key_path("respond"),
-                    rv.span(),
-                    "a route has either upstream or respond, not both",
-                );
-                None
-            }
-            (None, None) => {
-                cx.err(
-                    &path,
-                    r.span.clone(),
-                    "missing key \"upstream\" or \"respond\"",
-                );
-                None
-            }
-            (Some(uv), None) => {
-                let p = r.key_path("upstream");
-                as_str(cx, &p, uv).and_then(|u| match upstreams.iter().position(|(n, _)| n == u) {
-                    Some(idx) => Some(RouteAction::Upstream(idx)),
-                    None => {
-                        let known: Vec<_> = upstreams.iter().map(|(n, _)| n.as_str()).collect();
-                        cx.err(
-                            &p,
-                            uv.span(),
-                            format!(
-                                "unknown upstream \"{u}\" (defined: {})",
-                                list_or_none(&known)
-                            ),
-                        );
-                        None
-                    }
-                })
-            }
-            (None, Some(rv)) => respond_action(cx, &r.key_path("respond"), rv),
-        };
-        let mut limit_idx = Vec::new();
-        if let Some(lv) = r.get("limits") {
-            let p = r.key_path("limits");
-            if let Some(items) = as_str_list(cx, &p, lv, false) {
-                for (ip, l, span) in items {
-                    match limits.iter().position(|(n, _)| n == l) {
-                        Some(idx) if limit_idx.contains(&idx) => {
-                            cx.err(&ip, span, format!("limit \"{l}\" is listed twice"));
-                        }
-                        Some(idx) => limit_idx.push(idx),
-                        None => {
-                            let known: Vec<_> = limits.iter().map(|(n, _)| n.as_str()).collect();
-                            cx.err(
-                                &ip,
-                                span,
-                                format!(
-                                    "unknown limit \"{l}\" (defined: {})",
-                                    list_or_none(&known)
-                                ),
-                            );
-                        }
-                    }
-                }
-            }
-        }
-        // A plan limit counts once per plan it has a variant for.
-        let count: usize = limit_idx
-            .iter()
-            .map(|&i| weights.get(i).copied().unwrap_or(1))
-            .sum();
-        if count > MAX_LIMITS_PER_ROUTE {
-            let span = r.get("limits").map(|v| v.span()).unwrap_or(0..0);
-            cx.err(
-                &r.key_path("limits"),
-                span,
-                format!("at most {MAX_LIMITS_PER_ROUTE} limits per route (a plan limit counts once per plan), got {count}"),
-            );
-        }
-        let access = r.get("access").and_then(|v| {
-            Tbl::of(cx, r.key_path("access"), v).map(|t| crate::abuse::access(cx, t, base, files))
-        });
-        let tarpit = match r.get("tarpit") {
-            Some(v) => match crate::abuse::tarpit(cx, &r.key_path("tarpit"), v) {
-                Some(t) => Some(t),
-                None => {
-                    ok = false;
-                    None
-                }
-            },
-            None => None,
-        };
-        let case_insensitive = match r.get("case_insensitive") {
-            Some(v) => as_bool(cx, &r.key_path("case_insensitive"), v).unwrap_or(false),
-            None => false,
-        };
-        let https_redirect = r
-            .get("https_redirect")
-            .and_then(|v| as_bool(cx, &r.key_path("https_redirect"), v));
-        r.finish(cx, &[]);
-        if let (true, Some(path_prefix), Some((name, _)), Some(action)) =
-            (ok, path_prefix, name, action)
-        {
-            out.push(RouteConfig {
-                name,
-                host,
-                path_prefix: if case_insensitive {
-                    path_prefix.to_ascii_lowercase()
-                } else {
-                    path_prefix
-                },
-                exact,
-                case_insensitive,
-                methods,
-                action,
-                limits: limit_idx,
-                access,
-                tarpit,
-                https_redirect,
-            });
-        }
-    }
-    out
-}
-
-/// A route path as requests are matched: no empty, `.` or `..` segment (a trailing slash is
-/// fine), no backslash, control character, `?`, `#` or byte outside ASCII, and escapes as the
-/// canonical form writes them (two upper-case hex digits, never an unreserved character).
-fn canonical_route_path(p: &str) -> bool {
-    let body = p.strip_prefix('/').unwrap_or(p);
-    let body = body.strip_suffix('/').unwrap_or(body);
-    let b = p.as_bytes();
-    let escapes_ok = b
-        .iter()
-        .enumerate()
-        .filter(|(_, &c)| c == b'%')
-        .all(|(i, _)| match (b.get(i + 1), b.get(i + 2)) {
-            (Some(&h), Some(&l)) => {
-                let upper_hex = |c: u8| c.is_ascii_digit() || (b'A'..=b'F').contains(&c);
-                let v = u8::from_str_radix(&p[i + 1..i + 3], 16).unwrap_or(0);
-                let unreserved = v.is_ascii_alphanumeric() || b"-._~".contains(&v);
-                upper_hex(h) && upper_hex(l) && !unreserved
-            }
-            _ => false,
-        });
-    escapes_ok
-        && !b
-            .iter()
-            .any(|&c| c == b'\\' || c == b'?' || c == b'#' || !(0x20..0x7f).contains(&c))
-        && (body.is_empty() || body.split('/').all(|seg| !matches!(seg, "" | "." | "..")))
-}
-
-fn list_or_none(names: &[&str]) -> String {
+pub(crate) fn list_or_none(names: &[&str]) -> String {
     if names.is_empty() {
         "none".into()
     } else {
         names.join(", ")
     }
-}
-
-fn respond_action(cx: &mut Cx, path: &str, v: &Value) -> Option<RouteAction> {
-    let mut t = Tbl::of(cx, path.to_string(), v)?;
-    let status = match t.get("status") {
-        Some(sv) => as_int_in(cx, &t.key_path("status"), sv, 200, 599).map(|n| n as u16),
-        None => Some(200),
-    };
-    let body = match t.get("body") {
-        Some(bv) => as_str(cx, &t.key_path("body"), bv).map(str::to_string),
-        None => Some(String::new()),
-    };
-    t.finish(cx, &[]);
-    Some(RouteAction::Respond {
-        status: status?,
-        body: body?,
-    })
 }

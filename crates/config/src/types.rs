@@ -34,6 +34,9 @@ pub struct AccessConfig {
     pub deny: Vec<IpNet>,
     /// Clients that skip every limit and every deny rule.
     pub allow: Vec<IpNet>,
+    /// When set, clients outside these networks are refused with 403 (clients inside still
+    /// meet every limit: ingress-nginx's `whitelist-source-range`).
+    pub only_from: Vec<IpNet>,
     /// User-Agent globs refused with 403 (`*` any run, `?` one character; whole value, case
     /// insensitive).
     pub deny_user_agents: Vec<String>,
@@ -47,6 +50,7 @@ impl AccessConfig {
     pub fn is_empty(&self) -> bool {
         self.deny.is_empty()
             && self.allow.is_empty()
+            && self.only_from.is_empty()
             && self.deny_user_agents.is_empty()
             && self.allow_api_keys.is_empty()
     }
@@ -247,6 +251,9 @@ pub struct ServerConfig {
     pub https_redirect: bool,
     /// The port redirects name; default: the first `tls_listen` port (443 is left out).
     pub https_port: Option<u16>,
+    /// A request whose host some route names is matched against that host's routes only
+    /// (unmatched: 404); with `host_fallthrough = true`, routes without a host are tried next.
+    pub host_fallthrough: bool,
 }
 
 /// `[tls]` (README, "TLS").
@@ -349,8 +356,10 @@ pub enum EscapedSlashes {
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamConfig {
     pub name: String,
-    /// `host:port` as written, with the address it resolved to at load time.
-    pub targets: Vec<(String, SocketAddr)>,
+    /// As written, in order.
+    pub targets: Vec<UpstreamTarget>,
+    /// DNS names are resolved again this often (sooner when their records' TTL is shorter).
+    pub resolve_every: Duration,
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub write_timeout: Duration,
@@ -362,6 +371,18 @@ pub struct UpstreamConfig {
     pub health_check: Option<HealthCheck>,
 }
 
+/// One `host:port` of an upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamTarget {
+    /// As written in the config.
+    pub written: String,
+    /// The DNS name (lower case, no trailing dot), or the address as text.
+    pub host: String,
+    pub port: u16,
+    /// Set when the target is an address: nothing to resolve.
+    pub addr: Option<SocketAddr>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HealthCheck {
     pub interval: Duration,
@@ -371,14 +392,16 @@ pub struct HealthCheck {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouteConfig {
     pub name: String,
-    /// Lower-cased, without port.
+    /// Lower-cased, without port; `*.example.com` matches one label in place of the `*`.
     pub host: Option<String>,
-    /// The path prefix, or with `exact` the whole path.
-    pub path_prefix: String,
-    /// `path_exact`: only this path matches (and before any prefix).
-    pub exact: bool,
+    /// Which paths (canonical, as [`crate`]'s README describes) the route takes.
+    pub path: PathMatch,
     /// Paths match this route whatever their case (for upstreams that ignore case).
     pub case_insensitive: bool,
+    /// How the path is changed before it goes to the upstream.
+    pub rewrite: Option<Rewrite>,
+    /// Some requests go to another upstream (a canary release).
+    pub canary: Option<Canary>,
     /// Upper-case method names; `None` matches every method.
     pub methods: Option<Vec<String>>,
     pub action: RouteAction,
@@ -392,12 +415,64 @@ pub struct RouteConfig {
     pub https_redirect: Option<bool>,
 }
 
+/// A route's paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathMatch {
+    /// `path_prefix`: paths starting with it (the longest prefix wins).
+    Prefix(String),
+    /// `path_exact`: this path only (before any prefix).
+    Exact(String),
+    /// `path_regex`: paths it matches from their start (RE2 syntax), tried after exact and
+    /// prefix routes, in file order.
+    Regex(String),
+}
+
+impl PathMatch {
+    /// The path, prefix or pattern as written (lower case on a case-insensitive route).
+    pub fn as_str(&self) -> &str {
+        match self {
+            PathMatch::Prefix(p) | PathMatch::Exact(p) | PathMatch::Regex(p) => p,
+        }
+    }
+}
+
+/// The path sent to the upstream, made from the canonical request path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rewrite {
+    /// The first match of `regex` replaced by `replace` (`$1`, `${name}` refer to groups).
+    Regex { regex: String, replace: String },
+    /// This prefix taken off (what is left starts with `/`).
+    StripPrefix(String),
+}
+
+/// A canary: requests chosen by header, cookie or weight go to `upstream`; the rest stay on
+/// the route's own upstream. Header first, then cookie, then weight (ingress-nginx's order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Canary {
+    /// Index into [`Config::upstreams`].
+    pub upstream: usize,
+    /// Of every `weight_total` requests left to chance, this many go to the canary.
+    pub weight: u32,
+    pub weight_total: u32,
+    /// Lower-case name: "always" sends to the canary, "never" keeps off it (or, with
+    /// `header_value`, that value sends to the canary); other values are left to the cookie
+    /// and the weight.
+    pub header: Option<String>,
+    pub header_value: Option<String>,
+    /// A cookie name: "always" or "never", as the header.
+    pub cookie: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum RouteAction {
     /// Index into [`Config::upstreams`].
     Upstream(usize),
-    /// Answered by the gateway itself.
-    Respond { status: u16, body: String },
+    /// Answered by the gateway itself (`location`: a redirect's Location header).
+    Respond {
+        status: u16,
+        body: String,
+        location: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -514,7 +514,10 @@ respond = { status = 200 }
     assert_eq!(c.routes[0].host.as_deref(), Some("api.example.com"));
     let v6 = ok("[[routes]]\nhost = \"[0::1]\"\npath_prefix = \"/\"\nrespond = { status = 200 }\n");
     assert_eq!(v6.routes[0].host.as_deref(), Some("::1"));
-    assert_eq!(c.routes[0].path_prefix, "/admin/");
+    assert_eq!(
+        c.routes[0].path,
+        tollgate_config::PathMatch::Prefix("/admin/".into())
+    );
     assert!(c.routes[0].case_insensitive);
     assert!(problems(
         "[[routes]]\nhost = \"a.example:8080\"\npath_prefix = \"/\"\nrespond = { status = 200 }\n"

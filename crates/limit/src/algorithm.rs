@@ -20,18 +20,21 @@ pub enum AlgorithmKind {
     FixedWindow,
     SlidingLog,
     LeakyBucket,
+    /// Requests in flight per key (`burst` is the cap; no rate).
+    Concurrency,
     /// A calendar quota (`quota = "N/month"`): not named by `algorithm`, chosen by `quota`.
     Quota,
 }
 
 impl AlgorithmKind {
-    pub const ALL: [AlgorithmKind; 6] = [
+    pub const ALL: [AlgorithmKind; 7] = [
         AlgorithmKind::TokenBucket,
         AlgorithmKind::Gcra,
         AlgorithmKind::SlidingWindow,
         AlgorithmKind::FixedWindow,
         AlgorithmKind::SlidingLog,
         AlgorithmKind::LeakyBucket,
+        AlgorithmKind::Concurrency,
     ];
 
     pub fn name(&self) -> &'static str {
@@ -42,6 +45,7 @@ impl AlgorithmKind {
             AlgorithmKind::FixedWindow => "fixed_window",
             AlgorithmKind::SlidingLog => "sliding_log",
             AlgorithmKind::LeakyBucket => "leaky_bucket",
+            AlgorithmKind::Concurrency => "concurrency",
             AlgorithmKind::Quota => "quota",
         }
     }

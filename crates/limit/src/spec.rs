@@ -2,6 +2,7 @@
 
 use crate::algorithm::{AlgorithmKind, Gcra, LeakyBucket, TokenBucket};
 use crate::calendar::Calendar;
+use crate::concurrency::Concurrency;
 use crate::decision::Rate;
 use crate::store::{KeyedStore, LocalLimiter};
 use crate::windows::{FixedWindow, SlidingLog, SlidingWindow};
@@ -43,6 +44,9 @@ impl LimitSpec {
             }
             AlgorithmKind::SlidingLog => {
                 Arc::new(KeyedStore::new(SlidingLog::new(rate, burst), max_keys))
+            }
+            AlgorithmKind::Concurrency => {
+                Arc::new(KeyedStore::new(Concurrency::new(burst), max_keys))
             }
             AlgorithmKind::Quota => {
                 let cal = self.calendar.unwrap_or(Calendar {

@@ -61,6 +61,7 @@ fn whole_check(c: &mut Criterion) {
         deny_user_agents: vec!["BadBot/1.0".into(), "Scraper*".into(), "*curl*".into()],
         allow_api_keys: vec!["sk_partner_*".into()],
         api_key_header: None,
+        only_from: Vec::new(),
     };
     let rt = AccessRt::build(&server, None).expect("lists");
     let mut h = http::HeaderMap::new();

@@ -117,6 +117,8 @@ impl AllowReason {
 
 /// One route's access lists, compiled (the server's plus the route's own).
 pub struct AccessRt {
+    /// One set per list (server, route) that has `only_from`: a client must be in each.
+    only: Vec<IpSet>,
     deny: IpSet,
     allow: IpSet,
     deny_ua: Option<GlobSet>,
@@ -157,6 +159,11 @@ impl AccessRt {
         let uas: Vec<&String> = lists.iter().flat_map(|a| &a.deny_user_agents).collect();
         let keys: Vec<&String> = lists.iter().flat_map(|a| &a.allow_api_keys).collect();
         Some(Self {
+            only: lists
+                .iter()
+                .filter(|a| !a.only_from.is_empty())
+                .map(|a| IpSet::new(&a.only_from))
+                .collect(),
             deny: IpSet::new(lists.iter().flat_map(|a| &a.deny)),
             allow: IpSet::new(lists.iter().flat_map(|a| &a.allow)),
             // Bots vary the case of their names; API keys are secrets, matched exactly.
@@ -181,6 +188,10 @@ impl AccessRt {
     /// The verdict for a client address (already resolved through trusted proxies and folded
     /// from IPv4-mapped IPv6) and its request headers.
     pub fn check(&self, client: IpAddr, headers: &http::HeaderMap) -> Access {
+        // The networks a route is open to bound everything else, the allow list included.
+        if self.only.iter().any(|set| !set.contains(client)) {
+            return Access::Denied(DenyReason::Ip);
+        }
         if self.allow.contains(client) {
             return Access::Allowed(AllowReason::Ip);
         }
@@ -263,6 +274,40 @@ mod tests {
         );
     }
 
+    /// `only_from` (ingress-nginx's whitelist-source-range): outside it nothing passes, not
+    /// even the allow list; inside it the client is merely unlisted (its limits still apply).
+    /// A route's `only_from` narrows the server's, never widens it.
+    #[test]
+    fn only_from_bounds_everything_and_narrows_across_lists() {
+        let server = AccessConfig {
+            only_from: nets(&["10.0.0.0/8", "2001:db8::/32"]),
+            allow: nets(&["192.0.2.1/32"]),
+            ..AccessConfig::default()
+        };
+        let route = AccessConfig {
+            only_from: nets(&["10.1.0.0/16"]),
+            ..AccessConfig::default()
+        };
+        let none = http::HeaderMap::new();
+        let a = AccessRt::build(&server, None).expect("lists");
+        assert_eq!(a.check(ip("10.9.9.9"), &none), Access::Unlisted);
+        assert_eq!(a.check(ip("2001:db8::5"), &none), Access::Unlisted);
+        assert_eq!(a.check(ip("::ffff:10.9.9.9"), &none), Access::Unlisted);
+        for outside in ["11.0.0.1", "192.0.2.1", "::1", "2001:db9::1"] {
+            assert_eq!(
+                a.check(ip(outside), &none),
+                Access::Denied(DenyReason::Ip),
+                "{outside}"
+            );
+        }
+        let both = AccessRt::build(&server, Some(&route)).expect("lists");
+        assert_eq!(both.check(ip("10.1.2.3"), &none), Access::Unlisted);
+        assert_eq!(
+            both.check(ip("10.2.0.1"), &none),
+            Access::Denied(DenyReason::Ip)
+        );
+    }
+
     #[test]
     fn rules_apply_in_order() {
         let server = AccessConfig {
@@ -271,6 +316,7 @@ mod tests {
             deny_user_agents: vec!["BadBot/1.0".into(), "Scraper*".into()],
             allow_api_keys: vec!["sk_partner_*".into()],
             api_key_header: None,
+            only_from: Vec::new(),
         };
         let a = AccessRt::build(&server, None).expect("lists");
         let h = |ua: &str, key: &str| {

@@ -178,13 +178,32 @@ impl ServeHttp for Admin {
                         b"redis: down (global limits on the failed nodes follow their on_error)\n"
                     }
                 };
-                if self.draining.load(Ordering::Relaxed) {
-                    reply(503, "text/plain", [b"draining\n", redis].concat())
-                } else if self.shared.store.as_ref().is_some_and(|s| !s.ready()) {
-                    reply(503, "text/plain", [b"starting\n", redis].concat())
-                } else {
-                    reply(200, "text/plain", [b"ready\n", redis].concat())
+                // An upstream whose name does not resolve answers 503 on its own routes only;
+                // the instance stays ready (every instance would be unready alike). Until
+                // every name has been looked up once, the instance is starting.
+                let rt = self.shared.runtime.load();
+                let mut upstreams = Vec::new();
+                for u in &rt.upstreams {
+                    for (target, why) in u.pool.unresolved() {
+                        upstreams.extend_from_slice(
+                            format!(
+                                "upstream {}: {target} does not resolve ({why})\n",
+                                u.cfg.name
+                            )
+                            .as_bytes(),
+                        );
+                    }
                 }
+                let settled = rt.upstreams.iter().all(|u| u.pool.settled());
+                let state: &[u8] = if self.draining.load(Ordering::Relaxed) {
+                    b"draining\n"
+                } else if !settled || self.shared.store.as_ref().is_some_and(|s| !s.ready()) {
+                    b"starting\n"
+                } else {
+                    b"ready\n"
+                };
+                let status = if state == b"ready\n" { 200 } else { 503 };
+                reply(status, "text/plain", [state, redis, &upstreams].concat())
             }
             "/metrics" => {
                 self.shared.refresh_gauges();

@@ -13,7 +13,7 @@
 //! every tick and their unspent units given back to Redis; at shutdown every slice is.
 
 use crate::policy::give_back_lease;
-use crate::runtime::{LimitState, Shared};
+use crate::runtime::{LimitState, Runtime, Shared};
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
@@ -39,6 +39,40 @@ impl HealthChecks {
 const TICK: Duration = Duration::from_millis(50);
 const REDIS_PROBE_EVERY: Duration = Duration::from_secs(1);
 const LEASE_SWEEP_EVERY: Duration = Duration::from_millis(200);
+const HOLD_CHECK_EVERY: Duration = Duration::from_millis(250);
+
+/// Renews in Redis the slots this gateway holds in global concurrency limits, every third of
+/// their `slot_ttl` (so two renewals can fail before Redis forgets them).
+fn renew_slots(rt: &Runtime, now: Instant, renewed: &mut HashMap<usize, Instant>) {
+    let mut live = Vec::new();
+    for l in &rt.limits {
+        let LimitState::Global(g) = &l.state else {
+            continue;
+        };
+        let Some(held) = &g.held else {
+            continue;
+        };
+        let id = Arc::as_ptr(held) as usize;
+        live.push(id);
+        let every = l.cfg.rate.period() / 3;
+        if renewed.get(&id).is_some_and(|t| now < *t + every) {
+            continue;
+        }
+        renewed.insert(id, now);
+        let keys = held.snapshot();
+        if keys.is_empty() {
+            continue;
+        }
+        let (store, spec, name) = (g.store.clone(), g.spec, g.name.clone());
+        tokio::spawn(async move {
+            for (key, n) in keys {
+                let key = tollgate_store::GlobalKey { limit: &name, key };
+                let _ = store.hold(&spec, key, n).await;
+            }
+        });
+    }
+    renewed.retain(|id, _| live.contains(id));
+}
 
 #[async_trait]
 impl BackgroundService for HealthChecks {
@@ -51,6 +85,8 @@ impl BackgroundService for HealthChecks {
         let mut blocks_due = Instant::now();
         let mut sweep_due = Instant::now();
         let mut leases_due = Instant::now();
+        let mut holds_due = Instant::now();
+        let mut renewed: HashMap<usize, Instant> = HashMap::new();
         loop {
             if Instant::now() >= sweep_due {
                 sweep_due = Instant::now() + REDIS_PROBE_EVERY;
@@ -81,6 +117,17 @@ impl BackgroundService for HealthChecks {
             }
             let rt = self.shared.runtime.load_full();
             let now = Instant::now();
+            if now >= holds_due {
+                holds_due = now + HOLD_CHECK_EVERY;
+                renew_slots(&rt, now, &mut renewed);
+            }
+            for u in &rt.upstreams {
+                // Names are looked up again every resolve_every, one round at a time.
+                if u.pool.claim_resolve(now) {
+                    let pool = u.pool.clone();
+                    tokio::spawn(async move { pool.resolve().await });
+                }
+            }
             let mut live = Vec::with_capacity(rt.upstreams.len());
             for u in &rt.upstreams {
                 let Some(hc) = u.cfg.health_check else {

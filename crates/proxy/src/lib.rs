@@ -31,8 +31,10 @@ pub mod normalize;
 pub mod policy;
 pub mod pool;
 pub mod respond;
+pub mod routing;
 pub mod runtime;
 pub mod service;
+pub mod slots;
 pub mod tls;
 
 pub use runtime::{Runtime, Shared};

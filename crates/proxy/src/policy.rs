@@ -426,7 +426,9 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
                         if let Some(leases) = &g.leases {
                             leases.refused(key, want);
                         }
-                        g.cache.insert(key, now.saturating_add(*retry_after), now)
+                        if g.caches_refusals {
+                            g.cache.insert(key, now.saturating_add(*retry_after), now)
+                        }
                     }
                     Decision::Allow {
                         remaining, reset, ..
@@ -558,7 +560,11 @@ pub fn return_unit(l: &LimitRt, key: u64, t: Nanos, took: Took) {
 /// Gives `units` back to Redis in the background.
 fn refund_global(g: &GlobalRt, key: u64, units: u64) {
     let (store, spec, name) = (g.store.clone(), g.spec, g.name.clone());
-    tokio::spawn(async move {
+    // A request context dropped outside the runtime (at exit) has nowhere to send it.
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    rt.spawn(async move {
         let key = GlobalKey { limit: &name, key };
         let _ = store.refund(&spec, key, units).await;
     });

@@ -12,14 +12,20 @@
 //! was rebuilt for every request (timeouts, TLS settings, SNI copied each time).
 
 use crate::tls::UpstreamTlsRt;
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
 use pingora::upstreams::peer::HttpPeer;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tollgate_config::UpstreamConfig;
 
 /// Upstream connections idle longer than this are closed rather than reused.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One lookup of a name waits at most this.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct Target {
     /// `host:port` as written in the config.
@@ -40,63 +46,243 @@ impl Target {
     }
 }
 
+/// What the last lookups of one written target found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Resolved {
+    addrs: Vec<SocketAddr>,
+    /// Why the last lookup failed (the addresses found before are kept meanwhile).
+    error: Option<String>,
+}
+
 pub struct Pool {
     upstream: String,
-    targets: Vec<Target>,
+    cfg: UpstreamConfig,
+    /// Each written target's TLS, in target order (empty for plaintext upstreams).
+    tls: Vec<UpstreamTlsRt>,
+    preserve_case: bool,
+    /// The targets in rotation: every address of every written target.
+    targets: ArcSwap<Vec<Arc<Target>>>,
     next: AtomicUsize,
+    /// Per written target (in order): its addresses (literal ones fixed, names as last found).
+    resolved: Mutex<Vec<Resolved>>,
+    /// Every name has been looked up once (successfully or not).
+    settled: AtomicBool,
+    resolving: AtomicBool,
+    due: Mutex<Instant>,
 }
 
 impl Pool {
     /// `tls`: each target's TLS, in target order (empty for plaintext upstreams).
     /// `preserve_case`: `[server] preserve_header_case`, for the names of HTTP/1 responses.
+    /// Address targets are in rotation at once; names once [`Pool::resolve`] found them.
     pub fn new(cfg: &UpstreamConfig, tls: &[UpstreamTlsRt], preserve_case: bool) -> Self {
-        let targets = cfg
+        let resolved: Vec<Resolved> = cfg
             .targets
             .iter()
-            .enumerate()
-            .map(|(i, (name, addr))| Target {
-                name: name.clone(),
-                addr: *addr,
-                healthy: AtomicBool::new(true),
-                peer: peer(cfg, *addr, tls.get(i), preserve_case),
+            .map(|t| Resolved {
+                addrs: t.addr.into_iter().collect(),
+                error: None,
             })
             .collect();
-        Pool {
+        let pool = Pool {
             upstream: cfg.name.clone(),
-            targets,
+            cfg: cfg.clone(),
+            tls: tls.to_vec(),
+            preserve_case,
+            targets: ArcSwap::from_pointee(Vec::new()),
             next: AtomicUsize::new(0),
-        }
+            settled: AtomicBool::new(cfg.targets.iter().all(|t| t.addr.is_some())),
+            resolved: Mutex::new(resolved),
+            resolving: AtomicBool::new(false),
+            due: Mutex::new(Instant::now()),
+        };
+        pool.rebuild(&pool.resolved.lock());
+        pool
     }
 
-    pub fn targets(&self) -> &[Target] {
-        &self.targets
+    /// The targets in rotation now.
+    pub fn targets(&self) -> Arc<Vec<Arc<Target>>> {
+        self.targets.load_full()
     }
 
-    /// The next healthy target after the last one chosen; `None` when none is healthy.
-    pub fn select(&self) -> Option<&Target> {
-        let n = self.targets.len();
+    /// How many targets are in rotation (the retries a request may make).
+    pub fn len(&self) -> usize {
+        self.targets.load().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The next healthy target after the last one chosen; `None` when none is healthy (or no
+    /// name resolved).
+    pub fn select(&self) -> Option<Arc<Target>> {
+        let targets = self.targets.load();
+        let n = targets.len();
         if n == 0 {
             return None;
         }
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         (0..n)
-            .map(|i| &self.targets[start.wrapping_add(i) % n])
+            .map(|i| &targets[start.wrapping_add(i) % n])
             .find(|t| t.healthy())
+            .cloned()
     }
 
-    /// Takes over the health of `old`'s targets (the same upstream before a reload).
-    pub fn inherit_health(&self, old: &Pool) {
-        for (t, o) in self.targets.iter().zip(&old.targets) {
-            if t.addr == o.addr {
+    /// Takes over what `old` (the same upstream before a reload) knew: the addresses its
+    /// names resolved to, and its targets' health.
+    pub fn inherit(&self, old: &Pool) {
+        {
+            let before = old.resolved.lock();
+            let mut now = self.resolved.lock();
+            for (i, t) in self.cfg.targets.iter().enumerate() {
+                let kept = old
+                    .cfg
+                    .targets
+                    .iter()
+                    .position(|o| o.written == t.written)
+                    .and_then(|j| before.get(j));
+                if let (None, Some(k)) = (t.addr, kept) {
+                    now[i] = k.clone();
+                }
+            }
+            self.rebuild(&now);
+        }
+        self.settled
+            .fetch_or(old.settled.load(Ordering::Relaxed), Ordering::Relaxed);
+        let old_targets = old.targets.load();
+        for t in self.targets.load().iter() {
+            if let Some(o) = old_targets
+                .iter()
+                .find(|o| o.addr == t.addr && o.name == t.name)
+            {
                 t.healthy.store(o.healthy(), Ordering::Relaxed);
             }
         }
     }
 
+    /// Every name has been looked up at least once.
+    pub fn settled(&self) -> bool {
+        self.settled.load(Ordering::Relaxed)
+    }
+
+    /// The names that resolve to nothing now, with why.
+    pub fn unresolved(&self) -> Vec<(String, String)> {
+        let r = self.resolved.lock();
+        self.cfg
+            .targets
+            .iter()
+            .zip(r.iter())
+            .filter(|(t, r)| t.addr.is_none() && r.addrs.is_empty())
+            .map(|(t, r)| {
+                let why = r.error.clone().unwrap_or_else(|| {
+                    if self.settled() {
+                        "no address".into()
+                    } else {
+                        "not looked up yet".into()
+                    }
+                });
+                (t.written.clone(), why)
+            })
+            .collect()
+    }
+
+    /// Whether the pool has names and their next lookup is due; if so, claims it (one lookup
+    /// round at a time).
+    pub fn claim_resolve(&self, now: Instant) -> bool {
+        if self.cfg.targets.iter().all(|t| t.addr.is_some()) || *self.due.lock() > now {
+            return false;
+        }
+        !self.resolving.swap(true, Ordering::AcqRel)
+    }
+
+    /// Looks up every name (through the system's resolver: /etc/hosts, then DNS with the
+    /// search domains of /etc/resolv.conf, as a Kubernetes pod resolves Service names) and
+    /// puts what it found in rotation. A name that fails keeps the addresses it had (a DNS
+    /// blip does not empty an upstream; health checks judge stale ones); one that never
+    /// resolved has none, and its upstream's routes answer 503 meanwhile.
+    pub async fn resolve(&self) {
+        let lookups = self.cfg.targets.iter().map(|t| async move {
+            if t.addr.is_some() {
+                return None;
+            }
+            let host = (t.host.as_str(), t.port);
+            Some(
+                match tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host(host)).await {
+                    Ok(Ok(addrs)) => {
+                        let mut v: Vec<SocketAddr> = addrs.collect();
+                        v.sort();
+                        v.dedup();
+                        if v.is_empty() {
+                            Err("no address".to_string())
+                        } else {
+                            Ok(v)
+                        }
+                    }
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err(format!("no answer within {RESOLVE_TIMEOUT:?}")),
+                },
+            )
+        });
+        let found = futures_util::future::join_all(lookups).await;
+        {
+            let mut r = self.resolved.lock();
+            let before = r.clone();
+            for ((t, slot), got) in self.cfg.targets.iter().zip(r.iter_mut()).zip(found) {
+                match got {
+                    None => {}
+                    Some(Ok(addrs)) => {
+                        if slot.addrs != addrs {
+                            tracing::info!(event = "upstream_resolved", upstream = %self.upstream,
+                                target = %t.written, addresses = ?addrs, "upstream name resolved");
+                        }
+                        *slot = Resolved { addrs, error: None };
+                    }
+                    Some(Err(why)) => {
+                        if slot.error.as_deref() != Some(why.as_str()) {
+                            tracing::warn!(event = "upstream_unresolved", upstream = %self.upstream,
+                                target = %t.written, reason = %why, kept = slot.addrs.len(),
+                                "upstream name does not resolve");
+                        }
+                        slot.error = Some(why);
+                    }
+                }
+            }
+            if *r != before {
+                self.rebuild(&r);
+            }
+        }
+        self.settled.store(true, Ordering::Relaxed);
+        *self.due.lock() = Instant::now() + self.cfg.resolve_every;
+        self.resolving.store(false, Ordering::Release);
+    }
+
+    /// Puts every address of `resolved` in rotation, keeping the targets (and their health)
+    /// that stay.
+    fn rebuild(&self, resolved: &[Resolved]) {
+        let old = self.targets.load();
+        let mut next = Vec::new();
+        for (i, (t, r)) in self.cfg.targets.iter().zip(resolved).enumerate() {
+            for &addr in &r.addrs {
+                let kept = old.iter().find(|o| o.addr == addr && o.name == t.written);
+                next.push(kept.cloned().unwrap_or_else(|| {
+                    Arc::new(Target {
+                        name: t.written.clone(),
+                        addr,
+                        healthy: AtomicBool::new(true),
+                        peer: peer(&self.cfg, addr, self.tls.get(i), self.preserve_case),
+                    })
+                }));
+            }
+        }
+        self.targets.store(Arc::new(next));
+    }
+
     /// One round of the TCP health check, all targets at once; each result is applied when
     /// it is known, and a change of state is logged.
     pub async fn check(&self, timeout: Duration) {
-        let probes = self.targets.iter().map(|t| async move {
+        let targets = self.targets();
+        let probes = targets.iter().map(|t| async move {
             let up = matches!(
                 tokio::time::timeout(timeout, tokio::net::TcpStream::connect(t.addr)).await,
                 Ok(Ok(_))
@@ -110,10 +296,10 @@ impl Pool {
         if t.healthy.swap(up, Ordering::Relaxed) != up {
             if up {
                 tracing::info!(event = "upstream_target_up", upstream = %self.upstream,
-                    target = %t.name, "upstream target passes its health check again");
+                    target = %t.name, address = %t.addr, "upstream target passes its health check again");
             } else {
                 tracing::warn!(event = "upstream_target_down", upstream = %self.upstream,
-                    target = %t.name, "upstream target failed its health check: out of rotation");
+                    target = %t.name, address = %t.addr, "upstream target failed its health check: out of rotation");
             }
         }
     }
@@ -161,7 +347,16 @@ mod tests {
     fn upstream(targets: &[SocketAddr]) -> UpstreamConfig {
         UpstreamConfig {
             name: "u".into(),
-            targets: targets.iter().map(|a| (a.to_string(), *a)).collect(),
+            targets: targets
+                .iter()
+                .map(|a| tollgate_config::UpstreamTarget {
+                    written: a.to_string(),
+                    host: a.ip().to_string(),
+                    port: a.port(),
+                    addr: Some(*a),
+                })
+                .collect(),
+            resolve_every: Duration::from_secs(5),
             connect_timeout: Duration::from_millis(300),
             read_timeout: Duration::from_secs(7),
             write_timeout: Duration::from_secs(8),
@@ -189,7 +384,7 @@ mod tests {
         assert!(!picks.contains(&2), "{picks:?}");
         assert_eq!(picks.len(), 4);
 
-        for t in pool.targets() {
+        for t in pool.targets().iter() {
             pool.set_health(t, false);
         }
         assert!(pool.select().is_none());

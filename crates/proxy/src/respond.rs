@@ -39,6 +39,8 @@ pub enum Problem {
     NoRoute,
     BadRequest,
     UpstreamUnavailable,
+    /// No address to send to: the upstream's names do not resolve (yet).
+    UpstreamUnresolved,
     UpstreamTimeout,
     Internal,
     /// A global limit could not be decided (Redis away) and its `on_error` is `closed`.
@@ -71,6 +73,7 @@ impl Problem {
             Problem::NoRoute => 404,
             Problem::BadRequest => 400,
             Problem::UpstreamUnavailable => 502,
+            Problem::UpstreamUnresolved => 503,
             Problem::UpstreamTimeout => 504,
             Problem::Internal => 500,
             Problem::LimiterUnavailable => 503,
@@ -98,6 +101,11 @@ impl Problem {
             Problem::UpstreamUnavailable => (
                 "upstream-unavailable",
                 "Bad Gateway",
+                "UPSTREAM_UNAVAILABLE",
+            ),
+            Problem::UpstreamUnresolved => (
+                "upstream-unavailable",
+                "Service Unavailable",
                 "UPSTREAM_UNAVAILABLE",
             ),
             Problem::UpstreamTimeout => ("upstream-timeout", "Gateway Timeout", "UPSTREAM_TIMEOUT"),

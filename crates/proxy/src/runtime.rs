@@ -60,6 +60,11 @@ pub struct GlobalRt {
     pub lease_decisions: IntCounter,
     /// `tollgate_lease_returned_units_total{limit}`
     pub lease_returned: IntCounter,
+    /// Refusals are remembered at the edge until their retry time; not a concurrency
+    /// limit's (a slot frees when any request ends).
+    pub caches_refusals: bool,
+    /// A concurrency limit: the slots this gateway holds, renewed in Redis.
+    pub held: Option<Arc<crate::slots::Held>>,
 }
 
 /// A tarpit: requests held before their answer, at most `max_concurrent` at once. Each held
@@ -214,9 +219,8 @@ fn upstream_tls(cfg: &UpstreamConfig) -> Result<Vec<crate::tls::UpstreamTlsRt>, 
     }
     cfg.targets
         .iter()
-        .map(|(target, _)| {
-            let host = target.rsplit_once(':').map_or(target.as_str(), |(h, _)| h);
-            crate::tls::upstream_tls(tls, host).map_err(|reason| BuildError::UpstreamTls {
+        .map(|target| {
+            crate::tls::upstream_tls(tls, &target.host).map_err(|reason| BuildError::UpstreamTls {
                 upstream: cfg.name.clone(),
                 reason,
             })
@@ -227,6 +231,12 @@ fn upstream_tls(cfg: &UpstreamConfig) -> Result<Vec<crate::tls::UpstreamTlsRt>, 
 pub struct RouteRt {
     pub cfg: RouteConfig,
     pub name: Arc<str>,
+    /// `path_regex`, compiled (anchored at the path's start).
+    regex: Option<regex::Regex>,
+    /// How the path sent upstream is made.
+    pub rewrite: Option<crate::routing::RewriteRt>,
+    /// Which requests go to the canary upstream.
+    pub canary: Option<crate::routing::CanaryRt>,
     /// A limit of the route reads a bearer token's claim: the token is verified first.
     pub needs_jwt: bool,
     /// A limit of the route is a quota: decisions need calendar time too.
@@ -251,6 +261,8 @@ pub struct RouteRt {
     pub tarpit: Option<Arc<TarpitRt>>,
     /// A limit of the route counts only failed responses: units are given back after others.
     pub counts_failures: bool,
+    /// A limit of the route is a concurrency limit: its slots are given back at the end.
+    pub holds_slots: bool,
     /// `tollgate_tarpit_held{route}`, `tollgate_tarpit_held_total{route}`.
     pub tarpit_held: IntGauge,
     pub tarpit_total: IntCounter,
@@ -309,9 +321,13 @@ pub struct Runtime {
     /// How request paths are made canonical (`[server]` merge_slashes, escaped_slashes).
     pub path_rules: crate::normalize::PathRules,
     pub routes: Vec<RouteRt>,
-    /// Route indexes in match order: host routes first, then exact paths, then longer
-    /// prefixes, then file order.
+    /// Route indexes in match order: exact hosts, wildcard hosts, no host; within each,
+    /// exact paths, then longer prefixes, then regexes; then file order.
     order: Vec<usize>,
+    /// The hosts routes name, and the parents of wildcard ones (`*.example.com`:
+    /// `example.com`): a request for one of them meets that host's routes only (unless
+    /// `host_fallthrough`).
+    hosts: crate::routing::Hosts,
     pub limits: Vec<LimitRt>,
     pub upstreams: Vec<UpstreamRt>,
     pub trusted_proxies: Vec<IpNet>,
@@ -336,6 +352,8 @@ pub enum BuildError {
     Store(#[from] tollgate_store::StoreError),
     #[error("{}", .0.join("\n"))]
     Tls(Vec<String>),
+    #[error("route {0}: {1}")]
+    Route(String, String),
     #[error("upstreams.{upstream}.tls: {reason}")]
     UpstreamTls { upstream: String, reason: String },
 }
@@ -442,6 +460,9 @@ fn limit_state(
         leases,
         lease_decisions: metrics.lease_decisions.with_label_values(&[&cfg.name]),
         lease_returned: metrics.lease_returned.with_label_values(&[&cfg.name]),
+        caches_refusals: cfg.algorithm != tollgate_limit::AlgorithmKind::Concurrency,
+        held: (cfg.algorithm == tollgate_limit::AlgorithmKind::Concurrency)
+            .then(|| prev.and_then(|g| g.held.clone()).unwrap_or_default()),
     }))
 }
 
@@ -543,8 +564,10 @@ impl Runtime {
             // Built anew (a reload reads the TLS files again), with the health of the
             // previous pool when the upstream did not change.
             let pool = Pool::new(cfg, &upstream_tls(cfg)?, preserve_case);
-            if let Some(old) = previous.and_then(|p| p.upstreams.iter().find(|u| u.cfg == *cfg)) {
-                pool.inherit_health(&old.pool);
+            if let Some(old) =
+                previous.and_then(|p| p.upstreams.iter().find(|u| u.cfg.name == cfg.name))
+            {
+                pool.inherit(&old.pool);
             }
             upstreams.push(UpstreamRt {
                 cfg: cfg.clone(),
@@ -564,6 +587,8 @@ impl Runtime {
                         .iter()
                         .map(|&i| &limits[i])
                         .filter(|l| !l.shadow && l.cfg.plan.is_none_or(|p| p == plan))
+                        // Requests in flight have no window to state.
+                        .filter(|l| l.cfg.algorithm != tollgate_limit::AlgorithmKind::Concurrency)
                         .map(|l| policy_item(&l.name_sf, l.cfg.rate.count(), window_secs(&l.cfg)))
                         .collect();
                     if items.is_empty() {
@@ -629,6 +654,16 @@ impl Runtime {
                     .unwrap_or_else(|| Arc::new(TarpitRt::new(t)))
             });
             routes.push(RouteRt {
+                regex: match &cfg.path {
+                    tollgate_config::PathMatch::Regex(p) => Some(
+                        tollgate_config::path_regex(p, cfg.case_insensitive)
+                            .map_err(|e| BuildError::Route(cfg.name.clone(), e.to_string()))?,
+                    ),
+                    _ => None,
+                },
+                rewrite: crate::routing::RewriteRt::new(cfg.rewrite.as_ref())
+                    .map_err(|e| BuildError::Route(cfg.name.clone(), e))?,
+                canary: cfg.canary.as_ref().map(crate::routing::CanaryRt::new),
                 access,
                 inputs,
                 body_fields,
@@ -637,6 +672,9 @@ impl Runtime {
                     .limits
                     .iter()
                     .any(|&i| limits[i].cfg.count_failures.is_some()),
+                holds_slots: cfg.limits.iter().any(|&i| {
+                    limits[i].cfg.algorithm == tollgate_limit::AlgorithmKind::Concurrency
+                }),
                 tarpit_held: metrics.tarpit_held.with_label_values(&[&cfg.name]),
                 tarpit_total: metrics.tarpit_total.with_label_values(&[&cfg.name]),
                 access_allowed: ["ip", "api_key"]
@@ -661,16 +699,8 @@ impl Runtime {
                 cfg: cfg.clone(),
             });
         }
-        let mut order: Vec<usize> = (0..routes.len()).collect();
-        order.sort_by_key(|&i| {
-            let r = &routes[i].cfg;
-            (
-                r.host.is_none(),
-                !r.exact,
-                std::cmp::Reverse(r.path_prefix.len()),
-                i,
-            )
-        });
+        let order = crate::routing::order(routes.iter().map(|r| &r.cfg));
+        let hosts = crate::routing::Hosts::new(routes.iter().map(|r| &r.cfg));
 
         Ok(Self {
             path_rules: crate::normalize::PathRules {
@@ -694,35 +724,25 @@ impl Runtime {
             config,
             routes,
             order,
+            hosts,
             limits,
             upstreams,
         })
     }
 
-    /// The route for a request: an exact host match beats a route without host, then the
-    /// longest path prefix, then the first in the file. `host` and `path` as
+    /// The route for a request: its host's routes (an exact host before a wildcard one),
+    /// else routes without a host; within them an exact path, then the longest prefix, then
+    /// the first regex that matches; then the first in the file. `host` and `path` as
     /// [`crate::normalize`] made them (host in lower case without port), never as the client
     /// spelled them.
     pub fn route_for(&self, host: Option<&str>, path: &str, method: &str) -> Option<usize> {
+        let tier = self.hosts.tier(host, self.config.server.host_fallthrough);
         self.order.iter().copied().find(|&i| {
-            let r = &self.routes[i].cfg;
-            if let Some(want) = &r.host {
-                match host {
-                    Some(h) if h == want => {}
-                    _ => return false,
-                }
-            }
-            let (path, want) = (path.as_bytes(), r.path_prefix.as_bytes());
-            let matches = match (r.exact, r.case_insensitive) {
-                (true, false) => path == want,
-                (true, true) => path.eq_ignore_ascii_case(want),
-                (false, false) => path.starts_with(want),
-                (false, true) => {
-                    path.len() >= want.len() && path[..want.len()].eq_ignore_ascii_case(want)
-                }
-            };
-            matches
-                && r.methods
+            let r = &self.routes[i];
+            tier.admits(r.cfg.host.as_deref(), host)
+                && crate::routing::path_matches(&r.cfg, r.regex.as_ref(), path)
+                && r.cfg
+                    .methods
                     .as_ref()
                     .is_none_or(|ms| ms.iter().any(|m| m == method))
         })
@@ -963,7 +983,7 @@ impl Shared {
             }
         }
         for u in &rt.upstreams {
-            for t in u.pool.targets() {
+            for t in u.pool.targets().iter() {
                 self.metrics
                     .upstream_healthy
                     .with_label_values(&[&u.cfg.name, &t.addr.to_string()])

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tollgate_config::{Action, RouteAction};
-use tollgate_limit::ceil_secs;
+use tollgate_limit::{ceil_secs, AlgorithmKind};
 
 pub struct Gateway {
     shared: Arc<Shared>,
@@ -106,6 +106,13 @@ pub struct Ctx {
     canonical_path: Option<String>,
     /// An absolute-form target's authority: the upstream's Host if the client sent none.
     target_authority: Option<String>,
+    /// The upstream chosen for this request (the route's, or its canary's), once for all
+    /// its tries.
+    upstream: Option<usize>,
+    /// The request target sent upstream when the route rewrites the path.
+    upstream_target: Option<String>,
+    /// Slots of concurrency limits, given back when the request ends (the context drops).
+    slots: Option<crate::slots::Slots>,
     /// Request body bytes passed on so far, and when the first came, for `min_body_rate`.
     body_bytes: u64,
     body_started: Option<Instant>,
@@ -919,6 +926,9 @@ impl ProxyHttp for Gateway {
             refund_unless_failure: Vec::new(),
             canonical_path: None,
             target_authority: None,
+            upstream: None,
+            upstream_target: None,
+            slots: None,
             body_bytes: 0,
             body_started: None,
             hsts: None,
@@ -1184,6 +1194,16 @@ impl ProxyHttp for Gateway {
                 }
                 ctx.outcome_limit = verdict.nearest.map(|(l, _, _)| l);
                 self.note_verdict(ctx, &rt, route, &verdict, &plan);
+                if rt.routes[route].holds_slots {
+                    let mut slots = crate::slots::Slots::new(rt.clone(), self.shared.clock.clone());
+                    for (pos, &li) in rt.routes[route].cfg.limits.iter().enumerate() {
+                        let took = plan.took(pos);
+                        if rt.limits[li].cfg.algorithm == AlgorithmKind::Concurrency && took.any() {
+                            slots.push(li, plan.key(pos), took);
+                        }
+                    }
+                    ctx.slots = Some(slots);
+                }
                 if rt.routes[route].counts_failures {
                     for (pos, &li) in rt.routes[route].cfg.limits.iter().enumerate() {
                         let took = plan.took(pos);
@@ -1199,19 +1219,52 @@ impl ProxyHttp for Gateway {
             }
         }
 
-        if let RouteAction::Respond { status, body } = rt.route_action(route) {
-            let body = Bytes::copy_from_slice(body.as_bytes());
-            let head = Self::head(
-                session,
-                ctx,
-                *status,
-                "text/plain; charset=utf-8",
-                body.len(),
-            )?;
-            self.answer(session, ctx, head, body).await?;
-            return Ok(true);
+        // Stage 5: the action.
+        match rt.route_action(route) {
+            RouteAction::Respond {
+                status,
+                body,
+                location,
+            } => {
+                let body = Bytes::copy_from_slice(body.as_bytes());
+                let mut head = Self::head(
+                    session,
+                    ctx,
+                    *status,
+                    "text/plain; charset=utf-8",
+                    body.len(),
+                )?;
+                if let Some(l) = location {
+                    // Checked at load: visible ASCII.
+                    if let Ok(v) = HeaderValue::from_str(l) {
+                        head.put(&names::LOCATION, Value::Header(&v));
+                    }
+                }
+                self.answer(session, ctx, head, body).await?;
+                Ok(true)
+            }
+            RouteAction::Upstream(u) => {
+                let r = &rt.routes[route];
+                let req = session.req_header();
+                let chosen = match &r.canary {
+                    Some(c) if c.chooses(&req.headers, |n| fastrand::u32(..n)) => c.upstream,
+                    _ => *u,
+                };
+                ctx.upstream = Some(chosen);
+                if rt.upstreams[chosen].pool.is_empty() {
+                    let detail =
+                        "The upstream's address is not known: its name does not resolve (yet).";
+                    self.problem(session, ctx, Problem::UpstreamUnresolved, detail, &[], &[])
+                        .await?;
+                    return Ok(true);
+                }
+                if let Some(rw) = &r.rewrite {
+                    let path = ctx.canonical_path.as_deref().unwrap_or(req.uri.path());
+                    ctx.upstream_target = Some(rw.apply(path, req.uri.query()));
+                }
+                Ok(false)
+            }
         }
-        Ok(false)
     }
 
     async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
@@ -1221,14 +1274,17 @@ impl ProxyHttp for Gateway {
                 "no route in context",
             ));
         };
-        let RouteAction::Upstream(u) = rt.route_action(route) else {
-            return Err(Error::explain(
-                ErrorType::InternalError,
-                "route has no upstream",
-            ));
+        let u = match (ctx.upstream, rt.route_action(route)) {
+            (Some(u), _) | (None, &RouteAction::Upstream(u)) => u,
+            (None, RouteAction::Respond { .. }) => {
+                return Err(Error::explain(
+                    ErrorType::InternalError,
+                    "route has no upstream",
+                ))
+            }
         };
         ctx.tries += 1;
-        let Some(target) = rt.upstreams[*u].pool.select() else {
+        let Some(target) = rt.upstreams[u].pool.select() else {
             let mut e = Error::explain(
                 ErrorType::ConnectNoRoute,
                 "no healthy target in the upstream pool",
@@ -1247,11 +1303,8 @@ impl ProxyHttp for Gateway {
         mut e: Box<Error>,
     ) -> Box<Error> {
         // Try the next target: as many times as the pool has targets.
-        let targets = match (&ctx.rt, ctx.route) {
-            (Some(rt), Some(route)) => match rt.route_action(route) {
-                RouteAction::Upstream(u) => rt.upstreams[*u].cfg.targets.len(),
-                RouteAction::Respond { .. } => 0,
-            },
+        let targets = match (&ctx.rt, ctx.upstream) {
+            (Some(rt), Some(u)) => rt.upstreams[u].pool.len(),
             _ => 0,
         };
         if ctx.tries < targets {
@@ -1267,7 +1320,15 @@ impl ProxyHttp for Gateway {
         ctx: &mut Ctx,
     ) -> Result<()> {
         upstream.insert_static_header(&names::X_REQUEST_ID, ctx.request_id.clone());
-        if let Some(path) = &ctx.canonical_path {
+        if let Some(target) = &ctx.upstream_target {
+            // The route rewrote the path (the query is in it already).
+            upstream.set_raw_path(target.as_bytes())?;
+            if let Some(authority) = &ctx.target_authority {
+                if !upstream.headers.contains_key(http::header::HOST) {
+                    upstream.insert_header(http::header::HOST, authority.as_str())?;
+                }
+            }
+        } else if let Some(path) = &ctx.canonical_path {
             // The upstream reads what the gateway routed on, in origin form; the query goes
             // as it came.
             let raw = upstream.raw_path();

@@ -194,6 +194,18 @@ pub trait GlobalStore: Send + Sync + 'static {
         cost: u64,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
 
+    /// Concurrency limits: this gateway holds `slots` of the key's slots now (renewed while
+    /// its requests run, so that they count until it stops renewing them). A store that shares
+    /// nothing has nothing to renew.
+    fn hold<'a>(
+        &'a self,
+        _spec: &'a LimitSpec,
+        _key: GlobalKey<'a>,
+        _slots: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async { Ok(()) })
+    }
+
     /// Checks the store answers (bypassing the breaker) and records the result in it.
     fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>>;
 

@@ -177,6 +177,8 @@ const STALE_AFTER: u32 = 3;
 
 pub struct RedisStore {
     client: Client,
+    /// This gateway's id in shared concurrency state (random per process).
+    instance: Box<str>,
     slots: Box<[Arc<Slot>]>,
     /// Connections made before this epoch are replaced on their next use.
     epoch: AtomicU64,
@@ -216,14 +218,15 @@ fn config_error(what: &'static str) -> StoreError {
 
 const ERROR_KINDS: [&str; 5] = ["timeout", "circuit_open", "connection", "redis", "reply"];
 
-/// Every script, in one order: the six algorithms, then the quota.
-const KINDS: [AlgorithmKind; 7] = [
+/// Every script, in one order: the algorithms, then the quota.
+const KINDS: [AlgorithmKind; 8] = [
     AlgorithmKind::TokenBucket,
     AlgorithmKind::Gcra,
     AlgorithmKind::SlidingWindow,
     AlgorithmKind::FixedWindow,
     AlgorithmKind::SlidingLog,
     AlgorithmKind::LeakyBucket,
+    AlgorithmKind::Concurrency,
     AlgorithmKind::Quota,
 ];
 
@@ -236,6 +239,8 @@ enum Op {
     Lease {
         ttl_us: u64,
     },
+    /// Concurrency: this gateway holds `cost` slots of the key now (their renewal).
+    Hold,
 }
 
 impl Op {
@@ -244,6 +249,7 @@ impl Op {
             Op::Acquire => "acquire",
             Op::Refund => "refund",
             Op::Lease { .. } => "lease",
+            Op::Hold => "hold",
         }
     }
 }
@@ -337,6 +343,7 @@ impl RedisStore {
         let errors = ERROR_KINDS.map(|k| metrics.errors.with_label_values(&[k]));
         Ok(Self {
             client,
+            instance: format!("{:016x}", fastrand::u64(..)).into(),
             slots: (0..cfg.connections.max(1))
                 .map(|_| Arc::new(Slot::default()))
                 .collect(),
@@ -463,6 +470,10 @@ impl RedisStore {
         if let Some(cal) = spec.calendar {
             inv.arg(cal.unit.code()).arg(cal.offset_secs);
         }
+        if spec.algorithm == AlgorithmKind::Concurrency {
+            // Whose slots: each gateway's count lapses on its own.
+            inv.arg(&*self.instance);
+        }
         if let Op::Lease { ttl_us } = op {
             // The key's lease mark (same hash tag: same slot) and the slices' ttl, last.
             inv.key(format!("{rkey}:lease")).arg(ttl_us);
@@ -491,7 +502,7 @@ impl RedisStore {
         match op {
             Op::Acquire => self.acquire_calls.inc(),
             Op::Lease { .. } => self.lease_calls.inc(),
-            Op::Refund => self.refund_calls.inc(),
+            Op::Refund | Op::Hold => self.refund_calls.inc(),
         }
         let start = Instant::now();
         let r = match self.conn_within(self.connect_budget(&node)).await {
@@ -746,6 +757,15 @@ impl GlobalStore for RedisStore {
         cost: u64,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move { self.call(spec, key, cost, Op::Refund).await.map(|_| ()) })
+    }
+
+    fn hold<'a>(
+        &'a self,
+        spec: &'a LimitSpec,
+        key: GlobalKey<'a>,
+        slots: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move { self.call(spec, key, slots, Op::Hold).await.map(|_| ()) })
     }
 
     fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>> {

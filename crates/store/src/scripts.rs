@@ -1,9 +1,10 @@
 //! The Lua scripts (one per algorithm, from `lua/`) and their reply.
 //!
-//! Calling convention, shared by all six (checked by `lua/prelude.lua`, prepended to each):
+//! Calling convention, shared by all (checked by `lua/prelude.lua`, prepended to each):
 //! `KEYS[1]` is the limiter key; `ARGV` is count, period (µs), burst, cost, mode (`acquire` |
 //! `refund`), delay (leaky bucket); then GCRA and the leaky bucket take their emission
-//! interval and its tick in ns (`lua/tat.lua`), a quota its calendar. The reply is
+//! interval and its tick in ns (`lua/tat.lua`), a quota its calendar, a concurrency limit the
+//! calling gateway's id (mode `hold` renews its slots). The reply is
 //! `{allowed, remaining, reset_us, retry_after_us, delay_us}`; an admitted `lease` adds
 //! `granted, lapse_us` (units taken; when they lapse, 0 for never).
 
@@ -27,6 +28,7 @@ pub fn script_source(kind: AlgorithmKind) -> &'static str {
         AlgorithmKind::SlidingWindow => script!("sliding_window"),
         AlgorithmKind::SlidingLog => script!("sliding_log"),
         AlgorithmKind::LeakyBucket => script!("tat", "leaky_bucket"),
+        AlgorithmKind::Concurrency => script!("concurrency"),
         AlgorithmKind::Quota => script!("quota"),
     }
 }

@@ -1,0 +1,484 @@
+//! `[[routes]]`: which requests go where, under which limits (README, "Routes").
+
+use crate::parse::{http_token, list_or_none};
+use crate::reader::{as_bool, as_int_in, as_str, as_str_list, Cx, Tbl, Value};
+use crate::types::*;
+use crate::MAX_LIMITS_PER_ROUTE;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+pub(crate) fn read(
+    cx: &mut Cx,
+    v: &Value,
+    upstreams: &[(String, UpstreamConfig)],
+    limits: &[(String, Option<LimitConfig>)],
+    weights: &[usize],
+    base: &Path,
+    files: &mut Vec<PathBuf>,
+) -> Vec<RouteConfig> {
+    let Some(items) = crate::reader::as_array(cx, "routes", v) else {
+        return Vec::new();
+    };
+    let mut out: Vec<RouteConfig> = Vec::new();
+    let mut names: HashMap<String, usize> = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("routes[{i}]");
+        let Some(mut r) = Tbl::of(cx, path.clone(), item) else {
+            continue;
+        };
+        let mut ok = true;
+        let case_insensitive = match r.get("case_insensitive") {
+            Some(v) => as_bool(cx, &r.key_path("case_insensitive"), v).unwrap_or(false),
+            None => false,
+        };
+        let path_match = path_match(cx, &mut r, &path, case_insensitive);
+        let name = match r.get("name") {
+            Some(nv) => as_str(cx, &r.key_path("name"), nv).map(|s| (s.to_string(), nv.span())),
+            None => path_match
+                .as_ref()
+                .map(|p| (p.as_str().to_string(), r.span.clone())),
+        };
+        if let Some((n, span)) = &name {
+            if let Some(prev) = names.insert(n.clone(), i) {
+                cx.err(
+                    &r.key_path("name"),
+                    span.clone(),
+                    format!("route name \"{n}\" is already used by routes[{prev}]"),
+                );
+                ok = false;
+            }
+        }
+        let host = r.get("host").and_then(|hv| {
+            let p = r.key_path("host");
+            let s = as_str(cx, &p, hv)?;
+            let h = route_host(s);
+            if h.is_none() {
+                cx.err(
+                    &p,
+                    hv.span(),
+                    format!("\"{s}\" is not a host name (a wildcard is one leading label: \"*.example.com\")"),
+                );
+            }
+            h
+        });
+        let methods = r.get("methods").and_then(|mv| {
+            let p = r.key_path("methods");
+            let items = as_str_list(cx, &p, mv, false)?;
+            let mut ms = Vec::new();
+            for (ip, m, span) in items {
+                let up = m.to_ascii_uppercase();
+                if http_token(&up) && !up.is_empty() {
+                    ms.push(up);
+                } else {
+                    cx.err(&ip, span, format!("\"{m}\" is not an HTTP method"));
+                }
+            }
+            Some(ms)
+        });
+        let upstream = r.get("upstream");
+        let respond = r.get("respond");
+        let action = match (upstream, respond) {
+            (Some(_), Some(rv)) => {
+                cx.err(
+                    &r.key_path("respond"),
+                    rv.span(),
+                    "a route has either upstream or respond, not both",
+                );
+                None
+            }
+            (None, None) => {
+                cx.err(
+                    &path,
+                    r.span.clone(),
+                    "missing key \"upstream\" or \"respond\"",
+                );
+                None
+            }
+            (Some(uv), None) => {
+                let p = r.key_path("upstream");
+                as_str(cx, &p, uv).and_then(|u| match upstreams.iter().position(|(n, _)| n == u) {
+                    Some(idx) => Some(RouteAction::Upstream(idx)),
+                    None => {
+                        let known: Vec<_> = upstreams.iter().map(|(n, _)| n.as_str()).collect();
+                        cx.err(
+                            &p,
+                            uv.span(),
+                            format!(
+                                "unknown upstream \"{u}\" (defined: {})",
+                                list_or_none(&known)
+                            ),
+                        );
+                        None
+                    }
+                })
+            }
+            (None, Some(rv)) => respond_action(cx, &r.key_path("respond"), rv),
+        };
+        let mut limit_idx = Vec::new();
+        if let Some(lv) = r.get("limits") {
+            let p = r.key_path("limits");
+            if let Some(items) = as_str_list(cx, &p, lv, false) {
+                for (ip, l, span) in items {
+                    match limits.iter().position(|(n, _)| n == l) {
+                        Some(idx) if limit_idx.contains(&idx) => {
+                            cx.err(&ip, span, format!("limit \"{l}\" is listed twice"));
+                        }
+                        Some(idx) => limit_idx.push(idx),
+                        None => {
+                            let known: Vec<_> = limits.iter().map(|(n, _)| n.as_str()).collect();
+                            cx.err(
+                                &ip,
+                                span,
+                                format!(
+                                    "unknown limit \"{l}\" (defined: {})",
+                                    list_or_none(&known)
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // A plan limit counts once per plan it has a variant for.
+        let count: usize = limit_idx
+            .iter()
+            .map(|&i| weights.get(i).copied().unwrap_or(1))
+            .sum();
+        if count > MAX_LIMITS_PER_ROUTE {
+            let span = r.get("limits").map(|v| v.span()).unwrap_or(0..0);
+            cx.err(
+                &r.key_path("limits"),
+                span,
+                format!("at most {MAX_LIMITS_PER_ROUTE} limits per route (a plan limit counts once per plan), got {count}"),
+            );
+        }
+        let access = r.get("access").and_then(|v| {
+            Tbl::of(cx, r.key_path("access"), v).map(|t| crate::abuse::access(cx, t, base, files))
+        });
+        let tarpit = match r.get("tarpit") {
+            Some(v) => match crate::abuse::tarpit(cx, &r.key_path("tarpit"), v) {
+                Some(t) => Some(t),
+                None => {
+                    ok = false;
+                    None
+                }
+            },
+            None => None,
+        };
+        let rewrite = rewrite(cx, &mut r);
+        let canary = r
+            .get("canary")
+            .and_then(|v| canary(cx, &r.key_path("canary"), v, upstreams));
+        if let (Some(_), Some(RouteAction::Respond { .. })) = (&canary, &action) {
+            cx.err(
+                &r.key_path("canary"),
+                r.get("canary").map(|v| v.span()).unwrap_or(0..0),
+                "a canary needs a route with an upstream, not respond",
+            );
+            ok = false;
+        }
+        let https_redirect = r
+            .get("https_redirect")
+            .and_then(|v| as_bool(cx, &r.key_path("https_redirect"), v));
+        r.finish(cx, &[]);
+        if let (true, Some(path), Some((name, _)), Some(action)) = (ok, path_match, name, action) {
+            out.push(RouteConfig {
+                name,
+                host,
+                path,
+                case_insensitive,
+                rewrite,
+                canary,
+                methods,
+                action,
+                limits: limit_idx,
+                access,
+                tarpit,
+                https_redirect,
+            });
+        }
+    }
+    out
+}
+
+/// A route path as requests are matched: no empty, `.` or `..` segment (a trailing slash is
+/// fine), no backslash, control character, `?`, `#` or byte outside ASCII, and escapes as the
+/// canonical form writes them (two upper-case hex digits, never an unreserved character).
+fn canonical_route_path(p: &str) -> bool {
+    let body = p.strip_prefix('/').unwrap_or(p);
+    let body = body.strip_suffix('/').unwrap_or(body);
+    let b = p.as_bytes();
+    let escapes_ok = b
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c == b'%')
+        .all(|(i, _)| match (b.get(i + 1), b.get(i + 2)) {
+            (Some(&h), Some(&l)) => {
+                let upper_hex = |c: u8| c.is_ascii_digit() || (b'A'..=b'F').contains(&c);
+                let v = u8::from_str_radix(&p[i + 1..i + 3], 16).unwrap_or(0);
+                let unreserved = v.is_ascii_alphanumeric() || b"-._~".contains(&v);
+                upper_hex(h) && upper_hex(l) && !unreserved
+            }
+            _ => false,
+        });
+    escapes_ok
+        && !b
+            .iter()
+            .any(|&c| c == b'\\' || c == b'?' || c == b'#' || !(0x20..0x7f).contains(&c))
+        && (body.is_empty() || body.split('/').all(|seg| !matches!(seg, "" | "." | "..")))
+}
+
+fn respond_action(cx: &mut Cx, path: &str, v: &Value) -> Option<RouteAction> {
+    let mut t = Tbl::of(cx, path.to_string(), v)?;
+    let status = match t.get("status") {
+        Some(sv) => as_int_in(cx, &t.key_path("status"), sv, 200, 599).map(|n| n as u16),
+        None => Some(200),
+    };
+    let body = match t.get("body") {
+        Some(bv) => as_str(cx, &t.key_path("body"), bv).map(str::to_string),
+        None => Some(String::new()),
+    };
+    let location = match t.get("location") {
+        Some(lv) => {
+            let lp = t.key_path("location");
+            let l = as_str(cx, &lp, lv)?;
+            if l.is_empty() || l.bytes().any(|b| !(0x21..0x7f).contains(&b)) {
+                cx.err(
+                    &lp,
+                    lv.span(),
+                    format!("\"{l}\" is not a URL (visible ASCII, no spaces)"),
+                );
+                return None;
+            }
+            Some(l.to_string())
+        }
+        None => None,
+    };
+    t.finish(cx, &[]);
+    Some(RouteAction::Respond {
+        status: status?,
+        body: body?,
+        location,
+    })
+}
+
+/// `path_prefix`, `path_exact` or `path_regex`: exactly one.
+fn path_match(cx: &mut Cx, r: &mut Tbl, path: &str, case_insensitive: bool) -> Option<PathMatch> {
+    let given: Vec<&str> = ["path_prefix", "path_exact", "path_regex"]
+        .into_iter()
+        .filter(|k| r.get(k).is_some())
+        .collect();
+    let key = match given.as_slice() {
+        [one] => *one,
+        [] => {
+            cx.err(
+                path,
+                r.span.clone(),
+                "missing key \"path_prefix\" (or \"path_exact\" or \"path_regex\")",
+            );
+            return None;
+        }
+        [first, second, ..] => {
+            let span = r.get(second).map(|v| v.span()).unwrap_or(0..0);
+            cx.err(
+                &r.key_path(second),
+                span,
+                format!("a route has one of path_prefix, path_exact and path_regex, not {first} and {second}"),
+            );
+            return None;
+        }
+    };
+    let pv = r.get(key)?;
+    let p = r.key_path(key);
+    let s = as_str(cx, &p, pv)?;
+    if key == "path_regex" {
+        return match path_regex(s, case_insensitive) {
+            Ok(_) => Some(PathMatch::Regex(s.to_string())),
+            Err(e) => {
+                cx.err(&p, pv.span(), format!("not a regular expression: {e}"));
+                None
+            }
+        };
+    }
+    if !s.starts_with('/') {
+        cx.err(&p, pv.span(), format!("\"{s}\" must start with \"/\""));
+        return None;
+    }
+    if !canonical_route_path(s) {
+        cx.err(
+            &p,
+            pv.span(),
+            format!("\"{s}\" is not a canonical path (no \"//\", \".\" or \"..\" segment, backslash, control character, ?, # or non-ASCII; escapes as %XX in upper case, none for A-Z a-z 0-9 - . _ ~): requests are matched after normalisation, so it would never match"),
+        );
+        return None;
+    }
+    let s = if case_insensitive {
+        s.to_ascii_lowercase()
+    } else {
+        s.to_string()
+    };
+    Some(if key == "path_exact" {
+        PathMatch::Exact(s)
+    } else {
+        PathMatch::Prefix(s)
+    })
+}
+
+/// A `path_regex` as it is matched: from the path's start (as nginx's `location ~`), RE2
+/// syntax, bounded in size (a hostile pattern cannot make matching slow: the `regex` crate
+/// matches in linear time).
+pub fn path_regex(pattern: &str, case_insensitive: bool) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(&format!("^(?:{pattern})"))
+        .case_insensitive(case_insensitive)
+        .size_limit(1 << 20)
+        .build()
+}
+
+/// A route's `host` as requests' hosts are matched: lower case, no trailing dot, IPv6
+/// unbracketed in its one spelling; `*.` then a name for a one-label wildcard.
+fn route_host(s: &str) -> Option<String> {
+    let lower = s.trim().to_ascii_lowercase();
+    let h = lower.strip_suffix('.').unwrap_or(&lower);
+    if let Some(rest) = h.strip_prefix("*.") {
+        return crate::parse::dns_name(rest).then(|| format!("*.{rest}"));
+    }
+    let h = h
+        .strip_prefix('[')
+        .and_then(|v| v.strip_suffix(']'))
+        .unwrap_or(h);
+    let h = match h.parse::<std::net::Ipv6Addr>() {
+        Ok(ip) => ip.to_string(),
+        Err(_) => h.to_string(),
+    };
+    let port = h.contains(':') && h.parse::<std::net::Ipv6Addr>().is_err();
+    let bad = h.is_empty()
+        || port
+        || h.contains('*')
+        || h.bytes()
+            .any(|b| b == b'/' || b == b' ' || !b.is_ascii_graphic());
+    (!bad).then_some(h)
+}
+
+/// `rewrite = { regex, replace }` or `strip_prefix`.
+fn rewrite(cx: &mut Cx, r: &mut Tbl) -> Option<Rewrite> {
+    match (r.get("rewrite"), r.get("strip_prefix")) {
+        (Some(_), Some(sv)) => {
+            cx.err(
+                &r.key_path("strip_prefix"),
+                sv.span(),
+                "a route has either rewrite or strip_prefix, not both",
+            );
+            None
+        }
+        (None, Some(sv)) => {
+            let p = r.key_path("strip_prefix");
+            let s = as_str(cx, &p, sv)?;
+            if !s.starts_with('/') || !canonical_route_path(s) {
+                cx.err(
+                    &p,
+                    sv.span(),
+                    format!("\"{s}\" is not a canonical path starting with \"/\""),
+                );
+                return None;
+            }
+            Some(Rewrite::StripPrefix(s.trim_end_matches('/').to_string()))
+        }
+        (Some(rv), None) => {
+            let p = r.key_path("rewrite");
+            let mut t = Tbl::of(cx, p.clone(), rv)?;
+            let regex = t.get("regex").and_then(|v| {
+                let rp = t.key_path("regex");
+                let s = as_str(cx, &rp, v)?;
+                match regex::RegexBuilder::new(s).size_limit(1 << 20).build() {
+                    Ok(_) => Some(s.to_string()),
+                    Err(e) => {
+                        cx.err(&rp, v.span(), format!("not a regular expression: {e}"));
+                        None
+                    }
+                }
+            });
+            let replace = t
+                .get("replace")
+                .and_then(|v| as_str(cx, &t.key_path("replace"), v).map(str::to_string));
+            for (key, got) in [("regex", regex.is_some()), ("replace", replace.is_some())] {
+                if !got && t.get(key).is_none() {
+                    cx.err(&p, t.span.clone(), format!("missing key \"{key}\""));
+                }
+            }
+            t.finish(cx, &[]);
+            Some(Rewrite::Regex {
+                regex: regex?,
+                replace: replace?,
+            })
+        }
+        (None, None) => None,
+    }
+}
+
+/// `canary = { upstream, weight, weight_total, header, header_value, cookie }`.
+fn canary(
+    cx: &mut Cx,
+    p: &str,
+    v: &Value,
+    upstreams: &[(String, UpstreamConfig)],
+) -> Option<Canary> {
+    let mut t = Tbl::of(cx, p.to_string(), v)?;
+    let upstream = match t.get("upstream") {
+        Some(uv) => {
+            let up = t.key_path("upstream");
+            as_str(cx, &up, uv).and_then(|u| {
+                let found = upstreams.iter().position(|(n, _)| n == u);
+                if found.is_none() {
+                    let known: Vec<_> = upstreams.iter().map(|(n, _)| n.as_str()).collect();
+                    cx.err(
+                        &up,
+                        uv.span(),
+                        format!(
+                            "unknown upstream \"{u}\" (defined: {})",
+                            list_or_none(&known)
+                        ),
+                    );
+                }
+                found
+            })
+        }
+        None => {
+            cx.err(p, t.span.clone(), "missing key \"upstream\"");
+            None
+        }
+    };
+    let weight_total = match t.get("weight_total") {
+        Some(wv) => as_int_in(cx, &t.key_path("weight_total"), wv, 1, 1_000_000)? as u32,
+        None => 100,
+    };
+    let weight = match t.get("weight") {
+        Some(wv) => as_int_in(cx, &t.key_path("weight"), wv, 0, weight_total as i64)? as u32,
+        None => 0,
+    };
+    let mut text = |key: &str, lower: bool| -> Option<String> {
+        let v = t.get(key)?;
+        let kp = t.key_path(key);
+        let s = as_str(cx, &kp, v)?;
+        if s.is_empty() || (lower && !http_token(s)) {
+            cx.err(&kp, v.span(), format!("\"{s}\" is not a valid name"));
+            return None;
+        }
+        Some(if lower {
+            s.to_ascii_lowercase()
+        } else {
+            s.to_string()
+        })
+    };
+    let header = text("header", true);
+    let header_value = text("header_value", false);
+    let cookie = text("cookie", false);
+    t.finish(cx, &[]);
+    Some(Canary {
+        upstream: upstream?,
+        weight,
+        weight_total,
+        header,
+        header_value,
+        cookie,
+    })
+}

@@ -1,0 +1,125 @@
+//! `[upstreams.NAME]`: where routes send requests (README, "Upstreams").
+
+use crate::parse::{dns_name, duration};
+use crate::reader::{as_bool, as_str_list, join, type_err, Cx, Tbl};
+use crate::types::*;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+use toml::de::DeValue;
+
+/// A target: an address, or a DNS name with a port (resolved by the gateway in the
+/// background, never here: a Service that does not exist yet is not a config error).
+fn parse_target(target: &str) -> Option<UpstreamTarget> {
+    if let Ok(a) = target.parse::<SocketAddr>() {
+        return Some(UpstreamTarget {
+            written: target.to_string(),
+            host: a.ip().to_string(),
+            port: a.port(),
+            addr: Some(a),
+        });
+    }
+    let (host, port) = target.rsplit_once(':')?;
+    let port: u16 = port.parse().ok().filter(|p| *p > 0)?;
+    let host = host.strip_suffix('.').unwrap_or(host);
+    dns_name(host).then(|| UpstreamTarget {
+        written: target.to_string(),
+        host: host.to_ascii_lowercase(),
+        port,
+        addr: None,
+    })
+}
+
+pub(crate) fn read(cx: &mut Cx, mut t: Tbl, base: &Path) -> Vec<(String, UpstreamConfig)> {
+    let mut out = Vec::new();
+    for (name, v, _) in t.entries() {
+        let path = join(&t.path, name);
+        let Some(mut u) = Tbl::of(cx, path.clone(), v) else {
+            continue;
+        };
+        let mut up = UpstreamConfig {
+            name: name.to_string(),
+            targets: Vec::new(),
+            connect_timeout: Duration::from_secs(2),
+            read_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(30),
+            tls: None,
+            h2: false,
+            health_check: Some(HealthCheck {
+                interval: Duration::from_secs(2),
+                timeout: Duration::from_secs(1),
+            }),
+            resolve_every: Duration::from_secs(5),
+        };
+        match u.get("targets") {
+            Some(tv) => {
+                let p = u.key_path("targets");
+                if let Some(items) = as_str_list(cx, &p, tv, false) {
+                    if items.is_empty() {
+                        cx.err(&p, tv.span(), "needs at least one target (\"host:port\")");
+                    }
+                    for (ip, target, span) in items {
+                        match parse_target(target) {
+                            Some(t) => up.targets.push(t),
+                            None => cx.err(
+                                &ip,
+                                span,
+                                format!("\"{target}\" is not a host:port (e.g. \"127.0.0.1:3000\" or \"api.default.svc:8080\")"),
+                            ),
+                        }
+                    }
+                }
+            }
+            None => cx.err(&path, u.span.clone(), "missing key \"targets\""),
+        }
+        for (key, slot) in [
+            ("resolve_every", &mut up.resolve_every),
+            ("connect_timeout", &mut up.connect_timeout),
+            ("read_timeout", &mut up.read_timeout),
+            ("write_timeout", &mut up.write_timeout),
+        ] {
+            if let Some(v) = u.get(key) {
+                if let Some(d) = duration(cx, &u.key_path(key), v) {
+                    *slot = d;
+                }
+            }
+        }
+        if let Some(v) = u.get("tls") {
+            up.tls = crate::tls::upstream_tls(cx, &u.key_path("tls"), v, base);
+        }
+        if let Some(v) = u.get("h2") {
+            up.h2 = as_bool(cx, &u.key_path("h2"), v).unwrap_or(false);
+        }
+        if let Some(hv) = u.get("health_check") {
+            let hp = u.key_path("health_check");
+            match hv.get_ref() {
+                DeValue::Boolean(false) => up.health_check = None,
+                DeValue::Boolean(true) => {}
+                DeValue::Table(_) => {
+                    if let Some(mut h) = Tbl::of(cx, hp.clone(), hv) {
+                        let mut hc = up.health_check.unwrap_or(HealthCheck {
+                            interval: Duration::from_secs(2),
+                            timeout: Duration::from_secs(1),
+                        });
+                        if let Some(v) = h.get("interval") {
+                            if let Some(d) = duration(cx, &h.key_path("interval"), v) {
+                                hc.interval = d.max(Duration::from_millis(10));
+                            }
+                        }
+                        if let Some(v) = h.get("timeout") {
+                            if let Some(d) = duration(cx, &h.key_path("timeout"), v) {
+                                hc.timeout = d;
+                            }
+                        }
+                        h.finish(cx, &[]);
+                        up.health_check = Some(hc);
+                    }
+                }
+                _ => type_err(cx, &hp, hv, "a table { interval, timeout } or false"),
+            }
+        }
+        u.finish(cx, &[]);
+        out.push((name.to_string(), up));
+    }
+    out
+}

@@ -1,0 +1,84 @@
+//! Concurrency limits (`algorithm = "concurrency"`): a request's slots, given back when the
+//! request ends however it ends (answered, failed, or the client gone), and a global limit's
+//! slots renewed in Redis while their requests run.
+//!
+//! A slot is taken like any unit (the limit's decision); this module only makes sure it
+//! comes back: [`Slots`] lives in the request's context and gives every slot back when it is
+//! dropped. For a global limit each gateway also counts the slots it holds per key
+//! ([`Held`]); the health loop renews them every third of `slot_ttl`, so Redis counts them
+//! while they run and forgets them `slot_ttl` after a gateway stops (a crash).
+
+use crate::policy::{return_unit, Took};
+use crate::runtime::{LimitState, Runtime};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tollgate_limit::Clock;
+
+/// The slots one gateway holds in a global concurrency limit, per key.
+#[derive(Default)]
+pub struct Held(Mutex<HashMap<u64, u64>>);
+
+impl Held {
+    fn add(&self, key: u64) {
+        *self.0.lock().entry(key).or_insert(0) += 1;
+    }
+
+    fn remove(&self, key: u64) {
+        let mut m = self.0.lock();
+        if let Some(n) = m.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&key);
+            }
+        }
+    }
+
+    /// Every key with slots held, and how many.
+    pub fn snapshot(&self) -> Vec<(u64, u64)> {
+        self.0.lock().iter().map(|(&k, &n)| (k, n)).collect()
+    }
+}
+
+/// The slots one request took; given back on drop.
+pub struct Slots {
+    rt: Arc<Runtime>,
+    clock: Arc<dyn Clock>,
+    /// (limit, key, where the slot came from).
+    held: Vec<(usize, u64, Took)>,
+}
+
+impl Slots {
+    pub fn new(rt: Arc<Runtime>, clock: Arc<dyn Clock>) -> Self {
+        Slots {
+            rt,
+            clock,
+            held: Vec::new(),
+        }
+    }
+
+    /// Records a slot the request took from limit `li` for `key`.
+    pub fn push(&mut self, li: usize, key: u64, took: Took) {
+        if let (LimitState::Global(g), true) = (&self.rt.limits[li].state, took.global) {
+            if let Some(h) = &g.held {
+                h.add(key);
+            }
+        }
+        self.held.push((li, key, took));
+    }
+}
+
+impl Drop for Slots {
+    fn drop(&mut self) {
+        let now = self.clock.now();
+        for &(li, key, took) in &self.held {
+            let l = &self.rt.limits[li];
+            if let (LimitState::Global(g), true) = (&l.state, took.global) {
+                if let Some(h) = &g.held {
+                    h.remove(key);
+                }
+            }
+            return_unit(l, key, l.time(now, 0), took);
+        }
+    }
+}
