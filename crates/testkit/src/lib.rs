@@ -96,7 +96,12 @@ impl Backend {
 
     /// On a given port (0: ephemeral), e.g. to bring a dead target back.
     pub async fn start_on(port: u16) -> std::io::Result<Self> {
-        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+        Self::start_at(SocketAddr::from(([127, 0, 0, 1], port))).await
+    }
+
+    /// On a given address (any of 127.0.0.0/8; port 0: ephemeral).
+    pub async fn start_at(addr: SocketAddr) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let hits = Arc::new(AtomicUsize::new(0));
         let h = hits.clone();

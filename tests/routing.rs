@@ -1,0 +1,377 @@
+//! End-to-end tests of what an ingress-nginx user's routes need (issue 15): regex paths and
+//! rewrites, wildcard hosts and a host's own 404, canaries, `only_from`, redirects, and
+//! upstream names that resolve late (a hosts file private to the gateway's process).
+
+use std::net::IpAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use tollgate_testkit::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
+
+fn serving(port: u16, admin: u16, rest: &str) -> String {
+    format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\nadmin = \"127.0.0.1:{admin}\"\nthreads = 1\n{rest}")
+}
+
+/// The path (with query) the echo backend was sent.
+fn upstream_path(r: &Reply) -> String {
+    r.json()["path"].as_str().unwrap_or_default().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regex_routes_rewrites_wildcard_hosts_and_a_hosts_own_404() {
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.app]
+targets = ["{be}"]
+
+# ingress-nginx's rewrite example: /something/new reaches the upstream as /new.
+[[routes]]
+name = "rewrite"
+path_regex = "^/something(/|$)(.*)"
+rewrite = {{ regex = "^/something(/|$)(.*)", replace = "/$2" }}
+upstream = "app"
+
+[[routes]]
+name = "strip"
+path_prefix = "/api/"
+strip_prefix = "/api"
+upstream = "app"
+
+# An exact path and a prefix win over a regex that also matches.
+[[routes]]
+name = "greedy-regex"
+path_regex = "/(users|teams)/[0-9]+$"
+case_insensitive = true
+respond = {{ status = 200, body = "regex" }}
+[[routes]]
+name = "users-prefix"
+path_prefix = "/users/1"
+respond = {{ status = 200, body = "prefix" }}
+
+[[routes]]
+name = "api-host"
+host = "api.example.com"
+path_prefix = "/v1/"
+upstream = "app"
+[[routes]]
+name = "wild"
+host = "*.example.com"
+path_prefix = "/"
+respond = {{ status = 200, body = "wild" }}
+[[routes]]
+name = "app-root"
+host = "shop.example.org"
+path_exact = "/"
+respond = {{ status = 302, location = "/app1" }}
+# Regex routes come after every exact and prefix route: a catch-all written as a regex
+# stays behind them (a prefix "/" would take every path first).
+[[routes]]
+name = "default"
+path_regex = "/"
+respond = {{ status = 200, body = "default" }}
+"#,
+            be = be.addr
+        ),
+    );
+    let _gw = running(Path::new(BIN), &toml, port, admin).await;
+
+    let r = get(port, "/something/new?x=1", &[]).await.expect("req");
+    assert_eq!((r.status, upstream_path(&r)), (200, "/new?x=1".into()));
+    let r = get(port, "/something", &[]).await.expect("req");
+    assert_eq!(upstream_path(&r), "/");
+    // Anchored at the path's start: a path that only contains it is not taken.
+    let r = get(port, "/x/something/new", &[]).await.expect("req");
+    assert_eq!(r.body, "default");
+    // The rewrite reads the canonical path: other spellings reach the same place.
+    let r = get(port, "/something//%6Eew", &[]).await.expect("req");
+    assert_eq!(upstream_path(&r), "/new");
+
+    let r = get(port, "/api/v1/items?a=b", &[]).await.expect("req");
+    assert_eq!(upstream_path(&r), "/v1/items?a=b");
+
+    assert_eq!(
+        get(port, "/users/1", &[]).await.expect("req").body,
+        "prefix"
+    );
+    assert_eq!(
+        get(port, "/TEAMS/42", &[]).await.expect("req").body,
+        "regex"
+    );
+    assert_eq!(
+        get(port, "/teams/42x", &[]).await.expect("req").body,
+        "default"
+    );
+
+    let host = |h: &'static str| [("host", h)];
+    let r = get(port, "/v1/x", &host("API.example.com."))
+        .await
+        .expect("req");
+    assert_eq!((r.status, upstream_path(&r)), (200, "/v1/x".into()));
+    // The host's own routes only: not the wildcard, not the host-less default.
+    let r = get(port, "/other", &host("api.example.com"))
+        .await
+        .expect("req");
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert_eq!(r.json()["error_code"], "NO_ROUTE");
+    assert_eq!(
+        get(port, "/", &host("www.example.com"))
+            .await
+            .expect("req")
+            .body,
+        "wild"
+    );
+    // One label: deeper names and the parent are not covered.
+    for h in ["a.b.example.com", "example.com"] {
+        let r = get(port, "/", &[("host", h)]).await.expect("req");
+        assert_eq!(r.body, "default", "{h}");
+    }
+    let r = get(port, "/", &host("shop.example.org"))
+        .await
+        .expect("req");
+    assert_eq!((r.status, r.header("location")), (302, Some("/app1")));
+    let r = get(port, "/app1", &host("shop.example.org"))
+        .await
+        .expect("req");
+    assert_eq!(r.status, 404, "a named host's unmatched path");
+}
+
+/// ingress-nginx's canary: production stays the default; the header forces either way; the
+/// weight sends its share (20 % of 2,000 requests, within 5 points).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_takes_its_weight_and_the_header_forces_it() {
+    let prod = Backend::start().await.expect("backend");
+    let canary = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.prod]
+targets = ["{}"]
+[upstreams.canary]
+targets = ["{}"]
+[[routes]]
+path_prefix = "/"
+upstream = "prod"
+canary = {{ upstream = "canary", weight = 20, header = "X-Canary", cookie = "canary" }}
+"#,
+            prod.addr, canary.addr
+        ),
+    );
+    let _gw = running(Path::new(BIN), &toml, port, admin).await;
+    let mut conn = Conn::open(port).await.expect("conn");
+    for _ in 0..2000 {
+        let r = conn.send("GET", "/", &[], "").await.expect("req");
+        assert_eq!(r.status, 200);
+    }
+    let share = canary.hits() as f64 / 2000.0;
+    assert!((0.15..=0.25).contains(&share), "canary share {share}");
+    assert_eq!(prod.hits() + canary.hits(), 2000);
+
+    let (p0, c0) = (prod.hits(), canary.hits());
+    for _ in 0..50 {
+        conn.send("GET", "/", &[("x-canary", "always")], "")
+            .await
+            .expect("req");
+        conn.send(
+            "GET",
+            "/",
+            &[("x-canary", "never"), ("cookie", "canary=always")],
+            "",
+        )
+        .await
+        .expect("req");
+        conn.send("GET", "/", &[("cookie", "a=1; canary=always")], "")
+            .await
+            .expect("req");
+    }
+    assert_eq!((prod.hits() - p0, canary.hits() - c0), (50, 100));
+}
+
+/// `only_from` (whitelist-source-range) refuses clients outside with 403 and keeps limits on
+/// clients inside (unlike `allow`, which skips them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_from_refuses_outsiders_and_keeps_limits_on_insiders() {
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving(
+        port,
+        admin,
+        r#"
+[limits.one]
+key = "client_ip"
+rate = "1/h"
+[[routes]]
+path_prefix = "/inside"
+access = { only_from = ["127.0.0.2/32", "10.0.0.0/8"] }
+limits = ["one"]
+respond = { status = 200, body = "in" }
+"#,
+    );
+    let _gw = running(Path::new(BIN), &toml, port, admin).await;
+    let from = |a: &str| a.parse::<IpAddr>().expect("ip");
+    let r = request_from(from("127.0.0.1"), port, "GET", "/inside", &[], "")
+        .await
+        .expect("req");
+    assert_eq!(
+        (r.status, r.json()["error_code"].as_str()),
+        (403, Some("ACCESS_DENIED"))
+    );
+    // A forged X-Forwarded-For from an untrusted peer changes nothing.
+    let r = request_from(
+        from("127.0.0.1"),
+        port,
+        "GET",
+        "/inside",
+        &[("x-forwarded-for", "10.1.1.1")],
+        "",
+    )
+    .await
+    .expect("req");
+    assert_eq!(r.status, 403);
+    let inside = |_| request_from(from("127.0.0.2"), port, "GET", "/inside", &[], "");
+    assert_eq!(inside(()).await.expect("req").status, 200);
+    assert_eq!(inside(()).await.expect("req").status, 429);
+}
+
+/// A gateway whose `/etc/hosts` is a file of the test's (a private mount namespace): names
+/// resolve as the test writes them, without touching the machine's.
+struct HostsFile {
+    path: std::path::PathBuf,
+}
+
+impl HostsFile {
+    fn write(&self, lines: &str) {
+        // In place: the bind mount follows the inode, not the name.
+        std::fs::write(&self.path, format!("127.0.0.1 localhost\n{lines}")).expect("hosts");
+    }
+}
+
+fn spawn_with_hosts(toml: &str) -> (GatewayProc, HostsFile) {
+    let dir = temp_dir("dns");
+    let config = dir.join("tollgate.toml");
+    std::fs::write(&config, toml).expect("config");
+    let hosts = HostsFile {
+        path: dir.join("hosts"),
+    };
+    hosts.write("");
+    let log = dir.join("log");
+    let out = std::fs::File::create(&log).expect("log");
+    let ok = Command::new("unshare")
+        .args(["-m", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "this test needs `unshare -m` (util-linux, as root)");
+    let child = Command::new("unshare")
+        .arg("-m")
+        .arg("sh")
+        .arg("-c")
+        .arg(r#"mount --bind "$1" /etc/hosts && exec "$2" run --config "$3""#)
+        .arg("sh")
+        .arg(&hosts.path)
+        .arg(BIN)
+        .arg(&config)
+        .stdout(out.try_clone().expect("log"))
+        .stderr(out)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    (
+        GatewayProc {
+            child,
+            dir,
+            config,
+            log,
+        },
+        hosts,
+    )
+}
+
+/// A Service that does not exist yet: the gateway starts, that route answers 503 and
+/// /readyz names it, the others serve; once the name resolves the route serves, without a
+/// reload; a name with two addresses (a headless Service) uses both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_name_that_resolves_late_serves_once_it_does() {
+    let other = Backend::start().await.expect("backend");
+    // Two addresses of one name, one port (the pods of a headless Service).
+    let a2 = Backend::start().await.expect("backend");
+    let shared_port = a2.addr.port();
+    let b2 = Backend::start_at(std::net::SocketAddr::from(([127, 0, 0, 3], shared_port)))
+        .await
+        .expect("backend on 127.0.0.3");
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.late]
+targets = ["svc.tollgate.test:{shared_port}"]
+resolve_every = "200ms"
+health_check = false
+[upstreams.here]
+targets = ["{}"]
+[[routes]]
+path_prefix = "/late"
+upstream = "late"
+[[routes]]
+path_prefix = "/"
+upstream = "here"
+"#,
+            other.addr
+        ),
+    );
+    let (gw, hosts) = spawn_with_hosts(&toml);
+    assert!(
+        wait_listening(port, Duration::from_secs(20)).await,
+        "{}",
+        gw.log_text()
+    );
+    let ready = eventually(Duration::from_secs(5), || async {
+        get(admin, "/readyz", &[])
+            .await
+            .is_ok_and(|r| r.status == 200)
+    })
+    .await;
+    let r = get(admin, "/readyz", &[]).await.expect("readyz");
+    assert!(ready, "{}\n{}", r.body, gw.log_text());
+    assert!(
+        r.body.contains("upstream late: svc.tollgate.test:"),
+        "{}",
+        r.body
+    );
+    let r = get(port, "/late", &[]).await.expect("req");
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.json()["error_code"], "UPSTREAM_UNAVAILABLE");
+    assert_eq!(get(port, "/", &[]).await.expect("req").status, 200);
+
+    hosts.write("127.0.0.1 svc.tollgate.test\n127.0.0.3 svc.tollgate.test\n");
+    let served = eventually(Duration::from_secs(5), || async {
+        get(port, "/late", &[]).await.is_ok_and(|r| r.status == 200)
+    })
+    .await;
+    assert!(served, "{}", gw.log_text());
+    for _ in 0..20 {
+        assert_eq!(get(port, "/late", &[]).await.expect("req").status, 200);
+    }
+    assert!(
+        a2.hits() > 0 && b2.hits() > 0,
+        "{} {}",
+        a2.hits(),
+        b2.hits()
+    );
+    let r = get(admin, "/readyz", &[]).await.expect("readyz");
+    assert!(!r.body.contains("does not resolve"), "{}", r.body);
+    assert!(
+        gw.log_text().contains("upstream_resolved"),
+        "{}",
+        gw.log_text()
+    );
+}
