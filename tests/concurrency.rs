@@ -5,7 +5,6 @@
 
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWriteExt;
 use tollgate_testkit::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");

@@ -898,6 +898,9 @@ impl Shared {
 
     /// Refreshes the gauges that mirror state held elsewhere (called per /metrics scrape).
     pub fn refresh_gauges(&self) {
+        if let Some(store) = &self.store {
+            store.publish();
+        }
         self.metrics
             .in_flight
             .set(crate::service::in_flight() as i64);

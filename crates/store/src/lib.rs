@@ -206,6 +206,10 @@ pub trait GlobalStore: Send + Sync + 'static {
         Box::pin(async { Ok(()) })
     }
 
+    /// Sets the store's gauges from the state `is_up` and `ready` read (at every scrape, so
+    /// that `/readyz` and `tollgate_redis_up` agree).
+    fn publish(&self) {}
+
     /// Checks the store answers (bypassing the breaker) and records the result in it.
     fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>>;
 

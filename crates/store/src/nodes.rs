@@ -41,7 +41,9 @@ pub struct Node {
 }
 
 impl Node {
-    /// Records the breaker's state in `tollgate_redis_up{node}`.
+    /// Records the breaker's state in `tollgate_redis_up{node}`. (Two threads may publish in
+    /// the opposite order of their results; [`Nodes::publish_all`] at every scrape sets every
+    /// gauge from the breakers again, so what is scraped is what `/readyz` reads.)
     pub fn publish(&self) {
         let up = self.breaker.is_up() as i64;
         if self.up.get() != up {
@@ -84,8 +86,9 @@ impl Nodes {
         (threshold, base, max): (u32, Nanos, Nanos),
         up: &IntGaugeVec,
     ) -> Arc<Node> {
+        // 0 until a probe or a call has reached it: "connecting" is not "up".
         let gauge = up.with_label_values(&[addr]);
-        gauge.set(1);
+        gauge.set(0);
         Arc::new(Node {
             addr: Arc::from(addr),
             breaker: Breaker::new(threshold, base, max).for_node(addr),
@@ -123,6 +126,14 @@ impl Nodes {
     /// Whether every node in use answers.
     pub fn all_up(&self) -> bool {
         self.all().iter().all(|n| n.breaker.is_up())
+    }
+
+    /// Sets every node's `tollgate_redis_up` from its breaker, as [`Nodes::all_up`] reads it;
+    /// 0 for all while `ready` is false (the first probe has not finished).
+    pub fn publish_all(&self, ready: bool) {
+        for n in self.all() {
+            n.up.set((ready && n.breaker.is_up()) as i64);
+        }
     }
 
     /// Installs a slot map read from `CLUSTER SLOTS`: `(first, last, master address)` ranges.

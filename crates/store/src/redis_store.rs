@@ -793,6 +793,10 @@ impl GlobalStore for RedisStore {
         self.probed.load(Ordering::Acquire)
     }
 
+    fn publish(&self) {
+        self.nodes.publish_all(self.ready());
+    }
+
     fn probe_every(&self) -> Duration {
         if self.stale.load(Ordering::Relaxed) {
             Duration::from_millis(50)
