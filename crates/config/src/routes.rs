@@ -292,10 +292,15 @@ fn path_match(cx: &mut Cx, r: &mut Tbl, path: &str, case_insensitive: bool) -> O
     let p = r.key_path(key);
     let s = as_str(cx, &p, pv)?;
     if key == "path_regex" {
-        return match path_regex(s, case_insensitive) {
+        // The pattern as written first, so that an error quotes it (not the anchored form).
+        return match regex::Regex::new(s).and_then(|_| path_regex(s, case_insensitive)) {
             Ok(_) => Some(PathMatch::Regex(s.to_string())),
             Err(e) => {
-                cx.err(&p, pv.span(), format!("not a regular expression: {e}"));
+                cx.err(
+                    &p,
+                    pv.span(),
+                    format!("not a regular expression: {}", one_line(&e)),
+                );
                 None
             }
         };
@@ -392,7 +397,11 @@ fn rewrite(cx: &mut Cx, r: &mut Tbl) -> Option<Rewrite> {
                 match regex::RegexBuilder::new(s).size_limit(1 << 20).build() {
                     Ok(_) => Some(s.to_string()),
                     Err(e) => {
-                        cx.err(&rp, v.span(), format!("not a regular expression: {e}"));
+                        cx.err(
+                            &rp,
+                            v.span(),
+                            format!("not a regular expression: {}", one_line(&e)),
+                        );
                         None
                     }
                 }
@@ -481,4 +490,12 @@ fn canary(
         header_value,
         cookie,
     })
+}
+
+/// A regex error on one line (the crate's parse errors draw the pattern and a caret).
+fn one_line(e: &regex::Error) -> String {
+    e.to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
