@@ -56,13 +56,22 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Translate Kubernetes Ingress objects (and ingress-nginx rate-limit annotations) into a
-    /// Tollgate config: TOML on stdout (or --output), what could not be translated on stderr.
+    /// Translate Kubernetes Ingress objects and their ingress-nginx annotations into a Tollgate
+    /// config: TOML on stdout (or --output), what could not be translated on stderr. Exit 3
+    /// when a route had to answer 403 because a protection of it has no translation.
     ImportIngress {
         /// A YAML file of Ingress objects (several documents, or a kind: List); - for stdin.
         file: PathBuf,
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// Only Ingresses of this class (ingressClassName or kubernetes.io/ingress.class), and
+        /// those without a class.
+        #[arg(long, default_value = "nginx")]
+        ingress_class: String,
+        /// Serve routes whose protection (auth-url, a snippet, ...) cannot be translated,
+        /// without it, instead of making them answer 403.
+        #[arg(long)]
+        allow_insecure: bool,
     },
 }
 
@@ -76,7 +85,19 @@ fn main() {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Check { files } => check(&files),
-        Command::ImportIngress { file, output } => import_ingress(&file, output.as_deref()),
+        Command::ImportIngress {
+            file,
+            output,
+            ingress_class,
+            allow_insecure,
+        } => import_ingress(
+            &file,
+            output.as_deref(),
+            &tollgate_config::ingress::Options {
+                ingress_class,
+                allow_insecure,
+            },
+        ),
         Command::Run {
             config,
             upgrade,
@@ -95,7 +116,11 @@ fn main() {
     std::process::exit(code);
 }
 
-fn import_ingress(file: &Path, output: Option<&Path>) -> i32 {
+fn import_ingress(
+    file: &Path,
+    output: Option<&Path>,
+    opts: &tollgate_config::ingress::Options,
+) -> i32 {
     let text = if file == Path::new("-") {
         let mut s = String::new();
         match std::io::Read::read_to_string(&mut std::io::stdin(), &mut s) {
@@ -114,7 +139,7 @@ fn import_ingress(file: &Path, output: Option<&Path>) -> i32 {
             }
         }
     };
-    let imported = match tollgate_config::ingress::import(&text) {
+    let imported = match tollgate_config::ingress::import(&text, opts) {
         Ok(i) => i,
         Err(e) => {
             eprintln!("{}: {e}", file.display());
@@ -139,13 +164,26 @@ fn import_ingress(file: &Path, output: Option<&Path>) -> i32 {
         }
         None => print!("{}", imported.toml),
     }
+    let list = |v: &[tollgate_config::ingress::Denied]| {
+        v.iter()
+            .map(|d| format!("  {} ({})", d.route, d.annotations.join(", ")))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    if !imported.unprotected.is_empty() {
+        eprintln!(
+            "tollgate: --allow-insecure: {} route(s) served without a protection their Ingress asked for:\n{}",
+            imported.unprotected.len(),
+            list(&imported.unprotected)
+        );
+    }
     if !imported.denied.is_empty() {
         // A protection that could not be kept became a deny-all route: say so by the exit
         // status too, so a pipeline does not deploy the output unread.
         eprintln!(
-            "tollgate: {} route(s) made to answer 403 because a protection could not be translated: {}",
+            "tollgate: {} route(s) answer 403 because a protection could not be translated (exit 3; --allow-insecure serves them without it):\n{}",
             imported.denied.len(),
-            imported.denied.join(", ")
+            list(&imported.denied)
         );
         return 3;
     }

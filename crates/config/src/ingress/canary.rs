@@ -1,0 +1,217 @@
+//! `canary: "true"` Ingresses: never routes of their own. Each is attached to the production
+//! routes of the same host, path and path type (ingress-nginx's merge), as the route's
+//! `canary`: header first, then cookie, then weight; production stays the default. A canary
+//! without production is skipped, and a second canary for the same rule too (ingress-nginx
+//! applies one). Its other annotations are ignored: ingress-nginx uses the production
+//! Ingress's.
+
+use super::objects::{Ingress, PathKind};
+use super::routes::{Action, Origin, Route};
+use super::settings::{Anns, Settings};
+use super::text::{comment, parse_bool, Warnings};
+use super::upstreams::UpKey;
+
+pub(super) const KEYS: [&str; 7] = [
+    "canary",
+    "canary-by-cookie",
+    "canary-by-header",
+    "canary-by-header-pattern",
+    "canary-by-header-value",
+    "canary-weight",
+    "canary-weight-total",
+];
+
+/// How requests are chosen for the canary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Choice {
+    pub weight: u32,
+    pub weight_total: u32,
+    pub header: Option<String>,
+    pub header_value: Option<String>,
+    pub cookie: Option<String>,
+}
+
+/// A canary on a route: where chosen requests go.
+#[derive(Clone, Debug)]
+pub(super) struct Canary {
+    pub upstream: UpKey,
+    pub choice: Choice,
+    /// "Ingress NS/NAME" of the canary.
+    pub ctx: String,
+}
+
+/// `canary: "true"` (anything else, as ingress-nginx: not a canary).
+pub(super) fn is_canary(ing: &Ingress, w: &mut Warnings) -> bool {
+    match ing.ann("canary").map(parse_bool) {
+        Some(Ok(b)) => b,
+        None => false,
+        Some(Err(v)) => {
+            w.push(comment(&format!(
+                "{}: canary \"{v}\" is not true or false: not a canary (as by ingress-nginx)",
+                ing.ctx
+            )));
+            false
+        }
+    }
+}
+
+/// The canary annotations of a canary Ingress; None when nothing would ever be chosen.
+fn choice(ing: &Ingress, w: &mut Warnings) -> Option<Choice> {
+    let mut a = Anns::new(ing);
+    let ctx = a.ctx();
+    let number = |key: &str, v: Option<&str>, default: u32, w: &mut Warnings| match v {
+        None => default,
+        Some(v) => match v.trim().parse::<u32>() {
+            Ok(n) => n,
+            Err(_) => {
+                w.push(comment(&format!(
+                    "{ctx}: {key} \"{v}\" is not a whole number: {default} used (as by ingress-nginx)"
+                )));
+                default
+            }
+        },
+    };
+    let weight_total = match number("canary-weight-total", a.get("canary-weight-total"), 100, w) {
+        0 => 100,
+        n => n.min(1_000_000),
+    };
+    let mut weight = number("canary-weight", a.get("canary-weight"), 0, w);
+    if weight > weight_total {
+        w.push(comment(&format!(
+            "{ctx}: canary-weight \"{weight}\" is over the total ({weight_total}): every request goes to the canary"
+        )));
+        weight = weight_total;
+    }
+    let text = |v: Option<&str>| {
+        v.map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    let mut header = text(a.get("canary-by-header"));
+    let header_value = text(a.get("canary-by-header-value"));
+    let pattern = text(a.get("canary-by-header-pattern"));
+    let cookie = text(a.get("canary-by-cookie"));
+    if let Some(h) = header.as_deref() {
+        if !h
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        {
+            w.push(comment(&format!(
+                "{ctx}: canary-by-header \"{h}\" is not a header name: left out"
+            )));
+            header = None;
+        }
+    }
+    match (&pattern, &header_value, &header) {
+        (None, _, _) => {}
+        (Some(_), Some(_), _) => w.push(format!(
+            "{ctx}: canary-by-header-pattern is ignored when canary-by-header-value is set (as by ingress-nginx)"
+        )),
+        (Some(p), None, Some(h)) => {
+            w.push(comment(&format!(
+                "{ctx}: canary-by-header-pattern \"{p}\" has no Tollgate equivalent: canary-by-header {h} left out (requests it would choose stay on production; \"always\" does not choose the canary either)"
+            )));
+            header = None;
+        }
+        (Some(_), None, None) => w.push(format!(
+            "{ctx}: canary-by-header-pattern without canary-by-header: ignored (as by ingress-nginx)"
+        )),
+    }
+    if header_value.is_some() && header.is_none() && pattern.is_none() {
+        w.push(format!(
+            "{ctx}: canary-by-header-value without canary-by-header: ignored (as by ingress-nginx)"
+        ));
+    }
+    for key in KEYS {
+        a.get(key);
+    }
+    // Everything else on a canary is the production Ingress's business.
+    for key in a.unread().collect::<Vec<_>>() {
+        w.gather(
+            &comment(key),
+            "on a canary Ingress ingress-nginx uses the production Ingress's",
+            ctx,
+        );
+        a.get(key);
+    }
+    let c = Choice {
+        weight,
+        weight_total,
+        header_value: header.as_ref().and(header_value),
+        header,
+        cookie,
+    };
+    if c.weight == 0 && c.header.is_none() && c.cookie.is_none() {
+        w.push(format!(
+            "{ctx}: a canary without weight, header or cookie gets no request: skipped"
+        ));
+        return None;
+    }
+    Some(c)
+}
+
+/// Attaches each canary Ingress to the production routes it shares host, path and path type
+/// with. `upstream` makes the canary's upstream from the production route's Ingress (its
+/// protocol and timeouts: a canary inherits them).
+pub(super) fn attach(
+    canaries: &[Ingress],
+    routes: &mut [Route],
+    settings: &[Settings],
+    upstream: impl Fn(&Ingress, &Settings, &super::objects::Backend) -> UpKey,
+    w: &mut Warnings,
+) {
+    for c in canaries {
+        let Some(choice) = choice(c, w) else { continue };
+        let mut wanted: Vec<(Option<&str>, &str, PathKind, &super::objects::Backend)> = Vec::new();
+        for rule in &c.rules {
+            for p in &rule.paths {
+                wanted.push((rule.host.as_deref(), &p.path, p.kind, &p.backend));
+            }
+        }
+        for (host, path, kind, backend) in wanted {
+            let mut found = false;
+            for r in routes.iter_mut() {
+                let Origin::Path {
+                    host: rh,
+                    path: rp,
+                    kind: rk,
+                } = &r.origin
+                else {
+                    continue;
+                };
+                if rh.as_deref() != host || rp != path || *rk != kind {
+                    continue;
+                }
+                let Action::Proxy { canary, .. } = &mut r.action else {
+                    continue;
+                };
+                found = true;
+                match canary {
+                    Some(existing) if existing.ctx != c.ctx => w.push(format!(
+                        "{}: {}{path} ({}) has the canary of {} already; ingress-nginx applies one: skipped",
+                        c.ctx,
+                        host.unwrap_or("*"),
+                        kind.as_str(),
+                        existing.ctx
+                    )),
+                    Some(_) => {}
+                    None => {
+                        *canary = Some(Box::new(Canary {
+                            upstream: upstream(c, &settings[r.ing], backend),
+                            choice: choice.clone(),
+                            ctx: c.ctx.clone(),
+                        }));
+                    }
+                }
+            }
+            if !found {
+                w.push(comment(&format!(
+                    "{}: no production Ingress for {}{path} ({}): canary skipped (as by ingress-nginx)",
+                    c.ctx,
+                    host.unwrap_or("*"),
+                    kind.as_str()
+                )));
+            }
+        }
+    }
+}

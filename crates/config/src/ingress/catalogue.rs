@@ -1,0 +1,307 @@
+//! Every ingress-nginx annotation (its documentation's list, v1.x), and what the import does
+//! with it. The README's table ("Migrating from ingress-nginx") is checked against this list
+//! by a test, so the two cannot drift apart.
+//!
+//! `Refused` annotations protect something and have no exact Tollgate equivalent: the routes
+//! of an Ingress that carries one answer 403 (the import exits 3), unless `--allow-insecure`.
+//! `Ignored` ones change nothing about who may reach what; each is named in one warning with
+//! the reason it is harmless to drop.
+
+/// What the import does with an annotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Treatment {
+    /// Same behaviour in Tollgate.
+    Exact,
+    /// An equivalent that differs in a way the README states.
+    Approximate,
+    /// The Ingress's routes answer 403 (or, where stated, only when the value cannot be kept).
+    Refused,
+    /// Dropped with a warning: it changes nothing about who may reach what.
+    Ignored,
+}
+
+/// One ingress-nginx annotation (without the `nginx.ingress.kubernetes.io/` prefix).
+#[derive(Debug, Clone, Copy)]
+pub struct Annotation {
+    pub name: &'static str,
+    pub treatment: Treatment,
+    /// For `Ignored`: why dropping it is harmless, as the warning says it.
+    pub why: &'static str,
+}
+
+const fn a(name: &'static str, treatment: Treatment, why: &'static str) -> Annotation {
+    Annotation {
+        name,
+        treatment,
+        why,
+    }
+}
+
+use Treatment::{Approximate, Exact, Ignored, Refused};
+
+const BALANCING: &str =
+    "load balancing and stickiness: Tollgate reaches the Service, which spreads requests";
+const BUFFERING: &str = "nginx buffering and connection details: Tollgate streams";
+const RETRIES: &str = "retries to other endpoints: Tollgate reaches the Service, not its endpoints";
+const RESPONSE: &str = "it rewrites responses, not who may reach the route";
+const UPSTREAM_TLS: &str = "Tollgate verifies upstream certificates against the system's roots by default, stricter than ingress-nginx: set the upstream's tls for a private CA or client certificate";
+const TELEMETRY: &str = "logging and tracing";
+const REDIRECTS: &str = "redirect details";
+const CORS: &str = "CORS headers: without them browsers refuse cross-origin reads";
+const MIRROR: &str = "request mirroring: the mirror gets nothing";
+
+/// Sorted by name.
+const ALL: &[Annotation] = &[
+    a("affinity", Ignored, BALANCING),
+    a("affinity-canary-behavior", Ignored, BALANCING),
+    a("affinity-mode", Ignored, BALANCING),
+    a("allowlist-source-range", Exact, ""),
+    a("app-root", Exact, ""),
+    a("auth-always-set-cookie", Refused, ""),
+    a("auth-cache-duration", Refused, ""),
+    a("auth-cache-key", Refused, ""),
+    a("auth-keepalive", Refused, ""),
+    a("auth-keepalive-requests", Refused, ""),
+    a("auth-keepalive-share-vars", Refused, ""),
+    a("auth-keepalive-timeout", Refused, ""),
+    a("auth-method", Refused, ""),
+    a("auth-proxy-set-headers", Refused, ""),
+    a("auth-realm", Refused, ""),
+    a("auth-request-redirect", Refused, ""),
+    a("auth-response-headers", Refused, ""),
+    a("auth-secret", Refused, ""),
+    a("auth-secret-type", Refused, ""),
+    a("auth-signin", Refused, ""),
+    a("auth-signin-redirect-param", Refused, ""),
+    a("auth-snippet", Refused, ""),
+    a(
+        "auth-tls-error-page",
+        Ignored,
+        "a failed client certificate is refused rather than redirected",
+    ),
+    a("auth-tls-match-cn", Refused, ""),
+    a(
+        "auth-tls-pass-certificate-to-upstream",
+        Ignored,
+        "the upstream gets no ssl-client-cert header: one that needs it refuses the request",
+    ),
+    a("auth-tls-secret", Approximate, ""),
+    a("auth-tls-verify-client", Approximate, ""),
+    a("auth-tls-verify-depth", Approximate, ""),
+    a("auth-type", Refused, ""),
+    a("auth-url", Refused, ""),
+    a("backend-protocol", Approximate, ""),
+    a("canary", Exact, ""),
+    a("canary-by-cookie", Exact, ""),
+    a("canary-by-header", Exact, ""),
+    a(
+        "canary-by-header-pattern",
+        Ignored,
+        "requests it would send to the canary stay on production",
+    ),
+    a("canary-by-header-value", Exact, ""),
+    a("canary-weight", Exact, ""),
+    a("canary-weight-total", Exact, ""),
+    a("client-body-buffer-size", Ignored, BUFFERING),
+    a("configuration-snippet", Refused, ""),
+    a("connection-proxy-header", Ignored, BUFFERING),
+    a("cors-allow-credentials", Ignored, CORS),
+    a("cors-allow-headers", Ignored, CORS),
+    a("cors-allow-methods", Ignored, CORS),
+    a("cors-allow-origin", Ignored, CORS),
+    a("cors-expose-headers", Ignored, CORS),
+    a("cors-max-age", Ignored, CORS),
+    a(
+        "custom-headers",
+        Ignored,
+        "response headers from a ConfigMap the import cannot read; set them in the application",
+    ),
+    a("custom-http-errors", Ignored, "error pages"),
+    a(
+        "default-backend",
+        Ignored,
+        "error pages and endpoint-less Services: Tollgate answers 502/503 itself",
+    ),
+    a("denylist-source-range", Exact, ""),
+    a("disable-proxy-intercept-errors", Ignored, "error pages"),
+    a("enable-access-log", Ignored, TELEMETRY),
+    a("enable-cors", Ignored, CORS),
+    a("enable-global-auth", Refused, ""),
+    a("enable-modsecurity", Refused, ""),
+    a("enable-opentelemetry", Ignored, TELEMETRY),
+    a("enable-owasp-core-rules", Refused, ""),
+    a("enable-rewrite-log", Ignored, TELEMETRY),
+    a(
+        "fastcgi-index",
+        Ignored,
+        "FastCGI: HTTP is spoken to the upstream, which refuses it",
+    ),
+    a(
+        "fastcgi-params-configmap",
+        Ignored,
+        "FastCGI: HTTP is spoken to the upstream, which refuses it",
+    ),
+    a("force-ssl-redirect", Exact, ""),
+    a(
+        "from-to-www-redirect",
+        Ignored,
+        "the other name gets no route (404)",
+    ),
+    a("hsts", Approximate, ""),
+    a("hsts-include-subdomains", Approximate, ""),
+    a("hsts-max-age", Approximate, ""),
+    a("hsts-preload", Approximate, ""),
+    a(
+        "http2-push-preload",
+        Ignored,
+        "HTTP/2 push is gone from browsers",
+    ),
+    a("limit-allowlist", Approximate, ""),
+    a("limit-burst-multiplier", Exact, ""),
+    a("limit-connections", Exact, ""),
+    a(
+        "limit-rate",
+        Ignored,
+        "bandwidth per connection, not access",
+    ),
+    a(
+        "limit-rate-after",
+        Ignored,
+        "bandwidth per connection, not access",
+    ),
+    a("limit-rpm", Exact, ""),
+    a("limit-rps", Exact, ""),
+    a("limit-whitelist", Approximate, ""),
+    a("load-balance", Ignored, BALANCING),
+    a("mirror-host", Ignored, MIRROR),
+    a("mirror-request-body", Ignored, MIRROR),
+    a("mirror-target", Ignored, MIRROR),
+    a("modsecurity-snippet", Refused, ""),
+    a(
+        "modsecurity-transaction-id",
+        Ignored,
+        "ModSecurity logging (ModSecurity itself is refused)",
+    ),
+    a("opentelemetry-operation-name", Ignored, TELEMETRY),
+    a("opentelemetry-trust-incoming-span", Ignored, TELEMETRY),
+    a("permanent-redirect", Exact, ""),
+    a("permanent-redirect-code", Exact, ""),
+    a("preserve-trailing-slash", Ignored, REDIRECTS),
+    a(
+        "proxy-body-size",
+        Ignored,
+        "Tollgate sets no cap on request bodies: the upstream must bound what it reads",
+    ),
+    a("proxy-buffer-size", Ignored, BUFFERING),
+    a("proxy-buffering", Ignored, BUFFERING),
+    a("proxy-buffers-number", Ignored, BUFFERING),
+    a("proxy-busy-buffers-size", Ignored, BUFFERING),
+    a("proxy-connect-timeout", Exact, ""),
+    a("proxy-cookie-domain", Ignored, RESPONSE),
+    a("proxy-cookie-path", Ignored, RESPONSE),
+    a("proxy-http-version", Ignored, BUFFERING),
+    a("proxy-max-temp-file-size", Ignored, BUFFERING),
+    a("proxy-next-upstream", Ignored, RETRIES),
+    a("proxy-next-upstream-timeout", Ignored, RETRIES),
+    a("proxy-next-upstream-tries", Ignored, RETRIES),
+    a("proxy-read-timeout", Exact, ""),
+    a("proxy-redirect-from", Ignored, RESPONSE),
+    a("proxy-redirect-to", Ignored, RESPONSE),
+    a("proxy-request-buffering", Ignored, BUFFERING),
+    a("proxy-send-timeout", Exact, ""),
+    a("proxy-ssl-ciphers", Ignored, UPSTREAM_TLS),
+    a("proxy-ssl-name", Ignored, UPSTREAM_TLS),
+    a("proxy-ssl-protocols", Ignored, UPSTREAM_TLS),
+    a("proxy-ssl-secret", Ignored, UPSTREAM_TLS),
+    a("proxy-ssl-server-name", Ignored, UPSTREAM_TLS),
+    a("proxy-ssl-verify", Ignored, UPSTREAM_TLS),
+    a("proxy-ssl-verify-depth", Ignored, UPSTREAM_TLS),
+    a("relative-redirects", Ignored, REDIRECTS),
+    a("rewrite-target", Exact, ""),
+    a(
+        "satisfy",
+        Ignored,
+        "it only relaxes auth-* annotations, which are refused",
+    ),
+    a(
+        "server-alias",
+        Ignored,
+        "the alias names get no route (404)",
+    ),
+    a("server-snippet", Refused, ""),
+    a("service-upstream", Exact, ""),
+    a("session-cookie-change-on-failure", Ignored, BALANCING),
+    a(
+        "session-cookie-conditional-samesite-none",
+        Ignored,
+        BALANCING,
+    ),
+    a("session-cookie-domain", Ignored, BALANCING),
+    a("session-cookie-expires", Ignored, BALANCING),
+    a("session-cookie-max-age", Ignored, BALANCING),
+    a("session-cookie-name", Ignored, BALANCING),
+    a("session-cookie-path", Ignored, BALANCING),
+    a("session-cookie-samesite", Ignored, BALANCING),
+    a("session-cookie-secure", Ignored, BALANCING),
+    a(
+        "ssl-ciphers",
+        Ignored,
+        "Tollgate offers modern TLS suites only",
+    ),
+    a(
+        "ssl-passthrough",
+        Ignored,
+        "TLS is terminated, and HTTP spoken to the upstream, which refuses it",
+    ),
+    a(
+        "ssl-prefer-server-ciphers",
+        Ignored,
+        "Tollgate offers modern TLS suites only",
+    ),
+    a("ssl-redirect", Exact, ""),
+    a(
+        "stream-snippet",
+        Ignored,
+        "TCP/UDP services of the controller, not this Ingress's HTTP routes",
+    ),
+    a("temporal-redirect", Exact, ""),
+    a("temporal-redirect-code", Exact, ""),
+    a("upstream-hash-by", Ignored, BALANCING),
+    a("upstream-hash-by-subset", Ignored, BALANCING),
+    a("upstream-hash-by-subset-size", Ignored, BALANCING),
+    a(
+        "upstream-vhost",
+        Ignored,
+        "the Host header sent to the upstream",
+    ),
+    a("use-port-in-redirects", Ignored, REDIRECTS),
+    a("use-regex", Approximate, ""),
+    a("whitelist-source-range", Exact, ""),
+    a("x-forwarded-prefix", Ignored, "a header to the upstream"),
+];
+
+/// Every annotation the import knows, sorted by name.
+pub fn annotations() -> &'static [Annotation] {
+    ALL
+}
+
+pub(super) fn find(name: &str) -> Option<&'static Annotation> {
+    ALL.binary_search_by(|a| a.name.cmp(name))
+        .ok()
+        .map(|i| &ALL[i])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sorted_once_each_and_every_ignored_one_says_why() {
+        assert!(ALL.windows(2).all(|w| w[0].name < w[1].name));
+        for a in ALL {
+            assert_eq!(a.treatment == Ignored, !a.why.is_empty(), "{}", a.name);
+        }
+        assert_eq!(find("auth-url").map(|a| a.treatment), Some(Refused));
+        assert!(find("nope").is_none());
+    }
+}

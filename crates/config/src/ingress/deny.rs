@@ -1,0 +1,91 @@
+//! Stage 5: which routes lose a protection. A route is covered by its Ingress's refusals, and
+//! by the host-wide ones (`server-snippet`) of every Ingress that names its host. Covered
+//! routes answer 403 and are listed (the command exits 3), or with `--allow-insecure` are
+//! served and listed as unprotected; either way each Ingress is named once.
+
+use super::objects::Ingress;
+use super::routes::{Action, Route};
+use super::settings::{Refusal, Settings};
+use super::text::Warnings;
+use super::Denied;
+
+/// The refusals covering each route (empty: served as translated).
+pub(super) fn decide(
+    ings: &[Ingress],
+    settings: &[Settings],
+    routes: &mut [Route],
+    allow_insecure: bool,
+    w: &mut Warnings,
+) -> Vec<Vec<Refusal>> {
+    let mut out = Vec::with_capacity(routes.len());
+    for r in routes.iter_mut() {
+        let mut covering: Vec<Refusal> = settings[r.ing].refusals.clone();
+        for (i, (ing, s)) in ings.iter().zip(settings).enumerate() {
+            let names_host = i == r.ing || ing.rules.iter().any(|rule| rule.host == r.host);
+            if !names_host {
+                continue;
+            }
+            for h in &s.host_refusals {
+                covering.push(Refusal {
+                    annotation: h.annotation.clone(),
+                    why: format!("{} of {}: {}", h.annotation, ing.ctx, h.why),
+                });
+            }
+        }
+        if !covering.is_empty() {
+            let names = annotations(&covering);
+            let whys: Vec<&str> = covering.iter().map(|c| c.why.as_str()).collect();
+            let whys = dedup(whys).join("; ");
+            if allow_insecure {
+                w.push(format!(
+                    "{}: {} ({whys}): dropped (--allow-insecure): its routes are served without this protection",
+                    r.ctx,
+                    names.join(", ")
+                ));
+            } else {
+                w.push(format!(
+                    "{}: {} ({whys}): its routes answer 403 until you decide (README, \"Migrating from ingress-nginx\"); --allow-insecure serves them without this protection",
+                    r.ctx,
+                    names.join(", ")
+                ));
+                // A canary of a route that answers 403 has nothing to do.
+                if let Action::Proxy { canary, .. } = &mut r.action {
+                    *canary = None;
+                }
+            }
+        }
+        out.push(covering);
+    }
+    out
+}
+
+/// The annotations named, sorted, once each.
+pub(super) fn annotations(refusals: &[Refusal]) -> Vec<String> {
+    let mut v: Vec<String> = refusals.iter().map(|r| r.annotation.clone()).collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn dedup(v: Vec<&str>) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for x in v {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
+/// The list `Imported` reports.
+pub(super) fn listed(routes: &[Route], covering: &[Vec<Refusal>]) -> Vec<Denied> {
+    routes
+        .iter()
+        .zip(covering)
+        .filter(|(_, c)| !c.is_empty())
+        .map(|(r, c)| Denied {
+            route: r.name.clone(),
+            annotations: annotations(c),
+        })
+        .collect()
+}

@@ -1,0 +1,317 @@
+//! Stage 6: the TOML text. Everything taken from the input is written through `q` (a TOML
+//! string) or `comment` (a comment line), so no Ingress can write configuration.
+
+use super::deny::annotations;
+use super::routes::{Action, Route};
+use super::settings::{LimitKind, Refusal, Settings};
+use super::text::{comment, q};
+use super::tls::{secret_dir, Tls};
+use super::upstreams::UpKey;
+use super::{TLS_LISTEN, TLS_MOUNT};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Everything decided, ready to be written.
+pub(super) struct Plan<'a> {
+    pub ingresses: usize,
+    pub warnings: &'a [String],
+    pub tls: &'a Tls,
+    pub settings: &'a [Settings],
+    pub routes: &'a [Route],
+    pub redirects: &'a [Option<bool>],
+    pub covering: &'a [Vec<Refusal>],
+    pub allow_insecure: bool,
+    pub upstreams: &'a BTreeMap<UpKey, String>,
+}
+
+pub(super) fn write(p: &Plan) -> String {
+    let mut out = String::new();
+    header(&mut out, p);
+    server(&mut out, p);
+    tls(&mut out, p.tls);
+    upstreams(&mut out, p.upstreams);
+    limits(&mut out, p.settings);
+    for (i, r) in p.routes.iter().enumerate() {
+        route(&mut out, p, r, p.redirects[i], &p.covering[i]);
+    }
+    out
+}
+
+fn header(out: &mut String, p: &Plan) {
+    let _ = writeln!(
+        out,
+        "# Made by `tollgate import-ingress` from {} Ingress object(s). Check it with\n\
+         # `tollgate check FILE`; see README.md (\"Migrating from ingress-nginx\").",
+        p.ingresses
+    );
+    for w in p.warnings {
+        let _ = writeln!(out, "# warning: {}", comment(w));
+    }
+}
+
+fn server(out: &mut String, p: &Plan) {
+    out.push_str("\n[server]\nlisten = [\"0.0.0.0:8080\"]\n");
+    if p.tls.serve {
+        let _ = writeln!(
+            out,
+            "# HTTPS (HTTP/1.1 and h2): the Service maps port 443 here (the container runs as\n\
+             # non-root); redirects name port 443, the Service's.\n\
+             tls_listen = [{}]\nhttps_port = 443",
+            q(TLS_LISTEN)
+        );
+    } else if p.redirects.contains(&Some(true)) {
+        out.push_str("# force-ssl-redirect: TLS is served in front of Tollgate, on port 443.\nhttps_port = 443\n");
+    }
+    out.push_str(
+        "admin = \"0.0.0.0:9901\"\n\
+         # Like ingress-nginx, X-Forwarded-For is not believed until you name the load balancer\n\
+         # in front (its addresses only: any other peer could then forge a client address).\n\
+         trusted_proxies = []\n\
+         # As ingress-nginx: a host some route names answers its unmatched paths itself (404, or\n\
+         # its Ingress's defaultBackend), never with the routes of other hosts.\n\
+         host_fallthrough = false\n",
+    );
+}
+
+fn tls(out: &mut String, t: &Tls) {
+    if !t.serve {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n# Each Secret of the Ingresses' spec.tls, mounted read-only at {TLS_MOUNT}/NAMESPACE/SECRET/\n\
+         # (a secret volume without subPath: renewed certificates are picked up). The first is\n\
+         # served to clients without SNI or with a name no certificate holds (ingress-nginx\n\
+         # served its own default certificate there; unknown_sni = \"reject\" refuses them).\n\
+         [tls]\ncertificates = ["
+    );
+    for ((ns, secret), (hosts, by)) in &t.certs {
+        let dir = secret_dir(ns, secret);
+        let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
+        let _ = writeln!(
+            out,
+            "  # Secret {}: {} ({})\n  {{ cert = {}, key = {} }},",
+            comment(&format!("{ns}/{secret}")),
+            comment(&if hosts.is_empty() {
+                "no hosts listed".to_string()
+            } else {
+                hosts.join(", ")
+            }),
+            comment(&by.join(", ")),
+            q(&format!("{dir}/tls.crt")),
+            q(&format!("{dir}/tls.key")),
+        );
+    }
+    out.push_str("]\n");
+    match (&t.hsts, t.hsts_note) {
+        (Some(v), _) => {
+            let _ = writeln!(out, "hsts = {}", q(v));
+        }
+        (None, true) => out.push_str(
+            "# ingress-nginx's default, if its ConfigMap kept hsts: \"true\":\n\
+             # hsts = \"max-age=31536000; includeSubDomains\"\n",
+        ),
+        (None, false) => {}
+    }
+    if let Some(c) = &t.client {
+        let _ = writeln!(
+            out,
+            "# auth-tls-secret: the CA Secret's ca.crt, mounted like the certificates; server-wide\n\
+             # in Tollgate (every Ingress served over TLS asked the same).\n\
+             client_ca = {}\nclient_auth = {}",
+            q(&c.ca),
+            q(c.mode.as_str())
+        );
+    }
+}
+
+fn upstreams(out: &mut String, ups: &BTreeMap<UpKey, String>) {
+    let mut by_name: Vec<(&String, &UpKey)> = ups.iter().map(|(k, n)| (n, k)).collect();
+    by_name.sort();
+    for (name, k) in by_name {
+        let t = k.timeouts;
+        let _ = writeln!(
+            out,
+            "\n[upstreams.{}]\ntargets = [{}]\n\
+             # proxy-connect-timeout, proxy-read-timeout (also a WebSocket's idle time),\n\
+             # proxy-send-timeout; ingress-nginx's defaults are 5, 60 and 60 seconds.\n\
+             connect_timeout = \"{}s\"\nread_timeout = \"{}s\"\nwrite_timeout = \"{}s\"",
+            q(name),
+            q(&k.target()),
+            t.connect,
+            t.read,
+            t.send
+        );
+        if k.proto.tls() {
+            out.push_str(
+                "# backend-protocol HTTPS/GRPCS. Tollgate verifies the certificate against the system's\n\
+                 # roots and the target's name; ingress-nginx did not verify it (proxy-ssl-verify \"off\").\n\
+                 # A private CA: tls = { ca = \"FILE\", sni = \"NAME\" }; no verification, as before:\n\
+                 # tls = { verify = false }.\n\
+                 tls = true\n",
+            );
+        }
+        if k.proto.h2() {
+            out.push_str("# backend-protocol GRPC/GRPCS: HTTP/2 to the targets.\nh2 = true\n");
+        }
+    }
+}
+
+fn limits(out: &mut String, settings: &[Settings]) {
+    for l in settings.iter().flat_map(|s| &s.limits) {
+        match &l.kind {
+            LimitKind::Rate { rate, burst } => {
+                // nginx's burst is the queue beyond the request being served: one more.
+                let capacity = burst.saturating_add(1);
+                let _ = writeln!(
+                    out,
+                    "\n# ingress-nginx: limit_req rate={rate} burst={burst} nodelay, per client address\n\
+                     [limits.{}]\nkey = \"client_ip\"\nalgorithm = \"leaky_bucket\"\nrate = {}\nburst = {capacity}\ndelay = {capacity}",
+                    q(&l.name),
+                    q(rate),
+                );
+            }
+            LimitKind::Concurrency { max } => {
+                let _ = writeln!(
+                    out,
+                    "\n# ingress-nginx: limit_conn {max} per client address (requests being served)\n\
+                     [limits.{}]\nkey = \"client_ip\"\nalgorithm = \"concurrency\"\nburst = {max}",
+                    q(&l.name),
+                );
+            }
+        }
+    }
+}
+
+fn list(v: &[String]) -> String {
+    v.iter().map(|s| q(s)).collect::<Vec<_>>().join(", ")
+}
+
+fn route(out: &mut String, p: &Plan, r: &Route, redirect: Option<bool>, covering: &[Refusal]) {
+    let s = &p.settings[r.ing];
+    let _ = write!(out, "\n# {}\n", comment(&r.label));
+    let denied = !covering.is_empty() && !p.allow_insecure;
+    if !covering.is_empty() {
+        let mut whys: Vec<&str> = Vec::new();
+        for c in covering {
+            if !whys.contains(&c.why.as_str()) {
+                whys.push(&c.why);
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# {} ({}): {}",
+            if denied { "DENIED" } else { "INSECURE" },
+            annotations(covering).join(", "),
+            comment(&whys.join("; "))
+        );
+        if !denied {
+            out.push_str("# Served without this protection: --allow-insecure.\n");
+        }
+    }
+    let _ = writeln!(out, "[[routes]]\nname = {}", q(&r.name));
+    if let Some(h) = &r.host {
+        let _ = writeln!(out, "host = {}", q(h));
+    }
+    let _ = writeln!(out, "{} = {}", r.matcher.key(), q(r.matcher.text()));
+    if r.is_regex() {
+        out.push_str("case_insensitive = true\n");
+    }
+    match (&r.action, denied) {
+        (action, true) => {
+            let was = match action {
+                Action::Proxy { upstream, .. } => {
+                    format!("upstream = {}", q(&p.upstreams[upstream]))
+                }
+                Action::Redirect { status, location } => {
+                    format!(
+                        "respond = {{ status = {status}, location = {} }}",
+                        q(location)
+                    )
+                }
+            };
+            let _ = writeln!(
+                out,
+                "# Once the protection is in place (or decided against), replace respond with:\n\
+                 # {was}\n\
+                 respond = {{ status = 403, body = \"forbidden\\n\" }}"
+            );
+        }
+        (Action::Redirect { status, location }, false) => {
+            let _ = writeln!(
+                out,
+                "respond = {{ status = {status}, location = {} }}",
+                q(location)
+            );
+        }
+        (
+            Action::Proxy {
+                upstream,
+                rewrite,
+                canary,
+            },
+            false,
+        ) => {
+            let _ = writeln!(out, "upstream = {}", q(&p.upstreams[upstream]));
+            if let Some((re, replace)) = rewrite {
+                let _ = writeln!(
+                    out,
+                    "# rewrite-target: the whole path replaced, as nginx's rewrite does.\n\
+                     rewrite = {{ regex = {}, replace = {} }}",
+                    q(re),
+                    q(replace)
+                );
+            }
+            if let Some(c) = canary {
+                let k = &c.choice;
+                let mut parts = vec![
+                    format!("upstream = {}", q(&p.upstreams[&c.upstream])),
+                    format!("weight = {}", k.weight),
+                ];
+                if k.weight_total != 100 {
+                    parts.push(format!("weight_total = {}", k.weight_total));
+                }
+                for (key, v) in [
+                    ("header", &k.header),
+                    ("header_value", &k.header_value),
+                    ("cookie", &k.cookie),
+                ] {
+                    if let Some(v) = v {
+                        parts.push(format!("{key} = {}", q(v)));
+                    }
+                }
+                let _ = writeln!(
+                    out,
+                    "# canary: {}\ncanary = {{ {} }}",
+                    comment(&c.ctx),
+                    parts.join(", ")
+                );
+            }
+        }
+    }
+    match redirect {
+        Some(true) => out.push_str("https_redirect = true\n"),
+        Some(false) => out.push_str(
+            "# ingress-nginx never redirects ACME HTTP-01 challenges (no-tls-redirect-locations).\n\
+             https_redirect = false\n",
+        ),
+        None => {}
+    }
+    if !s.limits.is_empty() {
+        let names: Vec<String> = s.limits.iter().map(|l| l.name.clone()).collect();
+        let _ = writeln!(out, "limits = [{}]", list(&names));
+    }
+    let mut parts = Vec::new();
+    for (key, v) in [
+        ("only_from", &s.only_from),
+        ("allow", &s.allow),
+        ("deny", &s.deny),
+    ] {
+        if !v.is_empty() {
+            parts.push(format!("{key} = [{}]", list(v)));
+        }
+    }
+    if !parts.is_empty() {
+        let _ = writeln!(out, "access = {{ {} }}", parts.join(", "));
+    }
+}

@@ -1,0 +1,70 @@
+//! `limit-rps`, `limit-rpm`, `limit-burst-multiplier`, `limit-connections` and
+//! `limit-whitelist`: per-client limits as ingress-nginx computes them.
+//!
+//! nginx's `limit_req rate=R burst=B nodelay` is the leaky bucket with capacity B + 1 (nginx's
+//! burst counts the queue beyond the request served), B = R x `limit-burst-multiplier`
+//! (default 5). `limit_conn` counts requests being served per client address: a concurrency
+//! limit with that cap.
+
+use super::settings::{Anns, Limit, LimitKind, Settings};
+use super::text::{cidrs, comment, Warnings};
+
+pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
+    let ctx = a.ctx();
+    let id = a.id();
+    let positive = |key: &str, v: &str, w: &mut Warnings| match v.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Some(n),
+        _ => {
+            w.push(comment(&format!(
+                "{ctx}: {key} \"{v}\" is not a positive integer: no limit made"
+            )));
+            None
+        }
+    };
+    let multiplier = match a.get("limit-burst-multiplier") {
+        None => 5,
+        Some(m) => match m.trim().parse::<u64>() {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                w.push(comment(&format!(
+                    "{ctx}: limit-burst-multiplier \"{m}\" is not a positive integer: 5 used"
+                )));
+                5
+            }
+        },
+    };
+    // ingress-nginx applies limit-connections, then limit-rpm, then limit-rps; every one
+    // listed on a route applies, so the order only names them.
+    if let Some(v) = a.get("limit-connections") {
+        if let Some(max) = positive("limit-connections", v, w) {
+            s.limits.push(Limit {
+                name: format!("{id}.conn"),
+                kind: LimitKind::Concurrency { max },
+            });
+        }
+    }
+    for (key, unit, suffix) in [("limit-rps", "s", "rps"), ("limit-rpm", "m", "rpm")] {
+        let Some(v) = a.get(key) else { continue };
+        if let Some(n) = positive(key, v, w) {
+            s.limits.push(Limit {
+                name: format!("{id}.{suffix}"),
+                kind: LimitKind::Rate {
+                    rate: format!("{n}/{unit}"),
+                    burst: n.saturating_mul(multiplier),
+                },
+            });
+        }
+    }
+    // limit-allowlist is the new name; ingress-nginx reads it first.
+    let new = a.get("limit-allowlist").map(|v| ("limit-allowlist", v));
+    let old = a.get("limit-whitelist").map(|v| ("limit-whitelist", v));
+    if let Some((key, v)) = new.or(old) {
+        let (good, bad) = cidrs(v);
+        for b in bad {
+            w.push(comment(&format!(
+                "{ctx}: {key}: \"{b}\" is not an address or CIDR: left out"
+            )));
+        }
+        s.allow = good;
+    }
+}

@@ -1,0 +1,80 @@
+//! Protections Tollgate cannot keep: authentication (`auth-*`), nginx snippets (they may add
+//! checks or hide paths), ModSecurity, the controller's global authentication. Each becomes a
+//! refusal: the routes it covers answer 403 until someone decides (or `--allow-insecure`).
+//!
+//! A `server-snippet` is nginx's server block: it covers every route of the Ingress's hosts,
+//! whichever Ingress made them.
+
+use super::settings::{Anns, Refusal, Settings};
+use super::text::{comment, parse_bool, Warnings};
+
+const AUTH: &str = "authentication has no Tollgate equivalent (basic/digest: auth-type, auth-secret; external: auth-url)";
+const SNIPPET: &str = "an nginx snippet may add checks or hide paths, and Tollgate cannot run it";
+const WAF: &str = "ModSecurity (a web application firewall) has no Tollgate equivalent";
+
+/// Refused whatever their value.
+const ALWAYS: &[(&str, &str)] = &[
+    ("auth-always-set-cookie", AUTH),
+    ("auth-cache-duration", AUTH),
+    ("auth-cache-key", AUTH),
+    ("auth-keepalive", AUTH),
+    ("auth-keepalive-requests", AUTH),
+    ("auth-keepalive-share-vars", AUTH),
+    ("auth-keepalive-timeout", AUTH),
+    ("auth-method", AUTH),
+    ("auth-proxy-set-headers", AUTH),
+    ("auth-realm", AUTH),
+    ("auth-request-redirect", AUTH),
+    ("auth-response-headers", AUTH),
+    ("auth-secret", AUTH),
+    ("auth-secret-type", AUTH),
+    ("auth-signin", AUTH),
+    ("auth-signin-redirect-param", AUTH),
+    ("auth-snippet", AUTH),
+    ("auth-type", AUTH),
+    ("auth-url", AUTH),
+    ("configuration-snippet", SNIPPET),
+    // Not an ingress-nginx annotation (a ConfigMap key), but if someone wrote it, it was meant.
+    ("location-snippet", SNIPPET),
+    ("modsecurity-snippet", WAF),
+];
+
+/// Refused when "true".
+const WHEN_ON: &[(&str, &str)] = &[
+    ("enable-modsecurity", WAF),
+    ("enable-owasp-core-rules", WAF),
+    ("enable-global-auth", "the controller's global-auth-url (its ConfigMap) authenticated this Ingress, and Tollgate has no external authentication"),
+];
+
+pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
+    let ctx = a.ctx();
+    for (key, why) in ALWAYS {
+        if a.get(key).is_some() {
+            s.refusals.push(refusal(key, why));
+        }
+    }
+    for (key, why) in WHEN_ON {
+        match a.get(key).map(parse_bool) {
+            None | Some(Ok(false)) => {}
+            Some(Ok(true)) => s.refusals.push(refusal(key, why)),
+            // Not a boolean: whatever it meant, fail closed.
+            Some(Err(v)) => s.refusals.push(refusal(
+                key,
+                &comment(&format!("\"{v}\" is not true or false; {why}")),
+            )),
+        }
+    }
+    if a.get("enable-global-auth").map(parse_bool) == Some(Ok(false)) {
+        w.push(format!("{ctx}: enable-global-auth \"false\": the controller's ConfigMap probably sets global-auth-url, which authenticated every other Ingress; the import cannot see it, and their routes are served without it: check"));
+    }
+    if a.get("server-snippet").is_some() {
+        s.host_refusals.push(refusal("server-snippet", SNIPPET));
+    }
+}
+
+fn refusal(key: &str, why: &str) -> Refusal {
+    Refusal {
+        annotation: key.to_string(),
+        why: why.to_string(),
+    }
+}
