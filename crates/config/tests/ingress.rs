@@ -569,6 +569,37 @@ fn canary_annotations_out_of_range_or_alone_are_named() {
         i.warnings
     );
     assert_once(&i);
+
+    // A canary's defaultBackend joins the routes without a host (ingress-nginx's default
+    // server); without any, it is skipped and named.
+    let lone = |name: &str, anns: &[(&str, &str)], svc: &str| {
+        ing(
+            "d",
+            name,
+            anns,
+            &format!("defaultBackend:\n  service: {{name: {svc}, port: {{number: 80}}}}\n"),
+        )
+    };
+    let canary = [("canary", "true"), ("canary-weight", "30")];
+    let i = run(&[
+        lone("main", &[], "landing"),
+        lone("next", &canary, "landing-v2"),
+    ]
+    .concat());
+    let c = config(&i);
+    let k = route(&c, "d.main.default").canary.as_ref().expect("canary");
+    assert_eq!(
+        (c.upstreams[k.upstream].name.as_str(), k.weight),
+        ("d.landing-v2.80", 30)
+    );
+    let hosted = ing("d", "hosted", &[], &host_rule("h.example.com", "/", "h"));
+    let i = run(&[hosted, lone("next", &canary, "x")].concat());
+    assert_eq!(
+        warned(&i, "Ingress d/next: defaultBackend"),
+        1,
+        "{:#?}",
+        i.warnings
+    );
 }
 
 // --- Regex paths, rewrites, app-root -------------------------------------------------------

@@ -213,5 +213,30 @@ pub(super) fn attach(
                 )));
             }
         }
+        // A canary's defaultBackend joins every route of ingress-nginx's default server: the
+        // routes without a host.
+        if let Some(backend) = &c.default_backend {
+            let mut found = false;
+            for r in routes.iter_mut().filter(|r| r.host.is_none()) {
+                if let Action::Proxy {
+                    canary: slot @ None,
+                    ..
+                } = &mut r.action
+                {
+                    *slot = Some(Box::new(Canary {
+                        upstream: upstream(c, &settings[r.ing], backend),
+                        choice: choice.clone(),
+                        ctx: c.ctx.clone(),
+                    }));
+                    found = true;
+                }
+            }
+            if !found {
+                w.push(format!(
+                    "{}: defaultBackend: no production route without a host: canary skipped (as by ingress-nginx)",
+                    c.ctx
+                ));
+            }
+        }
     }
 }

@@ -6,7 +6,7 @@
 use super::objects::Ingress;
 use super::routes::{Action, Route};
 use super::settings::{Refusal, Settings};
-use super::text::Warnings;
+use super::text::{unique, Warnings};
 use super::Denied;
 
 /// The refusals covering each route (empty: served as translated).
@@ -34,8 +34,7 @@ pub(super) fn decide(
         }
         if !covering.is_empty() {
             let names = annotations(&covering);
-            let whys: Vec<&str> = covering.iter().map(|c| c.why.as_str()).collect();
-            let whys = dedup(whys).join("; ");
+            let whys = unique(covering.iter().map(|c| c.why.as_str())).join("; ");
             if allow_insecure {
                 w.push(format!(
                     "{}: {} ({whys}): dropped (--allow-insecure): its routes are served without this protection",
@@ -65,16 +64,6 @@ pub(super) fn annotations(refusals: &[Refusal]) -> Vec<String> {
     v.sort();
     v.dedup();
     v
-}
-
-fn dedup(v: Vec<&str>) -> Vec<&str> {
-    let mut out: Vec<&str> = Vec::new();
-    for x in v {
-        if !out.contains(&x) {
-            out.push(x);
-        }
-    }
-    out
 }
 
 /// The list `Imported` reports.

@@ -4,7 +4,7 @@
 use super::deny::annotations;
 use super::routes::{Action, Route};
 use super::settings::{LimitKind, Refusal, Settings};
-use super::text::{comment, q};
+use super::text::{comment, q, unique};
 use super::tls::{secret_dir, Tls};
 use super::upstreams::UpKey;
 use super::{TLS_LISTEN, TLS_MOUNT};
@@ -192,12 +192,7 @@ fn route(out: &mut String, p: &Plan, r: &Route, redirect: Option<bool>, covering
     let _ = write!(out, "\n# {}\n", comment(&r.label));
     let denied = !covering.is_empty() && !p.allow_insecure;
     if !covering.is_empty() {
-        let mut whys: Vec<&str> = Vec::new();
-        for c in covering {
-            if !whys.contains(&c.why.as_str()) {
-                whys.push(&c.why);
-            }
-        }
+        let whys = unique(covering.iter().map(|c| c.why.as_str()));
         let _ = writeln!(
             out,
             "# {} ({}): {}",

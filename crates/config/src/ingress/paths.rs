@@ -51,12 +51,14 @@ pub(super) struct Piece {
     pub pattern: Option<String>,
 }
 
-fn piece(matcher: Matcher, rank: u8, location: &str) -> Piece {
-    Piece {
-        matcher,
-        rank,
-        location: location.to_string(),
-        pattern: None,
+impl Piece {
+    pub fn new(matcher: Matcher, rank: u8, location: &str) -> Piece {
+        Piece {
+            matcher,
+            rank,
+            location: location.to_string(),
+            pattern: None,
+        }
     }
 }
 
@@ -66,22 +68,22 @@ pub(super) fn literal(path: &str, kind: PathKind) -> Result<Vec<Piece>, String> 
         return Err(format!("path \"{path}\" is not one Tollgate can match (requests are matched in canonical form: no \"//\", \".\" or \"..\" segment, space, backslash, ?, # or non-ASCII; escapes as %XX in upper case)"));
     }
     Ok(match kind {
-        PathKind::Exact => vec![piece(Matcher::Exact(path.into()), 3, path)],
-        PathKind::ImplementationSpecific => vec![piece(Matcher::Prefix(path.into()), 2, path)],
+        PathKind::Exact => vec![Piece::new(Matcher::Exact(path.into()), 3, path)],
+        PathKind::ImplementationSpecific => vec![Piece::new(Matcher::Prefix(path.into()), 2, path)],
         PathKind::Prefix => {
             let trimmed = path.trim_end_matches('/');
             if trimmed.is_empty() {
-                vec![piece(Matcher::Prefix("/".into()), 2, "/")]
+                vec![Piece::new(Matcher::Prefix("/".into()), 2, "/")]
             } else {
                 let slash = path.ends_with('/');
                 let below = format!("{trimmed}/");
                 vec![
-                    piece(
+                    Piece::new(
                         Matcher::Exact(trimmed.into()),
                         if slash { 1 } else { 2 },
                         trimmed,
                     ),
-                    piece(
+                    Piece::new(
                         Matcher::Prefix(below.clone()),
                         if slash { 2 } else { 1 },
                         &below,

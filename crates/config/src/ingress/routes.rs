@@ -15,7 +15,7 @@ use super::objects::{Backend, Ingress, PathKind};
 use super::paths::{self, Matcher, Piece};
 use super::rewrite::whole_path_regex;
 use super::settings::Settings;
-use super::text::{comment, Warnings};
+use super::text::{comment, unique, Warnings};
 use super::tls::ACME;
 use super::upstreams::UpKey;
 use std::collections::BTreeMap;
@@ -91,7 +91,8 @@ fn means_regex(s: &Settings, path: &str) -> bool {
     s.use_regex || s.rewrite.as_ref().is_some_and(|r| r.target != path)
 }
 
-/// Every route of the production Ingresses, in the order they are written.
+/// Every route of the production Ingresses: rules, `app-root`s and defaults, one per host and
+/// matcher, regex routes in nginx's order.
 pub(super) fn build(
     ings: &[Ingress],
     settings: &[Settings],
@@ -99,47 +100,149 @@ pub(super) fn build(
     w: &mut Warnings,
 ) -> Vec<Route> {
     let regex = regex_hosts(ings, settings);
-    for (host, by) in &regex {
-        // Said where it changes something: a path not written as a regex.
-        let literal = ings.iter().zip(settings).any(|(ing, s)| {
-            ing.rules.iter().filter(|r| r.host == *host).any(|r| {
-                r.paths
-                    .iter()
-                    .any(|p| !means_regex(s, &p.path) || p.kind != PathKind::ImplementationSpecific)
-            })
-        });
-        if !literal {
-            continue;
-        }
-        w.push(format!(
-            "host {}: every path is a case-insensitive regular expression (use-regex or rewrite-target on {by}), tried longest first, as ingress-nginx does: Exact and Prefix paths of this host match as regex prefixes",
-            host.as_deref().unwrap_or("*")
-        ));
-    }
+    note_regex_hosts(&regex, ings, settings, w);
     let mut routes = Vec::new();
     let mut defaults = Vec::new();
-    // Host -> the first Ingress that names it.
-    let mut first_of_host: BTreeMap<Option<String>, usize> = BTreeMap::new();
-    let mut catch_all = false;
     for (i, (ing, s)) in ings.iter().zip(settings).enumerate() {
-        let mut n = 0;
-        let mut next_name = || {
-            n += 1;
-            format!("{}.{n}", ing.id)
+        let of = Of {
+            i,
+            ing,
+            s,
+            upstream: &upstream,
         };
-        let action = |backend: &Backend, rewrite: Option<(String, String)>| match &s.redirect {
+        routes.extend(of.rules(&regex, w));
+        routes.extend(of.app_roots());
+    }
+    for (host, i) in defaults_of(ings) {
+        let Some(backend) = &ings[i].default_backend else {
+            continue;
+        };
+        let of = Of {
+            i,
+            ing: &ings[i],
+            s: &settings[i],
+            upstream: &upstream,
+        };
+        let regex_host = regex.contains_key(&host);
+        defaults.push(of.default(host, regex_host, backend));
+    }
+    // After every rule: a rule for a host's "/" always takes precedence.
+    routes.append(&mut defaults);
+    order(dedupe(routes, w))
+}
+
+/// Names the regex hosts where it changes something: a path not written as a regex.
+fn note_regex_hosts(
+    regex: &BTreeMap<Option<String>, String>,
+    ings: &[Ingress],
+    settings: &[Settings],
+    w: &mut Warnings,
+) {
+    for (host, by) in regex {
+        let literal = ings.iter().zip(settings).any(|(ing, s)| {
+            let paths = ing
+                .rules
+                .iter()
+                .filter(|r| r.host == *host)
+                .flat_map(|r| &r.paths);
+            paths
+                .into_iter()
+                .any(|p| !means_regex(s, &p.path) || p.kind != PathKind::ImplementationSpecific)
+        });
+        if literal {
+            w.push(format!(
+                "host {}: every path is a case-insensitive regular expression (use-regex or rewrite-target on {by}), tried longest first, as ingress-nginx does: Exact and Prefix paths of this host match as regex prefixes",
+                host.as_deref().unwrap_or("*")
+            ));
+        }
+    }
+}
+
+/// Which Ingress's `defaultBackend` answers which host's unmatched paths, as ingress-nginx
+/// decides: the first Ingress that names a host makes its default; the first Ingress with a
+/// `defaultBackend` and no rules is the catch-all (None).
+fn defaults_of(ings: &[Ingress]) -> Vec<(Option<String>, usize)> {
+    let mut first_of_host: BTreeMap<Option<String>, usize> = BTreeMap::new();
+    for (i, ing) in ings.iter().enumerate() {
+        for rule in ing.rules.iter().filter(|r| r.host.is_some()) {
+            first_of_host.entry(rule.host.clone()).or_insert(i);
+        }
+    }
+    let mut out: Vec<(Option<String>, usize)> = ings
+        .iter()
+        .position(|ing| ing.default_backend.is_some() && !ing.has_rules)
+        .map(|i| (None, i))
+        .into_iter()
+        .collect();
+    for (i, ing) in ings.iter().enumerate() {
+        if ing.default_backend.is_none() {
+            continue;
+        }
+        for h in unique(ing.rules.iter().map(|r| r.host.clone())) {
+            if h.is_some() && first_of_host.get(&h) == Some(&i) {
+                out.push((h, i));
+            }
+        }
+    }
+    out
+}
+
+/// The routes one Ingress makes.
+struct Of<'a, F> {
+    i: usize,
+    ing: &'a Ingress,
+    s: &'a Settings,
+    upstream: &'a F,
+}
+
+impl<F: Fn(&Ingress, &Settings, &Backend) -> UpKey> Of<'_, F> {
+    /// Proxied to `backend`, unless the Ingress redirects everything.
+    fn action(&self, backend: &Backend, rewrite: Option<(String, String)>) -> Action {
+        match &self.s.redirect {
             Some(r) => Action::Redirect {
                 status: r.status,
                 location: r.url.clone(),
             },
             None => Action::Proxy {
-                upstream: upstream(ing, s, backend),
+                upstream: (self.upstream)(self.ing, self.s, backend),
                 rewrite,
                 canary: None,
             },
-        };
+        }
+    }
+
+    /// A route of this Ingress. Its ACME exemption follows from where it came from.
+    fn route(
+        &self,
+        name: String,
+        host: Option<String>,
+        piece: Piece,
+        action: Action,
+        origin: Origin,
+        label: String,
+    ) -> Route {
+        let acme = matches!(&origin, Origin::Path { path, .. } if path.starts_with(ACME));
+        Route {
+            ctx: self.ing.ctx.clone(),
+            name,
+            host,
+            matcher: piece.matcher,
+            action,
+            ing: self.i,
+            origin,
+            rank: piece.rank,
+            location: piece.location,
+            label,
+            acme,
+        }
+    }
+
+    /// Each path of each rule, as matchers; a path that cannot be matched is named and
+    /// skipped.
+    fn rules(&self, regex: &BTreeMap<Option<String>, String>, w: &mut Warnings) -> Vec<Route> {
+        let (ing, s) = (self.ing, self.s);
+        let mut out = Vec::new();
         for rule in &ing.rules {
-            first_of_host.entry(rule.host.clone()).or_insert(i);
             let on_regex_host = regex.contains_key(&rule.host);
             for p in &rule.paths {
                 let label = comment(&format!(
@@ -162,119 +265,84 @@ pub(super) fn build(
                         continue;
                     }
                 };
-                for Piece {
-                    matcher,
-                    rank,
-                    location,
-                    pattern,
-                } in pieces
-                {
-                    let rewrite = match (&s.rewrite, pattern) {
+                for piece in pieces {
+                    let rewrite = match (&s.rewrite, &piece.pattern) {
                         (Some(rw), Some(pat)) if rw.target != p.path => {
-                            rw.replace.clone().map(|rep| (whole_path_regex(&pat), rep))
+                            rw.replace.clone().map(|rep| (whole_path_regex(pat), rep))
                         }
                         _ => None,
                     };
-                    routes.push(Route {
-                        ctx: ing.ctx.clone(),
-                        name: next_name(),
+                    let name = format!("{}.{}", ing.id, out.len() + 1);
+                    let action = self.action(&p.backend, rewrite);
+                    let origin = Origin::Path {
                         host: rule.host.clone(),
-                        matcher,
-                        action: action(&p.backend, rewrite),
-                        ing: i,
-                        origin: Origin::Path {
-                            host: rule.host.clone(),
-                            path: p.path.clone(),
-                            kind: p.kind,
-                        },
-                        rank,
-                        location,
-                        label: label.clone(),
-                        acme: p.path.starts_with(ACME),
-                    });
+                        path: p.path.clone(),
+                        kind: p.kind,
+                    };
+                    out.push(self.route(
+                        name,
+                        rule.host.clone(),
+                        piece,
+                        action,
+                        origin,
+                        label.clone(),
+                    ));
                 }
             }
         }
-        if let Some(root) = &s.app_root {
-            let hosts: Vec<Option<String>> = dedup(ing.rules.iter().map(|r| r.host.clone()));
-            for host in hosts {
-                let suffix = host.as_deref().map(|h| format!(".{h}")).unwrap_or_default();
-                routes.push(Route {
-                    ctx: ing.ctx.clone(),
-                    name: format!("{}.app-root{suffix}", ing.id),
-                    matcher: Matcher::Exact("/".into()),
-                    action: Action::Redirect {
-                        status: 302,
-                        location: root.clone(),
-                    },
-                    ing: i,
-                    origin: Origin::AppRoot,
-                    rank: 4,
-                    location: "/".into(),
-                    label: comment(&format!(
-                        "{}: app-root {root} for {}",
-                        ing.ctx,
-                        host.as_deref().unwrap_or("any host")
-                    )),
-                    acme: false,
-                    host,
-                });
-            }
-        }
-        let Some(backend) = &ing.default_backend else {
-            continue;
-        };
-        let mut hosts: Vec<Option<String>> = Vec::new();
-        if !ing.has_rules && !catch_all {
-            catch_all = true;
-            hosts.push(None);
-        }
-        for h in dedup(ing.rules.iter().map(|r| r.host.clone())) {
-            if h.is_some() && first_of_host.get(&h) == Some(&i) {
-                hosts.push(h);
-            }
-        }
-        for host in hosts {
-            let regex_host = regex.contains_key(&host);
-            let suffix = host.as_deref().map(|h| format!(".{h}")).unwrap_or_default();
-            defaults.push(Route {
-                ctx: ing.ctx.clone(),
-                name: format!("{}.default{suffix}", ing.id),
-                matcher: if regex_host {
-                    Matcher::Regex("^/".into())
-                } else {
-                    Matcher::Prefix("/".into())
-                },
-                action: action(backend, None),
-                ing: i,
-                origin: Origin::DefaultBackend,
-                rank: 0,
-                location: "/".into(),
-                label: comment(&format!(
-                    "{}: defaultBackend, for {}",
-                    ing.ctx,
-                    host.as_deref()
-                        .map(|h| format!("{h}'s unmatched paths"))
-                        .unwrap_or_else(|| "hosts no route names".into())
-                )),
-                acme: false,
-                host,
-            });
-        }
+        out
     }
-    routes.append(&mut defaults);
-    let routes = dedupe(routes, w);
-    order(routes)
-}
 
-fn dedup<T: PartialEq>(items: impl Iterator<Item = T>) -> Vec<T> {
-    let mut out: Vec<T> = Vec::new();
-    for x in items {
-        if !out.contains(&x) {
-            out.push(x);
-        }
+    /// `app-root`: the root of each host of the Ingress answers 302 to it (nginx's
+    /// server-level `if ($uri = /)`, before any location: the highest rank).
+    fn app_roots(&self) -> Vec<Route> {
+        let Some(root) = &self.s.app_root else {
+            return Vec::new();
+        };
+        unique(self.ing.rules.iter().map(|r| r.host.clone()))
+            .into_iter()
+            .map(|host| {
+                let suffix = host.as_deref().map(|h| format!(".{h}")).unwrap_or_default();
+                let piece = Piece::new(Matcher::Exact("/".into()), 4, "/");
+                let action = Action::Redirect {
+                    status: 302,
+                    location: root.clone(),
+                };
+                let label = comment(&format!(
+                    "{}: app-root {root} for {}",
+                    self.ing.ctx,
+                    host.as_deref().unwrap_or("any host")
+                ));
+                let name = format!("{}.app-root{suffix}", self.ing.id);
+                self.route(name, host, piece, action, Origin::AppRoot, label)
+            })
+            .collect()
     }
-    out
+
+    /// The Ingress's `defaultBackend` for a host's unmatched paths (None: any host).
+    fn default(&self, host: Option<String>, regex_host: bool, backend: &Backend) -> Route {
+        let suffix = host.as_deref().map(|h| format!(".{h}")).unwrap_or_default();
+        let matcher = if regex_host {
+            Matcher::Regex("^/".into())
+        } else {
+            Matcher::Prefix("/".into())
+        };
+        let label = comment(&format!(
+            "{}: defaultBackend, for {}",
+            self.ing.ctx,
+            host.as_deref()
+                .map(|h| format!("{h}'s unmatched paths"))
+                .unwrap_or_else(|| "hosts no route names".into())
+        ));
+        self.route(
+            format!("{}.default{suffix}", self.ing.id),
+            host,
+            Piece::new(matcher, 0, "/"),
+            self.action(backend, None),
+            Origin::DefaultBackend,
+            label,
+        )
+    }
 }
 
 /// One route per host and matcher.

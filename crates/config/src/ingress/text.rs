@@ -95,6 +95,17 @@ pub(super) fn cidrs(v: &str) -> (Vec<String>, Vec<String>) {
     (good, bad)
 }
 
+/// The items in their first order, each once.
+pub(super) fn unique<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for x in items {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
 /// What could not be translated, in the order first said, each said once. Notes about one
 /// annotation on many Ingresses are gathered into one line naming them all.
 #[derive(Default)]
