@@ -383,10 +383,27 @@ fn unmappable_source_ranges_and_redirects_with_variables_are_denied() {
             &[("enable-global-auth", "false")],
             &host_rule("h.example.com", "/", "h"),
         ),
+        // An empty snippet (a Helm template's unset value) configures nothing.
+        ing(
+            "a",
+            "unset",
+            &[("configuration-snippet", " "), ("server-snippet", "")],
+            &host_rule("u.example.com", "/", "u"),
+        ),
     ]
     .concat();
     let i = run(&y);
     let c = config(&i);
+    assert!(matches!(
+        route(&c, "a.unset.1").action,
+        RouteAction::Upstream(_)
+    ));
+    assert_eq!(
+        warned(&i, "is empty: nothing to translate"),
+        2,
+        "{:#?}",
+        i.warnings
+    );
     assert_eq!(
         denied_routes(&i),
         ["a.bad-allow.1", "a.bad-deny.1", "a.global.1", "a.moved.1"],

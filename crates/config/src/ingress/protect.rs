@@ -49,8 +49,13 @@ const WHEN_ON: &[(&str, &str)] = &[
 pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
     let ctx = a.ctx();
     for (key, why) in ALWAYS {
-        if a.get(key).is_some() {
-            s.refusals.push(refusal(key, why));
+        match a.get(key) {
+            None => {}
+            // An empty value (a Helm template's unset value) configures nothing in ingress-nginx.
+            Some(v) if v.trim().is_empty() => {
+                w.push(format!("{ctx}: {key} is empty: nothing to translate"));
+            }
+            Some(_) => s.refusals.push(refusal(key, why)),
         }
     }
     for (key, why) in WHEN_ON {
@@ -67,8 +72,14 @@ pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
     if a.get("enable-global-auth").map(parse_bool) == Some(Ok(false)) {
         w.push(format!("{ctx}: enable-global-auth \"false\": the controller's ConfigMap probably sets global-auth-url, which authenticated every other Ingress; the import cannot see it, and their routes are served without it: check"));
     }
-    if a.get("server-snippet").is_some() {
-        s.host_refusals.push(refusal("server-snippet", SNIPPET));
+    match a.get("server-snippet") {
+        None => {}
+        Some(v) if v.trim().is_empty() => {
+            w.push(format!(
+                "{ctx}: server-snippet is empty: nothing to translate"
+            ));
+        }
+        Some(_) => s.host_refusals.push(refusal("server-snippet", SNIPPET)),
     }
 }
 
