@@ -406,9 +406,23 @@ fn rewrite(cx: &mut Cx, r: &mut Tbl) -> Option<Rewrite> {
                     }
                 }
             });
-            let replace = t
-                .get("replace")
-                .and_then(|v| as_str(cx, &t.key_path("replace"), v).map(str::to_string));
+            // It goes into the request line: visible ASCII, no fragment.
+            let replace = t.get("replace").and_then(|v| {
+                let rp = t.key_path("replace");
+                let s = as_str(cx, &rp, v)?;
+                if s.bytes().any(|b| !(0x21..0x7f).contains(&b) || b == b'#') {
+                    cx.err(
+                        &rp,
+                        v.span(),
+                        format!(
+                            "\"{}\" is not a path: visible ASCII only, no spaces or #",
+                            s.escape_debug()
+                        ),
+                    );
+                    return None;
+                }
+                Some(s.to_string())
+            });
             for (key, got) in [("regex", regex.is_some()), ("replace", replace.is_some())] {
                 if !got && t.get(key).is_none() {
                     cx.err(&p, t.span.clone(), format!("missing key \"{key}\""));

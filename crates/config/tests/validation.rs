@@ -212,6 +212,7 @@ fn each_error_names_its_key_and_line() {
         ("[[routes]]\nhost = \"*.*.example.com\"\npath_prefix = \"/\"\nrespond = { status = 200 }\n", "f.toml: routes[0].host: \"*.*.example.com\" is not a host name (a wildcard is one leading label: \"*.example.com\") (line 2)"),
         ("[[routes]]\npath_prefix = \"/\"\nrespond = { status = 200 }\ncanary = { upstream = \"nope\" }\n", "f.toml: routes[0].canary.upstream: unknown upstream \"nope\" (defined: none) (line 4)"),
         ("[[routes]]\npath_prefix = \"/\"\nrespond = { status = 200 }\nrewrite = { regex = \"x\" }\n", "f.toml: routes[0].rewrite: missing key \"replace\" (line 4)"),
+        ("[[routes]]\npath_prefix = \"/\"\nrespond = { status = 200 }\nrewrite = { regex = \"x\", replace = \"/a\\r\\nX-Evil: 1\" }\n", "f.toml: routes[0].rewrite.replace: \"/a\\r\\nX-Evil: 1\" is not a path: visible ASCII only, no spaces or # (line 4)"),
         ("[limits.a]\nkey = \"jwt:sub\"\nrate = \"1/s\"\n", "f.toml: limits.a.key: \"jwt:sub\" reads a verified bearer token: add a [jwt] section (keys to verify it with) (line 2)"),
         ("[jwt]\nleeway = \"5s\"\n", "f.toml: jwt: no key to verify tokens with: set secret (or secret_env), public_keys or jwks_file (line 1)"),
         ("[jwt]\nsecret = \"s\"\nalgorithms = [\"none\"]\n", "f.toml: jwt.algorithms[0]: \"none\" is never accepted: an unsigned token proves nothing (line 3)"),
