@@ -117,6 +117,15 @@ impl Pool {
     /// The next healthy target after the last one chosen; `None` when none is healthy (or no
     /// name resolved).
     pub fn select(&self) -> Option<Arc<Target>> {
+        self.with_next(|t| t.clone())
+    }
+
+    /// The peer of the next healthy target (what a request needs; no reference count taken).
+    pub fn select_peer(&self) -> Option<Box<HttpPeer>> {
+        self.with_next(|t| t.peer())
+    }
+
+    fn with_next<R>(&self, f: impl FnOnce(&Arc<Target>) -> R) -> Option<R> {
         let targets = self.targets.load();
         let n = targets.len();
         if n == 0 {
@@ -126,7 +135,7 @@ impl Pool {
         (0..n)
             .map(|i| &targets[start.wrapping_add(i) % n])
             .find(|t| t.healthy())
-            .cloned()
+            .map(f)
     }
 
     /// Takes over what `old` (the same upstream before a reload) knew: the addresses its

@@ -72,7 +72,8 @@ impl Hosts {
     }
 
     pub fn tier(&self, host: Option<&str>, fallthrough: bool) -> Tier {
-        if fallthrough {
+        // No route names a host: every route is host-less, nothing to look up.
+        if fallthrough || (self.exact.is_empty() && self.wildcard.is_empty()) {
             return Tier::Any;
         }
         let Some(host) = host else {

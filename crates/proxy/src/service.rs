@@ -1284,7 +1284,7 @@ impl ProxyHttp for Gateway {
             }
         };
         ctx.tries += 1;
-        let Some(target) = rt.upstreams[u].pool.select() else {
+        let Some(peer) = rt.upstreams[u].pool.select_peer() else {
             let mut e = Error::explain(
                 ErrorType::ConnectNoRoute,
                 "no healthy target in the upstream pool",
@@ -1292,7 +1292,7 @@ impl ProxyHttp for Gateway {
             e.esource = ErrorSource::Upstream;
             return Err(e);
         };
-        Ok(target.peer())
+        Ok(peer)
     }
 
     fn fail_to_connect(
