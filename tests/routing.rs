@@ -350,6 +350,19 @@ upstream = "here"
     let r = get(port, "/late", &[]).await.expect("req");
     assert_eq!(r.status, 503, "{}", r.body);
     assert_eq!(r.json()["error_code"], "UPSTREAM_UNAVAILABLE");
+    // With a body: the same answer, and nothing of the body is taken for a next request
+    // (the connection is closed after it, as after any failure to proxy).
+    let mut conn = Conn::open(port).await.expect("conn");
+    let r = conn
+        .send("POST", "/late", &[], "GET /smuggled HTTP/1.1\r\n\r\n")
+        .await
+        .expect("req");
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(
+        conn.send("GET", "/", &[], "").await.is_err(),
+        "the connection stays open"
+    );
+    assert_eq!(other.hits(), 0, "a body was read as a request");
     assert_eq!(get(port, "/", &[]).await.expect("req").status, 200);
 
     hosts.write("127.0.0.1 svc.tollgate.test\n127.0.0.3 svc.tollgate.test\n");

@@ -201,11 +201,14 @@ pub(crate) fn read(
     out
 }
 
-/// A route path as requests are matched: no empty, `.` or `..` segment (a trailing slash is
-/// fine), no backslash, control character, `?`, `#` or byte outside ASCII, and escapes as the
-/// canonical form writes them (two upper-case hex digits, never an unreserved character).
-fn canonical_route_path(p: &str) -> bool {
-    let body = p.strip_prefix('/').unwrap_or(p);
+/// A route path as requests are matched: starts with `/`; no empty, `.` or `..` segment (a
+/// trailing slash is fine), no backslash, space, control character, `?`, `#` or byte outside
+/// ASCII, and escapes as the canonical form writes them (two upper-case hex digits, never an
+/// unreserved character). The import of Ingress paths applies the same rule.
+pub(crate) fn canonical_route_path(p: &str) -> bool {
+    let Some(body) = p.strip_prefix('/') else {
+        return false;
+    };
     let body = body.strip_suffix('/').unwrap_or(body);
     let b = p.as_bytes();
     let escapes_ok = b
@@ -224,7 +227,7 @@ fn canonical_route_path(p: &str) -> bool {
     escapes_ok
         && !b
             .iter()
-            .any(|&c| c == b'\\' || c == b'?' || c == b'#' || !(0x20..0x7f).contains(&c))
+            .any(|&c| c == b'\\' || c == b'?' || c == b'#' || !(0x21..0x7f).contains(&c))
         && (body.is_empty() || body.split('/').all(|seg| !matches!(seg, "" | "." | "..")))
 }
 
@@ -313,7 +316,7 @@ fn path_match(cx: &mut Cx, r: &mut Tbl, path: &str, case_insensitive: bool) -> O
         cx.err(
             &p,
             pv.span(),
-            format!("\"{s}\" is not a canonical path (no \"//\", \".\" or \"..\" segment, backslash, control character, ?, # or non-ASCII; escapes as %XX in upper case, none for A-Z a-z 0-9 - . _ ~): requests are matched after normalisation, so it would never match"),
+            format!("\"{s}\" is not a canonical path (no \"//\", \".\" or \"..\" segment, backslash, space, control character, ?, # or non-ASCII; escapes as %XX in upper case, none for A-Z a-z 0-9 - . _ ~): requests are matched after normalisation, so it would never match"),
         );
         return None;
     }
@@ -378,7 +381,7 @@ fn rewrite(cx: &mut Cx, r: &mut Tbl) -> Option<Rewrite> {
         (None, Some(sv)) => {
             let p = r.key_path("strip_prefix");
             let s = as_str(cx, &p, sv)?;
-            if !s.starts_with('/') || !canonical_route_path(s) {
+            if !canonical_route_path(s) {
                 cx.err(
                     &p,
                     sv.span(),

@@ -509,9 +509,24 @@ respond = { status = 200 }
 [[routes]]
 path_prefix = "/a%3Bb/%E2%82%AC"
 respond = { status = 200 }
+[[routes]]
+path_prefix = "/a b"
+respond = { status = 200 }
+[[routes]]
+path_prefix = "/x"
+strip_prefix = "/a b"
+respond = { status = 200 }
 "#,
     );
-    assert_eq!(p.len(), 6, "{p:#?}");
+    assert_eq!(p.len(), 8, "{p:#?}");
+    assert!(
+        p[6].starts_with("f.toml: routes[7].path_prefix: \"/a b\" is not a canonical path"),
+        "{p:#?}"
+    );
+    assert!(
+        p[7].starts_with("f.toml: routes[8].strip_prefix: \"/a b\""),
+        "{p:#?}"
+    );
     assert!(p[0].starts_with("f.toml: routes[0].path_prefix: \"/api//v1\" is not a canonical path"));
     assert!(p[1].starts_with("f.toml: routes[1].path_exact: \"/a/../b\" is not a canonical path"));
     let c = ok(r#"

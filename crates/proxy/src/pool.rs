@@ -116,7 +116,8 @@ impl Pool {
 
     /// The next healthy target after the last one chosen; `None` when none is healthy (or no
     /// name resolved).
-    pub fn select(&self) -> Option<Arc<Target>> {
+    #[cfg(test)]
+    fn select(&self) -> Option<Arc<Target>> {
         self.with_next(|t| t.clone())
     }
 

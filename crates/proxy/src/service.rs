@@ -1250,14 +1250,9 @@ impl ProxyHttp for Gateway {
                     Some(c) if c.chooses(&req.headers, |n| fastrand::u32(..n)) => c.upstream,
                     _ => *u,
                 };
+                // (An upstream none of whose names resolves is found when its peer is asked
+                // for, off this path: see fail_to_proxy.)
                 ctx.upstream = Some(chosen);
-                if rt.upstreams[chosen].pool.is_empty() {
-                    let detail =
-                        "The upstream's address is not known: its name does not resolve (yet).";
-                    self.problem(session, ctx, Problem::UpstreamUnresolved, detail, &[], &[])
-                        .await?;
-                    return Ok(true);
-                }
                 if let Some(rw) = &r.rewrite {
                     let path = ctx.canonical_path.as_deref().unwrap_or(req.uri.path());
                     ctx.upstream_target = Some(rw.apply(path, req.uri.query()));
@@ -1268,20 +1263,12 @@ impl ProxyHttp for Gateway {
     }
 
     async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
-        let (Some(rt), Some(route)) = (&ctx.rt, ctx.route) else {
+        // Chosen by request_filter for every request that gets here.
+        let (Some(rt), Some(u)) = (&ctx.rt, ctx.upstream) else {
             return Err(Error::explain(
                 ErrorType::InternalError,
-                "no route in context",
+                "no upstream in context",
             ));
-        };
-        let u = match (ctx.upstream, rt.route_action(route)) {
-            (Some(u), _) | (None, &RouteAction::Upstream(u)) => u,
-            (None, RouteAction::Respond { .. }) => {
-                return Err(Error::explain(
-                    ErrorType::InternalError,
-                    "route has no upstream",
-                ))
-            }
         };
         ctx.tries += 1;
         let Some(peer) = rt.upstreams[u].pool.select_peer() else {
@@ -1499,7 +1486,11 @@ impl ProxyHttp for Gateway {
     }
 
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
+        // No target because no name of the upstream resolves (yet): 503, not 502.
+        let unresolved = *e.etype() == ErrorType::ConnectNoRoute
+            && matches!((&ctx.rt, ctx.upstream), (Some(rt), Some(u)) if rt.upstreams[u].pool.is_empty());
         let problem = match e.etype() {
+            _ if unresolved => Some(Problem::UpstreamUnresolved),
             ErrorType::HTTPStatus(400) => Some(Problem::BadRequest),
             ErrorType::HTTPStatus(_) => Some(Problem::Internal),
             _ => match e.esource() {
@@ -1529,6 +1520,9 @@ impl ProxyHttp for Gateway {
 
                 let detail = match p {
                     Problem::UpstreamUnavailable => "The upstream could not be reached.",
+                    Problem::UpstreamUnresolved => {
+                        "The upstream's address is not known: its name does not resolve (yet)."
+                    }
                     Problem::UpstreamTimeout => "The upstream did not answer in time.",
                     Problem::BadRequest => "The request could not be read.",
                     Problem::RequestTimeout => {

@@ -139,34 +139,9 @@ fn compiles(pattern: &str) -> Result<(), String> {
         })
 }
 
-/// A route path as requests are matched (the config parser's rule): no empty, `.` or `..`
-/// segment (a trailing slash is fine), no backslash, control character, space, `?`, `#` or
-/// byte outside ASCII, and escapes as the canonical form writes them (two upper-case hex
-/// digits, never an unreserved character).
+/// A route path as requests are matched: the config parser's own rule.
 pub(super) fn canonical(p: &str) -> bool {
-    let Some(body) = p.strip_prefix('/') else {
-        return false;
-    };
-    let body = body.strip_suffix('/').unwrap_or(body);
-    let b = p.as_bytes();
-    let escapes_ok = b
-        .iter()
-        .enumerate()
-        .filter(|(_, &c)| c == b'%')
-        .all(|(i, _)| match (b.get(i + 1), b.get(i + 2)) {
-            (Some(&h), Some(&l)) => {
-                let upper_hex = |c: u8| c.is_ascii_digit() || (b'A'..=b'F').contains(&c);
-                let v = u8::from_str_radix(&p[i + 1..i + 3], 16).unwrap_or(0);
-                let unreserved = v.is_ascii_alphanumeric() || b"-._~".contains(&v);
-                upper_hex(h) && upper_hex(l) && !unreserved
-            }
-            _ => false,
-        });
-    escapes_ok
-        && !b
-            .iter()
-            .any(|&c| c == b'\\' || c == b'?' || c == b'#' || !(0x21..0x7f).contains(&c))
-        && (body.is_empty() || body.split('/').all(|seg| !matches!(seg, "" | "." | "..")))
+    crate::routes::canonical_route_path(p)
 }
 
 #[cfg(test)]
