@@ -195,7 +195,12 @@ fn check(files: &[PathBuf]) -> i32 {
     for f in files {
         match tollgate_config::check_file(f) {
             Ok(cfg) => match certificates_ok(&cfg) {
-                Ok(()) => println!("{}: ok", f.display()),
+                Ok(()) => {
+                    for w in tollgate_config::rewrite_warnings(&cfg) {
+                        eprintln!("{}: warning: {w}", f.display());
+                    }
+                    println!("{}: ok", f.display())
+                }
                 Err(errors) => {
                     bad = true;
                     for e in errors {
@@ -270,6 +275,9 @@ fn load(path: &Path) -> anyhow::Result<Config> {
 fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
     let path = config_path(config);
     let cfg = load(&path)?;
+    for w in tollgate_config::rewrite_warnings(&cfg) {
+        tracing::warn!(event = "rewrite_reaches_guarded_path", "{w}");
+    }
     raise_fd_limit(cfg.server.hardening.max_connections);
     if !upgrade {
         // Pingora binds in a listener thread that retries forever on failure; say it here and
@@ -451,12 +459,17 @@ fn raise_fd_limit(max_connections: usize) {
             lim = raised;
         }
     }
-    // Each proxied connection can hold two descriptors (client and upstream).
-    if (lim.rlim_cur as u128) < 2 * max_connections as u128 + 64 {
+    let fits = tollgate_proxy::connections::connections_for_fds(lim.rlim_cur);
+    tollgate_proxy::connections::set_fd_ceiling(fits);
+    if fits < max_connections {
         tracing::warn!(
+            event = "max_connections_lowered",
             nofile = lim.rlim_cur,
-            max_connections,
-            "the open-file limit is below 2 x max_connections: raise it (ulimit -n) or lower max_connections"
+            configured = max_connections,
+            enforced = fits.max(1),
+            "the open-file limit cannot hold max_connections (2 descriptors per proxied connection, {} kept for the rest): at most {} connections are admitted; raise the limit (ulimit -n, LimitNOFILE=) to serve more",
+            tollgate_proxy::connections::FD_RESERVE,
+            fits.max(1)
         );
     }
 }

@@ -22,7 +22,7 @@ mod upstreams;
 mod values;
 
 pub use reader::Problem;
-pub use routes::path_regex;
+pub use routes::{path_regex, rewrite_warnings};
 pub use types::*;
 pub use values::{parse_duration, parse_rate};
 

@@ -426,6 +426,30 @@ fn rewrite(cx: &mut Cx, r: &mut Tbl) -> Option<Rewrite> {
                 }
                 Some(s.to_string())
             });
+            // Every group the template names must exist: a typo would write nothing, silently.
+            if let (Some(re), Some(rep), Some(v)) = (&regex, &replace, t.get("replace")) {
+                if let Ok(re) = regex::Regex::new(re) {
+                    let names: Vec<&str> = re.capture_names().flatten().collect();
+                    for part in crate::types::rewrite_template(rep) {
+                        let missing = match &part {
+                            crate::types::TemplatePart::Index(i) => {
+                                (*i >= re.captures_len()).then(|| {
+                                    format!(
+                                        "${i}: the regex has {} group(s)",
+                                        re.captures_len() - 1
+                                    )
+                                })
+                            }
+                            crate::types::TemplatePart::Name(n) => (!names.contains(&n.as_str()))
+                                .then(|| format!("${{{n}}}: the regex has no group of that name")),
+                            crate::types::TemplatePart::Lit(_) => None,
+                        };
+                        if let Some(why) = missing {
+                            cx.err(&t.key_path("replace"), v.span(), why);
+                        }
+                    }
+                }
+            }
             for (key, got) in [("regex", regex.is_some()), ("replace", replace.is_some())] {
                 if !got && t.get(key).is_none() {
                     cx.err(&p, t.span.clone(), format!("missing key \"{key}\""));
@@ -515,4 +539,121 @@ fn one_line(e: &regex::Error) -> String {
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// What `check` warns about rewrites: a route whose `rewrite` or `strip_prefix` can send its
+/// upstream a path that another route of that upstream protects (an access list, limits this
+/// route lacks, or an answer of its own such as a 403). A client reaching the path through the
+/// rewriting route meets that route's rules only. An estimate from the template's literal
+/// start (what the groups and the unmatched rest write is taken to be anything): it may warn
+/// where the regex cannot in fact produce the path, never the other way round for prefix and
+/// exact routes.
+pub fn rewrite_warnings(cfg: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, r) in cfg.routes.iter().enumerate() {
+        let (Some(rw), RouteAction::Upstream(up)) = (&r.rewrite, &r.action) else {
+            continue;
+        };
+        let ups: Vec<usize> = std::iter::once(*up)
+            .chain(r.canary.as_ref().map(|c| c.upstream))
+            .collect();
+        // The literal start of every path the rewrite writes ("/" when it may be anything).
+        let lit = match rw {
+            Rewrite::StripPrefix(_) => "/".to_string(),
+            Rewrite::Regex { regex, replace } if regex.starts_with('^') => {
+                let mut lit = String::new();
+                for part in crate::types::rewrite_template(replace) {
+                    match part {
+                        TemplatePart::Lit(s) => {
+                            let end = s.find('?').unwrap_or(s.len());
+                            lit.push_str(&s[..end]);
+                            if end < s.len() {
+                                break;
+                            }
+                        }
+                        _ => break,
+                    }
+                }
+                if lit.starts_with('/') {
+                    lit
+                } else {
+                    format!("/{lit}")
+                }
+            }
+            Rewrite::Regex { .. } => "/".to_string(),
+        };
+        for (j, p) in cfg.routes.iter().enumerate() {
+            if i == j || !hosts_meet(r.host.as_deref(), p.host.as_deref()) {
+                continue;
+            }
+            let guards_upstream = match &p.action {
+                RouteAction::Upstream(u) => ups.contains(u),
+                RouteAction::Respond { status, .. } => *status >= 400,
+            };
+            let mut how = Vec::new();
+            if matches!(p.action, RouteAction::Respond { status, .. } if status >= 400) {
+                how.push("answers it itself".to_string());
+            }
+            if p.access.is_some() && p.access != r.access {
+                how.push("has an access list".to_string());
+            }
+            let missing: Vec<&str> = p
+                .limits
+                .iter()
+                .filter(|l| !r.limits.contains(l))
+                .map(|&l| cfg.limits[l].name.as_str())
+                .collect();
+            if !missing.is_empty() {
+                how.push(format!("applies limits {}", missing.join(", ")));
+            }
+            if !guards_upstream || how.is_empty() || !may_write(&lit, &p.path) {
+                continue;
+            }
+            let which = if matches!(rw, Rewrite::StripPrefix(_)) {
+                "strip_prefix"
+            } else {
+                "rewrite"
+            };
+            out.push(format!(
+                "routes[{i}].{which}: route \"{}\" can send its upstream paths under {} \"{}\", which route \"{}\" guards ({}): requests through \"{}\" meet only its own rules there",
+                r.name,
+                match p.path {
+                    PathMatch::Prefix(_) => "path_prefix",
+                    PathMatch::Exact(_) => "path_exact",
+                    PathMatch::Regex(_) => "path_regex",
+                },
+                p.path.as_str(),
+                p.name,
+                how.join("; "),
+                r.name,
+            ));
+        }
+    }
+    out
+}
+
+/// Whether routes with these hosts can take requests of one host.
+fn hosts_meet(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            let wild = |w: &str, h: &str| {
+                w.strip_prefix("*.")
+                    .is_some_and(|parent| h.split_once('.').is_some_and(|(_, rest)| rest == parent))
+            };
+            a == b || wild(a, b) || wild(b, a)
+        }
+        _ => true,
+    }
+}
+
+/// Whether a path starting with `lit` (and going on with anything) can be one `path` takes.
+fn may_write(lit: &str, path: &PathMatch) -> bool {
+    match path {
+        PathMatch::Prefix(p) => lit.starts_with(p.as_str()) || p.starts_with(lit),
+        PathMatch::Exact(p) => p.starts_with(lit),
+        PathMatch::Regex(re) => path_regex(re, false).is_ok_and(|re| {
+            // A regex matched from the path's start: the literal itself, or a longer path.
+            re.is_match(lit) || lit == "/"
+        }),
+    }
 }

@@ -445,6 +445,61 @@ pub enum Rewrite {
     StripPrefix(String),
 }
 
+/// One piece of a rewrite's `replace`: text written as it is, or a group of the regex.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TemplatePart {
+    Lit(String),
+    /// `$1`, `${1}`.
+    Index(usize),
+    /// `$name`, `${name}`.
+    Name(String),
+}
+
+/// `replace` in parts, by the `regex` crate's rules (`$$` is a `$`; `$name` takes the longest
+/// run of letters, digits and `_`, a number of it being an index; a `$` not followed by a name
+/// is written as it is), so a template means what it meant before it was split.
+pub fn rewrite_template(replace: &str) -> Vec<TemplatePart> {
+    let mut parts = Vec::new();
+    let mut lit = String::new();
+    let mut rest = replace;
+    while let Some(at) = rest.find('$') {
+        lit.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        let (name, next) = if let Some(braced) = after.strip_prefix('{') {
+            match braced.find('}') {
+                Some(end) if end > 0 => (&braced[..end], &braced[end + 1..]),
+                _ => ("", after),
+            }
+        } else if let Some(r) = after.strip_prefix('$') {
+            lit.push('$');
+            rest = r;
+            continue;
+        } else {
+            let end = after.find(|c: char| !is_name(c)).unwrap_or(after.len());
+            (&after[..end], &after[end..])
+        };
+        if name.is_empty() {
+            lit.push('$');
+            rest = after;
+            continue;
+        }
+        if !lit.is_empty() {
+            parts.push(TemplatePart::Lit(std::mem::take(&mut lit)));
+        }
+        parts.push(match name.parse::<usize>() {
+            Ok(i) => TemplatePart::Index(i),
+            Err(_) => TemplatePart::Name(name.to_string()),
+        });
+        rest = next;
+    }
+    lit.push_str(rest);
+    if !lit.is_empty() {
+        parts.push(TemplatePart::Lit(lit));
+    }
+    parts
+}
+
 /// A canary: requests chosen by header, cookie or weight go to `upstream`; the rest stay on
 /// the route's own upstream. Header first, then cookie, then weight (ingress-nginx's order).
 #[derive(Debug, Clone, PartialEq, Eq)]

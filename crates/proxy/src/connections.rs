@@ -11,7 +11,9 @@
 //! arrives, so behind a load balancer this bound is per balancer and should stay off.
 //!
 //! The bounds are read from the current runtime for every connection, so a reload changes them
-//! for new connections.
+//! for new connections. `max_connections` is never above what the open-file limit can hold
+//! ([`set_fd_ceiling`]): lowered at start, loudly, rather than every client timing out at the
+//! descriptor ceiling.
 
 use crate::identity::{fold, key_ip};
 use crate::runtime::Shared;
@@ -23,6 +25,31 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+
+/// The most connections the process's open-file limit can hold (set once at start by the
+/// binary; `usize::MAX` until then): `max_connections` above it is lowered to it, because at
+/// the descriptor ceiling every accept fails and every client times out, not only new ones.
+static FD_CEILING: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Descriptors kept for what is not a client connection: listeners, Redis, health checks,
+/// upstream pools' spares, files read at reload.
+pub const FD_RESERVE: u64 = 128;
+
+/// The connections an open-file limit of `nofile` can hold: each proxied connection can hold
+/// two descriptors (client and upstream).
+pub fn connections_for_fds(nofile: u64) -> usize {
+    usize::try_from(nofile.saturating_sub(FD_RESERVE) / 2).unwrap_or(usize::MAX)
+}
+
+/// Sets the ceiling [`connections_for_fds`] gives for this process's open-file limit.
+pub fn set_fd_ceiling(connections: usize) {
+    FD_CEILING.store(connections.max(1), Ordering::Relaxed);
+}
+
+/// `max_connections` as enforced: the configured bound, at most the descriptor ceiling.
+pub fn effective_max_connections(configured: usize) -> usize {
+    configured.min(FD_CEILING.load(Ordering::Relaxed))
+}
 
 /// Shards of the per-client table: connection set-up on many threads rarely meets one lock.
 const SHARDS: usize = 16;
@@ -142,7 +169,10 @@ impl ConnectionAdmission for Admission {
         let client = peer
             .and_then(|a| a.as_inet())
             .map(|a| key_ip(fold(a.ip()), server.ipv6_prefix));
-        let (max, per_client) = (h.max_connections, h.max_connections_per_client);
+        let (max, per_client) = (
+            effective_max_connections(h.max_connections),
+            h.max_connections_per_client,
+        );
         drop(rt);
         let slot = self
             .shared

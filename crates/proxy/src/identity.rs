@@ -87,6 +87,8 @@ pub struct KeyInput<'a> {
     pub client_ip: IpAddr,
     /// The canonical path ([`crate::normalize`]), not the one the client spelled.
     pub path: &'a str,
+    /// The query the upstream will read (a rewrite's, or the client's).
+    pub query: Option<&'a str>,
     pub route: u32,
     /// The verified bearer token's claims, when the route reads any.
     pub claims: Option<&'a crate::jwt::Claims>,
@@ -226,9 +228,7 @@ fn write_key(
             KeySource::Header(name) => {
                 h.write(input.req.headers.get(name.as_str())?.as_bytes());
             }
-            KeySource::Query(name) => {
-                h.write(query_param(input.req.uri.query()?, name)?.as_bytes())
-            }
+            KeySource::Query(name) => h.write(query_param(input.query?, name)?.as_bytes()),
             KeySource::UserAgent => {
                 h.write(input.req.headers.get(http::header::USER_AGENT)?.as_bytes());
             }
@@ -282,7 +282,7 @@ fn source_text<'a>(src: &KeySource, input: &'a KeyInput) -> Option<std::borrow::
             .get(name.as_str())
             .and_then(|v| v.to_str().ok())
             .map(Cow::Borrowed),
-        KeySource::Query(name) => query_param(input.req.uri.query()?, name),
+        KeySource::Query(name) => query_param(input.query?, name),
         KeySource::Jwt(claim) => match input.claims?.get(claim.as_str())? {
             serde_json::Value::String(s) => Some(Cow::Borrowed(s.as_str())),
             serde_json::Value::Null => None,
@@ -381,6 +381,7 @@ mod tests {
             client_cert: None,
             client_ip: "192.0.2.1".parse().expect("ip"),
             path: "/x",
+            query: r.uri.query(),
             route: 0,
             claims: None,
             body: None,
@@ -393,6 +394,7 @@ mod tests {
             client_cert: None,
             client_ip: "192.0.2.1".parse().expect("ip"),
             path: "/x",
+            query: r2.uri.query(),
             route: 0,
             claims: None,
             body: None,
@@ -421,6 +423,7 @@ mod tests {
             client_cert: None,
             client_ip: "192.0.2.1".parse().expect("ip"),
             path: "/x",
+            query: r3.uri.query(),
             route: 0,
             claims: None,
             body: None,

@@ -6,9 +6,10 @@
 //! (an unmatched path is 404, or the host's own `/` route), and an exact host beats a
 //! wildcard one; `[server] host_fallthrough = true` tries the less specific tiers after it.
 
+use crate::normalize::{normalize_path, PathRules, Refusal};
 use http::HeaderMap;
 use std::collections::HashSet;
-use tollgate_config::{Canary, PathMatch, Rewrite, RouteConfig};
+use tollgate_config::{rewrite_template, Canary, PathMatch, Rewrite, RouteConfig, TemplatePart};
 
 /// Route indexes in match order: host tier, then path kind (exact, prefix, regex), then
 /// longer prefixes first, then file order.
@@ -139,9 +140,54 @@ pub fn path_matches(r: &RouteConfig, regex: Option<&regex::Regex>, path: &str) -
 }
 
 /// A route's `rewrite` or `strip_prefix`, ready to apply.
+///
+/// What the upstream reads is held to the rules of a client's request (the README's
+/// "Rewrites"): the path written is made canonical by [`normalize_path`] under the same rules
+/// (and refused where a client's would be); it may hold no dot segment (a client's `..` is
+/// resolved and the result routed again, a rewrite's output is not routed again: a `..` would
+/// reach a path no route chose); text taken from the client's path into the query the
+/// template writes is escaped (`&`, `=`, `+`, `;`), so path text never becomes parameters;
+/// and a parameter both the template and the client give is refused as ambiguous. Keys and
+/// input checks then read the rewritten target: what the upstream will read.
 pub enum RewriteRt {
-    Regex(regex::Regex, String),
+    Regex(regex::Regex, Vec<Piece>),
     Strip(String),
+}
+
+/// A template piece with its group resolved to an index.
+pub enum Piece {
+    Lit(String),
+    Group(usize),
+}
+
+/// Why a rewrite's output was refused (a 400).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RewriteRefusal {
+    /// The path written is one a client's would be refused for.
+    Path(Refusal),
+    /// The path written holds `.` or `..` as a segment.
+    DotSegment,
+    /// The template and the client both give this query parameter.
+    Duplicate(String),
+}
+
+/// The request target a rewrite sends upstream: `path?query`, with the path's end kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rewritten {
+    pub target: String,
+    path_len: usize,
+}
+
+impl Rewritten {
+    /// The path the upstream reads (canonical).
+    pub fn path(&self) -> &str {
+        &self.target[..self.path_len]
+    }
+
+    /// The query the upstream reads: the template's parameters, then the client's.
+    pub fn query(&self) -> Option<&str> {
+        self.target.get(self.path_len + 1..)
+    }
 }
 
 impl RewriteRt {
@@ -149,34 +195,157 @@ impl RewriteRt {
         Ok(match cfg {
             None => None,
             Some(Rewrite::StripPrefix(p)) => Some(RewriteRt::Strip(p.clone())),
-            Some(Rewrite::Regex { regex, replace }) => Some(RewriteRt::Regex(
-                regex::Regex::new(regex).map_err(|e| e.to_string())?,
-                replace.clone(),
-            )),
+            Some(Rewrite::Regex { regex, replace }) => {
+                let re = regex::Regex::new(regex).map_err(|e| e.to_string())?;
+                let names: Vec<Option<&str>> = re.capture_names().collect();
+                let pieces = rewrite_template(replace)
+                    .into_iter()
+                    .map(|p| match p {
+                        TemplatePart::Lit(s) => Ok(Piece::Lit(s)),
+                        TemplatePart::Index(i) if i < names.len() => Ok(Piece::Group(i)),
+                        TemplatePart::Name(n) => names
+                            .iter()
+                            .position(|g| *g == Some(n.as_str()))
+                            .map(Piece::Group)
+                            .ok_or_else(|| format!("rewrite.replace: no group named {n}")),
+                        TemplatePart::Index(i) => Err(format!("rewrite.replace: no group {i}")),
+                    })
+                    .collect::<Result<_, _>>()?;
+                Some(RewriteRt::Regex(re, pieces))
+            }
         })
     }
 
-    /// The request target sent upstream for canonical `path` and the client's `query`: the
-    /// path rewritten (always starting with `/`); a `?` the rewrite writes starts a query of
-    /// its own, to which the client's is added after `&`.
-    pub fn apply(&self, path: &str, query: Option<&str>) -> String {
-        let new = match self {
+    /// The target sent upstream for canonical `path` and the client's `query`; `Ok(None)`
+    /// when the rewrite leaves the request as it is (a regex that does not match).
+    pub fn apply(
+        &self,
+        path: &str,
+        query: Option<&str>,
+        rules: PathRules,
+    ) -> Result<Option<Rewritten>, RewriteRefusal> {
+        let mut new_path = String::with_capacity(path.len() + 16);
+        // The query the template writes (`None`: it writes no `?`).
+        let mut own_query: Option<String> = None;
+        match self {
             RewriteRt::Strip(prefix) => match path.strip_prefix(prefix.as_str()) {
-                Some(rest) if rest.is_empty() || rest.starts_with('/') => rest.to_string(),
-                _ => path.to_string(),
+                Some(rest) if rest.is_empty() || rest.starts_with('/') => new_path.push_str(rest),
+                _ => new_path.push_str(path),
             },
-            RewriteRt::Regex(re, replace) => re.replacen(path, 1, replace.as_str()).into_owned(),
-        };
-        let mut out = String::with_capacity(new.len() + 1 + query.map_or(0, str::len));
-        if !new.starts_with('/') {
-            out.push('/');
+            RewriteRt::Regex(re, pieces) => {
+                let Some(caps) = re.captures(path) else {
+                    return Ok(None);
+                };
+                let Some(whole) = caps.get(0) else {
+                    return Ok(None);
+                };
+                new_path.push_str(&path[..whole.start()]);
+                // The client's text (groups, and what the match left) goes to the path as it
+                // is, to the query escaped.
+                let client_text = |text: &str, path: &mut String, q: &mut Option<String>| match q {
+                    Some(q) => escape_into_query(q, text),
+                    None => path.push_str(text),
+                };
+                for piece in pieces {
+                    match piece {
+                        Piece::Lit(lit) => match (&mut own_query, lit.split_once('?')) {
+                            (Some(q), _) => q.push_str(lit),
+                            (None, Some((p, q))) => {
+                                new_path.push_str(p);
+                                own_query = Some(q.to_string());
+                            }
+                            (None, None) => new_path.push_str(lit),
+                        },
+                        Piece::Group(i) => {
+                            let text = caps.get(*i).map_or("", |m| m.as_str());
+                            client_text(text, &mut new_path, &mut own_query);
+                        }
+                    }
+                }
+                client_text(&path[whole.end()..], &mut new_path, &mut own_query);
+            }
         }
-        out.push_str(&new);
-        if let Some(q) = query {
-            out.push(if out.contains('?') { '&' } else { '?' });
-            out.push_str(q);
+        if !new_path.starts_with('/') {
+            new_path.insert(0, '/');
         }
-        out
+        if new_path.split('/').any(is_dot_segment) {
+            return Err(RewriteRefusal::DotSegment);
+        }
+        let canonical = normalize_path(new_path.as_bytes(), rules).map_err(RewriteRefusal::Path)?;
+        let mut target = String::with_capacity(
+            canonical.len()
+                + 2
+                + own_query.as_ref().map_or(0, String::len)
+                + query.map_or(0, str::len),
+        );
+        target.push_str(&canonical);
+        let path_len = target.len();
+        match (own_query, query) {
+            (Some(own), Some(client)) => {
+                let given = |q: &str| -> Vec<String> {
+                    form_urlencoded::parse(q.as_bytes())
+                        .map(|(k, _)| k.into_owned())
+                        .collect()
+                };
+                let own_names = given(&own);
+                if let Some(dup) = given(client).into_iter().find(|n| own_names.contains(n)) {
+                    return Err(RewriteRefusal::Duplicate(dup));
+                }
+                target.push('?');
+                target.push_str(&own);
+                if !own.is_empty() && !client.is_empty() {
+                    target.push('&');
+                }
+                target.push_str(client);
+            }
+            (Some(own), None) => {
+                target.push('?');
+                target.push_str(&own);
+            }
+            (None, Some(client)) => {
+                target.push('?');
+                target.push_str(client);
+            }
+            (None, None) => {}
+        }
+        Ok(Some(Rewritten { target, path_len }))
+    }
+}
+
+/// `.` or `..`, also escaped (`%2e`): a segment that climbs.
+fn is_dot_segment(seg: &str) -> bool {
+    let mut rest = seg.as_bytes();
+    let mut dots = 0;
+    while !rest.is_empty() {
+        if rest[0] == b'.' {
+            rest = &rest[1..];
+        } else if rest.len() >= 3
+            && rest[0] == b'%'
+            && rest[1] == b'2'
+            && rest[2].eq_ignore_ascii_case(&b'e')
+        {
+            rest = &rest[3..];
+        } else {
+            return false;
+        }
+        dots += 1;
+    }
+    dots == 1 || dots == 2
+}
+
+/// Appends path text to a query so that it stays one value: the characters a query parser
+/// splits or decodes on are escaped (escapes already in the path stay as they are).
+fn escape_into_query(q: &mut String, text: &str) {
+    for c in text.chars() {
+        match c {
+            '&' => q.push_str("%26"),
+            '=' => q.push_str("%3D"),
+            '+' => q.push_str("%2B"),
+            ';' => q.push_str("%3B"),
+            '#' => q.push_str("%23"),
+            '?' => q.push_str("%3F"),
+            c => q.push(c),
+        }
     }
 }
 
@@ -284,28 +453,134 @@ mod tests {
         assert!(!Tier::Any.admits(Some("other.example.com"), Some("api.example.com")));
     }
 
-    #[test]
-    fn rewrites_keep_a_leading_slash_and_the_query() {
-        let re = RewriteRt::new(Some(&Rewrite::Regex {
-            regex: "^/something(/|$)(.*)".into(),
-            replace: "/$2".into(),
+    const RULES: PathRules = PathRules {
+        merge_slashes: true,
+        escaped_slashes: tollgate_config::EscapedSlashes::Reject,
+    };
+
+    fn regex(re: &str, replace: &str) -> RewriteRt {
+        RewriteRt::new(Some(&Rewrite::Regex {
+            regex: re.into(),
+            replace: replace.into(),
         }))
         .expect("valid")
-        .expect("some");
-        assert_eq!(re.apply("/something", None), "/");
-        assert_eq!(re.apply("/something/new", Some("a=1")), "/new?a=1");
-        // No match: the path goes as it came.
-        assert_eq!(re.apply("/other", None), "/other");
+        .expect("some")
+    }
+
+    fn target(
+        rw: &RewriteRt,
+        path: &str,
+        query: Option<&str>,
+    ) -> Result<Option<String>, RewriteRefusal> {
+        rw.apply(path, query, RULES).map(|r| r.map(|r| r.target))
+    }
+
+    fn ok(rw: &RewriteRt, path: &str, query: Option<&str>) -> String {
+        target(rw, path, query)
+            .expect("allowed")
+            .expect("rewritten")
+    }
+
+    #[test]
+    fn rewrites_keep_a_leading_slash_and_the_query() {
+        let re = regex("^/something(/|$)(.*)", "/$2");
+        assert_eq!(ok(&re, "/something", None), "/");
+        assert_eq!(ok(&re, "/something/new", Some("a=1")), "/new?a=1");
+        // No match: the request goes as it came.
+        assert_eq!(target(&re, "/other", None), Ok(None));
         let strip = RewriteRt::Strip("/api".into());
-        assert_eq!(strip.apply("/api/v1/x", None), "/v1/x");
-        assert_eq!(strip.apply("/api", Some("q")), "/?q");
+        assert_eq!(ok(&strip, "/api/v1/x", None), "/v1/x");
+        assert_eq!(ok(&strip, "/api", Some("q")), "/?q");
         // Only whole segments: /apix is not under /api.
-        assert_eq!(strip.apply("/apix", None), "/apix");
-        let q = RewriteRt::Regex(
-            regex::Regex::new("^/u/(\\w+)").expect("re"),
-            "/user?id=$1".into(),
+        assert_eq!(ok(&strip, "/apix", None), "/apix");
+        let q = regex("^/u/(\\w+)", "/user?id=$1");
+        assert_eq!(ok(&q, "/u/ann", Some("x=2")), "/user?id=ann&x=2");
+        let r = q
+            .apply("/u/ann", Some("x=2"), RULES)
+            .expect("ok")
+            .expect("some");
+        assert_eq!((r.path(), r.query()), ("/user", Some("id=ann&x=2")));
+        let named = regex("^/v(?P<ver>[0-9]+)/(?P<rest>.*)", "/api/${rest}?v=$ver");
+        assert_eq!(ok(&named, "/v2/items", None), "/api/items?v=2");
+    }
+
+    #[test]
+    fn path_text_never_becomes_query_parameters() {
+        // The case: /q/x&api_key=K must not give the upstream an api_key.
+        let q = regex("^/q/([^/]*)", "/search?term=$1");
+        let r = q
+            .apply("/q/x&api_key=K", None, RULES)
+            .expect("ok")
+            .expect("some");
+        assert_eq!(r.target, "/search?term=x%26api_key%3DK");
+        let names: Vec<_> = form_urlencoded::parse(r.query().unwrap_or("").as_bytes())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        assert_eq!(names, vec![("term".to_string(), "x&api_key=K".to_string())]);
+        // What the match left goes to the query escaped too.
+        assert_eq!(ok(&q, "/q/a/b=c&d", None), "/search?term=a/b%3Dc%26d");
+        // A plus stays a plus, an escape stays one escape.
+        assert_eq!(ok(&q, "/q/a+b%20c", None), "/search?term=a%2Bb%20c");
+        // A parameter the template writes and the client gives too: refused.
+        assert_eq!(
+            target(&q, "/q/x", Some("term=y")),
+            Err(RewriteRefusal::Duplicate("term".into()))
         );
-        assert_eq!(q.apply("/u/ann", Some("x=2")), "/user?id=ann&x=2");
+        assert_eq!(
+            target(&q, "/q/x", Some("a=1&%74erm=y")),
+            Err(RewriteRefusal::Duplicate("term".into())),
+            "names are compared decoded"
+        );
+        // Other parameters are added after the template's.
+        assert_eq!(
+            ok(&q, "/q/x", Some("api_key=K")),
+            "/search?term=x&api_key=K"
+        );
+    }
+
+    #[test]
+    fn a_rewrite_cannot_climb_or_write_what_a_client_could_not() {
+        let app = regex("^/app-([^/]*)/(.*)", "/apps/$1/$2");
+        assert_eq!(ok(&app, "/app-x/y", None), "/apps/x/y");
+        assert_eq!(
+            target(&app, "/app-../admin/secret", None),
+            Err(RewriteRefusal::DotSegment)
+        );
+        assert_eq!(
+            target(&app, "/app-./admin", None),
+            Err(RewriteRefusal::DotSegment)
+        );
+        assert_eq!(
+            target(&app, "/app-%2e%2E/admin", None),
+            Err(RewriteRefusal::DotSegment),
+            "escaped dots climb too"
+        );
+        assert_eq!(
+            ok(&app, "/app-.../x", None),
+            "/apps/.../x",
+            "three dots is a name"
+        );
+        // Slashes the template doubles are merged: never a network-path reference.
+        let api = regex("^/api(.*)", "/$1");
+        assert_eq!(ok(&api, "/api/evil.com", None), "/evil.com");
+        // An escape the client's path would be refused for is refused here too.
+        let lit = regex("^/x", "/a%2Fb");
+        assert_eq!(
+            target(&lit, "/x", None),
+            Err(RewriteRefusal::Path(Refusal::EncodedSlash))
+        );
+    }
+
+    #[test]
+    fn templates_split_as_the_regex_crate_reads_them() {
+        // `$1_` is the group named "1_", which does not exist: refused at load.
+        assert!(RewriteRt::new(Some(&Rewrite::Regex {
+            regex: "^/(a)".into(),
+            replace: "/$1_".into(),
+        }))
+        .is_err());
+        let re2 = regex("^/(a)(b)", "/$1$$-${2}x-$");
+        assert_eq!(ok(&re2, "/ab", None), "/a$-bx-$");
     }
 
     #[test]

@@ -109,8 +109,9 @@ pub struct Ctx {
     /// The upstream chosen for this request (the route's, or its canary's), once for all
     /// its tries.
     upstream: Option<usize>,
-    /// The request target sent upstream when the route rewrites the path.
-    upstream_target: Option<String>,
+    /// The request target sent upstream when the route rewrites the path: keys and input
+    /// checks read its path and query (what the upstream reads), decided before them.
+    upstream_target: Option<crate::routing::Rewritten>,
     /// Slots of concurrency limits, given back when the request ends (the context drops).
     slots: Option<crate::slots::Slots>,
     /// Request body bytes passed on so far, and when the first came, for `min_body_rate`.
@@ -1025,8 +1026,37 @@ impl ProxyHttp for Gateway {
         ctx.route = Some(route);
 
         let r = &rt.routes[route];
+        // Stage 2b: the rewrite, before anything reads the request, so that keys, input checks
+        // and the upstream read one target (see routing::RewriteRt).
+        if let Some(rw) = &r.rewrite {
+            let req = session.req_header();
+            let path = ctx.canonical_path.as_deref().unwrap_or(req.uri.path());
+            match rw.apply(path, req.uri.query(), rt.path_rules) {
+                Ok(target) => ctx.upstream_target = target,
+                Err(why) => {
+                    let (problem, detail) = match why {
+                        crate::routing::RewriteRefusal::Path(r) => (Problem::BadRequest, Cow::Borrowed(r.detail())),
+                        crate::routing::RewriteRefusal::DotSegment => (
+                            Problem::BadRequest,
+                            Cow::Borrowed("This route's rewrite would send the upstream a path with a dot segment."),
+                        ),
+                        crate::routing::RewriteRefusal::Duplicate(name) => (
+                            Problem::AmbiguousRequest,
+                            Cow::Owned(format!("\"?{name}\": this route's rewrite sets this query parameter; do not give it too.")),
+                        ),
+                    };
+                    self.problem(session, ctx, problem, &detail, &[], &[])
+                        .await?;
+                    return Ok(true);
+                }
+            }
+        }
         let req = session.req_header();
-        if let Some(name) = r.inputs.ambiguous(&req.headers, req.uri.query()) {
+        let query = match &ctx.upstream_target {
+            Some(t) => t.query(),
+            None => req.uri.query(),
+        };
+        if let Some(name) = r.inputs.ambiguous(&req.headers, query) {
             let detail = format!(
                 "\"{name}\": this route reads it to identify the caller, and it is given more than once or named as hop-by-hop; give it once."
             );
@@ -1123,9 +1153,15 @@ impl ProxyHttp for Gateway {
                 }
             }
             let req = session.req_header();
-            // The path as the route matches it: one key for every case on a case-insensitive
-            // route.
-            let path = ctx.canonical_path.as_deref().unwrap_or(req.uri.path());
+            // The path (and query) the upstream will read; on a case-insensitive route one key
+            // for every case.
+            let (path, query) = match &ctx.upstream_target {
+                Some(t) => (t.path(), t.query()),
+                None => (
+                    ctx.canonical_path.as_deref().unwrap_or(req.uri.path()),
+                    req.uri.query(),
+                ),
+            };
             let route_path = if rt.routes[route].cfg.case_insensitive {
                 Cow::Owned(path.to_ascii_lowercase())
             } else {
@@ -1141,6 +1177,7 @@ impl ProxyHttp for Gateway {
                 client_cert,
                 client_ip: client,
                 path: &route_path,
+                query,
                 route: route as u32,
                 claims: claims.as_ref(),
                 body: body.as_ref(),
@@ -1253,10 +1290,6 @@ impl ProxyHttp for Gateway {
                 // (An upstream none of whose names resolves is found when its peer is asked
                 // for, off this path: see fail_to_proxy.)
                 ctx.upstream = Some(chosen);
-                if let Some(rw) = &r.rewrite {
-                    let path = ctx.canonical_path.as_deref().unwrap_or(req.uri.path());
-                    ctx.upstream_target = Some(rw.apply(path, req.uri.query()));
-                }
                 Ok(false)
             }
         }
@@ -1309,7 +1342,7 @@ impl ProxyHttp for Gateway {
         upstream.insert_static_header(&names::X_REQUEST_ID, ctx.request_id.clone());
         if let Some(target) = &ctx.upstream_target {
             // The route rewrote the path (the query is in it already).
-            upstream.set_raw_path(target.as_bytes())?;
+            upstream.set_raw_path(target.target.as_bytes())?;
             if let Some(authority) = &ctx.target_authority {
                 if !upstream.headers.contains_key(http::header::HOST) {
                     upstream.insert_header(http::header::HOST, authority.as_str())?;
