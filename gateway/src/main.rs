@@ -594,9 +594,9 @@ impl Reloader {
             ),
             // The Redis connections are made from the settings read at start.
             (
-                "redis (url, cluster, timeout, ca, client_cert, password_env)",
-                old.config.redis.as_ref().map(|r| (&r.target, r.timeout, &r.tls, &r.password))
-                    != cfg.redis.as_ref().map(|r| (&r.target, r.timeout, &r.tls, &r.password)),
+                "redis (url, cluster, timeout, ca, client_cert, password_env, max_in_flight)",
+                old.config.redis.as_ref().map(|r| (&r.target, r.timeout, &r.tls, &r.password, r.max_in_flight))
+                    != cfg.redis.as_ref().map(|r| (&r.target, r.timeout, &r.tls, &r.password, r.max_in_flight)),
             ),
         ];
         for (key, changed) in fixed {

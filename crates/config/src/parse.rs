@@ -1029,6 +1029,8 @@ pub(crate) fn http_token(s: &str) -> bool {
 /// route naming it is not also told the limit does not exist.
 /// How long a global concurrency limit's slots outlive a gateway that stopped renewing them.
 pub const DEFAULT_SLOT_TTL: Duration = Duration::from_secs(10);
+/// How long a request may hold a concurrency slot before its body is in (`slot_timeout`).
+pub const DEFAULT_SLOT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The sliding log keeps one entry per admitted unit: beyond this, the sliding window is the
 /// right tool.
@@ -1324,6 +1326,30 @@ fn limits(
             }),
             None => Some(DEFAULT_SLOT_TTL),
         };
+        // A slot is bounded in time too: an upload just over min_body_rate would hold it for
+        // hours (body size / rate) and refuse every other request on its key meanwhile.
+        let slot_timeout = match l.get("slot_timeout") {
+            Some(v) if !concurrency => {
+                cx.err(
+                    &l.key_path("slot_timeout"),
+                    v.span(),
+                    "slot_timeout applies only to algorithm = \"concurrency\"",
+                );
+                None
+            }
+            Some(v) => duration(cx, &l.key_path("slot_timeout"), v).and_then(|d| {
+                if d < Duration::from_secs(1) || d > Duration::from_secs(24 * 3600) {
+                    cx.err(
+                        &l.key_path("slot_timeout"),
+                        v.span(),
+                        "must be between 1s and 1d",
+                    );
+                    return None;
+                }
+                Some(d)
+            }),
+            None => Some(DEFAULT_SLOT_TIMEOUT),
+        };
         let rate = match (concurrency, burst, slot_ttl) {
             (true, Some(b), Some(ttl)) => Rate::new(b, ttl).ok(),
             (true, ..) => None,
@@ -1435,7 +1461,7 @@ fn limits(
                     on_error(cx, &p, v)
                 }
             }
-            None => Some(redis.map_or(OnError::Open, |r| r.on_error)),
+            None => Some(redis.map_or(OnError::Local, |r| r.on_error)),
         };
         let lease_max = lease(
             cx,
@@ -1641,6 +1667,7 @@ fn limits(
                 challenge_url,
                 block,
                 count_failures,
+                slot_timeout: if concurrency { slot_timeout } else { None },
             }),
             _ => None,
         };

@@ -15,6 +15,8 @@ use std::time::Duration;
 
 /// Default entries of the verdict cache per global limit.
 pub const DEFAULT_VERDICT_CACHE: usize = 100_000;
+/// `max_in_flight`: Redis calls one process may have waiting at once.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 128;
 
 /// What a node URL says, as far as the config cares.
 struct Url {
@@ -338,9 +340,15 @@ pub(crate) fn read(
         }
         None => Some(Duration::from_millis(20)),
     };
+    // Local by default: a protection layer that fails open can be switched off by whoever
+    // can make Redis slow; this process's share of each limit is the nearest to exact.
     let on_error = match t.get("on_error") {
         Some(v) => on_error(cx, &t.key_path("on_error"), v),
-        None => Some(OnError::Open),
+        None => Some(OnError::Local),
+    };
+    let max_in_flight = match t.get("max_in_flight") {
+        Some(v) => as_int_in(cx, &t.key_path("max_in_flight"), v, 4, 100_000).map(|n| n as usize),
+        None => Some(DEFAULT_MAX_IN_FLIGHT),
     };
     let instances = match t.get("instances") {
         Some(v) => as_int_in(cx, &t.key_path("instances"), v, 1, 10_000).map(|n| n as u32),
@@ -362,6 +370,7 @@ pub(crate) fn read(
         on_error: on_error?,
         instances: instances?,
         verdict_cache: verdict_cache?,
+        max_in_flight: max_in_flight?,
         tls: redis_tls,
         password,
     })

@@ -153,6 +153,8 @@ pub struct RedisSettings {
     pub instances: u32,
     /// Refusals remembered per global limit (the edge verdict cache).
     pub verdict_cache: usize,
+    /// Redis calls this process may have waiting at once (a quarter kept for known keys).
+    pub max_in_flight: usize,
     /// Set exactly when the URL(s) are `rediss://`: how the server is verified, and the
     /// client certificate shown for mutual TLS.
     pub tls: Option<RedisTls>,
@@ -546,6 +548,9 @@ pub struct LimitConfig {
     /// `sync = "lease"`: the most units one gateway takes from Redis at once (`lease_max`);
     /// `None`: `sync = "exact"`, Redis decides every request.
     pub lease_max: Option<u64>,
+    /// Concurrency limits: how long a request may hold its slot before its body is in; past
+    /// it the request is cut with 408 and the slot comes back.
+    pub slot_timeout: Option<Duration>,
     pub shadow: bool,
     /// Bound on keys held by this limit in one process.
     pub max_keys: usize,

@@ -105,10 +105,13 @@ algorithm = "sliding_window"
         r.target,
         RedisTarget::Url("redis://:secret@127.0.0.1:6379/2".into())
     );
+    // Local by default (issue 25): a protection layer does not fail open unless told to.
     assert_eq!(
-        (r.timeout, r.on_error),
-        (Duration::from_millis(50), OnError::Open)
+        (r.timeout, r.on_error, r.max_in_flight),
+        (Duration::from_millis(50), OnError::Local, 128)
     );
+    let bounded = ok("[redis]\nurl = \"redis://127.0.0.1\"\nmax_in_flight = 16\n");
+    assert_eq!(bounded.redis.expect("redis").max_in_flight, 16);
 }
 
 #[test]
@@ -206,6 +209,10 @@ fn each_error_names_its_key_and_line() {
         ("[limits.a]\nkey = \"client_ip\"\nalgorithm = \"concurrency\"\nrate = \"1/s\"\nburst = 2\n", "f.toml: limits.a.rate: a concurrency limit has no rate: burst is the cap of requests in flight (line 4)"),
         ("[limits.a]\nkey = \"client_ip\"\nalgorithm = \"concurrency\"\n", "f.toml: limits.a: missing key \"burst\": the cap of requests in flight per key (line 1)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nslot_ttl = \"5s\"\n", "f.toml: limits.a.slot_ttl: slot_ttl applies only to algorithm = \"concurrency\" (line 4)"),
+        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nslot_timeout = \"5s\"\n", "f.toml: limits.a.slot_timeout: slot_timeout applies only to algorithm = \"concurrency\" (line 4)"),
+        ("[limits.a]\nkey = \"client_ip\"\nalgorithm = \"concurrency\"\nburst = 2\nslot_timeout = \"0s\"\n", "f.toml: limits.a.slot_timeout: must be between 1s and 1d (line 5)"),
+        ("[upstreams.u]\ntargets = [\"127.0.0.1:1\"]\n[[routes]]\npath_regex = \"^/(a)\"\nrewrite = { regex = \"^/(a)\", replace = \"/$2\" }\nupstream = \"u\"\n", "f.toml: routes[0].rewrite.replace: $2: the regex has 1 group(s) (line 5)"),
+        ("[redis]\nurl = \"redis://127.0.0.1\"\nmax_in_flight = 1\n", "f.toml: redis.max_in_flight: must be between 4 and 100000, got 1 (line 3)"),
         ("[limits.a]\nkey = \"client_ip\"\nalgorithm = \"concurrency\"\nburst = 2\ncount = \"failures\"\n", "f.toml: limits.a.count: count does not apply to a concurrency limit (a slot is held while its request runs) (line 5)"),
         ("[[routes]]\npath_regex = \"^/(a\"\nrespond = { status = 200 }\n", "f.toml: routes[0].path_regex: not a regular expression: regex parse error: ^/(a ^ error: unclosed group (line 2)"),
         ("[[routes]]\npath_prefix = \"/\"\npath_regex = \"/\"\nrespond = { status = 200 }\n", "f.toml: routes[0].path_regex: a route has one of path_prefix, path_exact and path_regex, not path_prefix and path_regex (line 3)"),

@@ -73,6 +73,9 @@ pub trait LocalLimiter: Send + Sync + 'static {
     fn acquire(&self, key: u64, now: Nanos, cost: u64) -> Decision;
     fn peek(&self, key: u64, now: Nanos, cost: u64) -> Decision;
     fn refund(&self, key: u64, now: Nanos, cost: u64);
+    /// Takes `cost` from `key` if this store holds a state for it, making none: a share that
+    /// follows what another decider (Redis) admits for the keys it is watching.
+    fn follow(&self, key: u64, now: Nanos, cost: u64);
     fn stats(&self) -> StoreStats;
 }
 
@@ -281,6 +284,14 @@ impl<A: Algorithm> LocalLimiter for KeyedStore<A> {
     fn refund(&self, key: u64, now: Nanos, cost: u64) {
         if let Some(c) = self.shard(key).table.read().map.get(&key) {
             c.update(|s| self.alg.refund(s, now, cost));
+        }
+    }
+
+    fn follow(&self, key: u64, now: Nanos, cost: u64) {
+        if let Some(c) = self.shard(key).table.read().map.get(&key) {
+            c.update(|s| {
+                let _ = self.alg.acquire(s, now, cost);
+            });
         }
     }
 

@@ -133,6 +133,14 @@ impl VerdictCache {
     }
 
     /// Forgets `key` (a probe found room again, or its state was changed from here).
+    /// An elected probe that was not sent (another limit refused the request first): the
+    /// refusal stays known, due for a probe by the next request.
+    pub fn release(&self, key: u64, now: Nanos) {
+        if let Some(cell) = self.shard(key).map.read().get(&key) {
+            cell.store(now, Ordering::Release);
+        }
+    }
+
     pub fn remove(&self, key: u64) {
         self.shard(key).map.write().remove(&key);
     }

@@ -66,7 +66,12 @@ fn renew_slots(rt: &Runtime, now: Instant, renewed: &mut HashMap<usize, Instant>
         let (store, spec, name) = (g.store.clone(), g.spec, g.name.clone());
         tokio::spawn(async move {
             for (key, n) in keys {
-                let key = tollgate_store::GlobalKey { limit: &name, key };
+                // Known: a renewal shed under a flood would let the slots lapse.
+                let key = tollgate_store::GlobalKey {
+                    limit: &name,
+                    key,
+                    known: true,
+                };
                 let _ = store.hold(&spec, key, n).await;
             }
         });
@@ -263,6 +268,7 @@ async fn return_leases(shared: &Shared) {
                 let key = tollgate_store::GlobalKey {
                     limit: &g.name,
                     key,
+                    known: true,
                 };
                 let _ = g.store.refund(&g.spec, key, units).await;
             });

@@ -20,7 +20,7 @@
 use crate::identity::{KeyHasher, KeyInput};
 use crate::runtime::{GlobalRt, LimitRt, LimitState, Runtime, MAX_LIMITS_PER_ROUTE};
 use tollgate_config::OnError;
-use tollgate_limit::{Cached, Clock, Decision, Grant, Nanos, Take};
+use tollgate_limit::{Cached, Clock, Decision, Grant, LocalLimiter, Nanos, Take};
 
 /// After a probe took the last unit, refusals stay cached this long before the next probe.
 const EMPTY_HOLD: Nanos = 1_000_000;
@@ -206,7 +206,7 @@ fn settle_refused(rt: &Runtime, p: &mut Plan) {
         }
         if let LimitState::Global(g) = &rt.limits[lj].state {
             if p.probes & (1 << pos) != 0 {
-                g.cache.remove(p.keys[pos]);
+                g.cache.release(p.keys[pos], p.now);
             }
             if let Some(leases) = &g.leases {
                 leases.refused(p.keys[pos], p.want[pos]);
@@ -372,11 +372,14 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
             continue;
         }
         if let LimitState::Global(g) = &rt.limits[li].state {
+            let want = p.want[pos];
             let key = GlobalKey {
                 limit: &g.name,
                 key: p.keys[pos],
+                // A cached refusal's probe, a lease grown past one unit: keys this gateway
+                // knows, whose calls a flood of fresh keys must not crowd out.
+                known: p.probes & (1 << pos) != 0 || want > 1,
             };
-            let want = p.want[pos];
             calls.push(async move {
                 let r = if let Some(leases) = &g.leases {
                     // The store records the slices' ttl: refusals elsewhere are not cached
@@ -427,7 +430,10 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
                             leases.refused(key, want);
                         }
                         if g.caches_refusals {
-                            g.cache.insert(key, now.saturating_add(*retry_after), now)
+                            g.cache.insert(key, now.saturating_add(*retry_after), now);
+                            // The local share knows it too: when Redis cannot be asked, this
+                            // key starts from empty, never from a full burst.
+                            drain(&*g.fallback, key, l.time(now, p.unix));
                         }
                     }
                     Decision::Allow {
@@ -450,7 +456,13 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
                                     },
                                 );
                             }
-                            None => p.taken_global |= 1 << pos,
+                            None => {
+                                p.taken_global |= 1 << pos;
+                                // A key whose share was drained (Redis refused it before)
+                                // spends from it too: when Redis cannot be asked, the share
+                                // has not refilled by what Redis admitted meanwhile.
+                                g.fallback.follow(key, l.time(now, p.unix), 1);
+                            }
                         }
                         let remaining = *remaining;
                         if p.probes & (1 << pos) != 0 {
@@ -486,21 +498,51 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
                         "this limit's Redis call fails on its own, not from an outage; on_error applies to it (logged once per limit until a reload)"
                     );
                 }
-                if p.probes & (1 << pos) != 0 {
-                    // The probe learnt nothing: the refusal is forgotten and this limit's
-                    // on_error decides, for this request and the next ones, until Redis answers.
-                    g.cache.remove(key);
-                }
                 g.fallbacks.inc();
-                match (g.on_error, &g.fallback) {
-                    (OnError::Local, Some(local)) => {
-                        let d = local.acquire(key, l.time(now, clock.unix_now()), 1);
+                // Redis is there, but this call got no answer (this gateway's bound on calls
+                // in flight, or a queue made it late): a key Redis last refused stays refused
+                // from memory until the next probe; any other key is decided by this
+                // process's share (`rate / instances`), whatever on_error says: a flood of
+                // fresh keys is met at the share rather than queued until every call is late.
+                // In an outage, a key Redis last refused is decided by the share too (drained
+                // when Redis refused it), whatever on_error says; other keys follow on_error.
+                let known_refused = p.probes & (1 << pos) != 0;
+                let unasked = e.is_unasked();
+                if known_refused && unasked {
+                    g.cache.insert(key, now.saturating_add(g.probe_hold), now);
+                    if !l.shadow {
+                        p.v.refused |= 1 << pos;
+                        let wait = g.probe_hold.max(1);
+                        if p.v.denied.is_none_or(|(_, r)| wait > r) {
+                            p.v.denied = Some((li, wait));
+                        }
+                    } else {
+                        p.v.shadow_exceeded |= 1 << pos;
+                    }
+                    continue;
+                }
+                match g.on_error {
+                    _ if known_refused || unasked => {
+                        let d = g.fallback.acquire(key, l.time(now, clock.unix_now()), 1);
+                        match d {
+                            Decision::Allow { .. } => p.taken |= 1 << pos,
+                            // Still refused: from memory until the share refills; the next
+                            // probe asks Redis again then.
+                            Decision::Deny { retry_after } if known_refused => {
+                                g.cache.insert(key, now.saturating_add(retry_after), now)
+                            }
+                            Decision::Deny { .. } => {}
+                        }
+                        d
+                    }
+                    OnError::Local => {
+                        let d = g.fallback.acquire(key, l.time(now, clock.unix_now()), 1);
                         if d.is_allowed() {
                             p.taken |= 1 << pos;
                         }
                         d
                     }
-                    (OnError::Closed, _) => {
+                    OnError::Closed => {
                         if !l.shadow && p.v.unavailable.is_none() {
                             p.v.unavailable = Some(li);
                         }
@@ -545,8 +587,8 @@ pub fn return_unit(l: &LimitRt, key: u64, t: Nanos, took: Took) {
     match &l.state {
         LimitState::Local(limiter) if took.local => limiter.refund(key, t, 1),
         LimitState::Global(g) => {
-            if let (true, Some(fb)) = (took.local, &g.fallback) {
-                fb.refund(key, t, 1);
+            if took.local {
+                g.fallback.refund(key, t, 1);
             }
             let kept = took.lease && g.leases.as_ref().is_some_and(|ls| ls.put_back(key, t));
             if took.global || (took.lease && !kept) {
@@ -554,6 +596,14 @@ pub fn return_unit(l: &LimitRt, key: u64, t: Nanos, took: Took) {
             }
         }
         LimitState::Local(_) => {}
+    }
+}
+
+/// Takes everything `key` has left in a local limiter (a global limit's share, when Redis
+/// refused the key): what peek says remains after one unit, and that one.
+fn drain(limiter: &dyn LocalLimiter, key: u64, t: Nanos) {
+    if let Decision::Allow { remaining, .. } = limiter.peek(key, t, 1) {
+        let _ = limiter.acquire(key, t, remaining.saturating_add(1));
     }
 }
 
@@ -565,7 +615,12 @@ fn refund_global(g: &GlobalRt, key: u64, units: u64) {
         return;
     };
     rt.spawn(async move {
-        let key = GlobalKey { limit: &name, key };
+        // Known: a refund shed would leave units taken in Redis.
+        let key = GlobalKey {
+            limit: &name,
+            key,
+            known: true,
+        };
         let _ = store.refund(&spec, key, units).await;
     });
 }
@@ -718,7 +773,7 @@ shadow = true
     }
 
     #[tokio::test]
-    async fn cached_refusals_spare_the_store_and_a_failed_probe_falls_to_on_error() {
+    async fn cached_refusals_spare_the_store_and_a_failed_probe_keeps_a_known_key_refused() {
         let fake = std::sync::Arc::new(FakeStore {
             answer: std::sync::Mutex::new(Ok(Decision::Deny {
                 retry_after: 1_000_000_000,
@@ -741,7 +796,7 @@ path_prefix = "/c"
 respond = { status = 200 }
 limits = ["g_closed"]
 [limits.g_open]
-key = "global"
+key = "client_ip"
 rate = "1/h"
 scope = "global"
 on_error = "open"
@@ -768,27 +823,38 @@ on_error = "closed"
         };
         let clock = tollgate_limit::ManualClock::new(1_000_000_000_000);
         let calls = || fake.calls.load(std::sync::atomic::Ordering::SeqCst);
+        let other = KeyInput {
+            client_ip: "192.0.2.2".parse().expect("ip"),
+            ..input
+        };
         let (rt, clock) = (&rt, &clock);
-        let run = |route: usize| {
-            let mut plan = decide_local(rt, route, &h, &input, 0, clock.now(), clock.unix_now());
+        let run_as = |route: usize, input: &KeyInput| {
+            let mut plan = decide_local(rt, route, &h, input, 0, clock.now(), clock.unix_now());
             async move { decide_global(rt, &mut plan, clock).await }
         };
+        let run = |route: usize| run_as(route, &input);
         // Refused by the store once, then from memory.
         assert_eq!(run(0).await.denied.map(|d| d.1), Some(1_000_000_000));
         for _ in 0..100 {
             assert!(run(0).await.denied.is_some());
         }
         assert_eq!(calls(), 1, "refusals answered from the cache");
-        // Expired while the store is down: the probe fails, on_error = open admits, and the
-        // refusal is forgotten so the next requests are decided by on_error too.
+        // Expired while the store fails: the probe fails, and the key Redis last refused is
+        // decided by this process's share, drained when Redis refused it: still refused
+        // (on_error = open does not lift a known refusal), and from memory after that.
         *fake.answer.lock().expect("lock") = Err(());
         clock.advance(std::time::Duration::from_secs(2));
         let v = run(0).await;
-        assert_eq!((v.denied, v.unavailable), (None, None));
+        assert!(v.denied.is_some(), "{v:?}");
+        assert_eq!(v.unavailable, None);
         assert_eq!(calls(), 2);
         let v = run(0).await;
+        assert!(v.denied.is_some(), "{v:?}");
+        assert_eq!(calls(), 2, "held as refused by the share");
+        // A key Redis never refused follows on_error = open: admitted.
+        let v = run_as(0, &other).await;
         assert_eq!((v.denied, v.unavailable), (None, None));
-        assert_eq!(calls(), 3, "not held as refused");
+        assert_eq!(calls(), 3);
         // on_error = closed: 503, never a 429 from a stale refusal.
         let v = run(1).await;
         assert_eq!(v.unavailable, Some(1));

@@ -34,12 +34,15 @@ pub enum LimitState {
 }
 
 /// A global limit: Redis decides; refusals are remembered at the edge; a local share stands in
-/// while Redis is away when `on_error = "local"`.
+/// while Redis is away when `on_error = "local"`, for keys Redis last refused whatever
+/// `on_error` says, and for fresh keys while this gateway has its most calls in flight.
 pub struct GlobalRt {
     pub store: Arc<dyn GlobalStore>,
     pub spec: LimitSpec,
     pub cache: Arc<VerdictCache>,
-    pub fallback: Option<Arc<dyn LocalLimiter>>,
+    /// This process's share (`rate / instances`) of the limit. Drained for a key when Redis
+    /// refuses it, so that it knows the key is exhausted when Redis cannot be asked.
+    pub fallback: Arc<dyn LocalLimiter>,
     pub on_error: OnError,
     /// How long others stay refused while one request re-asks Redis about an expired refusal
     /// (the decision budget: the probe's answer comes sooner or not at all).
@@ -438,11 +441,10 @@ fn limit_state(
             .filter(|l| l.policy().max == max)
             .unwrap_or_else(|| Arc::new(Leases::new(LeasePolicy::new(max), cfg.max_keys)))
     });
-    let fallback = (cfg.on_error == OnError::Local).then(|| {
-        prev.filter(|g| g.instances == instances)
-            .and_then(|g| g.fallback.clone())
-            .unwrap_or_else(|| cfg.spec().share(instances).local(cfg.max_keys))
-    });
+    let fallback = prev
+        .filter(|g| g.instances == instances)
+        .map(|g| g.fallback.clone())
+        .unwrap_or_else(|| cfg.spec().share(instances).local(cfg.max_keys));
     Ok(LimitState::Global(GlobalRt {
         store: store.clone(),
         spec: cfg.spec(),
@@ -834,6 +836,7 @@ impl Shared {
                         .map(|c| (c.cert.clone(), c.key.clone())),
                 });
                 rc.password = r.password.clone();
+                rc.max_in_flight = r.max_in_flight;
                 let sm = StoreMetrics::register(&metrics.registry)?;
                 Some(Arc::new(RedisStore::new(&rc, clock.clone(), sm)?))
             }
@@ -922,7 +925,7 @@ impl Shared {
             }
             let limiter = match &l.state {
                 LimitState::Local(l) => Some(l),
-                LimitState::Global(g) => g.fallback.as_ref(),
+                LimitState::Global(g) => Some(&g.fallback),
             };
             if let Some(limiter) = limiter {
                 let s = limiter.stats();

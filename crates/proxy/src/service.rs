@@ -114,6 +114,9 @@ pub struct Ctx {
     upstream_target: Option<crate::routing::Rewritten>,
     /// Slots of concurrency limits, given back when the request ends (the context drops).
     slots: Option<crate::slots::Slots>,
+    /// When the request must have its body in, for holding those slots (their limits'
+    /// shortest `slot_timeout`): past it the request is cut (408) and its slots come back.
+    slot_deadline: Option<Instant>,
     /// Request body bytes passed on so far, and when the first came, for `min_body_rate`.
     body_bytes: u64,
     body_started: Option<Instant>,
@@ -930,6 +933,7 @@ impl ProxyHttp for Gateway {
             upstream: None,
             upstream_target: None,
             slots: None,
+            slot_deadline: None,
             body_bytes: 0,
             body_started: None,
             hsts: None,
@@ -1235,9 +1239,22 @@ impl ProxyHttp for Gateway {
                     let mut slots = crate::slots::Slots::new(rt.clone(), self.shared.clock.clone());
                     for (pos, &li) in rt.routes[route].cfg.limits.iter().enumerate() {
                         let took = plan.took(pos);
-                        if rt.limits[li].cfg.algorithm == AlgorithmKind::Concurrency && took.any() {
+                        let cfg = &rt.limits[li].cfg;
+                        if cfg.algorithm == AlgorithmKind::Concurrency && took.any() {
                             slots.push(li, plan.key(pos), took);
+                            if let Some(t) = cfg.slot_timeout {
+                                let due = Instant::now() + t;
+                                ctx.slot_deadline =
+                                    Some(ctx.slot_deadline.map_or(due, |d| d.min(due)));
+                            }
                         }
+                    }
+                    if let Some(due) = ctx.slot_deadline {
+                        // The body's first read waits no longer than the slot may be held.
+                        let left = due.saturating_duration_since(Instant::now());
+                        session.set_read_timeout(Some(
+                            rt.config.server.hardening.body_timeout.min(left),
+                        ));
                     }
                     ctx.slots = Some(slots);
                 }
@@ -1445,7 +1462,31 @@ impl ProxyHttp for Gateway {
         }
         let h = &rt.config.server.hardening;
         ctx.body_bytes += body.as_ref().map_or(0, |b| b.len() as u64);
+        // A concurrency slot's time: the body is in by then, or the request is cut (408)
+        // and its slot comes back, however fast the body comes.
+        let slot_left = match ctx.slot_deadline {
+            Some(_) if end_of_stream => {
+                ctx.slot_deadline = None;
+                None
+            }
+            Some(due) => {
+                let left = due.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    let mut e = Error::explain(
+                        ErrorType::ReadTimedout,
+                        "the request held a concurrency slot past slot_timeout before its body was in",
+                    );
+                    e.esource = ErrorSource::Downstream;
+                    return Err(e);
+                }
+                Some(left)
+            }
+            None => None,
+        };
         if end_of_stream || h.min_body_rate == 0 {
+            if let Some(left) = slot_left {
+                session.set_read_timeout(Some(left.min(h.body_timeout)));
+            }
             return Ok(());
         }
         // Counted from the body's first bytes: time the gateway itself held the request (a
@@ -1468,7 +1509,7 @@ impl ProxyHttp for Gateway {
         let wait = due
             .saturating_sub(elapsed)
             .clamp(std::time::Duration::from_millis(1), h.body_timeout);
-        session.set_read_timeout(Some(wait));
+        session.set_read_timeout(Some(slot_left.map_or(wait, |left| wait.min(left))));
         Ok(())
     }
 

@@ -62,6 +62,19 @@ impl Breaker {
             .map(|_| true)
     }
 
+    /// The probe [`Breaker::allow`] elected was not made, or learnt nothing about the node
+    /// (it met the gateway's own queue): the next call may probe at once, and the back-off
+    /// stays as it was.
+    pub fn release_probe(&self) {
+        let until = self.open_until.load(Ordering::Acquire);
+        if until > 1 {
+            // 1: open, and due for a probe (0 would be closed).
+            let _ = self
+                .open_until
+                .compare_exchange(until, 1, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+
     #[inline]
     pub fn success(&self) {
         if self.failures.load(Ordering::Relaxed) != 0 {
@@ -163,8 +176,18 @@ mod tests {
         // Capped at 400 ms.
         assert_eq!(b.allow(t + 1099 * MS), None);
         assert_eq!(b.allow(t + 1100 * MS), Some(true));
+        // A probe that was not made gives the turn to the next call, back-off unchanged.
+        b.release_probe();
+        assert_eq!(b.allow(t + 1100 * MS), Some(true));
+        assert_eq!(b.allow(t + 1100 * MS), None);
         b.success();
         assert!(b.is_up() && !b.is_open());
+        b.release_probe();
+        assert_eq!(
+            b.allow(t + 1100 * MS),
+            Some(false),
+            "a closed breaker stays closed"
+        );
         assert_eq!(b.allow(t + 1100 * MS), Some(false));
         // The back-off starts over after a recovery.
         for _ in 0..3 {

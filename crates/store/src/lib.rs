@@ -41,6 +41,15 @@ pub enum StoreError {
     CircuitOpen,
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
+    /// This gateway already waits on `max_in_flight` calls: the call is not made (the
+    /// gateway's own bound, not Redis failing: the breaker does not see it).
+    #[error("this gateway has its maximum of Redis calls in flight")]
+    Saturated,
+    /// No answer within the budget while the node answers other calls: the call met a queue
+    /// (this gateway's, short of CPU, or Redis's), not a node that is down. The breaker does
+    /// not count it.
+    #[error("no answer within {0:?}, while Redis answers other calls")]
+    Late(Duration),
     #[error("unexpected reply from the limiter script: {0}")]
     BadReply(String),
 }
@@ -63,11 +72,17 @@ impl StoreError {
                         Some("LOADING" | "BUSY" | "MASTERDOWN" | "CLUSTERDOWN" | "TRYAGAIN")
                     )
             }
-            StoreError::BadReply(_) => false,
+            StoreError::BadReply(_) | StoreError::Saturated | StoreError::Late(_) => false,
         }
     }
 
     /// A short label for metrics.
+    /// Whether Redis is there but this call got no answer from it (the gateway's own bound or
+    /// queue): not an outage, and not Redis's decision either.
+    pub fn is_unasked(&self) -> bool {
+        matches!(self, StoreError::Saturated | StoreError::Late(_))
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             StoreError::Timeout(_) => "timeout",
@@ -75,6 +90,8 @@ impl StoreError {
             StoreError::Redis(e) if e.is_connection_refusal() || e.is_io_error() => "connection",
             StoreError::Redis(_) => "redis",
             StoreError::BadReply(_) => "reply",
+            StoreError::Saturated => "saturated",
+            StoreError::Late(_) => "late",
         }
     }
 }
@@ -84,6 +101,10 @@ impl StoreError {
 pub struct GlobalKey<'a> {
     pub limit: &'a str,
     pub key: u64,
+    /// The gateway knows this key (a refusal it cached, a lease it holds): its call may use
+    /// the share of `max_in_flight` kept from fresh keys, so a flood of fresh keys cannot
+    /// crowd out the calls that keep a known key refused.
+    pub known: bool,
 }
 
 impl GlobalKey<'_> {

@@ -38,6 +38,9 @@ pub struct Node {
     pub addr: Arc<str>,
     pub breaker: Breaker,
     up: IntGauge,
+    /// When a call to this node last succeeded (the store's clock): a call that times out
+    /// after another one was answered met the gateway's own queue, not a node that is down.
+    pub answered: std::sync::atomic::AtomicU64,
 }
 
 impl Node {
@@ -93,6 +96,7 @@ impl Nodes {
             addr: Arc::from(addr),
             breaker: Breaker::new(threshold, base, max).for_node(addr),
             up: gauge,
+            answered: std::sync::atomic::AtomicU64::new(0),
         })
     }
 

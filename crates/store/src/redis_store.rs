@@ -71,6 +71,10 @@ pub struct RedisConfig {
     pub breaker_threshold: u32,
     pub breaker_backoff: Duration,
     pub breaker_max_backoff: Duration,
+    /// Calls this gateway may have waiting on Redis at once; past it a call is not made
+    /// ([`StoreError::Saturated`]). A quarter is kept for keys the gateway knows
+    /// ([`crate::GlobalKey::known`]).
+    pub max_in_flight: usize,
 }
 
 impl RedisConfig {
@@ -84,7 +88,22 @@ impl RedisConfig {
             breaker_threshold: 5,
             breaker_backoff: Duration::from_millis(500),
             breaker_max_backoff: Duration::from_secs(5),
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         }
+    }
+}
+
+/// The default bound on Redis calls waiting at once, per process: at Redis's usual tens of
+/// microseconds per script, three gateways' full queues drain well within a 20 ms budget.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 128;
+
+/// One call counted in flight for as long as it lives (a call dropped mid-way, when its
+/// request is, gives its place back too).
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -109,7 +128,7 @@ impl StoreMetrics {
         let errors = IntCounterVec::new(
             Opts::new(
                 "tollgate_redis_errors_total",
-                "Failed Redis calls, by kind (timeout, connection, redis, reply, circuit_open).",
+                "Failed Redis calls, by kind: timeout, connection, redis, reply, circuit_open; saturated (not made: max_in_flight calls already waiting); late (past the budget while the node answered other calls since: the queue, which the breaker does not count).",
             ),
             &["kind"],
         )?;
@@ -201,12 +220,16 @@ pub struct RedisStore {
     acquire_calls: IntCounter,
     lease_calls: IntCounter,
     refund_calls: IntCounter,
-    errors: [IntCounter; 5],
+    errors: [IntCounter; 7],
     scripts_loaded: AtomicBool,
     /// The TLS failure last logged (a refused certificate fails every connection attempt: it
     /// is logged once, again only when the reason changes or after Redis answered).
     tls_failure: parking_lot::Mutex<Option<String>>,
     tls_failed: AtomicBool,
+    /// Decision calls waiting on Redis now, and their bound for fresh and known keys.
+    in_flight: AtomicUsize,
+    max_fresh: usize,
+    max_known: usize,
 }
 
 fn config_error(what: &'static str) -> StoreError {
@@ -216,7 +239,15 @@ fn config_error(what: &'static str) -> StoreError {
     )))
 }
 
-const ERROR_KINDS: [&str; 5] = ["timeout", "circuit_open", "connection", "redis", "reply"];
+const ERROR_KINDS: [&str; 7] = [
+    "timeout",
+    "circuit_open",
+    "connection",
+    "redis",
+    "reply",
+    "saturated",
+    "late",
+];
 
 /// Every script, in one order: the algorithms, then the quota.
 const KINDS: [AlgorithmKind; 8] = [
@@ -374,6 +405,9 @@ impl RedisStore {
             scripts_loaded: AtomicBool::new(false),
             tls_failure: parking_lot::Mutex::new(None),
             tls_failed: AtomicBool::new(false),
+            in_flight: AtomicUsize::new(0),
+            max_fresh: (cfg.max_in_flight - cfg.max_in_flight / 4).max(1),
+            max_known: cfg.max_in_flight.max(1),
             metrics,
         })
     }
@@ -499,6 +533,24 @@ impl RedisStore {
             self.errors[1].inc();
             return Err(StoreError::CircuitOpen);
         };
+        // The gateway's own bound: past it the call is not queued behind the others (a flood
+        // of fresh keys would make every call late, and late calls looked like Redis failing).
+        let bound = if key.known {
+            self.max_known
+        } else {
+            self.max_fresh
+        };
+        if self.in_flight.fetch_add(1, Ordering::AcqRel) >= bound {
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            self.errors[5].inc();
+            if probe {
+                // The breaker's probe was not made: let the next call be it.
+                node.breaker.release_probe();
+            }
+            return Err(StoreError::Saturated);
+        }
+        let _in_flight = InFlight(&self.in_flight);
+        let sent = self.clock.now();
         match op {
             Op::Acquire => self.acquire_calls.inc(),
             Op::Lease { .. } => self.lease_calls.inc(),
@@ -516,6 +568,10 @@ impl RedisStore {
             Err(e) => Err(e),
         };
         self.metrics.latency.observe(start.elapsed().as_secs_f64());
+        let r = match r {
+            Err(StoreError::Timeout(d)) if self.answers(&node, sent) => Err(StoreError::Late(d)),
+            r => r,
+        };
         self.record(&r, probe, &node);
         r
     }
@@ -549,10 +605,22 @@ impl RedisStore {
         }
     }
 
+    /// Whether `node` answered a call lately: since `sent`, or within the last quarter second
+    /// (at least the decision budget). A call that times out then met a queue (the gateway's
+    /// own, starved of CPU, or Redis's), not a node that is down: a dead node answers nothing,
+    /// and its calls count against the breaker a quarter second after its last answer.
+    fn answers(&self, node: &Node, sent: tollgate_limit::Nanos) -> bool {
+        let last = node.answered.load(Ordering::Relaxed);
+        let quiet = u64::try_from(self.timeout.max(Duration::from_millis(250)).as_nanos())
+            .unwrap_or(u64::MAX);
+        last > sent || (last != 0 && self.clock.now().saturating_sub(last) < quiet)
+    }
+
     fn record<T>(&self, r: &Result<T, StoreError>, probe: bool, node: &Node) {
         let slot = self.slot();
         match r {
             Ok(_) => {
+                node.answered.fetch_max(self.clock.now(), Ordering::Relaxed);
                 if slot.timeouts.load(Ordering::Relaxed) != 0 {
                     slot.timeouts.store(0, Ordering::Relaxed);
                 }
@@ -577,6 +645,15 @@ impl RedisStore {
                 let kind = e.kind();
                 if let Some(i) = ERROR_KINDS.iter().position(|k| *k == kind) {
                     self.errors[i].inc();
+                }
+                // Late while the node answers other calls: the wait was a queue, not the node
+                // or the connection failing (see `answers`). It costs this call its answer,
+                // never the breaker, and never the connection.
+                if let StoreError::Late(_) = e {
+                    if probe {
+                        node.breaker.release_probe();
+                    }
+                    return;
                 }
                 if matches!(e, StoreError::Timeout(_))
                     && slot.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= STALE_AFTER

@@ -39,7 +39,11 @@ const HOUR: Duration = Duration::from_secs(3600);
 const TTL: Duration = Duration::from_secs(1);
 
 fn key(limit: &str, k: u64) -> GlobalKey<'_> {
-    GlobalKey { limit, key: k }
+    GlobalKey {
+        limit,
+        key: k,
+        known: false,
+    }
 }
 
 async fn acquire(s: &RedisStore, spec: &LimitSpec, k: GlobalKey<'_>, cost: u64) -> Decision {

@@ -50,7 +50,11 @@ fn spec() -> LimitSpec {
 /// Five admitted with exactly 4, 3, 2, 1, 0 left, then a refusal: the state is in Redis.
 async fn counts_exactly(s: &RedisStore, limit: &str) {
     let sp = spec();
-    let k = GlobalKey { limit, key: 7 };
+    let k = GlobalKey {
+        limit,
+        key: 7,
+        known: false,
+    };
     for want in (0..5).rev() {
         match s.acquire(&sp, k, 1).await {
             Ok(Decision::Allow { remaining, .. }) => assert_eq!(remaining, want),
@@ -66,7 +70,18 @@ async fn counts_exactly(s: &RedisStore, limit: &str) {
 /// A decision that must fail, and how: the error's text, with the error counted by kind.
 async fn fails(s: &RedisStore, m: &StoreMetrics) -> String {
     let sp = spec();
-    let e = match s.acquire(&sp, GlobalKey { limit: "x", key: 1 }, 1).await {
+    let e = match s
+        .acquire(
+            &sp,
+            GlobalKey {
+                limit: "x",
+                key: 1,
+                known: false,
+            },
+            1,
+        )
+        .await
+    {
         Err(e) => e,
         Ok(d) => panic!("decided without a verified connection: {d:?}"),
     };
@@ -252,6 +267,7 @@ async fn a_cluster_over_tls_with_client_certificates() {
                     GlobalKey {
                         limit: "cluster",
                         key: k,
+                        known: false,
                     },
                     1,
                 )
