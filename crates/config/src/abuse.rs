@@ -23,7 +23,7 @@ fn list_file(
     mut item: impl FnMut(&str) -> Result<(), String>,
 ) {
     let full = base.join(file);
-    let text = match std::fs::read_to_string(&full) {
+    let text = match crate::files::read_bounded_text(&full) {
         Ok(t) => t,
         Err(e) => {
             cx.err(path, span, format!("cannot read {}: {e}", full.display()));

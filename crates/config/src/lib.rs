@@ -10,6 +10,7 @@
 //! format knows but this build does not serve yet say so instead of "unknown key".
 
 mod abuse;
+mod files;
 mod hardening;
 pub mod ingress;
 mod parse;
@@ -21,6 +22,7 @@ mod types;
 mod upstreams;
 mod values;
 
+pub use files::MAX_FILE_BYTES;
 pub use reader::Problem;
 pub use routes::{path_regex, rewrite_warnings};
 pub use types::*;
@@ -66,7 +68,7 @@ pub fn check_file(path: &Path) -> Result<Config, ConfigErrors> {
 
 fn read_file(path: &Path, resolve: bool) -> Result<Config, ConfigErrors> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigErrors {
+    let text = files::read_bounded_text(path).map_err(|e| ConfigErrors {
         file: file.clone(),
         problems: vec![Problem {
             path: String::new(),

@@ -494,7 +494,7 @@ fn jwt(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) -> Option
         for (ip, file, span) in as_str_list(cx, &p, v, true).unwrap_or_default() {
             let full = base.join(file);
             files.push(full.clone());
-            match std::fs::read(&full) {
+            match crate::files::read_bounded(&full) {
                 Ok(pem) => {
                     if DecodingKey::from_rsa_pem(&pem).is_ok() {
                         public_keys.push(PublicKey {
@@ -534,7 +534,7 @@ fn jwt(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) -> Option
             as_str(cx, &p, v).and_then(|file| {
                 let full = base.join(file);
                 files.push(full.clone());
-                match std::fs::read_to_string(&full) {
+                match crate::files::read_bounded_text(&full) {
                     Ok(text) => match serde_json::from_str::<jsonwebtoken::jwk::JwkSet>(&text) {
                         Ok(set) if set.keys.iter().all(|k| DecodingKey::from_jwk(k).is_ok()) => Some(text),
                         Ok(_) => {

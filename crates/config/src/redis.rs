@@ -91,7 +91,7 @@ fn read_file(
     let name = as_str(cx, &p, v)?;
     let full = base.join(name);
     files.push(full.clone());
-    match std::fs::read(&full) {
+    match crate::files::read_bounded(&full) {
         Ok(bytes) => Some((p, name.to_string(), v.span(), bytes)),
         Err(e) => {
             cx.err(

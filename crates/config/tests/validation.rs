@@ -201,6 +201,7 @@ fn each_error_names_its_key_and_line() {
         ("[access]\ndeny = [\"10.0.0.0/33\"]\n", "f.toml: access.deny[0]: \"10.0.0.0/33\" is not an IP address or CIDR, e.g. \"10.0.0.0/8\" or \"2001:db8::/32\" (line 2)"),
         ("[access]\ndeny_user_agents = [\"Bad[Bot\"]\n", "f.toml: access.deny_user_agents[0]: \"Bad[Bot\" is not a valid glob: unclosed character class; missing ']' (line 2)"),
         ("[access]\ndeny_files = [\"/nonexistent/deny.txt\"]\n", "f.toml: access.deny_files[0]: cannot read /nonexistent/deny.txt: No such file or directory (os error 2) (line 2)"),
+        ("[access]\ndeny_files = [\"/dev/zero\"]\n", "f.toml: access.deny_files[0]: cannot read /dev/zero: not a regular file (a device, a FIFO or a directory is not read) (line 2)"),
         ("[access]\nblock = [\"1.2.3.4\"]\n", "f.toml: access.block: unknown key (line 2)"),
         ("[access]\nallow_api_keys = [\"sk*\"]\n", "f.toml: access.allow_api_keys[0]: \"sk*\": an API-key pattern needs at least 4 literal characters before its first wildcard (the gateway does not verify keys: a guessable pattern would exempt anyone) (line 2)"),
         ("[server]\nadmin_token = \"short\"\n", "f.toml: server.admin_token: at least 16 characters (it guards the blocks API) (line 2)"),

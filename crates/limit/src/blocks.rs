@@ -8,13 +8,29 @@
 //! two fixed windows, as Cloudflare and the `sliding_window` algorithm do).
 //!
 //! [`BlockTable`] holds the blocks: sharded, free to check while empty (one atomic load: the
-//! common case), and bounded. It is a table of its own, apart from the refusal counters: a
-//! counter evicted by the churn of other keys costs its key its progress up the ladder, never
-//! a block. A block leaves the table only when it ends, when it is lifted, or when its shard is
-//! full of blocks in force and it is the one ending soonest (the block being imposed included:
-//! if that one ends first, it is the one not kept). One block gives way at a time, never a
-//! batch: each one lifted early is a pardon. Keys are the caller's 64-bit hashes; time is the
-//! caller's clock.
+//! common case), and bounded. It is a table of its own, apart from the refusal counters.
+//!
+//! **Nothing that says "this key is bad" gives way to a newcomer.** Whoever can mint keys (a
+//! header, a token, an address from a large pool) can fill any bounded table with keys of
+//! their own; any rule that drops an entry in force to make room (the block "ending soonest",
+//! the oldest, the least recently used) is then theirs to steer: their first key's block ends
+//! soonest, so 100,000 fresh blocks lift it. So:
+//!
+//! - A block leaves the table only when it ends or is lifted. A full shard reclaims the blocks
+//!   that ended (one scan, once an eighth of the blocks it held at its last scan have ended:
+//!   a flood into a full shard costs O(1) per key; the periodic [`BlockTable::sweep`]
+//!   reclaims the rest); if none can go, the new block is refused and counted
+//!   ([`BlockTable::refused_full`]: a table too small for the keys being blocked, or a flood).
+//!   A refused block costs the key only its block: its limit keeps refusing it.
+//! - The refusal counts of a rung are kept by [`KeyedStore::acquire_or_skip`]: a new key
+//!   displaces only a count that weighs no more than the one refusal it brings (one that ended,
+//!   or one refusal at most, fading); a key with more refusals in its window than a fresh key
+//!   outlives any flood of fresh keys. When none weighs that little, the new key is not counted
+//!   ([`Ladder::untracked`]): it is still limited, it just does not climb the ladder until
+//!   counts end. (A single counted refusal can give way to another fresh one: either loses the
+//!   same, and which one goes depends on the process's keyed hashes, not on the client.)
+//!
+//! Keys are the caller's 64-bit hashes; time is the caller's clock.
 
 use crate::clock::Nanos;
 use crate::decision::Rate;
@@ -23,7 +39,7 @@ use crate::windows::SlidingWindow;
 use foldhash::fast::FixedState;
 use hashbrown::HashMap;
 use parking_lot::RwLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// One step of a ladder.
@@ -52,9 +68,10 @@ struct Shard {
 
 struct Table {
     map: HashMap<u64, Block, FixedState>,
-    /// At most the end of every block in `map` (lowered on insert, recomputed when full): a full
-    /// shard can turn away a block that would end first without a scan.
-    soonest: Nanos,
+    /// When a full shard may scan for blocks that ended: once an eighth of the blocks it held
+    /// at its last scan have ended (the periodic [`BlockTable::sweep`] reclaims sooner), so a
+    /// flood into a full shard costs O(1) per key and each scan frees a share of it.
+    next_reclaim: Nanos,
 }
 
 pub struct BlockTable {
@@ -62,6 +79,8 @@ pub struct BlockTable {
     shard_cap: usize,
     /// Entries in the maps (expired ones included until swept): zero means nothing to look up.
     len: AtomicUsize,
+    /// Blocks refused because their shard was full of blocks in force.
+    refused_full: AtomicU64,
 }
 
 const SHARDS: usize = 16;
@@ -77,13 +96,35 @@ impl BlockTable {
                 .map(|_| Shard {
                     table: RwLock::new(Table {
                         map: HashMap::with_hasher(FixedState::default()),
-                        soonest: Nanos::MAX,
+                        next_reclaim: 0,
                     }),
                 })
                 .collect(),
             shard_cap: max_entries.max(SHARDS).div_ceil(SHARDS),
             len: AtomicUsize::new(0),
+            refused_full: AtomicU64::new(0),
         }
+    }
+
+    /// The most entries the table holds (ended blocks not yet swept included): `max_entries`
+    /// rounded up to a multiple of the shard count.
+    pub fn capacity(&self) -> usize {
+        self.shard_cap * SHARDS
+    }
+
+    /// Entries in the table, ended blocks not yet swept included (at most [`Self::capacity`]).
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Blocks refused so far because their shard was full of blocks in force (a counter: the
+    /// table is too small for the keys being blocked, or someone is minting keys to fill it).
+    pub fn refused_full(&self) -> u64 {
+        self.refused_full.load(Ordering::Relaxed)
     }
 
     #[inline]
@@ -143,8 +184,9 @@ impl BlockTable {
     }
 
     /// Blocks `key` until `block.until` unless a block from a rung at least as high is in
-    /// force, or the key's shard is full of blocks in force that all end no sooner than this
-    /// one. True when this changed the table.
+    /// force, or the key's shard is full of blocks in force (then the block is refused and
+    /// counted in [`Self::refused_full`]: no block in force ever gives way to a new one). True
+    /// when this changed the table.
     pub fn impose(&self, key: u64, block: Block, now: Nanos) -> bool {
         let mut t = self.shard(key).table.write();
         if let Some(b) = t.map.get_mut(&key) {
@@ -152,47 +194,35 @@ impl BlockTable {
                 return false;
             }
             *b = block;
-            t.soonest = t.soonest.min(block.until);
             return true;
         }
-        if t.map.len() >= self.shard_cap && !self.make_room(&mut t, block.until, now) {
+        if t.map.len() >= self.shard_cap && !self.reclaim(&mut t, now) {
+            self.refused_full.fetch_add(1, Ordering::Relaxed);
             return false;
         }
         t.map.insert(key, block);
-        t.soonest = t.soonest.min(block.until);
         self.len.fetch_add(1, Ordering::Relaxed);
         true
     }
 
-    /// Makes room in a full shard for a block ending at `until`: the blocks that ended go
-    /// (lossless), else the one ending soonest, unless that is the new one (ties keep the old).
-    /// False when the new block is the one to give way.
-    fn make_room(&self, t: &mut Table, until: Nanos, now: Nanos) -> bool {
-        // Nothing ended and nothing ends before the new block: no scan (a key over a rung's
-        // count tries again at each refusal).
-        if t.soonest > now && until <= t.soonest {
+    /// Makes room in a full shard by dropping the blocks that ended (lossless), and only those.
+    /// False when none can go (every block is in force, or too few have ended since the last
+    /// scan to pay for another: see [`Table::next_reclaim`]).
+    fn reclaim(&self, t: &mut Table, now: Nanos) -> bool {
+        if now < t.next_reclaim {
             return false;
         }
         let before = t.map.len();
         t.map.retain(|_, b| b.until > now);
         self.len.fetch_sub(before - t.map.len(), Ordering::Relaxed);
-        let first = t
-            .map
-            .iter()
-            .min_by_key(|(_, b)| b.until)
-            .map(|(k, b)| (*k, b.until));
-        t.soonest = first.map_or(Nanos::MAX, |(_, end)| end);
-        match first {
-            Some((k, end)) if t.map.len() >= self.shard_cap => {
-                if until <= end {
-                    return false;
-                }
-                t.map.remove(&k);
-                self.len.fetch_sub(1, Ordering::Relaxed);
-                true
-            }
-            _ => true,
-        }
+        let mut ends: Vec<Nanos> = t.map.values().map(|b| b.until).collect();
+        let k = (self.shard_cap / 8).max(1);
+        t.next_reclaim = if ends.len() >= k {
+            *ends.select_nth_unstable(k - 1).1
+        } else {
+            0
+        };
+        t.map.len() < self.shard_cap
     }
 
     /// Lifts the block of `key`. True if one was in force.
@@ -214,7 +244,6 @@ impl BlockTable {
             n += t.map.values().filter(|b| b.until > now).count();
             self.len.fetch_sub(t.map.len(), Ordering::Relaxed);
             t.map.clear();
-            t.soonest = Nanos::MAX;
         }
         n
     }
@@ -272,9 +301,9 @@ pub struct Tripped {
 impl Ladder {
     /// `rungs` in any order (they are sorted by block length: the longest is the highest);
     /// `max_keys` bounds each rung's counters and, in a table of their own, the blocks. A full
-    /// counter store drops the lowest counts first, and the counts of a key at its rung's
-    /// threshold only when their shard holds nothing else (see [`KeyedStore`]); no eviction
-    /// of counts ever lifts a block.
+    /// counter store lets a new key displace only a count weighing no more than one refusal,
+    /// else leaves the new key uncounted (see [`KeyedStore::acquire_or_skip`] and the module
+    /// docs); no eviction of counts ever lifts a block.
     pub fn new(rungs: &[Rung], max_keys: usize) -> Self {
         let mut rungs = rungs.to_vec();
         rungs.sort_by_key(|r| (r.block_for, r.after));
@@ -319,15 +348,28 @@ impl Ladder {
         self.rungs.iter().map(|(r, _)| r)
     }
 
+    /// Refusals not counted so far, summed over the rungs, because the key was new and its
+    /// counter shard was full of heavier counts (see [`KeyedStore::acquire_or_skip`]).
+    pub fn untracked(&self) -> u64 {
+        self.rungs
+            .iter()
+            .filter_map(|(_, c)| c.as_ref())
+            .map(|c| c.stats().untracked)
+            .sum()
+    }
+
     /// Counts one refusal of `key` at `now`; the highest rung it trips blocks the key (unless
-    /// a block at least as high is in force, or the block table has no room for one ending
-    /// this soon: see [`BlockTable::impose`]). Returns the block imposed, if any.
+    /// a block at least as high is in force, or the key's shard of the block table is full of
+    /// blocks in force: see [`BlockTable::impose`]). Returns the block imposed, if any.
     pub fn refused(&self, key: u64, now: Nanos) -> Option<Tripped> {
         let mut top = None;
         for (i, (rung, counter)) in self.rungs.iter().enumerate() {
             let tripped = match counter {
                 None => true,
-                Some(c) => !c.acquire(key, now, 1).is_allowed(),
+                // Not counted (a full store of heavier counts): no trip.
+                Some(c) => c
+                    .acquire_or_skip(key, now, 1)
+                    .is_some_and(|d| !d.is_allowed()),
             };
             if tripped {
                 top = Some((i, rung));
@@ -481,9 +523,10 @@ mod tests {
     }
 
     #[test]
-    fn a_full_table_lets_only_the_block_ending_soonest_go() {
+    fn a_full_table_refuses_new_blocks_and_reclaims_only_blocks_that_ended() {
         // 16 blocks per shard: shard 3 full of blocks ending at 101..=116 s.
         let t = BlockTable::new(16 * SHARDS);
+        assert_eq!(t.capacity(), 16 * SHARDS);
         let b = |end: u64, rung: u8| Block {
             until: end * SEC,
             rung,
@@ -496,37 +539,79 @@ mod tests {
             t.impose(in_shard(5, 0), b(50, 0), now),
             "other shards have room"
         );
-        // A block ending later: exactly the one ending soonest (101 s) gives way.
-        assert!(t.impose(in_shard(3, 100), b(200, 1), now));
-        assert_eq!(t.get(in_shard(3, 0), now), None);
-        for i in 1..16 {
+        assert_eq!(t.refused_full(), 0);
+        // Whatever the new block's end or rung, none in force gives way: it is refused, and
+        // counted, however often it is asked for.
+        for (n, end) in [(1, 200), (2, 60), (3, 102), (4, 101), (5, 10_000)] {
+            assert!(!t.impose(in_shard(3, 100 + n), b(end, 1), now), "{end}");
+            assert_eq!(t.get(in_shard(3, 100 + n), now), None);
+            assert_eq!(t.refused_full(), n);
+        }
+        for i in 0..16 {
             assert_eq!(t.get(in_shard(3, i), now), Some(b(101 + i, 0)), "block {i}");
         }
-        assert_eq!(t.get(in_shard(3, 100), now), Some(b(200, 1)));
-        // A block that would end first (or with the first: ties keep the old) is not kept, and
-        // nothing is lifted for it, however often it is asked for.
-        for _ in 0..3 {
-            assert!(!t.impose(in_shard(3, 101), b(60, 1), now));
-            assert!(!t.impose(in_shard(3, 101), b(102, 1), now));
-        }
-        assert_eq!(t.get(in_shard(3, 101), now), None);
-        assert_eq!(t.active(now), 17);
-        // Blocks that ended make room first, whatever the new block's end.
+        assert_eq!((t.active(now), t.len()), (17, 17));
+        // A key already in the table climbs in place: no room needed.
+        assert!(t.impose(in_shard(3, 0), b(300, 1), now));
+        assert_eq!(t.get(in_shard(3, 0), now), Some(b(300, 1)));
+        // Blocks that ended make room (all of them at once), and only they.
         let later = 105 * SEC;
         assert!(t.impose(in_shard(3, 102), b(106, 0), later));
+        assert_eq!(t.refused_full(), 5);
         assert_eq!(
             t.active(later),
             17 - 4 + 1 - 1,
             "102..=105 ended, shard 5's too"
         );
         assert!((5..16).all(|i| t.get(in_shard(3, i), later).is_some()));
+        assert_eq!(t.get(in_shard(3, 0), later), Some(b(300, 1)));
+        // Three free slots now (16 - 13): the fourth new block is refused again.
+        for n in 0..3 {
+            assert!(t.impose(in_shard(3, 200 + n), b(1000, 0), later));
+        }
+        assert!(!t.impose(in_shard(3, 203), b(1000, 0), later));
+        assert_eq!(t.refused_full(), 6);
         let listed = t.list(later).len();
         assert_eq!(t.len.load(Ordering::Relaxed), listed);
-        // Lifting keeps the table's own count exact.
-        assert!(t.lift(in_shard(3, 100), later));
-        assert!(t.impose(in_shard(3, 103), b(107, 0), later));
+        // Lifting keeps the table's own count exact, and frees a slot.
+        assert!(t.lift(in_shard(3, 200), later));
+        assert!(t.impose(in_shard(3, 203), b(107, 0), later));
         let listed = t.list(later).len();
         assert_eq!(t.len.load(Ordering::Relaxed), listed);
+    }
+
+    /// The walk: a key blocked for an hour, then a million fresh keys blocked in
+    /// 35 s (more than ten times the table) fill every shard: the hour block holds to its end,
+    /// and the table never holds more than its bound.
+    #[test]
+    fn a_million_fresh_blocks_never_lift_an_hour_block() {
+        let t = BlockTable::new(100_000);
+        let t0 = 1_000 * SEC;
+        let attacker = 0x5EED_u64.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let hour = Block {
+            until: t0 + 3600 * SEC,
+            rung: 0,
+        };
+        assert!(t.impose(attacker, hour, t0));
+        let mut kept = 0u64;
+        for i in 0..1_000_000u64 {
+            let now = t0 + i * 35_000;
+            let k = (i + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
+            // Fresh blocks as short as a second: the attacker's hour would end last, not first.
+            let block = Block {
+                until: now + SEC + (i % 7) * 3600 * SEC,
+                rung: 0,
+            };
+            kept += u64::from(t.impose(k, block, now));
+            assert!(t.len() <= t.capacity(), "key {i}: {} entries", t.len());
+        }
+        let now = t0 + 35 * SEC;
+        assert_eq!(t.get(attacker, now), Some(hour));
+        assert_eq!(t.check(attacker, now), Some(hour.until - now));
+        assert_eq!(t.check(attacker, hour.until - 1), Some(1));
+        // The blocks of a second ended along the way and made room for others.
+        assert!(kept > t.capacity() as u64, "{kept} kept");
+        assert_eq!(t.refused_full(), 1_000_000 - kept);
     }
 
     #[test]

@@ -35,6 +35,15 @@
 //!   (the shard is mostly refused keys) the keys arriving next are queued, and for an eighth
 //!   of a shard's inserts each evicts the oldest of them that is not refused, in O(1), instead
 //!   of sweeping; the next sweep comes after those (sooner if no such key is left).
+//! - Evidence tables ([`KeyedStore::acquire_or_skip`], the block ladder's refusal counts): a
+//!   state there is evidence against its key, so dropping it is a pardon. There a new key may
+//!   displace only a state weighing no more than the new key's own state will (at rest, or
+//!   one request's worth at most), and when no such state is left the new key goes uncounted
+//!   ([`StoreStats::untracked`]) instead of displacing heavier evidence: a flood of fresh keys
+//!   cannot wipe a key that has more against it than each of them. Cost: one O(shard) scan
+//!   finds up to an eighth of a shard of such states, lightest first, which the next newcomers
+//!   take in O(1) each; a scan that finds fewer leaves the rest of that eighth uncounted
+//!   without a scan, so a flood stays O(1) per key.
 //! - Not done: admission by frequency (TinyLFU, as Pingora's TinyUFO). A new key is always
 //!   admitted, with a full allowance: exactly what dropping it later gives back, so the
 //!   pressure order already puts it first in line.
@@ -66,6 +75,9 @@ pub struct StoreStats {
     pub evicted_refused: u64,
     /// Bytes held by the tables (slots and control bytes), not counting the shard headers.
     pub table_bytes: usize,
+    /// New keys left without a state by [`KeyedStore::acquire_or_skip`]: their shard was full
+    /// of heavier states.
+    pub untracked: u64,
 }
 
 /// The dynamic face of a keyed limiter, as the proxy sees it.
@@ -92,6 +104,11 @@ struct Table<C> {
     cheap: usize,
     /// While `cheap`: keys inserted since that sweep, oldest first.
     newcomers: VecDeque<u64>,
+    /// [`KeyedStore::acquire_or_skip`]: states light enough to give way to a new key, found by
+    /// the last scan, heaviest first (the lightest is popped).
+    light: Vec<u64>,
+    /// [`KeyedStore::acquire_or_skip`]: new keys left to turn away before the next scan.
+    skip: usize,
 }
 
 /// Where a state stands at the moment its shard makes room; the lowest is evicted first.
@@ -109,6 +126,7 @@ pub struct KeyedStore<A: Algorithm> {
     evicted_idle: AtomicU64,
     evicted_active: AtomicU64,
     evicted_refused: AtomicU64,
+    untracked: AtomicU64,
 }
 
 impl<A: Algorithm> KeyedStore<A> {
@@ -120,6 +138,8 @@ impl<A: Algorithm> KeyedStore<A> {
                     map: HashMap::with_hasher(FixedState::default()),
                     cheap: 0,
                     newcomers: VecDeque::new(),
+                    light: Vec::new(),
+                    skip: 0,
                 }),
             })
             .collect();
@@ -130,6 +150,7 @@ impl<A: Algorithm> KeyedStore<A> {
             evicted_idle: AtomicU64::new(0),
             evicted_active: AtomicU64::new(0),
             evicted_refused: AtomicU64::new(0),
+            untracked: AtomicU64::new(0),
         }
     }
 
@@ -234,6 +255,100 @@ impl<A: Algorithm> KeyedStore<A> {
             .update(f)
     }
 
+    /// Like [`LocalLimiter::acquire`], for a store of evidence against keys (the block ladder's
+    /// refusal counts): a new key in a full shard displaces only a state weighing no more
+    /// ([`Algorithm::pressure`]) than its own will once it took `cost`, lightest first; when
+    /// none is left it gets no state and `None` is returned (counted in
+    /// [`StoreStats::untracked`]). Known keys are never refused a decision. Use one of
+    /// `acquire` and this per store (either keeps the bound).
+    pub fn acquire_or_skip(&self, key: u64, now: Nanos, cost: u64) -> Option<Decision> {
+        let shard = self.shard(key);
+        if let Some(c) = shard.table.read().map.get(&key) {
+            return Some(c.update(|s| self.alg.acquire(s, now, cost)));
+        }
+        let mut t = shard.table.write();
+        if !t.map.contains_key(&key)
+            && t.map.len() >= self.sharding.cap
+            && !self.make_light_room(&mut t, now, cost)
+        {
+            self.untracked.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(
+            t.map
+                .entry(key)
+                .or_insert_with(|| A::Cell::new(self.alg.new_state(now)))
+                .update(|s| self.alg.acquire(s, now, cost)),
+        )
+    }
+
+    /// Frees one slot of a full shard for a new key taking `cost`, by dropping a state that
+    /// weighs no more than the new one will. False when there is none (see the module docs).
+    fn make_light_room(&self, t: &mut Table<A::Cell>, now: Nanos, cost: u64) -> bool {
+        let bar = {
+            let mut s = self.alg.new_state(now);
+            self.alg.acquire(&mut s, now, cost);
+            self.alg.pressure(&s, now)
+        };
+        let pressure = |t: &Table<A::Cell>, key: &u64| {
+            t.map
+                .get(key)
+                .map(|c| c.read(|s| self.alg.pressure(s, now)))
+        };
+        let mut scanned = false;
+        loop {
+            while let Some(key) = t.light.pop() {
+                // Still as light? (It may have been refused again since, or forgotten.)
+                match pressure(t, &key) {
+                    Some(p) if p <= bar => {
+                        t.map.remove(&key);
+                        let counter = if p == 0 {
+                            &self.evicted_idle
+                        } else {
+                            &self.evicted_active
+                        };
+                        counter.fetch_add(1, Ordering::Relaxed);
+                        return true;
+                    }
+                    _ => {}
+                }
+            }
+            if t.skip > 0 || scanned {
+                t.skip = t.skip.saturating_sub(1);
+                return false;
+            }
+            scanned = true;
+            let before = t.map.len();
+            let mut light = Vec::new();
+            t.map
+                .retain(|&key, c| match c.read(|s| self.alg.pressure(s, now)) {
+                    0 => false,
+                    p => {
+                        if p <= bar {
+                            light.push((p, key));
+                        }
+                        true
+                    }
+                });
+            self.evicted_idle
+                .fetch_add((before - t.map.len()) as u64, Ordering::Relaxed);
+            if t.map.len() < self.sharding.cap {
+                return true;
+            }
+            // Up to an eighth of the shard, lightest first (popped from the end); ties go by
+            // the keys, which are the caller's keyed hashes: no client can pick its place.
+            let eighth = (self.sharding.cap / 8).max(1);
+            if light.len() > eighth {
+                light.select_nth_unstable(eighth - 1);
+                light.truncate(eighth);
+            }
+            light.sort_unstable_by(|a, b| b.cmp(a));
+            t.skip = eighth - light.len();
+            t.light.clear();
+            t.light.extend(light.into_iter().map(|(_, k)| k));
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.table.read().map.len()).sum()
     }
@@ -255,6 +370,8 @@ impl<A: Algorithm> KeyedStore<A> {
             t.map.clear();
             t.newcomers.clear();
             t.cheap = 0;
+            t.light.clear();
+            t.skip = 0;
         }
     }
 
@@ -303,7 +420,7 @@ impl<A: Algorithm> LocalLimiter for KeyedStore<A> {
                 0 => 0,
                 c => (c * 8 / 7).next_power_of_two(),
             };
-            let queue = t.newcomers.capacity() * std::mem::size_of::<u64>();
+            let queue = (t.newcomers.capacity() + t.light.capacity()) * std::mem::size_of::<u64>();
             (k + t.map.len(), b + buckets * slot + queue)
         });
         StoreStats {
@@ -312,6 +429,7 @@ impl<A: Algorithm> LocalLimiter for KeyedStore<A> {
             evicted_active: self.evicted_active.load(Ordering::Relaxed),
             evicted_refused: self.evicted_refused.load(Ordering::Relaxed),
             table_bytes,
+            untracked: self.untracked.load(Ordering::Relaxed),
         }
     }
 }

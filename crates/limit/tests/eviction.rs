@@ -150,7 +150,8 @@ fn a_full_store_drops_the_least_used_first_and_refusals_only_among_refusals() {
 /// A ladder over a store of 5,000 keys: a million keys refused once each (counter churn), one
 /// in a hundred refused ten times (a 5-minute block each: twice what the block table holds),
 /// a few climbing to the hour. A key blocked for an hour before the flood stays blocked for
-/// exactly that hour.
+/// exactly that hour; every block imposed during the flood holds to its end too (none gives
+/// way to a newer one), and what did not fit is counted, not swapped in.
 #[test]
 fn a_million_refused_keys_leave_an_hour_block_in_force_to_its_end() {
     let ladder = Ladder::new(
@@ -199,16 +200,154 @@ fn a_million_refused_keys_leave_an_hour_block_in_force_to_its_end() {
             assert_eq!(ladder.refused(victim, now), None);
         }
     }
-    assert!(short >= 10_000, "{short} five-minute blocks");
-    assert_eq!(long.len(), 50);
+    // Churn of keys refused once never costs a repeat offender its count: blocks are imposed
+    // until the tables are full of them (10,000 offenders for 5,000 slots), the rest counted.
+    assert!(short >= MAX_KEYS as u64 / 2, "{short} five-minute blocks");
+    assert!(!long.is_empty());
+    assert!(ladder.blocks.len() <= ladder.blocks.capacity());
     assert!(ladder.blocks.active(now) <= MAX_KEYS + 16);
-    // The hour blocks imposed during the flood end after every five-minute one: all kept.
+    assert!(ladder.blocks.refused_full() + ladder.untracked() > 0);
+    // Every hour block imposed during the flood is kept to its end.
     assert!(long
         .iter()
         .all(|&(k, end)| ladder.blocks.check(k, now) == Some(end - now)));
     assert_eq!(ladder.blocks.check(victim, now), Some(until - now));
     assert_eq!(ladder.blocks.check(victim, until - 1), Some(1));
     assert_eq!(ladder.blocks.check(victim, until), None);
+}
+
+fn issue_ladder() -> Ladder {
+    Ladder::new(
+        &[Rung {
+            after: 3,
+            within: Duration::from_secs(3600),
+            block_for: Duration::from_secs(3600),
+        }],
+        DEFAULT_MAX_KEYS,
+    )
+}
+
+/// The issue's walk through the ladder (`after = 3, within = 1h, for = 1h`, the default bound
+/// of 100,000 keys): one key blocked for an hour, then a million fresh keys refused three
+/// times each in 35 s, each blocked while its shard of the table has room. The hour block
+/// holds to its end and the table never exceeds its bound. A key with two refusals counted
+/// before the flood keeps them: its third trips the rung, and with its shard of the table full
+/// of the flood's blocks the block is refused for room and counted, never swapped in.
+#[test]
+fn a_million_fresh_blocked_keys_never_lift_an_hour_block() {
+    let ladder = issue_ladder();
+    let t0 = 36_000 * SEC;
+    let (blocked, counted) = (key(1), key(2));
+    assert_eq!(ladder.refused(blocked, t0), None);
+    assert_eq!(ladder.refused(blocked, t0), None);
+    let t = ladder
+        .refused(blocked, t0)
+        .expect("the third refusal blocks");
+    let until = t.until;
+    assert_eq!(until, t0 + 3600 * SEC);
+    assert_eq!(ladder.refused(counted, t0), None);
+    assert_eq!(ladder.refused(counted, t0), None);
+
+    let mut now = t0;
+    let mut tripped = 0u64;
+    for i in 0..FLOOD {
+        now += 35_000;
+        let k = flood_key(i);
+        for _ in 0..3 {
+            tripped += u64::from(ladder.refused(k, now).is_some());
+        }
+        assert!(ladder.blocks.len() <= ladder.blocks.capacity(), "key {i}");
+    }
+    assert!(tripped >= ladder.blocks.capacity() as u64 / 2, "{tripped}");
+    assert!(
+        ladder.blocks.refused_full() > 0,
+        "the flood outgrew the table"
+    );
+    assert!(ladder.untracked() > 0, "the flood outgrew the counters");
+    assert_eq!(ladder.blocks.check(blocked, now), Some(until - now));
+    assert_eq!(ladder.blocks.check(blocked, until - 1), Some(1));
+    assert_eq!(ladder.blocks.check(blocked, until), None);
+
+    let (full, untracked) = (ladder.blocks.refused_full(), ladder.untracked());
+    let blocked_now = ladder.refused(counted, now);
+    assert_eq!(ladder.untracked(), untracked, "its count was kept");
+    match blocked_now {
+        Some(t) => assert_eq!(ladder.blocks.check(counted, now), Some(t.until - now)),
+        None => assert_eq!(ladder.blocks.refused_full(), full + 1, "tripped, no room"),
+    }
+}
+
+/// The churn of counts alone: a key with two refusals counted, then a million fresh keys
+/// refused twice each (as many as the key: none trips) fill every counter shard. The key's
+/// third refusal still trips the rung and blocks it.
+#[test]
+fn a_million_fresh_counted_keys_never_erase_a_count() {
+    let ladder = issue_ladder();
+    let t0 = 36_000 * SEC;
+    let counted = key(2);
+    assert_eq!(ladder.refused(counted, t0), None);
+    assert_eq!(ladder.refused(counted, t0), None);
+    let mut now = t0;
+    for i in 0..FLOOD {
+        now += 35_000;
+        for _ in 0..2 {
+            assert_eq!(ladder.refused(flood_key(i), now), None);
+        }
+    }
+    assert!(ladder.untracked() > 0, "the flood outgrew the counters");
+    assert!(ladder.blocks.is_empty());
+    let t = ladder
+        .refused(counted, now)
+        .expect("the counted key's third refusal blocks it");
+    assert_eq!(ladder.blocks.check(counted, now), Some(t.until - now));
+}
+
+/// Fresh keys brought to more refusals than the attacker's key (three each against its two,
+/// on a rung of five) still cannot evict its count: they only ever displace counts no heavier
+/// than the one refusal each brings when it arrives.
+#[test]
+fn fresh_keys_heavier_than_a_counted_key_cannot_evict_it() {
+    let ladder = Ladder::new(
+        &[Rung {
+            after: 5,
+            within: Duration::from_secs(600),
+            block_for: Duration::from_secs(600),
+        }],
+        MAX_KEYS,
+    );
+    let t0 = 6_000 * SEC;
+    let attacker = key(3);
+    for _ in 0..2 {
+        assert_eq!(ladder.refused(attacker, t0), None);
+    }
+    let mut now = t0;
+    for i in 0..200_000 {
+        now += 100_000;
+        for _ in 0..3 {
+            assert_eq!(ladder.refused(flood_key(i), now), None);
+        }
+    }
+    assert!(ladder.untracked() > 0);
+    assert_eq!(ladder.refused(attacker, now), None, "third");
+    assert_eq!(ladder.refused(attacker, now), None, "fourth");
+    assert!(ladder.refused(attacker, now).is_some(), "the fifth trips");
+}
+
+/// The heaviest key of a minute outlives a flood of keys refused once each: a full store of
+/// one-minute counts drops the lowest counts first.
+#[test]
+fn a_flood_of_light_keys_does_not_hide_the_heaviest_key() {
+    let hot = HotKeys::new(MAX_KEYS);
+    let t0 = 600 * SEC;
+    let heavy = key(4);
+    for _ in 0..50 {
+        hot.refused(heavy, t0);
+    }
+    for i in 0..FLOOD {
+        hot.refused(flood_key(i), t0 + 1 + i);
+    }
+    hot.refused(heavy, t0 + FLOOD + 1);
+    assert_eq!(hot.max(t0 + FLOOD + 2), 51, "its count was kept");
 }
 
 /// A new key always gets a state (a limit never fails open), even in a shard where every key

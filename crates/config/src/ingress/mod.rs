@@ -23,6 +23,7 @@ mod canary;
 mod catalogue;
 mod class;
 mod deny;
+mod depth;
 mod emit;
 mod hosts;
 mod limits;
@@ -38,6 +39,7 @@ mod tls;
 mod upstreams;
 
 pub use catalogue::{annotations, Annotation, Treatment};
+pub use depth::MAX_DEPTH;
 
 use objects::{Backend, Ingress};
 use settings::Settings;
@@ -97,6 +99,9 @@ pub struct Imported {
 pub enum ImportError {
     #[error("not valid YAML: {0}")]
     Yaml(#[from] serde_yaml_ng::Error),
+    /// Refused before parsing: the parser's time grows with the square of the depth.
+    #[error("line {line}: nested deeper than {max} levels (Ingress objects nest fewer than 20): refused before parsing")]
+    TooDeep { line: usize, max: usize },
     #[error("{0}")]
     NoIngress(String),
     #[error("no route could be made:\n{0}")]
@@ -116,6 +121,7 @@ fn upstream_of(ing: &Ingress, s: &Settings, b: &Backend) -> UpKey {
 
 pub fn import(yaml: &str, opts: &Options) -> Result<Imported, ImportError> {
     let mut w = Warnings::default();
+    depth::check(yaml)?;
     let all = objects::read(yaml, &mut w)?;
     if all.is_empty() {
         return Err(ImportError::NoIngress(

@@ -1,0 +1,102 @@
+//! Files the config names (access lists, JWT keys, JWKS documents, Redis TLS files), and the
+//! config file itself, read with a bound: a name such as `/dev/zero`, a FIFO or a runaway log
+//! must not make `tollgate check` (or a reload) grow without limit, or hang.
+
+use std::io::{Error, ErrorKind, Read};
+use std::path::Path;
+
+/// The most bytes a file read for the config may hold.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// `full` read whole, as [`std::fs::read`] does, but only a regular file (symbolic links
+/// followed) of at most [`MAX_FILE_BYTES`]. The errors say why in the words of an
+/// [`std::io::Error`], so each caller reports them as it reports any other read error (at the
+/// key that named the file).
+pub(crate) fn read_bounded(full: &Path) -> std::io::Result<Vec<u8>> {
+    read_at_most(full, MAX_FILE_BYTES)
+}
+
+/// [`read_bounded`] as text, as [`std::fs::read_to_string`] does.
+pub(crate) fn read_bounded_text(full: &Path) -> std::io::Result<String> {
+    String::from_utf8(read_bounded(full)?)
+        .map_err(|_| Error::new(ErrorKind::InvalidData, "stream did not contain valid UTF-8"))
+}
+
+fn read_at_most(full: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    let too_big = || {
+        Error::new(
+            ErrorKind::InvalidData,
+            format!(
+                "larger than {} MiB, the most a file named in the config may hold",
+                max >> 20
+            ),
+        )
+    };
+    // Looked at before opening: opening a FIFO would wait for a writer.
+    let meta = std::fs::metadata(full)?;
+    if !meta.is_file() {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "not a regular file (a device, a FIFO or a directory is not read)",
+        ));
+    }
+    if meta.len() > max {
+        return Err(too_big());
+    }
+    let file = std::fs::File::open(full)?;
+    // It may have grown since (or been swapped): never more than the bound and one byte.
+    let mut out = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(max.saturating_add(1)).read_to_end(&mut out)?;
+    if out.len() as u64 > max {
+        return Err(too_big());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn dir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("tollgate-files-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("dir");
+        d
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn dev_zero_and_directories_are_refused_at_once() {
+        let start = Instant::now();
+        for p in ["/dev/zero", "/"] {
+            let e = read_bounded(Path::new(p)).expect_err("refused");
+            assert_eq!(
+                e.to_string(),
+                "not a regular file (a device, a FIFO or a directory is not read)"
+            );
+        }
+        assert!(start.elapsed().as_secs() < 1);
+    }
+
+    #[test]
+    fn a_file_one_byte_over_the_bound_is_refused() {
+        let d = dir("bound");
+        let over = d.join("over.txt");
+        std::fs::File::create(&over)
+            .and_then(|f| f.set_len(MAX_FILE_BYTES + 1))
+            .expect("sparse file");
+        let e = read_bounded(&over).expect_err("refused");
+        assert_eq!(
+            e.to_string(),
+            "larger than 64 MiB, the most a file named in the config may hold"
+        );
+        let small = d.join("small.txt");
+        std::fs::write(&small, "0123456789").expect("write");
+        assert!(read_at_most(&small, 9).is_err());
+        assert_eq!(read_at_most(&small, 10).expect("read"), b"0123456789");
+        assert_eq!(read_bounded_text(&small).expect("read"), "0123456789");
+        std::fs::write(&small, [0xff, 0xfe]).expect("write");
+        assert!(read_bounded_text(&small).is_err());
+        std::fs::remove_dir_all(&d).expect("clean up");
+    }
+}
