@@ -252,15 +252,27 @@ fn init_logging(format: LogFormat) {
     // The redis client logs a WARN line per request and per reconnect attempt while a node is
     // away (hundreds per second): its errors only. Each node's change of state is logged
     // once by the store (`redis_down`, `redis_up`, with the node).
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOLLGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,redis=error"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-        LogFormat::Text => builder.init(),
-    }
+    // Library heads and bodies at debug, and client-caused storms: see logguard.
+    let unredacted = std::env::var_os("TOLLGATE_LOG_UNREDACTED").is_some_and(|v| v == "1");
+    let guard = tracing_subscriber::filter::filter_fn(move |meta| {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        tollgate_proxy::logguard::allows(meta, unredacted, secs)
+    });
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let layer = match format {
+        LogFormat::Json => fmt.json().flatten_event(true).boxed(),
+        LogFormat::Text => fmt.boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(layer.with_filter(filter).with_filter(guard))
+        .init();
 }
 
 fn config_path(flag: Option<PathBuf>) -> PathBuf {

@@ -26,6 +26,7 @@ pub mod connections;
 pub mod health;
 pub mod identity;
 pub mod jwt;
+pub mod logguard;
 pub mod metrics;
 pub mod normalize;
 pub mod policy;

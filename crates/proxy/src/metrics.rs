@@ -28,6 +28,8 @@ pub struct Metrics {
     pub tarpit_held: IntGaugeVec,
     pub tarpit_total: IntCounterVec,
     pub blocks_active: IntGaugeVec,
+    /// `tollgate_blocks_not_recorded_total{limit,why}`
+    pub blocks_not_recorded: IntCounterVec,
     pub blocks_total: IntCounterVec,
     pub decisions: IntCounterVec,
     pub hottest_key: IntGaugeVec,
@@ -158,6 +160,13 @@ impl Metrics {
             ),
             &["limit"],
         )?;
+        let blocks_not_recorded = IntCounterVec::new(
+            Opts::new(
+                "tollgate_blocks_not_recorded_total",
+                "Blocks and refusal counts a limit's ladder could not record, by why: table_full (every entry of the block table is a block in force: a full table never lifts one for a newer one), counts_full (the refusal counts are full of keys refused at least as often).",
+            ),
+            &["limit", "why"],
+        )?;
         let decisions = IntCounterVec::new(
             Opts::new(
                 "tollgate_limit_decisions_total",
@@ -227,6 +236,7 @@ impl Metrics {
         registry.register(Box::new(tarpit_held.clone()))?;
         registry.register(Box::new(tarpit_total.clone()))?;
         registry.register(Box::new(blocks_active.clone()))?;
+        registry.register(Box::new(blocks_not_recorded.clone()))?;
         registry.register(Box::new(blocks_total.clone()))?;
         registry.register(Box::new(decisions.clone()))?;
         registry.register(Box::new(hottest_key.clone()))?;
@@ -237,6 +247,7 @@ impl Metrics {
         registry.register(Box::new(lease_returned.clone()))?;
         registry.register(Box::new(verdict_cache_entries.clone()))?;
         registry.register(Box::new(redis_fallbacks.clone()))?;
+        registry.register(Box::new(crate::logguard::SUPPRESSED.clone()))?;
         registry.register(Box::new(in_flight.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(rejected.clone()))?;
@@ -268,6 +279,7 @@ impl Metrics {
             tarpit_held,
             tarpit_total,
             blocks_active,
+            blocks_not_recorded,
             blocks_total,
             decisions,
             hottest_key,

@@ -422,6 +422,56 @@ mod tests {
         assert!(!p.is_tls());
     }
 
+    /// Two names of one TLS upstream that resolve to one address stay two targets, each with
+    /// its own SNI, and Pingora never hands one's connection to the other (its reuse hash
+    /// covers the SNI).
+    #[test]
+    fn targets_on_one_address_keep_their_own_sni() {
+        use pingora::upstreams::peer::Peer;
+        let a = SocketAddr::from(([127, 0, 0, 1], 8443));
+        let mut cfg = upstream(&[]);
+        for name in ["a.test", "b.test"] {
+            cfg.targets.push(tollgate_config::UpstreamTarget {
+                written: format!("{name}:8443"),
+                host: name.into(),
+                port: 8443,
+                addr: None,
+            });
+        }
+        let tls: Vec<UpstreamTlsRt> = ["a.test", "b.test"]
+            .iter()
+            .map(|n| UpstreamTlsRt {
+                sni: n.to_string(),
+                verify: true,
+                ca: None,
+                client_cert: None,
+            })
+            .collect();
+        let pool = Pool::new(&cfg, &tls, false);
+        let both = vec![
+            Resolved {
+                addrs: vec![a],
+                error: None,
+            };
+            2
+        ];
+        *pool.resolved.lock() = both.clone();
+        pool.rebuild(&both);
+        let peers: Vec<_> = pool.targets().iter().map(|t| t.peer()).collect();
+        assert_eq!(peers.len(), 2);
+        assert_eq!((peers[0].sni(), peers[1].sni()), ("a.test", "b.test"));
+        assert_ne!(peers[0].reuse_hash(), peers[1].reuse_hash());
+        // A reload keeps each name's own peer too.
+        let next = Pool::new(&cfg, &tls, false);
+        next.inherit(&pool);
+        let snis: Vec<String> = next
+            .targets()
+            .iter()
+            .map(|t| t.peer().sni().to_string())
+            .collect();
+        assert_eq!(snis, ["a.test", "b.test"]);
+    }
+
     /// A real listener passes the check; a closed port fails it and leaves rotation; when it
     /// listens again it comes back.
     #[tokio::test]

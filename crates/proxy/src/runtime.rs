@@ -985,6 +985,27 @@ impl Shared {
                         .blocks_active
                         .with_label_values(&[&l.cfg.name])
                         .set(lad.ladder.blocks.active(now) as i64);
+                    for (why, total) in [
+                        ("table_full", lad.ladder.blocks.refused_full()),
+                        ("counts_full", lad.ladder.untracked()),
+                    ] {
+                        let c = self
+                            .metrics
+                            .blocks_not_recorded
+                            .with_label_values(&[&l.cfg.name, why]);
+                        let shown = c.get();
+                        if total > shown {
+                            if shown == 0 {
+                                tracing::warn!(
+                                    event = "blocks_not_recorded",
+                                    limit = %l.cfg.name,
+                                    why,
+                                    "this limit's ladder is full: new keys are limited but not blocked (blocks in force are never lifted to make room); counted in tollgate_blocks_not_recorded_total"
+                                );
+                            }
+                            c.inc_by(total - shown);
+                        }
+                    }
                 }
             }
         }
