@@ -1348,3 +1348,40 @@ async fn handshakes_in_progress_count_against_the_connection_bounds() {
     }
     drop(e);
 }
+
+/// A scanner's failed handshakes (issue 25): Pingora writes an ERROR line per failed TLS
+/// handshake; they are limited to 20 a second per library and the rest counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_handshakes_cannot_flood_the_log() {
+    let Site { e, .. } = site("tls-storm", "", "").await;
+    let t0 = Instant::now();
+    let mut sent = 0;
+    while sent < 300 && t0.elapsed() < Duration::from_secs(5) {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", e.tls))
+            .await
+            .expect("tcp");
+        // Not a ClientHello: the handshake fails at once.
+        let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        let mut b = [0u8; 64];
+        let _ = tokio::time::timeout(Duration::from_secs(2), s.read(&mut b)).await;
+        sent += 1;
+    }
+    let secs = t0.elapsed().as_secs() + 1;
+    let suppressed = metric(
+        &metrics(e.admin).await,
+        "tollgate_log_lines_suppressed_total",
+        &["target=\"pingora_core\""],
+    );
+    let log = e.gw.log_text();
+    let lines = log.lines().filter(|l| l.contains("handshake")).count();
+    eprintln!("{sent} failed handshakes: {lines} lines written, {suppressed} suppressed");
+    assert!(
+        lines as u64 <= 20 * (secs + 1),
+        "{lines} handshake lines in {secs} s for {sent} failed handshakes"
+    );
+    assert!(
+        suppressed as usize + lines >= sent / 2,
+        "the rest are counted: {suppressed} suppressed, {lines} written, {sent} sent"
+    );
+    drop(e);
+}

@@ -272,7 +272,11 @@ on_error = "open"
                 let mut n = 0u64;
                 while Instant::now() < until {
                     let key = format!("flood-{g}-{c}-{n}");
-                    let path = if n % 2 == 0 { "/exact" } else { "/lease" };
+                    let path = if n.is_multiple_of(2) {
+                        "/exact"
+                    } else {
+                        "/lease"
+                    };
                     n += 1;
                     if conn
                         .send("GET", path, &[("x-key", &key)], "")
@@ -398,11 +402,9 @@ limits = ["inflight"]
         let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
             .expect("connect");
-        s.write_all(
-            format!("POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 10485760\r\n\r\n").as_bytes(),
-        )
-        .await
-        .expect("head");
+        s.write_all(b"POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 10485760\r\n\r\n")
+            .await
+            .expect("head");
         let start = Instant::now();
         let chunk = vec![b'a'; 150];
         let mut buf = vec![0u8; 4096];
