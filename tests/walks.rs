@@ -453,3 +453,108 @@ limits = ["inflight"]
     // Their slots are back.
     assert_eq!(get(port, "/other", &[]).await.expect("req").status, 200);
 }
+
+/// Item 6: `TOLLGATE_LOG=debug` writes no Authorization header, query or body (the libraries'
+/// debug lines that print heads are left out), and `run` lowers `max_connections` to what
+/// the open-file limit holds, loudly, rather than time everyone out at the ceiling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_logs_keep_secrets_and_max_connections_fits_the_fd_limit() {
+    use std::process::Stdio;
+    use std::time::Duration;
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let dir = temp_dir("walks-debug");
+    let cfg = dir.join("t.toml");
+    std::fs::write(
+        &cfg,
+        serving(
+            port,
+            admin,
+            &format!(
+                "max_connections = 50000\n[upstreams.app]\ntargets = [\"{}\"]\n[[routes]]\npath_prefix = \"/\"\nupstream = \"app\"\n",
+                be.addr
+            ),
+        ),
+    )
+    .expect("write");
+    let log = dir.join("log");
+    // 600 descriptors: (600 - 128) / 2 = 236 connections fit.
+    let mut child = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 600 && exec {BIN} run --config {}",
+            cfg.display()
+        ))
+        .env("TOLLGATE_LOG", "debug")
+        .stdout(std::fs::File::create(&log).expect("log"))
+        .stderr(std::fs::File::create(dir.join("err")).expect("log"))
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    struct Kill<'a>(&'a mut std::process::Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _kill = Kill(&mut child);
+    assert!(
+        wait_listening(port, Duration::from_secs(20)).await,
+        "listening"
+    );
+    let r = request_from(
+        "127.0.0.1".parse().expect("ip"),
+        port,
+        "POST",
+        "/x?token=SECRETQUERY",
+        &[
+            ("authorization", "Bearer SECRETTOKEN"),
+            ("cookie", "s=SECRETCOOKIE"),
+        ],
+        "SECRETBODY",
+    )
+    .await
+    .expect("request");
+    assert_eq!(r.status, 200);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let text = std::fs::read_to_string(&log).unwrap_or_default()
+        + &std::fs::read_to_string(dir.join("err")).unwrap_or_default();
+    assert!(
+        text.contains("DEBUG") || text.contains("debug"),
+        "debug logging is on"
+    );
+    for secret in ["SECRETQUERY", "SECRETTOKEN", "SECRETCOOKIE", "SECRETBODY"] {
+        assert!(!text.contains(secret), "{secret} in the debug log");
+    }
+    assert!(
+        text.contains("max_connections_lowered") && text.contains("at most 236 connections"),
+        "the lowered bound is logged"
+    );
+    // The 237th connection is closed at accept; those within the bound are served.
+    let mut held = Vec::new();
+    for _ in 0..236 {
+        held.push(
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .expect("connect"),
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let m = metrics(admin).await;
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_connections_refused_total",
+            &["reason=\"max_connections\""]
+        ),
+        0.0
+    );
+    let over = Conn::open(port).await;
+    let refused = match over {
+        Ok(mut c) => c.send("GET", "/", &[], "").await.is_err(),
+        Err(_) => true,
+    };
+    assert!(refused, "over the lowered bound: closed at accept");
+    drop(held);
+}

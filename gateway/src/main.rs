@@ -258,20 +258,16 @@ fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOLLGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,redis=error"));
     // Library heads and bodies at debug, and client-caused storms: see logguard.
-    let unredacted = std::env::var_os("TOLLGATE_LOG_UNREDACTED").is_some_and(|v| v == "1");
-    let guard = tracing_subscriber::filter::filter_fn(move |meta| {
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        tollgate_proxy::logguard::allows(meta, unredacted, secs)
-    });
+    let guard = tollgate_proxy::logguard::Guard {
+        unredacted: std::env::var_os("TOLLGATE_LOG_UNREDACTED").is_some_and(|v| v == "1"),
+    };
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let layer = match format {
         LogFormat::Json => fmt.json().flatten_event(true).boxed(),
         LogFormat::Text => fmt.boxed(),
     };
     tracing_subscriber::registry()
-        .with(layer.with_filter(filter).with_filter(guard))
+        .with(layer.with_filter(tracing_subscriber::filter::FilterExt::and(filter, guard)))
         .init();
 }
 

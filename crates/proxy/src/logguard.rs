@@ -77,6 +77,44 @@ pub fn allows(meta: &Metadata<'_>, unredacted: bool, now_secs: u64) -> bool {
     false
 }
 
+/// The filter the binary puts on its log layer (with `TOLLGATE_LOG`'s): library debug lines
+/// never enabled at their call sites (free on the hot path, as any line below the level),
+/// library WARN/ERROR lines asked per event ([`allows`]), everything else left to the level.
+pub struct Guard {
+    pub unredacted: bool,
+}
+
+impl<S> tracing_subscriber::layer::Filter<S> for Guard {
+    fn enabled(&self, meta: &Metadata<'_>, _: &tracing_subscriber::layer::Context<'_, S>) -> bool {
+        // Lines bridged from the `log` crate (Pingora's) share call sites per level: they
+        // are judged here, per line, by their own target.
+        if !is_library(meta.target()) || *meta.level() == Level::INFO {
+            return true;
+        }
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        allows(meta, self.unredacted, secs)
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> tracing::subscriber::Interest {
+        use tracing::subscriber::Interest;
+        let level = *meta.level();
+        if !is_library(meta.target()) || level == Level::INFO {
+            Interest::always()
+        } else if level > Level::INFO {
+            if self.unredacted {
+                Interest::always()
+            } else {
+                Interest::never()
+            }
+        } else {
+            // WARN and ERROR: counted per event.
+            Interest::sometimes()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +141,33 @@ mod tests {
             tracing::field::FieldSet::new(&[], Identifier(&SITE)),
             Kind::EVENT,
         )
+    }
+
+    #[test]
+    fn library_debug_call_sites_are_off_and_cost_nothing() {
+        use tracing::subscriber::Interest;
+        use tracing_subscriber::layer::Filter;
+        let interest = |g: &Guard, target: &'static str, level| {
+            let m: &'static Metadata<'static> = Box::leak(Box::new(meta(target, level)));
+            let i = <Guard as Filter<tracing_subscriber::Registry>>::callsite_enabled(g, m);
+            (i.is_never(), i.is_sometimes(), i.is_always())
+        };
+        let g = Guard { unredacted: false };
+        let (never, sometimes, always) = (
+            (true, false, false),
+            (false, true, false),
+            (false, false, true),
+        );
+        assert_eq!(interest(&g, "h2::proto", Level::DEBUG), never);
+        assert_eq!(interest(&g, "pingora_core::x", Level::ERROR), sometimes);
+        assert_eq!(interest(&g, "pingora_core::x", Level::INFO), always);
+        assert_eq!(
+            interest(&g, "tollgate_proxy::service", Level::DEBUG),
+            always
+        );
+        let open = Guard { unredacted: true };
+        assert_eq!(interest(&open, "h2::proto", Level::DEBUG), always);
+        let _: Interest = Interest::always();
     }
 
     #[test]
