@@ -145,6 +145,13 @@ name = "other"
 path_prefix = "/other"
 rewrite = { regex = "^/other/(.*)", replace = "/public/$1" }
 upstream = "svc"
+
+# Another spelling of /admin in the template: still seen.
+[[routes]]
+name = "spelled"
+path_prefix = "/spelled"
+rewrite = { regex = "^/spelled/(.*)", replace = "//%61dmin/$1" }
+upstream = "svc"
 "#,
     )
     .expect("write");
@@ -165,6 +172,7 @@ upstream = "svc"
     );
     // /public/... never meets /admin: no warning for the rewrite route.
     assert!(!err.contains("routes[2]"), "{err}");
+    assert!(err.contains("routes[3].rewrite"), "{err}");
 }
 
 /// Item 3, end to end: three gateways on one Redis, 32 connections per gateway sending a new

@@ -1030,7 +1030,7 @@ pub(crate) fn http_token(s: &str) -> bool {
 /// How long a global concurrency limit's slots outlive a gateway that stopped renewing them.
 pub const DEFAULT_SLOT_TTL: Duration = Duration::from_secs(10);
 /// How long a request may hold a concurrency slot before its body is in (`slot_timeout`).
-pub const DEFAULT_SLOT_TIMEOUT: Duration = Duration::from_secs(60);
+pub const DEFAULT_SLOT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The sliding log keeps one entry per admitted unit: beyond this, the sliding window is the
 /// right tool.

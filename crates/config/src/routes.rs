@@ -574,11 +574,11 @@ pub fn rewrite_warnings(cfg: &Config) -> Vec<String> {
                         _ => break,
                     }
                 }
-                if lit.starts_with('/') {
+                loose_path(&if lit.starts_with('/') {
                     lit
                 } else {
                     format!("/{lit}")
-                }
+                })
             }
             Rewrite::Regex { .. } => "/".to_string(),
         };
@@ -606,6 +606,12 @@ pub fn rewrite_warnings(cfg: &Config) -> Vec<String> {
             if !missing.is_empty() {
                 how.push(format!("applies limits {}", missing.join(", ")));
             }
+            // A case-insensitive route's paths are in lower case: compare so.
+            let lit = if p.case_insensitive {
+                lit.to_ascii_lowercase()
+            } else {
+                lit.clone()
+            };
             if !guards_upstream || how.is_empty() || !may_write(&lit, &p.path) {
                 continue;
             }
@@ -627,6 +633,38 @@ pub fn rewrite_warnings(cfg: &Config) -> Vec<String> {
                 how.join("; "),
                 r.name,
             ));
+        }
+    }
+    out
+}
+
+/// A template's literal start as the upstream will read it: unreserved escapes decoded
+/// (`%61` is `a`), repeated slashes one (the output is made canonical).
+fn loose_path(lit: &str) -> String {
+    let b = lit.as_bytes();
+    let mut out = String::with_capacity(lit.len());
+    let mut i = 0;
+    while i < b.len() {
+        let c = if b[i] == b'%' {
+            let hex = b
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+            match hex {
+                Some(v) if v.is_ascii_alphanumeric() || b"-._~".contains(&v) => {
+                    i += 3;
+                    v as char
+                }
+                _ => {
+                    i += 1;
+                    '%'
+                }
+            }
+        } else {
+            i += 1;
+            b[i - 1] as char
+        };
+        if !(c == '/' && out.ends_with('/')) {
+            out.push(c);
         }
     }
     out

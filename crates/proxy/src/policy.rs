@@ -376,9 +376,10 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
             let key = GlobalKey {
                 limit: &g.name,
                 key: p.keys[pos],
-                // A cached refusal's probe, a lease grown past one unit: keys this gateway
-                // knows, whose calls a flood of fresh keys must not crowd out.
-                known: p.probes & (1 << pos) != 0 || want > 1,
+                // A cached refusal's probe: a key this gateway knows is refused, whose call a
+                // flood of fresh keys must not crowd out. (Not a grown lease: two quick
+                // requests grow one, so a flood could claim the reserve with them.)
+                known: p.probes & (1 << pos) != 0,
             };
             calls.push(async move {
                 let r = if let Some(leases) = &g.leases {
@@ -486,6 +487,7 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
                 // on its own (the script refused its arguments, the key holds another type)
                 // repeats on every request: logged once per limit, with its reason.
                 if !e.is_outage()
+                    && !e.is_unasked()
                     && !g
                         .call_error_logged
                         .swap(true, std::sync::atomic::Ordering::Relaxed)

@@ -268,7 +268,7 @@ impl RewriteRt {
         if !new_path.starts_with('/') {
             new_path.insert(0, '/');
         }
-        if new_path.split('/').any(is_dot_segment) {
+        if climbs(&new_path) {
             return Err(RewriteRefusal::DotSegment);
         }
         let canonical = normalize_path(new_path.as_bytes(), rules).map_err(RewriteRefusal::Path)?;
@@ -310,6 +310,38 @@ impl RewriteRt {
         }
         Ok(Some(Rewritten { target, path_len }))
     }
+}
+
+/// Whether a path holds a segment some upstream resolves as `.` or `..`: split at `/` and at
+/// an escaped one (`%2F`, `%5C`: an upstream may decode them), each segment's `;params` left
+/// out (Tomcat, Jetty and Spring read `/..;/` as `/../`).
+fn climbs(path: &str) -> bool {
+    let b = path.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    while i <= b.len() {
+        let (end, next) = if i == b.len() || b[i] == b'/' {
+            (i, i + 1)
+        } else if b[i] == b'%'
+            && b.get(i + 1..i + 3).is_some_and(|h| {
+                (h[0] == b'2' && h[1].eq_ignore_ascii_case(&b'f'))
+                    || (h[0] == b'5' && h[1].eq_ignore_ascii_case(&b'c'))
+            })
+        {
+            (i, i + 3)
+        } else {
+            i += 1;
+            continue;
+        };
+        let seg = &path[start..end];
+        let seg = seg.split(';').next().unwrap_or(seg);
+        if is_dot_segment(seg) {
+            return true;
+        }
+        start = next;
+        i = next;
+    }
+    false
 }
 
 /// `.` or `..`, also escaped (`%2e`): a segment that climbs.
@@ -559,6 +591,30 @@ mod tests {
             ok(&app, "/app-.../x", None),
             "/apps/.../x",
             "three dots is a name"
+        );
+        // Dot segments an upstream resolves although the gateway's rules do not: `..;params`
+        // (Tomcat, Jetty, Spring) and `..` between escaped slashes.
+        assert_eq!(
+            target(&app, "/app-..;/admin/secret", None),
+            Err(RewriteRefusal::DotSegment)
+        );
+        assert_eq!(
+            target(&app, "/app-..;x=1/admin", None),
+            Err(RewriteRefusal::DotSegment)
+        );
+        assert_eq!(ok(&app, "/app-a;b/c", None), "/apps/a;b/c");
+        let keep = PathRules {
+            merge_slashes: true,
+            escaped_slashes: tollgate_config::EscapedSlashes::Keep,
+        };
+        let svc = RewriteRt::Strip("/svc".into());
+        assert_eq!(
+            svc.apply("/svc/%2E%2E%2Fadmin", None, keep),
+            Err(RewriteRefusal::DotSegment)
+        );
+        assert_eq!(
+            svc.apply("/svc/a%5C..%5Cadmin", None, keep),
+            Err(RewriteRefusal::DotSegment)
         );
         // Slashes the template doubles are merged: never a network-path reference.
         let api = regex("^/api(.*)", "/$1");

@@ -1235,6 +1235,10 @@ impl ProxyHttp for Gateway {
                 }
                 ctx.outcome_limit = verdict.nearest.map(|(l, _, _)| l);
                 self.note_verdict(ctx, &rt, route, &verdict, &plan);
+                // The shortest slot_timeout of the slots taken: counted once the request is
+                // passed on (after a leaky bucket's hold below: the gateway's own queue is not
+                // the client's time).
+                let mut slot_timeout: Option<std::time::Duration> = None;
                 if rt.routes[route].holds_slots {
                     let mut slots = crate::slots::Slots::new(rt.clone(), self.shared.clock.clone());
                     for (pos, &li) in rt.routes[route].cfg.limits.iter().enumerate() {
@@ -1243,18 +1247,9 @@ impl ProxyHttp for Gateway {
                         if cfg.algorithm == AlgorithmKind::Concurrency && took.any() {
                             slots.push(li, plan.key(pos), took);
                             if let Some(t) = cfg.slot_timeout {
-                                let due = Instant::now() + t;
-                                ctx.slot_deadline =
-                                    Some(ctx.slot_deadline.map_or(due, |d| d.min(due)));
+                                slot_timeout = Some(slot_timeout.map_or(t, |s| s.min(t)));
                             }
                         }
-                    }
-                    if let Some(due) = ctx.slot_deadline {
-                        // The body's first read waits no longer than the slot may be held.
-                        let left = due.saturating_duration_since(Instant::now());
-                        session.set_read_timeout(Some(
-                            rt.config.server.hardening.body_timeout.min(left),
-                        ));
                     }
                     ctx.slots = Some(slots);
                 }
@@ -1269,6 +1264,11 @@ impl ProxyHttp for Gateway {
                 if verdict.delay > 0 {
                     // A leaky bucket's queue: held without a thread, then passed on at the rate.
                     tokio::time::sleep(std::time::Duration::from_nanos(verdict.delay)).await;
+                }
+                if let Some(t) = slot_timeout {
+                    ctx.slot_deadline = Some(Instant::now() + t);
+                    // The body's first read waits no longer than the slot may be held.
+                    session.set_read_timeout(Some(rt.config.server.hardening.body_timeout.min(t)));
                 }
             }
         }

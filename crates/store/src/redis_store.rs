@@ -128,7 +128,7 @@ impl StoreMetrics {
         let errors = IntCounterVec::new(
             Opts::new(
                 "tollgate_redis_errors_total",
-                "Failed Redis calls, by kind: timeout, connection, redis, reply, circuit_open; saturated (not made: max_in_flight calls already waiting); late (past the budget while the node answered other calls since: the queue, which the breaker does not count).",
+                "Failed Redis calls, by kind: timeout, connection, redis, reply, circuit_open; saturated (not made: max_in_flight calls already waiting); late (past the budget while the node and this connection answered other calls within the last quarter second: the queue, which the breaker does not count).",
             ),
             &["kind"],
         )?;
@@ -187,6 +187,9 @@ struct Slot {
     connecting: AtomicBool,
     ready: tokio::sync::Notify,
     timeouts: AtomicU32,
+    /// When a call on this connection last succeeded (the store's clock): see
+    /// [`RedisStore::answers`].
+    answered: AtomicU64,
     /// Why the last connection attempt failed (a refused certificate, say), for the
     /// calls that waited on it.
     failed: parking_lot::Mutex<Option<redis::RedisError>>,
@@ -569,7 +572,9 @@ impl RedisStore {
         };
         self.metrics.latency.observe(start.elapsed().as_secs_f64());
         let r = match r {
-            Err(StoreError::Timeout(d)) if self.answers(&node, sent) => Err(StoreError::Late(d)),
+            Err(StoreError::Timeout(d)) if self.answers(&node, self.slot(), sent) => {
+                Err(StoreError::Late(d))
+            }
             r => r,
         };
         self.record(&r, probe, &node);
@@ -605,22 +610,28 @@ impl RedisStore {
         }
     }
 
-    /// Whether `node` answered a call lately: since `sent`, or within the last quarter second
-    /// (at least the decision budget). A call that times out then met a queue (the gateway's
-    /// own, starved of CPU, or Redis's), not a node that is down: a dead node answers nothing,
-    /// and its calls count against the breaker a quarter second after its last answer.
-    fn answers(&self, node: &Node, sent: tollgate_limit::Nanos) -> bool {
-        let last = node.answered.load(Ordering::Relaxed);
+    /// Whether both `node` and this thread's connection (`slot`) answered a call lately:
+    /// since `sent`, or within the last quarter second (at least the decision budget). A call
+    /// that times out then met a queue (the gateway's own, starved of CPU, or Redis's), not a
+    /// node that is down nor a connection gone silent: a dead node, or a connection
+    /// black-holed while the others answer, answers nothing, and its calls count (against the
+    /// breaker, and towards replacing the connection) a quarter second after its last answer.
+    fn answers(&self, node: &Node, slot: &Slot, sent: tollgate_limit::Nanos) -> bool {
         let quiet = u64::try_from(self.timeout.max(Duration::from_millis(250)).as_nanos())
             .unwrap_or(u64::MAX);
-        last > sent || (last != 0 && self.clock.now().saturating_sub(last) < quiet)
+        let now = self.clock.now();
+        let recent = |last: u64| last > sent || (last != 0 && now.saturating_sub(last) < quiet);
+        recent(node.answered.load(Ordering::Relaxed))
+            && recent(slot.answered.load(Ordering::Relaxed))
     }
 
     fn record<T>(&self, r: &Result<T, StoreError>, probe: bool, node: &Node) {
         let slot = self.slot();
         match r {
             Ok(_) => {
-                node.answered.fetch_max(self.clock.now(), Ordering::Relaxed);
+                let now = self.clock.now();
+                node.answered.fetch_max(now, Ordering::Relaxed);
+                slot.answered.fetch_max(now, Ordering::Relaxed);
                 if slot.timeouts.load(Ordering::Relaxed) != 0 {
                     slot.timeouts.store(0, Ordering::Relaxed);
                 }

@@ -38,6 +38,10 @@ struct Scan {
     flow: usize,
     /// The quote of a quoted scalar left open at the end of the last line.
     quote: Option<u8>,
+    /// In a flow collection, where a node may begin (after `[`, `{`, `,`, `:` or `?`): only
+    /// there does a quote open a quoted scalar. Inside a plain scalar (`[x "`) a quote is
+    /// text, as the parser reads it; taking it for a quote would hide the brackets after it.
+    flow_node_start: bool,
     /// Inside a block scalar: lines indented deeper than this column are its text.
     text_over: Option<usize>,
 }
@@ -124,24 +128,26 @@ impl Scan {
                     match c {
                         b'[' | b'{' => {
                             self.flow += 1;
+                            self.flow_node_start = true;
                             if self.depth() > MAX_DEPTH {
                                 return false;
                             }
                         }
                         b']' | b'}' => {
                             self.flow = self.flow.saturating_sub(1);
+                            self.flow_node_start = false;
                             if self.flow == 0 {
                                 mode = Mode::Scalar(i);
                             }
                         }
-                        b'\'' | b'"' => {
-                            let prev = i.checked_sub(1).map(|p| b[p]);
-                            if prev.is_none_or(|p| blank(p) || b"[{,:".contains(&p)) {
-                                self.quote = Some(c);
-                            }
+                        b',' | b':' | b'?' => self.flow_node_start = true,
+                        b'\'' | b'"' if self.flow_node_start => {
+                            self.quote = Some(c);
+                            self.flow_node_start = false;
                         }
                         b'#' if i == 0 || blank(b[i - 1]) => return true,
-                        _ => {}
+                        _ if blank(c) => {}
+                        _ => self.flow_node_start = false,
                     }
                     i += 1;
                 }
@@ -159,6 +165,7 @@ impl Scan {
                     }
                     b'[' | b'{' => {
                         self.flow += 1;
+                        self.flow_node_start = true;
                         if self.depth() > MAX_DEPTH {
                             return false;
                         }
@@ -300,5 +307,12 @@ mod tests {
         assert!(!depth_ok(&format!("- k: |\n    x\n  j: {open}\n")));
         assert!(!depth_ok(&format!("a: don't\nb: {open}\n")));
         assert!(!depth_ok(&format!("a: \"x\"\nb: {open}\n")));
+        // A quote inside a flow plain scalar is text (`[x "` is the scalar `x "`): the
+        // brackets after it are structure, as the parser reads them.
+        assert!(!depth_ok(&format!("a: [x \", {open}\n")));
+        assert!(!depth_ok(&format!("a: [x ', {open}\n")));
+        refused_fast(&format!("a: [x \", {}\n", "[".repeat(LEVELS)), 1);
+        // Where a flow node begins, it opens a quoted scalar still.
+        assert!(depth_ok(&format!("a: [1, \"{open}\", {{k: '{open}'}}]\n")));
     }
 }
