@@ -104,11 +104,6 @@ impl Served {
     }
 }
 
-/// The path the echo backend was asked for.
-fn upstream_path(r: &Reply) -> String {
-    r.json()["path"].as_str().unwrap_or("").to_string()
-}
-
 async fn backends<const N: usize>() -> [Backend; N] {
     let mut v = Vec::with_capacity(N);
     for _ in 0..N {

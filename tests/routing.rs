@@ -10,20 +10,11 @@ use tollgate_testkit::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 
-fn serving(port: u16, admin: u16, rest: &str) -> String {
-    format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\nadmin = \"127.0.0.1:{admin}\"\nthreads = 1\n{rest}")
-}
-
-/// The path (with query) the echo backend was sent.
-fn upstream_path(r: &Reply) -> String {
-    r.json()["path"].as_str().unwrap_or_default().to_string()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn regex_routes_rewrites_wildcard_hosts_and_a_hosts_own_404() {
     let be = Backend::start().await.expect("backend");
     let (port, admin) = (free_port(), free_port());
-    let toml = serving(
+    let toml = serving_one_thread(
         port,
         admin,
         &format!(
@@ -149,7 +140,7 @@ async fn a_canary_takes_its_weight_and_the_header_forces_it() {
     let prod = Backend::start().await.expect("backend");
     let canary = Backend::start().await.expect("backend");
     let (port, admin) = (free_port(), free_port());
-    let toml = serving(
+    let toml = serving_one_thread(
         port,
         admin,
         &format!(
@@ -201,7 +192,7 @@ canary = {{ upstream = "canary", weight = 20, header = "X-Canary", cookie = "can
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_from_refuses_outsiders_and_keeps_limits_on_insiders() {
     let (port, admin) = (free_port(), free_port());
-    let toml = serving(
+    let toml = serving_one_thread(
         port,
         admin,
         r#"
@@ -307,7 +298,7 @@ async fn an_upstream_name_that_resolves_late_serves_once_it_does() {
         .await
         .expect("backend on 127.0.0.3");
     let (port, admin) = (free_port(), free_port());
-    let toml = serving(
+    let toml = serving_one_thread(
         port,
         admin,
         &format!(

@@ -8,22 +8,13 @@ use tollgate_testkit::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 
-fn serving(port: u16, admin: u16, rest: &str) -> String {
-    format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\nadmin = \"127.0.0.1:{admin}\"\nthreads = 1\n{rest}")
-}
-
-/// The path (with query) the echo backend was sent.
-fn upstream_path(r: &Reply) -> String {
-    r.json()["path"].as_str().unwrap_or_default().to_string()
-}
-
 /// Item 1 and 2: a rewrite's output is held to a client's rules, and keys read what the
 /// upstream reads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rewrites_cannot_smuggle_query_keys_or_climb_past_deny_rules() {
     let be = Backend::start().await.expect("backend");
     let (port, admin) = (free_port(), free_port());
-    let toml = serving(
+    let toml = serving_one_thread(
         port,
         admin,
         &format!(
@@ -193,7 +184,7 @@ async fn a_flood_of_fresh_keys_cannot_open_a_global_limit() {
         .unwrap_or(5);
     let budget = std::env::var("FLOOD_BUDGET").unwrap_or_else(|_| "3ms".into());
     let conf = |port: u16, admin: u16| {
-        serving(
+        serving_one_thread(
             port,
             admin,
             &format!(
@@ -383,7 +374,7 @@ async fn a_slow_upload_holds_a_concurrency_slot_no_longer_than_slot_timeout() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let be = Backend::start().await.expect("backend");
     let (port, admin) = (free_port(), free_port());
-    let toml = serving(
+    let toml = serving_one_thread(
         port,
         admin,
         &format!(
@@ -475,7 +466,7 @@ async fn debug_logs_keep_secrets_and_max_connections_fits_the_fd_limit() {
     let cfg = dir.join("t.toml");
     std::fs::write(
         &cfg,
-        serving(
+        serving_one_thread(
             port,
             admin,
             &format!(

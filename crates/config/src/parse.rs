@@ -1029,6 +1029,41 @@ pub(crate) fn http_token(s: &str) -> bool {
 /// route naming it is not also told the limit does not exist.
 /// How long a global concurrency limit's slots outlive a gateway that stopped renewing them.
 pub const DEFAULT_SLOT_TTL: Duration = Duration::from_secs(10);
+const HOUR: Duration = Duration::from_secs(3600);
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
+/// A duration key of concurrency limits only (`slot_ttl`, `slot_timeout`): from 1 s to `max`
+/// (an hour or a day, as the error says), `default` when not given.
+fn concurrency_duration(
+    cx: &mut Cx,
+    l: &mut Tbl,
+    key: &str,
+    concurrency: bool,
+    default: Duration,
+    max: Duration,
+) -> Option<Duration> {
+    let Some(v) = l.get(key) else {
+        return Some(default);
+    };
+    let p = l.key_path(key);
+    if !concurrency {
+        cx.err(
+            &p,
+            v.span(),
+            format!("{key} applies only to algorithm = \"concurrency\""),
+        );
+        return None;
+    }
+    duration(cx, &p, v).and_then(|d| {
+        if d < Duration::from_secs(1) || d > max {
+            let upper = if max == HOUR { "1h" } else { "1d" };
+            cx.err(&p, v.span(), format!("must be between 1s and {upper}"));
+            return None;
+        }
+        Some(d)
+    })
+}
+
 /// How long a request may hold a concurrency slot before its body is in (`slot_timeout`).
 pub const DEFAULT_SLOT_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -1304,52 +1339,18 @@ fn limits(
         };
         // A concurrency limit's "rate" is its burst per slot_ttl: the Redis script reads the
         // period as how long a gateway's slots outlive it (a crashed gateway's come back then).
-        let slot_ttl = match l.get("slot_ttl") {
-            Some(v) if !concurrency => {
-                cx.err(
-                    &l.key_path("slot_ttl"),
-                    v.span(),
-                    "slot_ttl applies only to algorithm = \"concurrency\"",
-                );
-                None
-            }
-            Some(v) => duration(cx, &l.key_path("slot_ttl"), v).and_then(|d| {
-                if d < Duration::from_secs(1) || d > Duration::from_secs(3600) {
-                    cx.err(
-                        &l.key_path("slot_ttl"),
-                        v.span(),
-                        "must be between 1s and 1h",
-                    );
-                    return None;
-                }
-                Some(d)
-            }),
-            None => Some(DEFAULT_SLOT_TTL),
-        };
+        let slot_ttl =
+            concurrency_duration(cx, &mut l, "slot_ttl", concurrency, DEFAULT_SLOT_TTL, HOUR);
         // A slot is bounded in time too: an upload just over min_body_rate would hold it for
         // hours (body size / rate) and refuse every other request on its key meanwhile.
-        let slot_timeout = match l.get("slot_timeout") {
-            Some(v) if !concurrency => {
-                cx.err(
-                    &l.key_path("slot_timeout"),
-                    v.span(),
-                    "slot_timeout applies only to algorithm = \"concurrency\"",
-                );
-                None
-            }
-            Some(v) => duration(cx, &l.key_path("slot_timeout"), v).and_then(|d| {
-                if d < Duration::from_secs(1) || d > Duration::from_secs(24 * 3600) {
-                    cx.err(
-                        &l.key_path("slot_timeout"),
-                        v.span(),
-                        "must be between 1s and 1d",
-                    );
-                    return None;
-                }
-                Some(d)
-            }),
-            None => Some(DEFAULT_SLOT_TIMEOUT),
-        };
+        let slot_timeout = concurrency_duration(
+            cx,
+            &mut l,
+            "slot_timeout",
+            concurrency,
+            DEFAULT_SLOT_TIMEOUT,
+            DAY,
+        );
         let rate = match (concurrency, burst, slot_ttl) {
             (true, Some(b), Some(ttl)) => Rate::new(b, ttl).ok(),
             (true, ..) => None,

@@ -1093,3 +1093,14 @@ pub fn unix_now() -> u64 {
         .map(|d| d.as_secs())
         .unwrap_or(0)
 }
+
+/// A config serving on `port` with its admin on `admin`, one worker thread; `rest` goes on
+/// inside `[server]` (and may open the tables after it).
+pub fn serving_one_thread(port: u16, admin: u16, rest: &str) -> String {
+    format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\nadmin = \"127.0.0.1:{admin}\"\nthreads = 1\n{rest}")
+}
+
+/// The path (with query) the echo [`Backend`] was sent.
+pub fn upstream_path(r: &Reply) -> String {
+    r.json()["path"].as_str().unwrap_or_default().to_string()
+}
