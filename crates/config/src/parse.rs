@@ -1069,7 +1069,7 @@ pub const DEFAULT_SLOT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The sliding log keeps one entry per admitted unit: beyond this, the sliding window is the
 /// right tool.
-const MAX_SLIDING_LOG_BURST: i64 = 100_000;
+const MAX_SLIDING_LOG_BURST: i64 = tollgate_limit::MAX_SLIDING_LOG_BURST as i64;
 
 /// Where a plan limit's numbers come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1321,11 +1321,10 @@ fn limits(
         let burst = match l.get("burst") {
             Some(bv) => {
                 let p = l.key_path("burst");
-                if algorithm == Some(AlgorithmKind::SlidingLog) {
-                    as_int_in(cx, &p, bv, 1, MAX_SLIDING_LOG_BURST).map(|n| n as u64)
-                } else {
-                    as_int_in(cx, &p, bv, 1, 1_000_000_000).map(|n| n as u64)
-                }
+                let max = algorithm
+                    .and_then(|a| a.caps().max_burst)
+                    .map_or(1_000_000_000, |m| m as i64);
+                as_int_in(cx, &p, bv, 1, max).map(|n| n as u64)
             }
             None if concurrency => {
                 cx.err(
@@ -1356,9 +1355,9 @@ fn limits(
             (true, ..) => None,
             _ => rate,
         };
-        if let (None, Some(AlgorithmKind::SlidingLog), Some(r)) = (l.get("burst"), algorithm, rate)
-        {
-            if r.count() > MAX_SLIDING_LOG_BURST as u64 {
+        let max_burst = algorithm.and_then(|a| a.caps().max_burst);
+        if let (None, Some(max), Some(r)) = (l.get("burst"), max_burst, rate) {
+            if r.count() > max {
                 let span = l.get("rate").map(|v| v.span()).unwrap_or(0..0);
                 cx.err(
                     &l.key_path("rate"),
@@ -1370,7 +1369,7 @@ fn limits(
         let delay = match l.get("delay") {
             Some(dv) => {
                 let p = l.key_path("delay");
-                if algorithm != Some(AlgorithmKind::LeakyBucket) {
+                if !algorithm.is_some_and(|a| a.caps().queues) {
                     cx.err(
                         &p,
                         dv.span(),
@@ -1700,7 +1699,7 @@ fn lease(
                 "lease" => {
                     let why = match (scope, algorithm) {
                         (Some(Scope::Local), _) => Some("sync applies only to scope = \"global\" (a local limit decides in this process already)".to_string()),
-                        (_, Some(a @ (AlgorithmKind::LeakyBucket | AlgorithmKind::SlidingLog | AlgorithmKind::Quota | AlgorithmKind::Concurrency))) => Some(format!(
+                        (_, Some(a)) if !a.caps().leases => Some(format!(
                             "sync = \"lease\" does not apply to {}: it decides each request on its own (use token_bucket, gcra, fixed_window or sliding_window)",
                             a.name()
                         )),

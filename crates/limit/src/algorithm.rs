@@ -10,8 +10,8 @@ use crate::clock::Nanos;
 use crate::decision::{Decision, Rate};
 use std::sync::atomic::AtomicU64;
 
-/// The algorithms a limit can name in the config. Not all are built for every scope yet:
-/// [`AlgorithmKind::local_supported`] says which.
+/// The algorithms a limit can use. What each can do (its script, leases, windows, cached
+/// refusals, ...) is its row of the capability table: [`AlgorithmKind::caps`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AlgorithmKind {
     TokenBucket,
@@ -27,6 +27,7 @@ pub enum AlgorithmKind {
 }
 
 impl AlgorithmKind {
+    /// The algorithms `algorithm = "..."` names, in the table's order.
     pub const ALL: [AlgorithmKind; 7] = [
         AlgorithmKind::TokenBucket,
         AlgorithmKind::Gcra,
@@ -38,31 +39,16 @@ impl AlgorithmKind {
     ];
 
     pub fn name(&self) -> &'static str {
-        match self {
-            AlgorithmKind::TokenBucket => "token_bucket",
-            AlgorithmKind::Gcra => "gcra",
-            AlgorithmKind::SlidingWindow => "sliding_window",
-            AlgorithmKind::FixedWindow => "fixed_window",
-            AlgorithmKind::SlidingLog => "sliding_log",
-            AlgorithmKind::LeakyBucket => "leaky_bucket",
-            AlgorithmKind::Concurrency => "concurrency",
-            AlgorithmKind::Quota => "quota",
-        }
+        self.caps().name
     }
 
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.name() == name)
     }
 
-    /// Whether `burst` is a bucket capacity (buckets, GCRA) rather than a count per window.
+    /// Whether `burst` is a count per window rather than a bucket's capacity.
     pub fn is_window(&self) -> bool {
-        matches!(
-            self,
-            AlgorithmKind::FixedWindow
-                | AlgorithmKind::SlidingWindow
-                | AlgorithmKind::SlidingLog
-                | AlgorithmKind::Quota
-        )
+        self.caps().window
     }
 }
 

@@ -24,6 +24,7 @@
 mod algorithm;
 mod blocks;
 mod calendar;
+mod capabilities;
 mod cell;
 mod clock;
 mod concurrency;
@@ -40,6 +41,7 @@ mod windows;
 pub use algorithm::{Algorithm, AlgorithmKind, Gcra, LeakyBucket, TokenBucket, TokenBucketState};
 pub use blocks::{Block, BlockTable, HotKeys, Ladder, Rung, Tripped};
 pub use calendar::{civil_from_days, days_from_civil, Calendar, CalendarUnit};
+pub use capabilities::{Capabilities, MAX_SLIDING_LOG_BURST};
 pub use cell::{MutexCell, PairCell, StateCell};
 pub use clock::{Clock, ManualClock, MonotonicClock, Nanos, NANOS_PER_SEC};
 pub use concurrency::{Concurrency, CONCURRENCY_RETRY};

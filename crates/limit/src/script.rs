@@ -52,7 +52,7 @@ pub fn check(algorithm: AlgorithmKind, rate: Rate, burst: u64) -> Result<(), Str
     if burst > SCRIPT_EXACT_MAX {
         return Err(format!("{burst} is above {BOUND}"));
     }
-    if algorithm == AlgorithmKind::Quota {
+    if algorithm.caps().calendar {
         // Counted per calendar period, which the script computes from the date.
         return Ok(());
     }
@@ -61,7 +61,7 @@ pub fn check(algorithm: AlgorithmKind, rate: Rate, burst: u64) -> Result<(), Str
     // clock (~2^50.6 us since 1970), so it must stay within 2^52 for the sum to stay exact.
     let mut fill_us =
         (burst as u128 * rate.period_ns() as u128).div_ceil(rate.count() as u128 * 1_000);
-    if matches!(algorithm, AlgorithmKind::Gcra | AlgorithmKind::LeakyBucket) {
+    if algorithm.caps().stepped {
         let s = step(rate, burst);
         fill_us = fill_us.max((s.interval * s.tick_ns) as u128 * burst as u128 / 1_000);
     }

@@ -462,8 +462,11 @@ fn limit_state(
         leases,
         lease_decisions: metrics.lease_decisions.with_label_values(&[&cfg.name]),
         lease_returned: metrics.lease_returned.with_label_values(&[&cfg.name]),
-        caches_refusals: cfg.algorithm != tollgate_limit::AlgorithmKind::Concurrency,
-        held: (cfg.algorithm == tollgate_limit::AlgorithmKind::Concurrency)
+        caches_refusals: cfg.algorithm.caps().caches_refusals,
+        held: cfg
+            .algorithm
+            .caps()
+            .holds
             .then(|| prev.and_then(|g| g.held.clone()).unwrap_or_default()),
     }))
 }
@@ -532,7 +535,7 @@ impl Runtime {
                     .cloned()
                     .unwrap_or_else(|| Arc::new(TarpitRt::new(t)))
             });
-            let quota = cfg.algorithm == tollgate_limit::AlgorithmKind::Quota;
+            let quota = cfg.algorithm.caps().calendar;
             limits.push(LimitRt {
                 action: cfg.action,
                 tarpit,
@@ -590,7 +593,7 @@ impl Runtime {
                         .map(|&i| &limits[i])
                         .filter(|l| !l.shadow && l.cfg.plan.is_none_or(|p| p == plan))
                         // Requests in flight have no window to state.
-                        .filter(|l| l.cfg.algorithm != tollgate_limit::AlgorithmKind::Concurrency)
+                        .filter(|l| l.cfg.algorithm.caps().rated)
                         .map(|l| policy_item(&l.name_sf, l.cfg.rate.count(), window_secs(&l.cfg)))
                         .collect();
                     if items.is_empty() {
@@ -674,9 +677,10 @@ impl Runtime {
                     .limits
                     .iter()
                     .any(|&i| limits[i].cfg.count_failures.is_some()),
-                holds_slots: cfg.limits.iter().any(|&i| {
-                    limits[i].cfg.algorithm == tollgate_limit::AlgorithmKind::Concurrency
-                }),
+                holds_slots: cfg
+                    .limits
+                    .iter()
+                    .any(|&i| limits[i].cfg.algorithm.caps().holds),
                 tarpit_held: metrics.tarpit_held.with_label_values(&[&cfg.name]),
                 tarpit_total: metrics.tarpit_total.with_label_values(&[&cfg.name]),
                 access_allowed: ["ip", "api_key"]

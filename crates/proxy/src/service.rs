@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tollgate_config::{Action, RouteAction};
-use tollgate_limit::{ceil_secs, AlgorithmKind};
+use tollgate_limit::ceil_secs;
 
 pub struct Gateway {
     shared: Arc<Shared>,
@@ -1244,7 +1244,7 @@ impl ProxyHttp for Gateway {
                     for (pos, &li) in rt.routes[route].cfg.limits.iter().enumerate() {
                         let took = plan.took(pos);
                         let cfg = &rt.limits[li].cfg;
-                        if cfg.algorithm == AlgorithmKind::Concurrency && took.any() {
+                        if cfg.algorithm.caps().holds && took.any() {
                             slots.push(li, plan.key(pos), took);
                             if let Some(t) = cfg.slot_timeout {
                                 slot_timeout = Some(slot_timeout.map_or(t, |s| s.min(t)));

@@ -204,7 +204,7 @@ pub struct RedisStore {
     slots: Box<[Arc<Slot>]>,
     /// Connections made before this epoch are replaced on their next use.
     epoch: AtomicU64,
-    /// In `KINDS` order; each knows its SHA1 for EVALSHA.
+    /// In `AlgorithmKind::EVERY` order (the capability table's `index`); each knows its SHA1 for EVALSHA.
     scripts: Vec<redis::Script>,
     blocks_script: redis::Script,
     timeout: Duration,
@@ -252,18 +252,6 @@ const ERROR_KINDS: [&str; 7] = [
     "late",
 ];
 
-/// Every script, in one order: the algorithms, then the quota.
-const KINDS: [AlgorithmKind; 8] = [
-    AlgorithmKind::TokenBucket,
-    AlgorithmKind::Gcra,
-    AlgorithmKind::SlidingWindow,
-    AlgorithmKind::FixedWindow,
-    AlgorithmKind::SlidingLog,
-    AlgorithmKind::LeakyBucket,
-    AlgorithmKind::Concurrency,
-    AlgorithmKind::Quota,
-];
-
 /// What a limiter script call does (its `mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
@@ -288,8 +276,10 @@ impl Op {
     }
 }
 
+/// The script of an algorithm: its row of the capability table says where (an algorithm
+/// without a row does not compile; none falls back to another's script).
 fn script_index(kind: AlgorithmKind) -> usize {
-    KINDS.iter().position(|k| *k == kind).unwrap_or(0)
+    kind.caps().index
 }
 
 /// A small number per thread, so each worker thread uses its own connection.
@@ -382,7 +372,7 @@ impl RedisStore {
                 .map(|_| Arc::new(Slot::default()))
                 .collect(),
             epoch: AtomicU64::new(0),
-            scripts: KINDS
+            scripts: AlgorithmKind::EVERY
                 .iter()
                 .map(|k| redis::Script::new(script_source(*k)))
                 .collect(),
@@ -496,10 +486,7 @@ impl RedisStore {
             .arg(cost)
             .arg(op.mode())
             .arg(spec.delay);
-        if matches!(
-            spec.algorithm,
-            AlgorithmKind::Gcra | AlgorithmKind::LeakyBucket
-        ) {
+        if spec.algorithm.caps().stepped {
             // The local limiter's interval, in a unit the script computes exactly.
             let step = tollgate_limit::script::step(spec.rate, spec.burst);
             inv.arg(step.interval).arg(step.tick_ns);
@@ -507,7 +494,7 @@ impl RedisStore {
         if let Some(cal) = spec.calendar {
             inv.arg(cal.unit.code()).arg(cal.offset_secs);
         }
-        if spec.algorithm == AlgorithmKind::Concurrency {
+        if spec.algorithm.caps().holds {
             // Whose slots: each gateway's count lapses on its own.
             inv.arg(&*self.instance);
         }
