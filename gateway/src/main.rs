@@ -62,6 +62,7 @@ enum Command {
     ImportIngress {
         /// A YAML file of Ingress objects (several documents, or a kind: List); - for stdin.
         file: PathBuf,
+        /// Write the config to this file instead of stdout (checked before it is written).
         #[arg(long, short)]
         output: Option<PathBuf>,
         /// Only Ingresses of this class (ingressClassName or kubernetes.io/ingress.class), and
@@ -261,7 +262,10 @@ fn init_logging(format: LogFormat) {
     let guard = tollgate_proxy::logguard::Guard {
         unredacted: std::env::var_os("TOLLGATE_LOG_UNREDACTED").is_some_and(|v| v == "1"),
     };
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    // Colour only for a person at a terminal: a log file or a collector gets plain text.
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let layer = match format {
         LogFormat::Json => fmt.json().flatten_event(true).boxed(),
         LogFormat::Text => fmt.boxed(),

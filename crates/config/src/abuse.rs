@@ -150,7 +150,7 @@ pub fn access(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) ->
             }
         }
     }
-    t.finish(cx, &[]);
+    t.finish(cx);
     a
 }
 
@@ -226,7 +226,7 @@ pub fn tarpit(cx: &mut Cx, path: &str, v: &Value) -> Option<TarpitConfig> {
             None => ok = false,
         }
     }
-    t.finish(cx, &[]);
+    t.finish(cx);
     ok.then_some(out)
 }
 
@@ -311,7 +311,7 @@ pub fn ladder(cx: &mut Cx, path: &str, v: &Value) -> Option<Vec<tollgate_limit::
             "the window refusals are counted in",
         );
         let block_for = rung_duration(cx, &mut t, item, "for", 30, "how long a key stays blocked");
-        t.finish(cx, &[]);
+        t.finish(cx);
         match (after, within, block_for) {
             (Some(after), Some(within), Some(block_for)) => rungs.push(tollgate_limit::Rung {
                 after,

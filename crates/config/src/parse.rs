@@ -149,7 +149,7 @@ pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Probl
             "plans read a jwt: claim: add a [jwt] section",
         );
     }
-    root.finish(&mut cx, &[]);
+    root.finish(&mut cx);
 
     if !cx.problems.is_empty() {
         cx.problems.sort_by_key(|p| p.line);
@@ -309,7 +309,7 @@ fn plans(cx: &mut Cx, mut t: Tbl) -> Option<Plans> {
                 );
             }
         }
-        pt.finish(cx, &[]);
+        pt.finish(cx);
         names.push(name.to_string());
         defs.push(PlanDef {
             rate,
@@ -377,7 +377,7 @@ fn plans(cx: &mut Cx, mut t: Tbl) -> Option<Plans> {
                     ok = false;
                 }
             }
-            tt.finish(cx, &[]);
+            tt.finish(cx);
         }
         if tenant.is_none() {
             cx.err(
@@ -388,7 +388,7 @@ fn plans(cx: &mut Cx, mut t: Tbl) -> Option<Plans> {
             ok = false;
         }
     }
-    t.finish(cx, &[]);
+    t.finish(cx);
     match (ok, default) {
         (true, Some(default)) => Some(Plans {
             names,
@@ -630,7 +630,7 @@ fn jwt(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) -> Option
         }
         None => "authorization".into(),
     };
-    t.finish(cx, &[]);
+    t.finish(cx);
     ok.then_some(JwtSettings {
         algorithms,
         secret,
@@ -884,7 +884,7 @@ fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
             as_bool(cx, &t.key_path("preserve_header_case"), v).unwrap_or(false);
     }
     s.hardening = crate::hardening::read(cx, &mut t);
-    t.finish(cx, &[]);
+    t.finish(cx);
     s
 }
 
@@ -1626,7 +1626,7 @@ fn limits(
                 }
             }
         }
-        l.finish(cx, &[]);
+        l.finish(cx);
         let abuse = match (action, tarpit, challenge_url, block, count_failures) {
             (Some(a), Some(t), Some(c), Some(b), Some(f)) => Some((a, t, c, b, f)),
             _ => None,

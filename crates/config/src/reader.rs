@@ -143,18 +143,12 @@ impl<'a, 'i> Tbl<'a, 'i> {
             .collect()
     }
 
-    /// Reports keys never read. `not_built` names keys the format knows but this build does not
-    /// serve yet, with the reason, so they get a better message than "unknown key".
-    pub fn finish(self, cx: &mut Cx, not_built: &[(&str, &str)]) {
+    /// Reports every key never read as unknown (strict TOML: a misspelt key is an error).
+    pub fn finish(self, cx: &mut Cx) {
         for (i, (k, _)) in self.table.iter().enumerate() {
-            if self.used[i] {
-                continue;
-            }
-            let name: &str = k.get_ref().as_ref();
-            let path = join(&self.path, name);
-            match not_built.iter().find(|(n, _)| *n == name) {
-                Some((_, why)) => cx.err(&path, k.span(), *why),
-                None => cx.err(&path, k.span(), "unknown key"),
+            if !self.used[i] {
+                let name: &str = k.get_ref().as_ref();
+                cx.err(&join(&self.path, name), k.span(), "unknown key");
             }
         }
     }

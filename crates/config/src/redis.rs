@@ -164,7 +164,7 @@ fn client_cert(
             }
         }
     });
-    t.finish(cx, &[]);
+    t.finish(cx);
     Some(RedisClientCert {
         cert: cert?,
         key: key?,
@@ -360,7 +360,7 @@ pub(crate) fn read(
         }
         None => Some(DEFAULT_VERDICT_CACHE),
     };
-    t.finish(cx, &[]);
+    t.finish(cx);
     if !ok {
         return None;
     }

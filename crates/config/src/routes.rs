@@ -180,7 +180,7 @@ pub(crate) fn read(
         let https_redirect = r
             .get("https_redirect")
             .and_then(|v| as_bool(cx, &r.key_path("https_redirect"), v));
-        r.finish(cx, &[]);
+        r.finish(cx);
         if let (true, Some(path), Some((name, _)), Some(action)) = (ok, path_match, name, action) {
             out.push(RouteConfig {
                 name,
@@ -257,7 +257,7 @@ fn respond_action(cx: &mut Cx, path: &str, v: &Value) -> Option<RouteAction> {
         }
         None => None,
     };
-    t.finish(cx, &[]);
+    t.finish(cx);
     Some(RouteAction::Respond {
         status: status?,
         body: body?,
@@ -455,7 +455,7 @@ fn rewrite(cx: &mut Cx, r: &mut Tbl) -> Option<Rewrite> {
                     cx.err(&p, t.span.clone(), format!("missing key \"{key}\""));
                 }
             }
-            t.finish(cx, &[]);
+            t.finish(cx);
             Some(Rewrite::Regex {
                 regex: regex?,
                 replace: replace?,
@@ -522,7 +522,7 @@ fn canary(
     let header = text("header", true);
     let header_value = text("header_value", false);
     let cookie = text("cookie", false);
-    t.finish(cx, &[]);
+    t.finish(cx);
     Some(Canary {
         upstream: upstream?,
         weight,

@@ -20,7 +20,7 @@ fn cert_files(cx: &mut Cx, path: &str, v: &Value, base: &Path) -> Option<CertFil
     };
     let cert = file(cx, &mut t, "cert");
     let key = file(cx, &mut t, "key");
-    t.finish(cx, &[]);
+    t.finish(cx);
     Some(CertFiles {
         cert: cert?,
         key: key?,
@@ -130,7 +130,7 @@ pub(crate) fn read(cx: &mut Cx, mut t: Tbl, base: &Path) -> TlsConfig {
             );
         }
     }
-    t.finish(cx, &[]);
+    t.finish(cx);
     tls
 }
 
@@ -183,7 +183,7 @@ pub(crate) fn upstream_tls(cx: &mut Cx, path: &str, v: &Value, base: &Path) -> O
             if let Some(cv) = t.get("client_cert") {
                 tls.client_cert = cert_files(cx, &t.key_path("client_cert"), cv, base);
             }
-            t.finish(cx, &[]);
+            t.finish(cx);
             Some(tls)
         }
         _ => {

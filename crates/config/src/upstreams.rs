@@ -111,14 +111,14 @@ pub(crate) fn read(cx: &mut Cx, mut t: Tbl, base: &Path) -> Vec<(String, Upstrea
                                 hc.timeout = d;
                             }
                         }
-                        h.finish(cx, &[]);
+                        h.finish(cx);
                         up.health_check = Some(hc);
                     }
                 }
                 _ => type_err(cx, &hp, hv, "a table { interval, timeout } or false"),
             }
         }
-        u.finish(cx, &[]);
+        u.finish(cx);
         out.push((name.to_string(), up));
     }
     out

@@ -11,14 +11,22 @@
 //! - [`respond`]: problem+json answers and the IETF RateLimit fields.
 //! - [`normalize`]: the canonical path and host every later step reads (and the upstream
 //!   is sent); [`connections`]: bounds on open connections, in all and per client.
+//! - [`routing`]: which route a request takes (host tiers, exact, prefix and regex paths), its
+//!   rewrite (held to a client's rules) and its canary's upstream choice.
+//! - [`slots`]: concurrency limits' slots, given back however a request ends.
 //! - [`service`]: the request phases; [`admin`]: /healthz, /readyz, /metrics;
-//!   [`pool`]: an upstream's targets, chosen round robin among the healthy, and the peers
-//!   they are reached through; [`health`]: the active health checks that keep them current.
+//!   [`metrics`]: the Prometheus registry and its families.
+//! - [`pool`]: an upstream's targets, chosen round robin among the healthy, and the peers
+//!   they are reached through; [`health`]: the background jobs (active health checks, Redis
+//!   probes, block sync, lease sweeps, slot renewals).
+//! - [`tls`]: certificates by SNI, client certificates, upstream TLS.
+//! - [`logguard`]: what the libraries underneath may write to the log.
 //!
-//! Failure modes: a client an access list denies or a ladder blocked (403), a bearer token that does not verify on a route keyed by its claims (401), a
-//! request that matches no route (404), an upstream that cannot be reached
-//! (502) or does not answer in time (504); each is answered with problem+json and counted.
-//! Nothing here panics on input.
+//! Failure modes: a client an access list denies or a ladder blocked (403), a bearer token
+//! that does not verify on a route keyed by its claims (401), a request that matches no route
+//! (404), an upstream that cannot be reached (502), whose names never resolved (503) or that
+//! does not answer in time (504); each is answered with problem+json and counted. Nothing
+//! here panics on input.
 
 pub mod access;
 pub mod admin;

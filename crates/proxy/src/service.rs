@@ -3,7 +3,8 @@
 //! Phase by phase:
 //! - `request_filter`: request id, route (404 if none), client address, limits (429 if refused),
 //!   built-in responders. Answers written here end the request (`Ok(true)`).
-//! - `upstream_peer`: the next healthy target of the route's pool, round robin (502 if none).
+//! - `upstream_peer`: the next healthy target of the chosen upstream's pool, round robin (none
+//!   healthy: 502; a name that never resolved: 503, from `fail_to_proxy`).
 //! - `upstream_request_filter`: X-Request-Id, X-Forwarded-For, X-Forwarded-Proto and the shadow
 //!   marker toward the upstream; a client cannot forge the marker.
 //! - `response_filter`: X-Request-Id and the RateLimit fields toward the client.
@@ -371,12 +372,6 @@ struct Target<'r> {
     authority: Option<&'r str>,
 }
 
-/// The request's target and host made canonical, or the 400 that refuses them. The target is
-/// read as the client sent it (`raw_path`), never through a parser's repair: an origin-form
-/// path, or an absolute-form `http(s)://authority/path` (or ws, wss: Pingora's HTTP family,
-/// as Pingora classified it); anything else is refused. The host
-/// is h2's `:authority`, an absolute target's authority, or else the one Host header; two
-/// Host headers are ambiguous.
 /// The request came over TLS: to this process, or to a trusted proxy that says so
 /// (`X-Forwarded-Proto: https`; no redirect loop behind a load balancer that ends TLS).
 fn is_secure(session: &Session, peer: IpAddr, rt: &Runtime) -> bool {
@@ -440,6 +435,11 @@ fn https_location(
     HeaderValue::from_str(&s).ok()
 }
 
+/// The request's target and host made canonical, or the 400 that refuses them. The target is
+/// read as the client sent it (`raw_path`), never through a parser's repair: an origin-form
+/// path, or an absolute-form `http(s)://authority/path` (or ws, wss: Pingora's HTTP family,
+/// as Pingora classified it); anything else is refused. The host is h2's `:authority`, an
+/// absolute target's authority, or else the one Host header; two Host headers are ambiguous.
 fn canonical_target(
     req: &RequestHeader,
     rules: PathRules,
