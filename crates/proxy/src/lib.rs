@@ -31,6 +31,7 @@
 pub mod access;
 pub mod admin;
 pub mod connections;
+pub mod ctx;
 pub mod health;
 pub mod identity;
 pub mod jwt;
@@ -44,6 +45,7 @@ pub mod routing;
 pub mod runtime;
 pub mod service;
 pub mod slots;
+pub mod stages;
 pub mod tls;
 
 pub use runtime::{Runtime, Shared};

@@ -234,6 +234,8 @@ fn upstream_tls(cfg: &UpstreamConfig) -> Result<Vec<crate::tls::UpstreamTlsRt>, 
 pub struct RouteRt {
     pub cfg: RouteConfig,
     pub name: Arc<str>,
+    /// The request stages this route uses (see [`crate::stages`]).
+    pub stages: crate::stages::Stages,
     /// `path_regex`, compiled (anchored at the path's start).
     regex: Option<regex::Regex>,
     /// How the path sent upstream is made.
@@ -659,6 +661,10 @@ impl Runtime {
                     .unwrap_or_else(|| Arc::new(TarpitRt::new(t)))
             });
             routes.push(RouteRt {
+                stages: crate::stages::Stages {
+                    access: access.is_some(),
+                    limits: !cfg.limits.is_empty(),
+                },
                 regex: match &cfg.path {
                     tollgate_config::PathMatch::Regex(p) => Some(
                         tollgate_config::path_regex(p, cfg.case_insensitive)

@@ -12,11 +12,10 @@
 //!   what cannot be proxied (502 unreachable, 504 too slow).
 //! - `logging`: metrics, and the access log line when enabled.
 
-use crate::access::Access;
-use crate::identity::{client_ip, trusted, KeyInput};
-use crate::jwt::Verifier;
+use crate::ctx::{new_request_id, Ctx, Outcome};
+use crate::identity::trusted;
 use crate::normalize::{normalize_host, normalize_path, PathRules, Refusal};
-use crate::policy::{decide_global, decide_local, Plan, Verdict};
+use crate::policy::{Plan, Verdict};
 use crate::respond::{header, names, Extra, Fields, Head, Problem, Value};
 use crate::runtime::{count_unrouted, Runtime, Shared};
 use async_trait::async_trait;
@@ -32,192 +31,39 @@ use pingora::proxy::FailToProxy;
 use pingora::ErrorSource;
 use std::borrow::Cow;
 use std::io::Write;
-use std::net::{IpAddr, Ipv4Addr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
-use tollgate_config::{Action, RouteAction};
+use tollgate_config::Action;
 use tollgate_limit::ceil_secs;
 
 pub struct Gateway {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
+
+pub use crate::ctx::in_flight;
 
 impl Gateway {
     pub fn new(shared: Arc<Shared>) -> Self {
         Self { shared }
     }
-}
 
-/// Requests being handled right now, process-wide (drain waits for zero).
-static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
-
-/// How many requests are being handled right now.
-pub fn in_flight() -> usize {
-    IN_FLIGHT.load(Ordering::Acquire)
-}
-
-/// Counts one request for as long as its context lives.
-struct InFlight;
-
-impl InFlight {
-    fn new() -> Self {
-        IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
-        InFlight
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Per-request state shared across phases.
-pub struct Ctx {
-    _in_flight: InFlight,
-    /// Strict-Transport-Security for this response (requests over TLS, `[tls] hsts`).
-    hsts: Option<HeaderValue>,
-    start: Instant,
-    rt: Option<Arc<Runtime>>,
-    route: Option<usize>,
-    /// Kept as a header value: it is sent both ways, and clones share one buffer.
-    request_id: HeaderValue,
-    peer: IpAddr,
-    /// What the RateLimit fields (and the legacy X-RateLimit-* ones) tell the client:
-    /// (limit, remaining, reset seconds).
-    ratelimit: Option<(usize, u64, u64)>,
-    /// A quota admitted this request past its count.
-    quota_warning: Option<HeaderValue>,
-    /// The caller's plan (index into the config's plans; 0 without plans).
-    plan: usize,
-    /// A shadow limit would have refused: the upstream is told.
-    shadow_exceeded: bool,
-    tries: usize,
-    /// What the edge decided, for the access log: see [`Outcome`]; with the limit concerned.
-    outcome: Outcome,
-    outcome_limit: Option<usize>,
-    /// The client as the limits saw it (through trusted proxies), logged only as a hash.
-    client: Option<IpAddr>,
-    /// Units of `count = "failures"` limits, given back unless the response is a failure:
-    /// (limit, key, taken locally, taken in Redis). Empty on other routes (no allocation).
-    refund_unless_failure: Vec<(usize, u64, crate::policy::Took)>,
-    /// The canonical path when it differs from the client's spelling: routing and keys read
-    /// it, and the upstream is sent it (with the query as the client wrote it).
-    canonical_path: Option<String>,
-    /// An absolute-form target's authority: the upstream's Host if the client sent none.
-    target_authority: Option<String>,
-    /// The upstream chosen for this request (the route's, or its canary's), once for all
-    /// its tries.
-    upstream: Option<usize>,
-    /// The request target sent upstream when the route rewrites the path: keys and input
-    /// checks read its path and query (what the upstream reads), decided before them.
-    upstream_target: Option<crate::routing::Rewritten>,
-    /// Slots of concurrency limits, given back when the request ends (the context drops).
-    slots: Option<crate::slots::Slots>,
-    /// When the request must have its body in, for holding those slots (their limits'
-    /// shortest `slot_timeout`): past it the request is cut (408) and its slots come back.
-    slot_deadline: Option<Instant>,
-    /// Request body bytes passed on so far, and when the first came, for `min_body_rate`.
-    body_bytes: u64,
-    body_started: Option<Instant>,
-}
-
-/// The edge's decision about a request, as the access log names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    /// No access list or limit applies to the route.
-    Unlimited,
-    Allowed,
-    /// Allowed by an access list: no limit applied.
-    AllowListed,
-    AccessDenied,
-    Refused,
-    Blocked,
-    Tarpitted,
-    TarpitPassed,
-    TarpitOverflow,
-    Challenged,
-    /// A global limit could not be decided and its on_error is closed.
-    Unavailable,
-}
-
-impl Outcome {
-    fn name(self) -> &'static str {
-        match self {
-            Outcome::Unlimited => "unlimited",
-            Outcome::Allowed => "allowed",
-            Outcome::AllowListed => "allow_listed",
-            Outcome::AccessDenied => "access_denied",
-            Outcome::Refused => "refused",
-            Outcome::Blocked => "blocked",
-            Outcome::Tarpitted => "tarpitted",
-            Outcome::TarpitPassed => "tarpit_passed",
-            Outcome::TarpitOverflow => "tarpit_overflow",
-            Outcome::Challenged => "challenged",
-            Outcome::Unavailable => "unavailable",
-        }
-    }
-}
-
-/// A client's X-Request-Id is kept when it is short and made of safe characters.
-fn valid_request_id(v: &[u8]) -> bool {
-    !v.is_empty()
-        && v.len() <= 128
-        && v.iter()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.:+/=@".contains(b))
-}
-
-/// 128 random bits as 32 lower-case hex digits.
-fn new_request_id() -> HeaderValue {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut n = fastrand::u128(..);
-    let mut buf = [0u8; 32];
-    for b in buf.iter_mut().rev() {
-        *b = HEX[(n & 0xf) as usize];
-        n >>= 4;
-    }
-    HeaderValue::from_bytes(&buf).unwrap_or(HeaderValue::from_static("0"))
-}
-
-impl Ctx {
-    /// The request id as text (always ASCII: validated or generated).
-    fn request_id(&self) -> &str {
-        self.request_id.to_str().unwrap_or("")
+    /// The runtime a new request is decided under.
+    pub(crate) fn runtime(&self) -> Arc<Runtime> {
+        self.shared.runtime.load_full()
     }
 
-    /// RateLimit-Policy (the route's enforced limits) and RateLimit (the decision), on every
-    /// response of a limited route, whoever wrote it.
-    fn add_limit_headers(&self, out: &mut impl Fields) {
-        let (Some(rt), Some(route)) = (&self.rt, self.route) else {
-            return;
-        };
-        if let Some(Some(p)) = rt.routes[route].policy_headers.get(self.plan) {
-            out.put(&names::RATELIMIT_POLICY, Value::Header(p));
-        }
-        let shown = self
-            .ratelimit
-            .map(|(li, remaining, reset)| (&rt.limits[li], remaining, reset));
-        if let Some((l, remaining, reset)) = shown {
-            out.put(
-                &names::RATELIMIT,
-                Value::RateLimit {
-                    name_sf: &l.name_sf,
-                    remaining,
-                    reset,
-                },
-            );
-        }
-        if let Some(w) = &self.quota_warning {
-            out.put(&names::X_QUOTA_WARNING, Value::Header(w));
-        }
-        if let Some((l, remaining, reset)) = shown {
-            if rt.config.server.legacy_headers {
-                out.put(&names::X_RATELIMIT_LIMIT, Value::Int(l.cfg.rate.count()));
-                out.put(&names::X_RATELIMIT_REMAINING, Value::Int(remaining));
-                out.put(&names::X_RATELIMIT_RESET, Value::Int(reset));
-            }
-        }
+    /// Writes a problem+json answer with no extra members or fields: the stage then ends the
+    /// request.
+    pub(crate) async fn answer_problem(
+        &self,
+        session: &mut Session,
+        ctx: &Ctx,
+        p: Problem,
+        detail: &str,
+    ) -> Result<crate::stages::Step> {
+        self.problem(session, ctx, p, detail, &[], &[]).await?;
+        Ok(crate::stages::Step::Answered)
     }
 }
 
@@ -299,7 +145,7 @@ async fn hold(session: &mut Session, delay: std::time::Duration) -> bool {
 /// upstream (Pingora's retry buffer replays what was read: the upstream receives the exact
 /// body). Too large: 413; a JSON body that does not parse: 400; no body, or a content type
 /// without fields: no fields (those limits do not count the request).
-async fn read_key_body(
+pub(crate) async fn read_key_body(
     session: &mut Session,
     limit: usize,
 ) -> std::result::Result<Option<crate::identity::ParsedBody>, (Problem, &'static str)> {
@@ -362,19 +208,19 @@ async fn read_key_body(
 }
 
 /// What a request asked for, in canonical spellings ([`crate::normalize`]).
-struct Target<'r> {
-    host: Option<Cow<'r, str>>,
-    path: Cow<'r, str>,
+pub(crate) struct Target<'r> {
+    pub host: Option<Cow<'r, str>>,
+    pub path: Cow<'r, str>,
     /// The upstream must be sent another target: the canonical path differs from the one
     /// sent, or the target was in absolute form.
-    rewrite: bool,
+    pub rewrite: bool,
     /// An absolute-form target's authority, as sent (the upstream's Host when it had none).
-    authority: Option<&'r str>,
+    pub authority: Option<&'r str>,
 }
 
 /// The request came over TLS: to this process, or to a trusted proxy that says so
 /// (`X-Forwarded-Proto: https`; no redirect loop behind a load balancer that ends TLS).
-fn is_secure(session: &Session, peer: IpAddr, rt: &Runtime) -> bool {
+pub(crate) fn is_secure(session: &Session, peer: IpAddr, rt: &Runtime) -> bool {
     if session.digest().is_some_and(|d| d.ssl_digest.is_some()) {
         return true;
     }
@@ -397,7 +243,7 @@ fn forwarded_https(value: Option<&HeaderValue>) -> bool {
 
 /// `https://HOST[:PORT]PATH[?QUERY]` from the canonical host and path (both already checked:
 /// no byte of them can end the header), `None` without a host.
-fn https_location(
+pub(crate) fn https_location(
     host: Option<&str>,
     path: &str,
     query: Option<&str>,
@@ -440,7 +286,7 @@ fn https_location(
 /// path, or an absolute-form `http(s)://authority/path` (or ws, wss: Pingora's HTTP family,
 /// as Pingora classified it); anything else is refused. The host is h2's `:authority`, an
 /// absolute target's authority, or else the one Host header; two Host headers are ambiguous.
-fn canonical_target(
+pub(crate) fn canonical_target(
     req: &RequestHeader,
     rules: PathRules,
 ) -> std::result::Result<Target<'_>, (Problem, &'static str)> {
@@ -495,7 +341,7 @@ fn canonical_target(
 impl Gateway {
     /// The head of an edge answer for this session: wire lines over HTTP/1, a header map
     /// over HTTP/2 (see [`Head`]).
-    fn head(
+    pub(crate) fn head(
         session: &Session,
         ctx: &Ctx,
         status: u16,
@@ -508,7 +354,7 @@ impl Gateway {
     }
 
     /// Writes an answer made at the edge. The caller returns `Ok(true)` after it.
-    async fn answer(
+    pub(crate) async fn answer(
         &self,
         session: &mut Session,
         ctx: &Ctx,
@@ -547,7 +393,7 @@ impl Gateway {
     }
 
     /// 308 to the same target over HTTPS (a method and body are kept by a 308, unlike 301).
-    async fn redirect_to_https(
+    pub(crate) async fn redirect_to_https(
         &self,
         session: &mut Session,
         ctx: &mut Ctx,
@@ -571,7 +417,7 @@ impl Gateway {
         Ok(true)
     }
 
-    async fn problem(
+    pub(crate) async fn problem(
         &self,
         session: &mut Session,
         ctx: &Ctx,
@@ -598,7 +444,7 @@ impl Gateway {
     /// challenge: [`crate::respond::refusal`]). `reason` is the metric's reason when not the
     /// limit's own (`rate_limit` or `quota`): `tarpit_overflow` or `challenge`.
     #[allow(clippy::too_many_arguments)]
-    async fn refuse(
+    pub(crate) async fn refuse(
         &self,
         session: &mut Session,
         ctx: &mut Ctx,
@@ -638,7 +484,7 @@ impl Gateway {
     }
 
     /// A global limit could not be decided and its `on_error` is `closed`.
-    async fn unavailable(
+    pub(crate) async fn unavailable(
         &self,
         session: &mut Session,
         ctx: &mut Ctx,
@@ -668,7 +514,7 @@ impl Gateway {
     }
 
     /// `tollgate_limit_decisions_total` per limit, and refusals per key for the hottest key.
-    fn count_decisions(&self, rt: &Runtime, route: usize, plan: &Plan, v: &Verdict) {
+    pub(crate) fn count_decisions(&self, rt: &Runtime, route: usize, plan: &Plan, v: &Verdict) {
         use crate::runtime::{ALLOWED, BLOCKED, REFUSED, SHADOW_REFUSED};
         let refused_any = v.denied.is_some() || v.blocked.is_some();
         let now = plan.now();
@@ -689,7 +535,7 @@ impl Gateway {
 
     /// Counts a refusal in the ladders of the limits that refused; a ladder that trips blocks
     /// the key here at once, and through Redis on every instance when Redis is configured.
-    fn climb_ladders(&self, rt: &Runtime, route: usize, plan: &Plan, refused: u32) {
+    pub(crate) fn climb_ladders(&self, rt: &Runtime, route: usize, plan: &Plan, refused: u32) {
         let now = plan.now();
         for (pos, &li) in rt.routes[route].cfg.limits.iter().enumerate() {
             if refused & (1 << pos) == 0 {
@@ -728,7 +574,7 @@ impl Gateway {
 
     /// 403 `TEMPORARILY_BLOCKED` for a key a ladder blocked.
     #[allow(clippy::too_many_arguments)]
-    async fn blocked(
+    pub(crate) async fn blocked(
         &self,
         session: &mut Session,
         ctx: &mut Ctx,
@@ -767,7 +613,7 @@ impl Gateway {
 
     /// A request over `limit`: its action decides. True when answered (the caller ends the
     /// request); false when a tarpit passes it on after its hold.
-    async fn over_limit(
+    pub(crate) async fn over_limit(
         &self,
         session: &mut Session,
         ctx: &mut Ctx,
@@ -834,7 +680,14 @@ impl Gateway {
         Ok(true)
     }
 
-    fn note_verdict(&self, ctx: &mut Ctx, rt: &Runtime, route: usize, v: &Verdict, plan: &Plan) {
+    pub(crate) fn note_verdict(
+        &self,
+        ctx: &mut Ctx,
+        rt: &Runtime,
+        route: usize,
+        v: &Verdict,
+        plan: &Plan,
+    ) {
         if let Some((li, used)) = v.quota_warning {
             let l = &rt.limits[li];
             let quota = l.quota_rt.as_ref().map_or(0, |q| q.quota);
@@ -912,404 +765,11 @@ impl ProxyHttp for Gateway {
     fn init_downstream_modules(&self, _modules: &mut pingora::modules::http::HttpModules) {}
 
     fn new_ctx(&self) -> Ctx {
-        Ctx {
-            _in_flight: InFlight::new(),
-            start: Instant::now(),
-            rt: None,
-            route: None,
-            request_id: HeaderValue::from_static(""),
-            peer: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            ratelimit: None,
-            quota_warning: None,
-            plan: 0,
-            shadow_exceeded: false,
-            tries: 0,
-            outcome: Outcome::Unlimited,
-            outcome_limit: None,
-            client: None,
-            refund_unless_failure: Vec::new(),
-            canonical_path: None,
-            target_authority: None,
-            upstream: None,
-            upstream_target: None,
-            slots: None,
-            slot_deadline: None,
-            body_bytes: 0,
-            body_started: None,
-            hsts: None,
-        }
+        Ctx::new()
     }
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
-        let rt = self.shared.runtime.load_full();
-        ctx.rt = Some(rt.clone());
-        ctx.peer = session
-            .client_addr()
-            .and_then(|a| a.as_inet())
-            .map(|a| a.ip())
-            .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
-        let req = session.req_header();
-        ctx.request_id = match req.headers.get(names::X_REQUEST_ID.name()) {
-            Some(v) if valid_request_id(v.as_bytes()) => v.clone(),
-            _ => new_request_id(),
-        };
-        let secure = is_secure(session, ctx.peer, &rt);
-        if secure {
-            ctx.hsts = rt.hsts.clone();
-        }
-        let hardening = &rt.config.server.hardening;
-        // Each read of the body waits at most this; min_body_rate tightens it as the body
-        // arrives (request_body_filter).
-        session.set_read_timeout(Some(hardening.body_timeout));
-        // Each write of the answer (a chunk, or an h2 wait for flow-control credit) waits at
-        // most this: a client that stops reading cannot hold its connection and upstream.
-        session.set_write_timeout(Some(hardening.send_timeout));
-
-        // Stage 1: what was asked, in its one canonical spelling. (HTTP/1 heads over
-        // max_headers never get here; an h2 head is counted here.)
-        let req = session.req_header();
-        if req.headers.len() > hardening.max_headers {
-            self.problem(
-                session,
-                ctx,
-                Problem::HeaderFieldsTooLarge,
-                "The request head is over max_header_bytes or max_headers.",
-                &[],
-                &[],
-            )
-            .await?;
-            return Ok(true);
-        }
-        let req = session.req_header();
-        let mut to_https = None;
-        let found = match canonical_target(req, rt.path_rules) {
-            Ok(t) => {
-                let route = rt.route_for(t.host.as_deref(), &t.path, req.method.as_str());
-                if !secure && route.is_some_and(|r| rt.routes[r].redirects(&rt.config.server)) {
-                    to_https = Some(https_location(
-                        t.host.as_deref(),
-                        &t.path,
-                        req.uri.query(),
-                        rt.https_port,
-                    ));
-                }
-                if t.rewrite {
-                    ctx.canonical_path = Some(t.path.into_owned());
-                    ctx.target_authority = t.authority.map(str::to_string);
-                }
-                Ok(route)
-            }
-            Err(e) => Err(e),
-        };
-        let found = match found {
-            Ok(found) => found,
-            Err((problem, detail)) => {
-                self.problem(session, ctx, problem, detail, &[], &[])
-                    .await?;
-                return Ok(true);
-            }
-        };
-
-        // Stage 2: the route (and plaintext to HTTPS, before anything else).
-        if let Some(location) = to_https {
-            ctx.route = found;
-            return self.redirect_to_https(session, ctx, location).await;
-        }
-        let Some(route) = found else {
-            self.problem(
-                session,
-                ctx,
-                Problem::NoRoute,
-                "No route matches this request.",
-                &[],
-                &[],
-            )
-            .await?;
-            return Ok(true);
-        };
-        ctx.route = Some(route);
-
-        let r = &rt.routes[route];
-        // Stage 2b: the rewrite, before anything reads the request, so that keys, input checks
-        // and the upstream read one target (see routing::RewriteRt).
-        if let Some(rw) = &r.rewrite {
-            let req = session.req_header();
-            let path = ctx.canonical_path.as_deref().unwrap_or(req.uri.path());
-            match rw.apply(path, req.uri.query(), rt.path_rules) {
-                Ok(target) => ctx.upstream_target = target,
-                Err(why) => {
-                    let (problem, detail) = match why {
-                        crate::routing::RewriteRefusal::Path(r) => (Problem::BadRequest, Cow::Borrowed(r.detail())),
-                        crate::routing::RewriteRefusal::DotSegment => (
-                            Problem::BadRequest,
-                            Cow::Borrowed("This route's rewrite would send the upstream a path with a dot segment."),
-                        ),
-                        crate::routing::RewriteRefusal::Duplicate(name) => (
-                            Problem::AmbiguousRequest,
-                            Cow::Owned(format!("\"?{name}\": this route's rewrite sets this query parameter; do not give it too.")),
-                        ),
-                    };
-                    self.problem(session, ctx, problem, &detail, &[], &[])
-                        .await?;
-                    return Ok(true);
-                }
-            }
-        }
-        let req = session.req_header();
-        let query = match &ctx.upstream_target {
-            Some(t) => t.query(),
-            None => req.uri.query(),
-        };
-        if let Some(name) = r.inputs.ambiguous(&req.headers, query) {
-            let detail = format!(
-                "\"{name}\": this route reads it to identify the caller, and it is given more than once or named as hop-by-hop; give it once."
-            );
-            self.problem(session, ctx, Problem::AmbiguousRequest, &detail, &[], &[])
-                .await?;
-            return Ok(true);
-        }
-
-        // Stage 3: access lists.
-        let mut exempt = false;
-        if let Some(access) = &r.access {
-            let client = client_ip(ctx.peer, req, &rt.trusted_proxies);
-            ctx.client = Some(client);
-            match access.check(client, &req.headers) {
-                Access::Unlisted => {}
-                Access::Allowed(why) => {
-                    r.access_allowed[why as usize].inc();
-                    exempt = true;
-                    ctx.outcome = Outcome::AllowListed;
-                }
-                Access::Denied(why) => {
-                    r.access_denied.inc();
-                    ctx.outcome = Outcome::AccessDenied;
-                    let detail = match why {
-                        crate::access::DenyReason::Ip => {
-                            "Requests from this address are not accepted."
-                        }
-                        crate::access::DenyReason::UserAgent => {
-                            "Requests from this client software are not accepted."
-                        }
-                    };
-                    self.problem(session, ctx, Problem::AccessDenied, detail, &[], &[])
-                        .await?;
-                    return Ok(true);
-                }
-            }
-        }
-
-        if !exempt && !r.cfg.limits.is_empty() {
-            let req = session.req_header();
-            // Resolved once: the access check may have done it already.
-            let client = match ctx.client {
-                Some(c) => c,
-                None => client_ip(ctx.peer, req, &rt.trusted_proxies),
-            };
-            ctx.client = Some(client);
-            ctx.outcome = Outcome::Allowed;
-            let mut claims = None;
-            if let (true, Some(v)) = (rt.routes[route].needs_jwt, &rt.jwt) {
-                if let Some(token) = req
-                    .headers
-                    .get(&v.header)
-                    .and_then(|h| Verifier::token(h.as_bytes()))
-                {
-                    match v.verify(token) {
-                        Ok(c) => claims = Some(c),
-                        Err(why) => {
-                            self.problem(
-                                session,
-                                ctx,
-                                Problem::InvalidToken,
-                                why,
-                                &[],
-                                &[(
-                                    &names::WWW_AUTHENTICATE,
-                                    HeaderValue::from_static("Bearer error=\"invalid_token\""),
-                                )],
-                            )
-                            .await?;
-                            return Ok(true);
-                        }
-                    }
-                }
-            }
-            let mut body = None;
-            if rt.routes[route].needs_body {
-                match read_key_body(session, rt.config.server.key_body_limit).await {
-                    Ok(b) => body = b,
-                    Err((p, why)) => {
-                        self.problem(session, ctx, p, why, &[], &[]).await?;
-                        return Ok(true);
-                    }
-                }
-                let repeated = body
-                    .as_ref()
-                    .and_then(|b| rt.routes[route].body_fields.iter().find(|f| b.repeated(f)));
-                if let Some(field) = repeated {
-                    let detail = format!(
-                        "The body field \"{field}\" is given more than once; this route reads it to identify the caller, so it must be given once."
-                    );
-                    self.problem(session, ctx, Problem::AmbiguousRequest, &detail, &[], &[])
-                        .await?;
-                    return Ok(true);
-                }
-            }
-            let req = session.req_header();
-            // The path (and query) the upstream will read; on a case-insensitive route one key
-            // for every case.
-            let (path, query) = match &ctx.upstream_target {
-                Some(t) => (t.path(), t.query()),
-                None => (
-                    ctx.canonical_path.as_deref().unwrap_or(req.uri.path()),
-                    req.uri.query(),
-                ),
-            };
-            let route_path = if rt.routes[route].cfg.case_insensitive {
-                Cow::Owned(path.to_ascii_lowercase())
-            } else {
-                Cow::Borrowed(path)
-            };
-            let client_cert = session
-                .digest()
-                .and_then(|d| d.ssl_digest.as_deref())
-                .map(|t| t.cert_digest.as_slice())
-                .filter(|d| !d.is_empty());
-            let input = KeyInput {
-                req,
-                client_cert,
-                client_ip: client,
-                path: &route_path,
-                query,
-                route: route as u32,
-                claims: claims.as_ref(),
-                body: body.as_ref(),
-            };
-            if let (true, Some(plans)) = (rt.routes[route].needs_plan, &rt.config.plans) {
-                ctx.plan = crate::identity::plan_of(plans, &input);
-            }
-            let clock = &self.shared.clock;
-            let mut plan = decide_local(
-                &rt,
-                route,
-                &self.shared.hasher,
-                &input,
-                ctx.plan,
-                clock.now(),
-                // Calendar time is read only where a quota needs it.
-                if rt.routes[route].needs_calendar {
-                    clock.unix_now()
-                } else {
-                    0
-                },
-            );
-            let verdict = match plan.settled() {
-                Some(v) => v,
-                None => decide_global(&rt, &mut plan, &*self.shared.clock).await,
-            };
-            self.count_decisions(&rt, route, &plan, &verdict);
-            if verdict.refused != 0 {
-                self.climb_ladders(&rt, route, &plan, verdict.refused);
-            }
-            if let Some((limit, wait)) = verdict.blocked {
-                (ctx.outcome, ctx.outcome_limit) = (Outcome::Blocked, Some(limit));
-                self.blocked(session, ctx, &rt, route, limit, &plan, wait)
-                    .await?;
-                return Ok(true);
-            }
-            if let Some((limit, wait)) = verdict.denied {
-                (ctx.outcome, ctx.outcome_limit) = (Outcome::Refused, Some(limit));
-                if self
-                    .over_limit(session, ctx, &rt, route, limit, wait)
-                    .await?
-                {
-                    return Ok(true);
-                }
-                // A tarpit that passes requests on after their hold: on to the upstream.
-            } else {
-                if let Some(limit) = verdict.unavailable {
-                    (ctx.outcome, ctx.outcome_limit) = (Outcome::Unavailable, Some(limit));
-                    self.unavailable(session, ctx, &rt, route, limit).await?;
-                    return Ok(true);
-                }
-                ctx.outcome_limit = verdict.nearest.map(|(l, _, _)| l);
-                self.note_verdict(ctx, &rt, route, &verdict, &plan);
-                // The shortest slot_timeout of the slots taken: counted once the request is
-                // passed on (after a leaky bucket's hold below: the gateway's own queue is not
-                // the client's time).
-                let mut slot_timeout: Option<std::time::Duration> = None;
-                if rt.routes[route].holds_slots {
-                    let mut slots = crate::slots::Slots::new(rt.clone(), self.shared.clock.clone());
-                    for (pos, &li) in rt.routes[route].cfg.limits.iter().enumerate() {
-                        let took = plan.took(pos);
-                        let cfg = &rt.limits[li].cfg;
-                        if cfg.algorithm.caps().holds && took.any() {
-                            slots.push(li, plan.key(pos), took);
-                            if let Some(t) = cfg.slot_timeout {
-                                slot_timeout = Some(slot_timeout.map_or(t, |s| s.min(t)));
-                            }
-                        }
-                    }
-                    ctx.slots = Some(slots);
-                }
-                if rt.routes[route].counts_failures {
-                    for (pos, &li) in rt.routes[route].cfg.limits.iter().enumerate() {
-                        let took = plan.took(pos);
-                        if rt.limits[li].cfg.count_failures.is_some() && took.any() {
-                            ctx.refund_unless_failure.push((li, plan.key(pos), took));
-                        }
-                    }
-                }
-                if verdict.delay > 0 {
-                    // A leaky bucket's queue: held without a thread, then passed on at the rate.
-                    tokio::time::sleep(std::time::Duration::from_nanos(verdict.delay)).await;
-                }
-                if let Some(t) = slot_timeout {
-                    ctx.slot_deadline = Some(Instant::now() + t);
-                    // The body's first read waits no longer than the slot may be held.
-                    session.set_read_timeout(Some(rt.config.server.hardening.body_timeout.min(t)));
-                }
-            }
-        }
-
-        // Stage 5: the action.
-        match rt.route_action(route) {
-            RouteAction::Respond {
-                status,
-                body,
-                location,
-            } => {
-                let body = Bytes::copy_from_slice(body.as_bytes());
-                let mut head = Self::head(
-                    session,
-                    ctx,
-                    *status,
-                    "text/plain; charset=utf-8",
-                    body.len(),
-                )?;
-                if let Some(l) = location {
-                    // Checked at load: visible ASCII.
-                    if let Ok(v) = HeaderValue::from_str(l) {
-                        head.put(&names::LOCATION, Value::Header(&v));
-                    }
-                }
-                self.answer(session, ctx, head, body).await?;
-                Ok(true)
-            }
-            RouteAction::Upstream(u) => {
-                let r = &rt.routes[route];
-                let req = session.req_header();
-                let chosen = match &r.canary {
-                    Some(c) if c.chooses(&req.headers, |n| fastrand::u32(..n)) => c.upstream,
-                    _ => *u,
-                };
-                // (An upstream none of whose names resolves is found when its peer is asked
-                // for, off this path: see fail_to_proxy.)
-                ctx.upstream = Some(chosen);
-                Ok(false)
-            }
-        }
+        crate::stages::run(self, session, ctx).await
     }
 
     async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {

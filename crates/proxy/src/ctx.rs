@@ -1,0 +1,232 @@
+//! One request's state, shared by its phases and stages. Fields are grouped by the stage
+//! that writes them (see [`crate::stages`]); later stages and phases only read them.
+
+use crate::respond::{names, Fields, Value};
+use crate::runtime::Runtime;
+use http::HeaderValue;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Requests being handled right now, process-wide (drain waits for zero).
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// How many requests are being handled right now.
+pub fn in_flight() -> usize {
+    IN_FLIGHT.load(Ordering::Acquire)
+}
+
+/// Counts one request for as long as its context lives.
+struct InFlight;
+
+impl InFlight {
+    fn new() -> Self {
+        IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Per-request state shared across phases.
+pub struct Ctx {
+    _in_flight: InFlight,
+    pub start: Instant,
+    /// The runtime this request is decided and proxied under (a reload swaps in another for
+    /// the next requests; this one keeps its own to the end).
+    pub rt: Option<Arc<Runtime>>,
+
+    // Stage 1, request.
+    /// Kept as a header value: it is sent both ways, and clones share one buffer.
+    pub request_id: HeaderValue,
+    pub peer: IpAddr,
+    /// The request came over TLS (here, or to a trusted proxy that says so).
+    pub secure: bool,
+    /// Strict-Transport-Security for this response (requests over TLS, `[tls] hsts`).
+    pub hsts: Option<HeaderValue>,
+
+    // Stage 2, route.
+    pub route: Option<usize>,
+    /// The canonical path when it differs from the client's spelling: routing and keys read
+    /// it, and the upstream is sent it (with the query as the client wrote it).
+    pub canonical_path: Option<String>,
+    /// An absolute-form target's authority: the upstream's Host if the client sent none.
+    pub target_authority: Option<String>,
+    /// The request target sent upstream when the route rewrites the path: keys and input
+    /// checks read its path and query (what the upstream reads), decided before them.
+    pub upstream_target: Option<crate::routing::Rewritten>,
+
+    // Stages 3 and 4, access and limits.
+    /// What the edge decided, for the access log: see [`Outcome`]; with the limit concerned.
+    pub outcome: Outcome,
+    pub outcome_limit: Option<usize>,
+    /// The client as the limits saw it (through trusted proxies), logged only as a hash.
+    pub client: Option<IpAddr>,
+    /// The caller's plan (index into the config's plans; 0 without plans).
+    pub plan: usize,
+    /// What the RateLimit fields (and the legacy X-RateLimit-* ones) tell the client:
+    /// (limit, remaining, reset seconds).
+    pub ratelimit: Option<(usize, u64, u64)>,
+    /// A quota admitted this request past its count.
+    pub quota_warning: Option<HeaderValue>,
+    /// A shadow limit would have refused: the upstream is told.
+    pub shadow_exceeded: bool,
+    /// Units of `count = "failures"` limits, given back unless the response is a failure:
+    /// (limit, key, taken locally, taken in Redis). Empty on other routes (no allocation).
+    pub refund_unless_failure: Vec<(usize, u64, crate::policy::Took)>,
+    /// Slots of concurrency limits, given back when the request ends (the context drops).
+    pub slots: Option<crate::slots::Slots>,
+    /// When the request must have its body in, for holding those slots (their limits'
+    /// shortest `slot_timeout`): past it the request is cut (408) and its slots come back.
+    pub slot_deadline: Option<Instant>,
+
+    // Stage 5, action; then the proxy phases.
+    /// The upstream chosen for this request (the route's, or its canary's), once for all
+    /// its tries.
+    pub upstream: Option<usize>,
+    pub tries: usize,
+    /// Request body bytes passed on so far, and when the first came, for `min_body_rate`.
+    pub body_bytes: u64,
+    pub body_started: Option<Instant>,
+}
+
+impl Ctx {
+    pub fn new() -> Self {
+        Ctx {
+            _in_flight: InFlight::new(),
+            start: Instant::now(),
+            rt: None,
+            request_id: HeaderValue::from_static(""),
+            peer: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            secure: false,
+            hsts: None,
+            route: None,
+            canonical_path: None,
+            target_authority: None,
+            upstream_target: None,
+            outcome: Outcome::Unlimited,
+            outcome_limit: None,
+            client: None,
+            plan: 0,
+            ratelimit: None,
+            quota_warning: None,
+            shadow_exceeded: false,
+            refund_unless_failure: Vec::new(),
+            slots: None,
+            slot_deadline: None,
+            upstream: None,
+            tries: 0,
+            body_bytes: 0,
+            body_started: None,
+        }
+    }
+}
+
+impl Default for Ctx {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The edge's decision about a request, as the access log names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// No access list or limit applies to the route.
+    Unlimited,
+    Allowed,
+    /// Allowed by an access list: no limit applied.
+    AllowListed,
+    AccessDenied,
+    Refused,
+    Blocked,
+    Tarpitted,
+    TarpitPassed,
+    TarpitOverflow,
+    Challenged,
+    /// A global limit could not be decided and its on_error is closed.
+    Unavailable,
+}
+
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Unlimited => "unlimited",
+            Outcome::Allowed => "allowed",
+            Outcome::AllowListed => "allow_listed",
+            Outcome::AccessDenied => "access_denied",
+            Outcome::Refused => "refused",
+            Outcome::Blocked => "blocked",
+            Outcome::Tarpitted => "tarpitted",
+            Outcome::TarpitPassed => "tarpit_passed",
+            Outcome::TarpitOverflow => "tarpit_overflow",
+            Outcome::Challenged => "challenged",
+            Outcome::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// A client's X-Request-Id is kept when it is short and made of safe characters.
+pub fn valid_request_id(v: &[u8]) -> bool {
+    !v.is_empty()
+        && v.len() <= 128
+        && v.iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:+/=@".contains(b))
+}
+
+/// 128 random bits as 32 lower-case hex digits.
+pub fn new_request_id() -> HeaderValue {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut n = fastrand::u128(..);
+    let mut buf = [0u8; 32];
+    for b in buf.iter_mut().rev() {
+        *b = HEX[(n & 0xf) as usize];
+        n >>= 4;
+    }
+    HeaderValue::from_bytes(&buf).unwrap_or(HeaderValue::from_static("0"))
+}
+
+impl Ctx {
+    /// The request id as text (always ASCII: validated or generated).
+    pub fn request_id(&self) -> &str {
+        self.request_id.to_str().unwrap_or("")
+    }
+
+    /// RateLimit-Policy (the route's enforced limits) and RateLimit (the decision), on every
+    /// response of a limited route, whoever wrote it.
+    pub fn add_limit_headers(&self, out: &mut impl Fields) {
+        let (Some(rt), Some(route)) = (&self.rt, self.route) else {
+            return;
+        };
+        if let Some(Some(p)) = rt.routes[route].policy_headers.get(self.plan) {
+            out.put(&names::RATELIMIT_POLICY, Value::Header(p));
+        }
+        let shown = self
+            .ratelimit
+            .map(|(li, remaining, reset)| (&rt.limits[li], remaining, reset));
+        if let Some((l, remaining, reset)) = shown {
+            out.put(
+                &names::RATELIMIT,
+                Value::RateLimit {
+                    name_sf: &l.name_sf,
+                    remaining,
+                    reset,
+                },
+            );
+        }
+        if let Some(w) = &self.quota_warning {
+            out.put(&names::X_QUOTA_WARNING, Value::Header(w));
+        }
+        if let Some((l, remaining, reset)) = shown {
+            if rt.config.server.legacy_headers {
+                out.put(&names::X_RATELIMIT_LIMIT, Value::Int(l.cfg.rate.count()));
+                out.put(&names::X_RATELIMIT_REMAINING, Value::Int(remaining));
+                out.put(&names::X_RATELIMIT_RESET, Value::Int(reset));
+            }
+        }
+    }
+}

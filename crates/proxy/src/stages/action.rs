@@ -1,0 +1,61 @@
+//! Stage 5, the action: the route's own answer, or the upstream it proxies to.
+//!
+//! Reads: the route's action (`respond` or `upstream`), its canary and the request's headers
+//! and cookies (the canary's choice).
+//! Writes: `ctx.upstream`, chosen once for every try of the request (the route's upstream or
+//! its canary's).
+//! Answers: the route's `respond` (its status, body and `Location`).
+
+use super::Step;
+use crate::ctx::Ctx;
+use crate::respond::{names, Fields, Value};
+use crate::runtime::Runtime;
+use crate::service::Gateway;
+use bytes::Bytes;
+use http::HeaderValue;
+use pingora::prelude::*;
+use tollgate_config::RouteAction;
+
+pub async fn run(
+    gw: &Gateway,
+    session: &mut Session,
+    ctx: &mut Ctx,
+    rt: &Runtime,
+    route: usize,
+) -> Result<Step> {
+    match rt.route_action(route) {
+        RouteAction::Respond {
+            status,
+            body,
+            location,
+        } => {
+            let body = Bytes::copy_from_slice(body.as_bytes());
+            let mut head = Gateway::head(
+                session,
+                ctx,
+                *status,
+                "text/plain; charset=utf-8",
+                body.len(),
+            )?;
+            if let Some(l) = location {
+                // Checked at load: visible ASCII.
+                if let Ok(v) = HeaderValue::from_str(l) {
+                    head.put(&names::LOCATION, Value::Header(&v));
+                }
+            }
+            gw.answer(session, ctx, head, body).await?;
+            Ok(Step::Answered)
+        }
+        RouteAction::Upstream(u) => {
+            let req = session.req_header();
+            let chosen = match &rt.routes[route].canary {
+                Some(c) if c.chooses(&req.headers, |n| fastrand::u32(..n)) => c.upstream,
+                _ => *u,
+            };
+            // (An upstream none of whose names resolves is found when its peer is asked for,
+            // off this path: see fail_to_proxy.)
+            ctx.upstream = Some(chosen);
+            Ok(Step::Next)
+        }
+    }
+}

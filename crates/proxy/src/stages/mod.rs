@@ -1,0 +1,75 @@
+//! The request as a pipeline of named stages (Pingora's `request_filter` phase).
+//!
+//! Each stage is one file with one entry point, `run`, that returns [`Step::Next`] (go on) or
+//! [`Step::Answered`] (an answer was written at the edge: the request ends there). Each file's
+//! top says what the stage reads, what it writes into the request's [`Ctx`] and which answers
+//! it may give. In order (the README's "How a request is decided"):
+//!
+//! 1. [`request`]: who asked and how: the request id, TLS, the connection's deadlines, the
+//!    head's bounds.
+//! 2. [`route`]: the canonical request (path and host), its route (404), plaintext to HTTPS
+//!    (308), the route's rewrite (400), and the inputs its keys read given once (400).
+//! 3. [`access`]: the route's access lists (403; an allow-listed client skips the limits).
+//! 4. [`limits`]: the caller's identity (token, body fields, plan) and the route's limits and
+//!    quotas (429, 403 blocked, 503, tarpit, challenge; a leaky bucket's hold).
+//! 5. [`action`]: the route's own answer, or the upstream it proxies to.
+//!
+//! A route pays only for the stages it uses: the pipeline below skips the access and limit
+//! stages on a route without lists or limits (the route's [`Stages`], compiled when the
+//! runtime is built), and every stage returns at once when its input is absent.
+//!
+//! New capabilities (authentication, CORS, body limits, tracing) are new stages: a file
+//! here, a line in [`run`], and a flag in [`Stages`] when routes may go without it.
+
+pub mod access;
+pub mod action;
+pub mod limits;
+pub mod request;
+pub mod route;
+
+use crate::ctx::{Ctx, Outcome};
+use crate::service::Gateway;
+use pingora::prelude::*;
+
+/// What a stage decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Go on to the next stage.
+    Next,
+    /// An answer was written: the request ends here.
+    Answered,
+}
+
+/// The stages a route uses, compiled once per route when the runtime is built.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stages {
+    /// It has access lists of its own or from `[access]`.
+    pub access: bool,
+    /// It lists limits.
+    pub limits: bool,
+}
+
+/// The whole request phase: every stage in order until one answers. `Ok(true)` when the
+/// request was answered at the edge (Pingora's `request_filter` contract).
+pub async fn run(gw: &Gateway, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
+    let rt = gw.runtime();
+    ctx.rt = Some(rt.clone());
+    if request::run(gw, session, ctx, &rt).await? == Step::Answered {
+        return Ok(true);
+    }
+    let route = match route::run(gw, session, ctx, &rt).await? {
+        Some(route) => route,
+        None => return Ok(true),
+    };
+    let stages = rt.routes[route].stages;
+    if stages.access && access::run(gw, session, ctx, &rt, route).await? == Step::Answered {
+        return Ok(true);
+    }
+    if stages.limits
+        && ctx.outcome != Outcome::AllowListed
+        && limits::run(gw, session, ctx, &rt, route).await? == Step::Answered
+    {
+        return Ok(true);
+    }
+    Ok(action::run(gw, session, ctx, &rt, route).await? == Step::Answered)
+}

@@ -1,0 +1,117 @@
+//! Stage 2, the route: what was asked, in its one canonical spelling, and where it goes.
+//!
+//! Reads: the request target and `Host` / `:authority` (through [`canonical_target`]), the
+//! method, the routes; the route's rewrite and the header fields and query parameters its
+//! keys, lists and token read.
+//! Writes: `ctx.route`; `ctx.canonical_path` and `ctx.target_authority` when the client's
+//! spelling was not canonical; `ctx.upstream_target` when the route rewrites (keys and input
+//! checks read it from here on: what the upstream will read).
+//! Answers: 400 (a target or host that cannot be made canonical, a rewrite whose output a
+//! client's request would be refused for), 308 (plaintext to HTTPS, before anything else),
+//! 404 (no route), 400 `AMBIGUOUS_REQUEST` (an input given twice, or named hop-by-hop).
+//! Returns the route taken, `None` when it answered.
+
+use crate::ctx::Ctx;
+use crate::respond::Problem;
+use crate::routing::RewriteRefusal;
+use crate::runtime::Runtime;
+use crate::service::{canonical_target, https_location, Gateway};
+use pingora::prelude::*;
+use std::borrow::Cow;
+
+pub async fn run(
+    gw: &Gateway,
+    session: &mut Session,
+    ctx: &mut Ctx,
+    rt: &Runtime,
+) -> Result<Option<usize>> {
+    let req = session.req_header();
+    let mut to_https = None;
+    let found = match canonical_target(req, rt.path_rules) {
+        Ok(t) => {
+            let route = rt.route_for(t.host.as_deref(), &t.path, req.method.as_str());
+            if !ctx.secure && route.is_some_and(|r| rt.routes[r].redirects(&rt.config.server)) {
+                to_https = Some(https_location(
+                    t.host.as_deref(),
+                    &t.path,
+                    req.uri.query(),
+                    rt.https_port,
+                ));
+            }
+            if t.rewrite {
+                ctx.canonical_path = Some(t.path.into_owned());
+                ctx.target_authority = t.authority.map(str::to_string);
+            }
+            Ok(route)
+        }
+        Err(e) => Err(e),
+    };
+    let found = match found {
+        Ok(found) => found,
+        Err((problem, detail)) => {
+            gw.answer_problem(session, ctx, problem, detail).await?;
+            return Ok(None);
+        }
+    };
+    // Plaintext to HTTPS, before anything else.
+    if let Some(location) = to_https {
+        ctx.route = found;
+        gw.redirect_to_https(session, ctx, location).await?;
+        return Ok(None);
+    }
+    let Some(route) = found else {
+        gw.answer_problem(
+            session,
+            ctx,
+            Problem::NoRoute,
+            "No route matches this request.",
+        )
+        .await?;
+        return Ok(None);
+    };
+    ctx.route = Some(route);
+    let r = &rt.routes[route];
+    // The rewrite, before anything reads the request, so that keys, input checks and the
+    // upstream read one target (see routing::RewriteRt).
+    if let Some(rw) = &r.rewrite {
+        let req = session.req_header();
+        let path = ctx.canonical_path.as_deref().unwrap_or(req.uri.path());
+        match rw.apply(path, req.uri.query(), rt.path_rules) {
+            Ok(target) => ctx.upstream_target = target,
+            Err(why) => {
+                let (problem, detail) = match why {
+                    RewriteRefusal::Path(r) => (Problem::BadRequest, Cow::Borrowed(r.detail())),
+                    RewriteRefusal::DotSegment => (
+                        Problem::BadRequest,
+                        Cow::Borrowed(
+                            "This route's rewrite would send the upstream a path with a dot segment.",
+                        ),
+                    ),
+                    RewriteRefusal::Duplicate(name) => (
+                        Problem::AmbiguousRequest,
+                        Cow::Owned(format!(
+                            "\"?{name}\": this route's rewrite sets this query parameter; do not give it too."
+                        )),
+                    ),
+                };
+                gw.answer_problem(session, ctx, problem, &detail).await?;
+                return Ok(None);
+            }
+        }
+    }
+    // Every input the route's keys, lists and token read is given once.
+    let req = session.req_header();
+    let query = match &ctx.upstream_target {
+        Some(t) => t.query(),
+        None => req.uri.query(),
+    };
+    if let Some(name) = r.inputs.ambiguous(&req.headers, query) {
+        let detail = format!(
+            "\"{name}\": this route reads it to identify the caller, and it is given more than once or named as hop-by-hop; give it once."
+        );
+        gw.answer_problem(session, ctx, Problem::AmbiguousRequest, &detail)
+            .await?;
+        return Ok(None);
+    }
+    Ok(Some(route))
+}
