@@ -15,7 +15,7 @@ use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
 use tollgate_config::Config;
 use tollgate_proxy::admin::Admin;
-use tollgate_proxy::health::HealthChecks;
+use tollgate_proxy::housekeeping::Housekeeping;
 use tollgate_proxy::{Gateway, Shared};
 
 mod alloc;
@@ -396,7 +396,7 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
     }
     server.add_service(background_service(
         "health checks",
-        HealthChecks::new(shared.clone()),
+        Housekeeping::new(shared.clone()),
     ));
 
     tracing::info!(

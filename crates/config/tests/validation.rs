@@ -239,9 +239,23 @@ fn each_error_names_its_key_and_line() {
         ("[[routes]]\npath_prefix = \"/\"\nrespond = { status = 200 }\ntarpit = { max_concurrent = 0 }\n", "f.toml: routes[0].tarpit.max_concurrent: must be between 1 and 1000000, got 0 (line 4)"),
         ("[[routes]]\npath_prefix = \"/\"\nrespond = { status = 200 }\naccess = { allow = [\"nope\"] }\n", "f.toml: routes[0].access.allow[0]: \"nope\" is not an IP address or CIDR, e.g. \"10.0.0.0/8\" or \"2001:db8::/32\" (line 4)"),
     ];
-    for (toml, want) in cases {
-        assert_eq!(problems(toml), vec![want.to_string()], "for:\n{toml}");
-    }
+    // Every case is checked and every mismatch reported: one wrong case does not hide the
+    // others behind its panic.
+    let failed: Vec<String> = cases
+        .iter()
+        .filter_map(|(toml, want)| {
+            let got = problems(toml);
+            (got != vec![want.to_string()])
+                .then(|| format!("for:\n{toml}\n  want: {want}\n  got:  {got:?}"))
+        })
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} cases differ:\n{}",
+        failed.len(),
+        cases.len(),
+        failed.join("\n")
+    );
 }
 
 #[test]

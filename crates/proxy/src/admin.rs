@@ -3,7 +3,7 @@
 //! lift with DELETE `/blocks/LIMIT/KEY` or `/blocks/LIMIT`), which needs
 //! `Authorization: Bearer <server.admin_token>` and is off without a token.
 
-use crate::runtime::Shared;
+use crate::shared::Shared;
 use async_trait::async_trait;
 use http::Response;
 use pingora::apps::http_app::ServeHttp;

@@ -16,7 +16,7 @@
 //! descriptor ceiling.
 
 use crate::identity::{fold, key_ip};
-use crate::runtime::Shared;
+use crate::shared::Shared;
 use parking_lot::Mutex;
 use pingora::protocols::l4::socket::SocketAddr;
 use pingora::services::listening::ConnectionAdmission;

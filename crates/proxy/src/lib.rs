@@ -17,7 +17,7 @@
 //! - [`service`]: the request phases; [`admin`]: /healthz, /readyz, /metrics;
 //!   [`metrics`]: the Prometheus registry and its families.
 //! - [`pool`]: an upstream's targets, chosen round robin among the healthy, and the peers
-//!   they are reached through; [`health`]: the background jobs (active health checks, Redis
+//!   they are reached through; [`housekeeping`]: the background jobs (active health checks, Redis
 //!   probes, block sync, lease sweeps, slot renewals).
 //! - [`tls`]: certificates by SNI, client certificates, upstream TLS.
 //! - [`logguard`]: what the libraries underneath may write to the log.
@@ -32,7 +32,7 @@ pub mod access;
 pub mod admin;
 pub mod connections;
 pub mod ctx;
-pub mod health;
+pub mod housekeeping;
 pub mod identity;
 pub mod jwt;
 pub mod logguard;
@@ -44,9 +44,11 @@ pub mod respond;
 pub mod routing;
 pub mod runtime;
 pub mod service;
+pub mod shared;
 pub mod slots;
 pub mod stages;
 pub mod tls;
 
-pub use runtime::{Runtime, Shared};
+pub use runtime::Runtime;
 pub use service::Gateway;
+pub use shared::Shared;

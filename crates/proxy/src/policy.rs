@@ -479,81 +479,10 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
                 }
                 d
             }
-            Err(e) => {
-                if let Some(leases) = &g.leases {
-                    leases.refused(key, want);
-                }
-                // An outage shows in the store's metrics and breaker log; a call that failed
-                // on its own (the script refused its arguments, the key holds another type)
-                // repeats on every request: logged once per limit, with its reason.
-                if !e.is_outage()
-                    && !e.is_unasked()
-                    && !g
-                        .call_error_logged
-                        .swap(true, std::sync::atomic::Ordering::Relaxed)
-                {
-                    tracing::error!(
-                        event = "global_limit_call_failed",
-                        limit = %g.name,
-                        error = %e,
-                        on_error = g.on_error.name(),
-                        "this limit's Redis call fails on its own, not from an outage; on_error applies to it (logged once per limit until a reload)"
-                    );
-                }
-                g.fallbacks.inc();
-                // Redis is there, but this call got no answer (this gateway's bound on calls
-                // in flight, or a queue made it late): a key Redis last refused stays refused
-                // from memory until the next probe; any other key is decided by this
-                // process's share (`rate / instances`), whatever on_error says: a flood of
-                // fresh keys is met at the share rather than queued until every call is late.
-                // In an outage, a key Redis last refused is decided by the share too (drained
-                // when Redis refused it), whatever on_error says; other keys follow on_error.
-                let known_refused = p.probes & (1 << pos) != 0;
-                let unasked = e.is_unasked();
-                if known_refused && unasked {
-                    g.cache.insert(key, now.saturating_add(g.probe_hold), now);
-                    if !l.shadow {
-                        p.v.refused |= 1 << pos;
-                        let wait = g.probe_hold.max(1);
-                        if p.v.denied.is_none_or(|(_, r)| wait > r) {
-                            p.v.denied = Some((li, wait));
-                        }
-                    } else {
-                        p.v.shadow_exceeded |= 1 << pos;
-                    }
-                    continue;
-                }
-                match g.on_error {
-                    _ if known_refused || unasked => {
-                        let d = g.fallback.acquire(key, l.time(now, clock.unix_now()), 1);
-                        match d {
-                            Decision::Allow { .. } => p.taken |= 1 << pos,
-                            // Still refused: from memory until the share refills; the next
-                            // probe asks Redis again then.
-                            Decision::Deny { retry_after } if known_refused => {
-                                g.cache.insert(key, now.saturating_add(retry_after), now)
-                            }
-                            Decision::Deny { .. } => {}
-                        }
-                        d
-                    }
-                    OnError::Local => {
-                        let d = g.fallback.acquire(key, l.time(now, clock.unix_now()), 1);
-                        if d.is_allowed() {
-                            p.taken |= 1 << pos;
-                        }
-                        d
-                    }
-                    OnError::Closed => {
-                        if !l.shadow && p.v.unavailable.is_none() {
-                            p.v.unavailable = Some(li);
-                        }
-                        continue;
-                    }
-                    // Open: admitted, and no RateLimit field can be reported for it.
-                    _ => continue,
-                }
-            }
+            Err(e) => match undecided(g, l, li, pos, key, want, &e, p, now, clock) {
+                Some(d) => d,
+                None => continue,
+            },
         };
         // A throttled global quota's refusal: its Redis unit is in taken_global and goes back
         // with the rest below.
@@ -580,6 +509,84 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
         give_back(rt, p);
     }
     p.v
+}
+
+/// What a global limit says when Redis gave no answer (`e`): a key Redis last refused stays
+/// refused whatever the breaker says (from memory until the next probe while Redis is there
+/// but this call went unanswered; by this process's share, drained when Redis refused it, in
+/// an outage); any other key is decided by the share when the call was not made or met a
+/// queue (a flood of fresh keys is met at `rate / instances` rather than queued until every
+/// call is late), and by the limit's `on_error` in an outage. `None`: nothing to report for
+/// this limit (admitted by `open`, or `closed`'s 503 noted in the verdict).
+#[allow(clippy::too_many_arguments)]
+fn undecided(
+    g: &GlobalRt,
+    l: &LimitRt,
+    li: usize,
+    pos: usize,
+    key: u64,
+    want: u64,
+    e: &tollgate_store::StoreError,
+    p: &mut Plan,
+    now: Nanos,
+    clock: &dyn Clock,
+) -> Option<Decision> {
+    if let Some(leases) = &g.leases {
+        leases.refused(key, want);
+    }
+    // An outage shows in the store's metrics and breaker log; a call that failed on its own
+    // (the script refused its arguments, the key holds another type) repeats on every
+    // request: logged once per limit, with its reason.
+    if !e.is_outage()
+        && !e.is_unasked()
+        && !g
+            .call_error_logged
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        tracing::error!(
+            event = "global_limit_call_failed",
+            limit = %g.name,
+            error = %e,
+            on_error = g.on_error.name(),
+            "this limit's Redis call fails on its own, not from an outage; on_error applies to it (logged once per limit until a reload)"
+        );
+    }
+    g.fallbacks.inc();
+    let known_refused = p.probes & (1 << pos) != 0;
+    let unasked = e.is_unasked();
+    if known_refused && unasked {
+        g.cache.insert(key, now.saturating_add(g.probe_hold), now);
+        return Some(Decision::Deny {
+            retry_after: g.probe_hold.max(1),
+        });
+    }
+    let share = |p: &mut Plan| {
+        let d = g.fallback.acquire(key, l.time(now, clock.unix_now()), 1);
+        if d.is_allowed() {
+            p.taken |= 1 << pos;
+        }
+        d
+    };
+    match g.on_error {
+        _ if known_refused || unasked => {
+            let d = share(p);
+            if let (Decision::Deny { retry_after }, true) = (d, known_refused) {
+                // Still refused: from memory until the share refills; the next probe asks
+                // Redis again then.
+                g.cache.insert(key, now.saturating_add(retry_after), now);
+            }
+            Some(d)
+        }
+        OnError::Local => Some(share(p)),
+        OnError::Closed => {
+            if !l.shadow && p.v.unavailable.is_none() {
+                p.v.unavailable = Some(li);
+            }
+            None
+        }
+        // Open: admitted, and no RateLimit field can be reported for it.
+        OnError::Open => None,
+    }
 }
 
 /// Gives back one unit `l` took for `key` where it came from: this process's limiter (or a

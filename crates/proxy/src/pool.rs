@@ -3,7 +3,7 @@
 //! copies it.
 //!
 //! Health is an active TCP check (connect within `timeout`, every `interval`) run by
-//! [`crate::health`]; a target that fails is out of rotation until it passes again. Without a
+//! [`crate::housekeeping`]; a target that fails is out of rotation until it passes again. Without a
 //! health check every target is always in rotation. A pool is kept across reloads while its
 //! upstream's definition is unchanged, and its health with it.
 //!
