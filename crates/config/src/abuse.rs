@@ -1,8 +1,8 @@
 //! The abuse-defence parts of the format: access lists (inline and in list files), tarpits,
 //! actions, escalation ladders and failure-only counting.
 
-use crate::parse::{cidr, duration};
 use crate::reader::{as_array, as_int_in, as_str, as_str_list, type_err, Cx, Tbl, Value};
+use crate::scalars::{cidr, duration};
 use crate::types::{AccessConfig, Action, TarpitConfig};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -143,7 +143,7 @@ pub fn access(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) ->
         let p = t.key_path("api_key_header");
         if let Some(s) = as_str(cx, &p, v) {
             let h = s.trim().to_ascii_lowercase();
-            if h.is_empty() || !crate::parse::http_token(&h) {
+            if h.is_empty() || !crate::scalars::http_token(&h) {
                 cx.err(&p, v.span(), format!("\"{s}\" is not a header name"));
             } else {
                 a.api_key_header = Some(h);

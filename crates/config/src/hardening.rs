@@ -1,8 +1,8 @@
 //! The edge-hardening keys of `[server]`: deadlines and bounds on every connection, and how
 //! request paths are made canonical. Each default is safe at the edge (README, "Hardening").
 
-use crate::parse::duration;
 use crate::reader::{as_bool, as_int_in, as_str, Cx, Tbl};
+use crate::scalars::duration;
 use crate::types::{EscapedSlashes, Hardening};
 use std::time::Duration;
 

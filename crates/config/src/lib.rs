@@ -17,6 +17,7 @@ mod parse;
 mod reader;
 mod redis;
 mod routes;
+mod scalars;
 mod tls;
 mod types;
 mod upstreams;

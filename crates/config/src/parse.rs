@@ -2,10 +2,13 @@
 //! checking them, and leaving unknown ones to be reported.
 
 use crate::reader::{as_bool, as_int_in, as_str, as_str_list, join, Cx, Problem, Tbl, Value};
+use crate::scalars::{
+    cidr, duration, http_token, list_or_none, on_error, parse_quota, parse_utc_offset,
+};
 use crate::types::*;
-use crate::values::{parse_duration, parse_rate};
-use ipnet::IpNet;
-use std::net::{IpAddr, SocketAddr};
+use crate::values::parse_rate;
+
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tollgate_limit::{AlgorithmKind, Calendar, CalendarUnit, Rate, DEFAULT_MAX_KEYS};
@@ -643,52 +646,6 @@ fn jwt(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) -> Option
     })
 }
 
-/// `N/day`, `N/week`, `N/month`, `N/year`.
-fn parse_quota(s: &str) -> Option<(u64, CalendarUnit)> {
-    let (n, unit) = s.trim().split_once('/')?;
-    let n: u64 = n.trim().replace('_', "").parse().ok().filter(|n| *n >= 1)?;
-    let unit = match unit.trim() {
-        "day" => CalendarUnit::Day,
-        "week" => CalendarUnit::Week,
-        "month" => CalendarUnit::Month,
-        "year" => CalendarUnit::Year,
-        _ => return None,
-    };
-    Some((n, unit))
-}
-
-/// `+HH:MM` / `-HH:MM` (or `Z`) to seconds east of UTC.
-fn parse_utc_offset(s: &str) -> Option<i32> {
-    let s = s.trim();
-    if s == "Z" || s == "UTC" {
-        return Some(0);
-    }
-    let (sign, rest) = match s.as_bytes().first()? {
-        b'+' => (1, &s[1..]),
-        b'-' => (-1, &s[1..]),
-        _ => return None,
-    };
-    let (h, m) = rest.split_once(':')?;
-    let (h, m): (i32, i32) = (h.parse().ok()?, m.parse().ok()?);
-    (h <= 14 && m < 60 && h.to_string().len() <= 2).then_some(sign * (h * 3600 + m * 60))
-}
-
-pub(crate) fn on_error(cx: &mut Cx, path: &str, v: &Value) -> Option<OnError> {
-    match as_str(cx, path, v)? {
-        "open" => Some(OnError::Open),
-        "closed" => Some(OnError::Closed),
-        "local" => Some(OnError::Local),
-        other => {
-            cx.err(
-                path,
-                v.span(),
-                format!("unknown on_error \"{other}\" (open, closed or local)"),
-            );
-            None
-        }
-    }
-}
-
 fn default_threads() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
@@ -733,17 +690,6 @@ fn socket_addr(
                 span,
                 format!("\"{s}\" is not an address: write IP:PORT, e.g. \"127.0.0.1:8080\" or \"[::1]:8080\""),
             );
-            None
-        }
-    }
-}
-
-pub(crate) fn duration(cx: &mut Cx, path: &str, v: &Value) -> Option<Duration> {
-    let s = as_str(cx, path, v)?;
-    match parse_duration(s) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            cx.err(path, v.span(), e);
             None
         }
     }
@@ -913,39 +859,6 @@ fn addresses(cx: &mut Cx, p: &str, v: &Value, taken: &[SocketAddr]) -> Vec<Socke
     addrs
 }
 
-/// A DNS name: dot-separated labels of letters, digits, `-` and `_`.
-pub(crate) fn dns_name(host: &str) -> bool {
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.len() <= 63
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-            && l.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    };
-    !host.is_empty() && host.len() <= 253 && host.split('.').all(label_ok)
-}
-
-pub(crate) fn cidr(
-    cx: &mut Cx,
-    path: &str,
-    s: &str,
-    span: std::ops::Range<usize>,
-) -> Option<IpNet> {
-    if let Ok(n) = s.parse::<IpNet>() {
-        return Some(n.trunc());
-    }
-    if let Ok(ip) = s.parse::<IpAddr>() {
-        return Some(IpNet::from(ip));
-    }
-    cx.err(
-        path,
-        span,
-        format!("\"{s}\" is not an IP address or CIDR, e.g. \"10.0.0.0/8\" or \"2001:db8::/32\""),
-    );
-    None
-}
-
 fn key_source(cx: &mut Cx, path: &str, s: &str, span: std::ops::Range<usize>) -> Option<KeySource> {
     let named = |prefix: &str| {
         s.strip_prefix(prefix)
@@ -1017,12 +930,6 @@ fn key_source(cx: &mut Cx, path: &str, s: &str, span: std::ops::Range<usize>) ->
         }
     };
     Some(k)
-}
-
-pub(crate) fn http_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// Every limit defined, in file order; `None` for one with problems (already reported), so a
@@ -1745,12 +1652,4 @@ fn lease(
         None => burst.map(|b| (b / (2 * redis.map_or(1, |r| r.instances.max(1)) as u64)).max(1)),
     };
     Some(if leased { max } else { None })
-}
-
-pub(crate) fn list_or_none(names: &[&str]) -> String {
-    if names.is_empty() {
-        "none".into()
-    } else {
-        names.join(", ")
-    }
 }

@@ -1,7 +1,7 @@
 //! `[[routes]]`: which requests go where, under which limits (README, "Routes").
 
-use crate::parse::{http_token, list_or_none};
 use crate::reader::{as_bool, as_int_in, as_str, as_str_list, Cx, Tbl, Value};
+use crate::scalars::{http_token, list_or_none};
 use crate::types::*;
 use crate::MAX_LIMITS_PER_ROUTE;
 use std::collections::HashMap;
@@ -348,7 +348,7 @@ fn route_host(s: &str) -> Option<String> {
     let lower = s.trim().to_ascii_lowercase();
     let h = lower.strip_suffix('.').unwrap_or(&lower);
     if let Some(rest) = h.strip_prefix("*.") {
-        return crate::parse::dns_name(rest).then(|| format!("*.{rest}"));
+        return crate::scalars::dns_name(rest).then(|| format!("*.{rest}"));
     }
     let h = h
         .strip_prefix('[')

@@ -170,7 +170,7 @@ pub(crate) fn upstream_tls(cx: &mut Cx, path: &str, v: &Value, base: &Path) -> O
             if let Some(sv) = t.get("sni") {
                 let p = t.key_path("sni");
                 if let Some(s) = as_str(cx, &p, sv) {
-                    if crate::parse::dns_name(s) {
+                    if crate::scalars::dns_name(s) {
                         tls.sni = Some(s.to_ascii_lowercase());
                     } else {
                         cx.err(&p, sv.span(), format!("\"{s}\" is not a DNS name"));

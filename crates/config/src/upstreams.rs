@@ -1,7 +1,7 @@
 //! `[upstreams.NAME]`: where routes send requests (README, "Upstreams").
 
-use crate::parse::{dns_name, duration};
 use crate::reader::{as_bool, as_str_list, join, type_err, Cx, Tbl};
+use crate::scalars::{dns_name, duration};
 use crate::types::*;
 use std::net::SocketAddr;
 use std::path::Path;
