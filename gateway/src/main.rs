@@ -577,48 +577,14 @@ impl Reloader {
             }
         };
         let old = self.shared.runtime.load();
-        let (a, b) = (&old.config.server, &cfg.server);
-        let fixed = [
-            ("server.listen", a.listen != b.listen),
-            ("server.tls_listen", a.tls_listen != b.tls_listen),
-            (
-                "tls.min_version",
-                old.config.tls.as_ref().map(|t| t.min_version)
-                    != cfg.tls.as_ref().map(|t| t.min_version),
-            ),
-            ("server.admin", a.admin != b.admin),
-            ("server.threads", a.threads != b.threads),
-            ("server.h2c", a.h2c != b.h2c),
-            (
-                "server.preserve_header_case",
-                a.preserve_header_case != b.preserve_header_case,
-            ),
-            ("server.grace_period", a.grace_period != b.grace_period),
-            ("server.upgrade_sock", a.upgrade_sock != b.upgrade_sock),
-            // Read by Pingora's listeners and h2 settings at start.
-            (
-                "server.header_timeout, idle_timeout, max_header_bytes, max_headers, max_h2_streams",
-                {
-                    let (x, y) = (&a.hardening, &b.hardening);
-                    (x.header_timeout, x.idle_timeout, x.max_header_bytes, x.max_headers, x.max_h2_streams)
-                        != (y.header_timeout, y.idle_timeout, y.max_header_bytes, y.max_headers, y.max_h2_streams)
-                },
-            ),
-            // The Redis connections are made from the settings read at start.
-            (
-                "redis (url, cluster, timeout, ca, client_cert, password_env, max_in_flight)",
-                old.config.redis.as_ref().map(|r| (&r.target, r.timeout, &r.tls, &r.password, r.max_in_flight))
-                    != cfg.redis.as_ref().map(|r| (&r.target, r.timeout, &r.tls, &r.password, r.max_in_flight)),
-            ),
-        ];
-        for (key, changed) in fixed {
-            if changed {
-                tracing::warn!(
-                    event = "reload_needs_restart",
-                    key,
-                    "this setting changes only on restart or --upgrade; the rest of the file is applied"
-                );
-            }
+        // Declared beside the fields they name (tollgate_config::restart_only_changes).
+        let fixed = tollgate_config::restart_only_changes(&old.config, &cfg);
+        for key in fixed {
+            tracing::warn!(
+                event = "reload_needs_restart",
+                key,
+                "this setting changes only on restart or --upgrade; the rest of the file is applied"
+            );
         }
         drop(old);
         let new_files = cfg.files.clone();

@@ -710,3 +710,126 @@ impl KeySource {
         }
     }
 }
+
+/// The keys a reload cannot change (they are read once, at start or by Pingora's listeners),
+/// declared beside the fields: each struct is taken apart field by field with no `..`, so a
+/// new field does not compile until it is classed as changing at once or only on restart.
+pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    old.server.restart_only_changes(&new.server, &mut changed);
+    let tls = |c: &Config| c.tls.as_ref().map(|t| t.min_version);
+    if tls(old) != tls(new) {
+        changed.push("tls.min_version");
+    }
+    if old.redis.as_ref().map(RedisSettings::restart_only)
+        != new.redis.as_ref().map(RedisSettings::restart_only)
+    {
+        changed.push("redis (url, cluster, timeout, ca, client_cert, password_env, max_in_flight)");
+    }
+    changed
+}
+
+impl ServerConfig {
+    fn restart_only_changes(&self, new: &Self, changed: &mut Vec<&'static str>) {
+        let ServerConfig {
+            // Read at start: listeners, the admin listener, worker threads, h2c, the case
+            // maps, the drain and upgrade settings.
+            listen,
+            admin,
+            threads,
+            grace_period,
+            upgrade_sock,
+            h2c,
+            preserve_header_case,
+            tls_listen,
+            hardening,
+            // Read per request or per connection from the current runtime: a reload changes
+            // them at once.
+            trusted_proxies: _,
+            ipv6_prefix: _,
+            shadow: _,
+            admin_token: _,
+            access_log: _,
+            legacy_headers: _,
+            key_body_limit: _,
+            https_redirect: _,
+            https_port: _,
+            host_fallthrough: _,
+        } = self;
+        let mut check = |key, same: bool| {
+            if !same {
+                changed.push(key);
+            }
+        };
+        check("server.listen", *listen == new.listen);
+        check("server.tls_listen", *tls_listen == new.tls_listen);
+        check("server.admin", *admin == new.admin);
+        check("server.threads", *threads == new.threads);
+        check("server.h2c", *h2c == new.h2c);
+        check(
+            "server.preserve_header_case",
+            *preserve_header_case == new.preserve_header_case,
+        );
+        check("server.grace_period", *grace_period == new.grace_period);
+        check("server.upgrade_sock", *upgrade_sock == new.upgrade_sock);
+        check(
+            "server.header_timeout, idle_timeout, max_header_bytes, max_headers, max_h2_streams",
+            hardening.listener_settings() == new.hardening.listener_settings(),
+        );
+    }
+}
+
+impl Hardening {
+    /// What Pingora's listeners and h2 settings read at start; the rest applies at once.
+    fn listener_settings(&self) -> (Duration, Duration, usize, usize, usize) {
+        let Hardening {
+            header_timeout,
+            idle_timeout,
+            max_header_bytes,
+            max_headers,
+            max_h2_streams,
+            // Read per request or per connection: a reload changes them at once.
+            body_timeout: _,
+            send_timeout: _,
+            min_body_rate: _,
+            max_connections: _,
+            max_connections_per_client: _,
+            merge_slashes: _,
+            escaped_slashes: _,
+        } = self;
+        (
+            *header_timeout,
+            *idle_timeout,
+            *max_header_bytes,
+            *max_headers,
+            *max_h2_streams,
+        )
+    }
+}
+
+impl RedisSettings {
+    /// The settings the Redis connections are made from, at start.
+    #[allow(clippy::type_complexity)]
+    fn restart_only(
+        &self,
+    ) -> (
+        &RedisTarget,
+        Duration,
+        &Option<RedisTls>,
+        &Option<String>,
+        usize,
+    ) {
+        let RedisSettings {
+            target,
+            timeout,
+            tls,
+            password,
+            max_in_flight,
+            // Read by the runtime, rebuilt on reload.
+            on_error: _,
+            instances: _,
+            verdict_cache: _,
+        } = self;
+        (target, *timeout, tls, password, *max_in_flight)
+    }
+}

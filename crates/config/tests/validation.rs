@@ -694,3 +694,24 @@ fn a_lease_defaults_to_half_the_burst_shared_by_the_instances() {
     assert_eq!(l("sync = \"lease\"\n"), Some(50), "400 / (2 x 4)");
     assert_eq!(l("sync = \"lease\"\nlease_max = 7\n"), Some(7));
 }
+
+#[test]
+fn the_keys_a_reload_cannot_change_are_named() {
+    let old = ok("[server]\nthreads = 2\nbody_timeout = \"30s\"\nheader_timeout = \"10s\"\n");
+    let new = ok("[server]\nthreads = 4\nbody_timeout = \"5s\"\nheader_timeout = \"3s\"\n");
+    assert_eq!(
+        tollgate_config::restart_only_changes(&old, &new),
+        vec![
+            "server.threads",
+            "server.header_timeout, idle_timeout, max_header_bytes, max_headers, max_h2_streams"
+        ],
+        "body_timeout applies at once"
+    );
+    assert!(tollgate_config::restart_only_changes(&old, &old).is_empty());
+    let r1 = ok("[redis]\nurl = \"redis://127.0.0.1\"\ninstances = 2\n");
+    let r2 = ok("[redis]\nurl = \"redis://127.0.0.1\"\ninstances = 3\nmax_in_flight = 64\n");
+    assert_eq!(
+        tollgate_config::restart_only_changes(&r1, &r2),
+        vec!["redis (url, cluster, timeout, ca, client_cert, password_env, max_in_flight)"]
+    );
+}
