@@ -13,6 +13,7 @@ mod abuse;
 mod files;
 mod hardening;
 pub mod ingress;
+mod limits;
 mod parse;
 mod reader;
 mod redis;
