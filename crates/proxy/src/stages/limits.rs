@@ -19,9 +19,11 @@
 
 use super::Step;
 use crate::ctx::{Ctx, Outcome};
+use crate::identity::ParsedBody;
 use crate::identity::{client_ip, KeyInput};
+use crate::jwt::Claims;
 use crate::jwt::Verifier;
-use crate::policy::{decide_global, decide_local};
+use crate::policy::{decide_global, decide_local, Plan, Verdict};
 use crate::respond::{names, Problem};
 use crate::runtime::Runtime;
 use crate::service::{read_key_body, Gateway};
@@ -45,54 +47,9 @@ pub async fn run(
     };
     ctx.client = Some(client);
     ctx.outcome = Outcome::Allowed;
-    let mut claims = None;
-    if let (true, Some(v)) = (rt.routes[route].needs_jwt, &rt.jwt) {
-        if let Some(token) = req
-            .headers
-            .get(&v.header)
-            .and_then(|h| Verifier::token(h.as_bytes()))
-        {
-            match v.verify(token) {
-                Ok(c) => claims = Some(c),
-                Err(why) => {
-                    gw.problem(
-                        session,
-                        ctx,
-                        Problem::InvalidToken,
-                        why,
-                        &[],
-                        &[(
-                            &names::WWW_AUTHENTICATE,
-                            HeaderValue::from_static("Bearer error=\"invalid_token\""),
-                        )],
-                    )
-                    .await?;
-                    return Ok(Step::Answered);
-                }
-            }
-        }
-    }
-    let mut body = None;
-    if rt.routes[route].needs_body {
-        match read_key_body(session, rt.config.server.key_body_limit).await {
-            Ok(b) => body = b,
-            Err((p, why)) => {
-                gw.problem(session, ctx, p, why, &[], &[]).await?;
-                return Ok(Step::Answered);
-            }
-        }
-        let repeated = body
-            .as_ref()
-            .and_then(|b| rt.routes[route].body_fields.iter().find(|f| b.repeated(f)));
-        if let Some(field) = repeated {
-            let detail = format!(
-                "The body field \"{field}\" is given more than once; this route reads it to identify the caller, so it must be given once."
-            );
-            gw.problem(session, ctx, Problem::AmbiguousRequest, &detail, &[], &[])
-                .await?;
-            return Ok(Step::Answered);
-        }
-    }
+    let Some((claims, body)) = identify(gw, session, ctx, rt, route).await? else {
+        return Ok(Step::Answered);
+    };
     let req = session.req_header();
     // The path (and query) the upstream will read; on a case-insensitive route one key
     // for every case.
@@ -145,13 +102,90 @@ pub async fn run(
         Some(v) => v,
         None => decide_global(rt, &mut plan, &*gw.shared.clock).await,
     };
-    gw.count_decisions(rt, route, &plan, &verdict);
+    answer_or_admit(gw, session, ctx, rt, route, &plan, &verdict).await
+}
+
+/// The caller's verified token (its claims) and body fields, when the route's keys read them;
+/// `None` when the request was answered (401 for a token that does not verify, 400 for a body
+/// a key cannot be read from or a key field given twice).
+async fn identify(
+    gw: &Gateway,
+    session: &mut Session,
+    ctx: &Ctx,
+    rt: &Runtime,
+    route: usize,
+) -> Result<Option<(Option<Claims>, Option<ParsedBody>)>> {
+    let req = session.req_header();
+    let mut claims = None;
+    if let (true, Some(v)) = (rt.routes[route].needs_jwt, &rt.jwt) {
+        if let Some(token) = req
+            .headers
+            .get(&v.header)
+            .and_then(|h| Verifier::token(h.as_bytes()))
+        {
+            match v.verify(token) {
+                Ok(c) => claims = Some(c),
+                Err(why) => {
+                    gw.problem(
+                        session,
+                        ctx,
+                        Problem::InvalidToken,
+                        why,
+                        &[],
+                        &[(
+                            &names::WWW_AUTHENTICATE,
+                            HeaderValue::from_static("Bearer error=\"invalid_token\""),
+                        )],
+                    )
+                    .await?;
+                    return Ok(None);
+                }
+            }
+        }
+    }
+    let mut body = None;
+    if rt.routes[route].needs_body {
+        match read_key_body(session, rt.config.server.key_body_limit).await {
+            Ok(b) => body = b,
+            Err((p, why)) => {
+                gw.problem(session, ctx, p, why, &[], &[]).await?;
+                return Ok(None);
+            }
+        }
+        let repeated = body
+            .as_ref()
+            .and_then(|b| rt.routes[route].body_fields.iter().find(|f| b.repeated(f)));
+        if let Some(field) = repeated {
+            let detail = format!(
+                "The body field \"{field}\" is given more than once; this route reads it to identify the caller, so it must be given once."
+            );
+            gw.problem(session, ctx, Problem::AmbiguousRequest, &detail, &[], &[])
+                .await?;
+            return Ok(None);
+        }
+    }
+    Ok(Some((claims, body)))
+}
+
+/// Turns the verdict into the request's fate: counted, climbed on the ladders, answered (403
+/// blocked, 429 or a tarpit, 503), or admitted with its RateLimit fields, its concurrency slots
+/// and the units to give back unless it fails, after a leaky bucket's hold.
+async fn answer_or_admit(
+    gw: &Gateway,
+    session: &mut Session,
+    ctx: &mut Ctx,
+    rt: &std::sync::Arc<Runtime>,
+    route: usize,
+    plan: &Plan,
+    verdict: &Verdict,
+) -> Result<Step> {
+    gw.count_decisions(rt, route, plan, verdict);
     if verdict.refused != 0 {
-        gw.climb_ladders(rt, route, &plan, verdict.refused);
+        gw.climb_ladders(rt, route, plan, verdict.refused);
     }
     if let Some((limit, wait)) = verdict.blocked {
         (ctx.outcome, ctx.outcome_limit) = (Outcome::Blocked, Some(limit));
-        gw.blocked(session, ctx, rt, route, limit, &plan, wait)
+        gw.blocked(session, ctx, rt, route, limit, plan, wait)
             .await?;
         return Ok(Step::Answered);
     }
@@ -168,7 +202,7 @@ pub async fn run(
             return Ok(Step::Answered);
         }
         ctx.outcome_limit = verdict.nearest.map(|(l, _, _)| l);
-        gw.note_verdict(ctx, rt, route, &verdict, &plan);
+        gw.note_verdict(ctx, rt, route, verdict, plan);
         // The shortest slot_timeout of the slots taken: counted once the request is
         // passed on (after a leaky bucket's hold below: the gateway's own queue is not
         // the client's time).
