@@ -1,7 +1,7 @@
 //! The walk from TOML text to [`Config`]: one function per table, each reading its keys,
 //! checking them, and leaving unknown ones to be reported.
 
-use crate::limits::{key_source, PlanMode};
+use crate::limits::{key_source, script_exact, PlanMode};
 use crate::reader::{as_bool, as_int_in, as_str, as_str_list, join, Cx, Problem, Tbl, Value};
 use crate::scalars::{cidr, duration, http_token, list_or_none, parse_quota};
 use crate::types::*;
@@ -214,28 +214,6 @@ pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Probl
 
 /// Plan names that are settings of [plans], not plans.
 const PLAN_SETTINGS: [&str; 4] = ["default", "from", "tenant", "tenants"];
-
-/// Reports a rate (or quota) and burst a Redis script cannot hold exactly
-/// (`tollgate_limit::script::check`), at the count's own key when the count is the trouble,
-/// else at `burst` if the table gives one.
-pub(crate) fn script_exact(
-    cx: &mut Cx,
-    t: &mut Tbl,
-    count_key: &str,
-    algorithm: AlgorithmKind,
-    rate: Rate,
-    burst: u64,
-    what: &str,
-) {
-    if let Err(why) = tollgate_limit::script::check(algorithm, rate, burst) {
-        let key = match t.get("burst") {
-            Some(_) if rate.count() <= tollgate_limit::SCRIPT_EXACT_MAX => "burst",
-            _ => count_key,
-        };
-        let span = t.get(key).map(|v| v.span()).unwrap_or(0..0);
-        cx.err(&t.key_path(key), span, format!("{what}: {why}"));
-    }
-}
 
 fn plans(cx: &mut Cx, mut t: Tbl) -> Option<Plans> {
     let mut names = Vec::new();

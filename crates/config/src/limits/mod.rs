@@ -76,6 +76,28 @@ pub(crate) enum PlanMode {
     Quota,
 }
 
+/// Reports a rate (or quota) and burst a Redis script cannot hold exactly
+/// (`tollgate_limit::script::check`), at the count's own key when the count is the trouble,
+/// else at `burst` if the table gives one.
+pub(crate) fn script_exact(
+    cx: &mut Cx,
+    t: &mut Tbl,
+    count_key: &str,
+    algorithm: AlgorithmKind,
+    rate: Rate,
+    burst: u64,
+    what: &str,
+) {
+    if let Err(why) = tollgate_limit::script::check(algorithm, rate, burst) {
+        let key = match t.get("burst") {
+            Some(_) if rate.count() <= tollgate_limit::SCRIPT_EXACT_MAX => "burst",
+            _ => count_key,
+        };
+        let span = t.get(key).map(|v| v.span()).unwrap_or(0..0);
+        cx.err(&t.key_path(key), span, format!("{what}: {why}"));
+    }
+}
+
 /// What the readers of a limit see of the rest of the config.
 pub(crate) struct Env<'a> {
     pub redis: Option<&'a RedisSettings>,

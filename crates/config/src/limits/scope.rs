@@ -3,8 +3,7 @@
 //! Redis script holds exactly.
 
 use super::sync::lease;
-use super::{Draft, Env};
-use crate::parse::script_exact;
+use super::{script_exact, Draft, Env};
 use crate::reader::{as_str, Cx, Tbl};
 use crate::scalars::on_error;
 use crate::types::*;
