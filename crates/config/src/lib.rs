@@ -1,6 +1,6 @@
 //! Tollgate's configuration: TOML text in, validated runtime values out.
 //!
-//! What this crate owns: the file format (see the README's configuration reference), every
+//! What this crate owns: the file format (see docs/, one page per table), every
 //! check on it, and the typed values the proxy runs on (durations, rates, CIDRs, references
 //! resolved to indexes). Runtime code never sees raw strings like "10/s".
 //!
@@ -91,6 +91,13 @@ pub fn check_str(text: &str, file: &str) -> Result<Config, ConfigErrors> {
         file: file.to_string(),
         problems,
     })
+}
+
+/// Every key name the parser asks for while it reads `text` (each reader asks for every key
+/// it knows, whether or not the text gives it): the keys it accepts in the tables `text`
+/// has. For the test that keeps `docs/` and the parser in step.
+pub fn keys_read(text: &str) -> std::collections::BTreeSet<String> {
+    reader::keys_asked(|| parse::parse(text, Path::new("."), false)).1
 }
 
 /// Validates config text; `file` names it in errors. Relative file names in it (key files)

@@ -83,6 +83,22 @@ pub fn join(path: &str, key: &str) -> String {
     }
 }
 
+thread_local! {
+    /// While [`keys_asked`] runs: every key name a reader asked for.
+    static ASKED: std::cell::RefCell<Option<std::collections::BTreeSet<String>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` and returns, with its result, every key name the readers asked for meanwhile:
+/// what the parser accepts (a reader asks for each key it knows, given or not), for the test
+/// that keeps the reference and the parser in step.
+pub fn keys_asked<R>(f: impl FnOnce() -> R) -> (R, std::collections::BTreeSet<String>) {
+    ASKED.with(|a| *a.borrow_mut() = Some(Default::default()));
+    let r = f();
+    let keys = ASKED.with(|a| a.borrow_mut().take()).unwrap_or_default();
+    (r, keys)
+}
+
 /// A table being read. Keys that are read are marked; [`Tbl::finish`] reports the rest.
 pub struct Tbl<'a, 'i> {
     pub path: String,
@@ -118,6 +134,11 @@ impl<'a, 'i> Tbl<'a, 'i> {
     }
 
     pub fn get(&mut self, key: &str) -> Option<&'a Value<'i>> {
+        ASKED.with(|asked| {
+            if let Some(set) = asked.borrow_mut().as_mut() {
+                set.insert(key.to_string());
+            }
+        });
         let (i, (_, v)) = self
             .table
             .iter()

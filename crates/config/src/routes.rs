@@ -1,4 +1,4 @@
-//! `[[routes]]`: which requests go where, under which limits (README, "Routes").
+//! `[[routes]]`: which requests go where, under which limits (docs/routes.md).
 
 use crate::reader::{as_bool, as_int_in, as_str, as_str_list, Cx, Tbl, Value};
 use crate::scalars::{http_token, list_or_none};

@@ -258,7 +258,7 @@ pub struct ServerConfig {
     pub host_fallthrough: bool,
 }
 
-/// `[tls]` (README, "TLS").
+/// `[tls]` (docs/tls.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsConfig {
     /// In order: the first is served to clients without SNI or with an unknown name.
@@ -317,7 +317,7 @@ pub struct UpstreamTls {
     pub client_cert: Option<CertFiles>,
 }
 
-/// `[server]`'s edge-hardening keys (README, "Hardening").
+/// `[server]`'s edge-hardening keys (docs/hardening.md).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hardening {
     /// The whole request head (and the h2c preface) must arrive within it.
@@ -396,7 +396,7 @@ pub struct RouteConfig {
     pub name: String,
     /// Lower-cased, without port; `*.example.com` matches one label in place of the `*`.
     pub host: Option<String>,
-    /// Which paths (canonical, as [`crate`]'s README describes) the route takes.
+    /// Which paths (canonical, as docs/hardening.md describes) the route takes.
     pub path: PathMatch,
     /// Paths match this route whatever their case (for upstreams that ignore case).
     pub case_insensitive: bool,

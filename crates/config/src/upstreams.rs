@@ -1,4 +1,4 @@
-//! `[upstreams.NAME]`: where routes send requests (README, "Upstreams").
+//! `[upstreams.NAME]`: where routes send requests (docs/upstreams.md).
 
 use crate::reader::{as_bool, as_str_list, join, type_err, Cx, Tbl};
 use crate::scalars::{dns_name, duration};

@@ -75,7 +75,7 @@ fn svc(name: &str, ns: &str, port: u16) -> String {
     format!("{name}.{ns}.svc.cluster.local:{port}")
 }
 
-/// Which route a request takes, as Tollgate's router decides (README, "Routes"): the routes of
+/// Which route a request takes, as Tollgate's router decides (docs/routes.md): the routes of
 /// the request's host if any names it (a `*.` wildcard for one label), else those without a
 /// host; among them an exact path, then the longest prefix, then the first regex that matches
 /// from the path's start.
@@ -1204,18 +1204,17 @@ fn backend_protocols_become_upstream_tls_and_h2() {
     assert_eq!(warned(&i, "backend-protocol \"AJP\""), 1);
 }
 
-// --- The README's table is the code's ----------------------------------------------------
+// --- The documented table is the code's --------------------------------------------------
 
 #[test]
 fn the_readme_lists_every_annotation_as_the_importer_treats_it() {
     let readme = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/ingress-nginx.md"),
     )
-    .expect("README.md");
+    .expect("docs/ingress-nginx.md");
     let section = readme
-        .split("\n## Migrating from ingress-nginx")
+        .split("\n## Every annotation")
         .nth(1)
-        .and_then(|s| s.split("\n### Every annotation").nth(1))
         .and_then(|s| s.split("\n#").next())
         .expect("the table of annotations");
     let mut listed = std::collections::BTreeMap::new();

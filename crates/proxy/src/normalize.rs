@@ -7,7 +7,7 @@
 //! walks around its limits and lists. Here each path has one canonical spelling, the upstream
 //! receives exactly that spelling, and what cannot be made canonical safely is refused (400).
 //!
-//! The rules (the README's "Hardening" table shows them with examples):
+//! The rules (docs/hardening.md shows them with examples):
 //! - percent-encoded unreserved characters (`A-Z a-z 0-9 - . _ ~`) are decoded; every other
 //!   escape is kept, its hex digits upper-cased (`%3b` -> `%3B`); a `%` not followed by two hex
 //!   digits is refused;

@@ -141,7 +141,7 @@ pub fn path_matches(r: &RouteConfig, regex: Option<&regex::Regex>, path: &str) -
 
 /// A route's `rewrite` or `strip_prefix`, ready to apply.
 ///
-/// What the upstream reads is held to the rules of a client's request (the README's
+/// What the upstream reads is held to the rules of a client's request (docs/routes.md,
 /// "Rewrites"): the path written is made canonical by [`normalize_path`] under the same rules
 /// (and refused where a client's would be); it may hold no dot segment (a client's `..` is
 /// resolved and the result routed again, a rewrite's output is not routed again: a `..` would

@@ -1,5 +1,5 @@
 //! Every ingress-nginx annotation (its documentation's list, v1.x), and what the import does
-//! with it. The README's table ("Migrating from ingress-nginx") is checked against this list
+//! with it. The table of docs/ingress-nginx.md is checked against this list
 //! by a test, so the two cannot drift apart.
 //!
 //! `Refused` annotations protect something and have no exact Tollgate equivalent: the routes
@@ -12,7 +12,7 @@
 pub enum Treatment {
     /// Same behaviour in Tollgate.
     Exact,
-    /// An equivalent that differs in a way the README states.
+    /// An equivalent that differs in a way docs/ingress-nginx.md states.
     Approximate,
     /// The Ingress's routes answer 403 (or, where stated, only when the value cannot be kept).
     Refused,

@@ -43,7 +43,7 @@ pub(super) fn decide(
                 ));
             } else {
                 w.push(format!(
-                    "{}: {} ({whys}): its routes answer 403 until you decide (README, \"Migrating from ingress-nginx\"); --allow-insecure serves them without this protection",
+                    "{}: {} ({whys}): its routes answer 403 until you decide (docs/ingress-nginx.md); --allow-insecure serves them without this protection",
                     r.ctx,
                     names.join(", ")
                 ));

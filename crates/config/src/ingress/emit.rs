@@ -41,7 +41,7 @@ fn header(out: &mut String, p: &Plan) {
     let _ = writeln!(
         out,
         "# Made by `tollgate import-ingress` from {} Ingress object(s). Check it with\n\
-         # `tollgate check FILE`; see README.md (\"Migrating from ingress-nginx\").",
+         # `tollgate check FILE`; see docs/ingress-nginx.md.",
         p.ingresses
     );
     for w in p.warnings {

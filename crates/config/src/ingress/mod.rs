@@ -15,7 +15,7 @@
 //! 5. `deny`: the routes whose protection could not be kept.
 //! 6. `emit`: the TOML, with every warning as a comment.
 //!
-//! The README's "Migrating from ingress-nginx" lists every annotation and what becomes of it;
+//! docs/ingress-nginx.md lists every annotation and what becomes of it;
 //! a test holds it to [`annotations`].
 
 mod access;

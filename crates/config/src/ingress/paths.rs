@@ -122,7 +122,7 @@ pub(super) fn regex(path: &str, kind: PathKind, is_regex: bool) -> Result<Vec<Pi
     })
 }
 
-/// The pattern as the config parser compiles a `path_regex` (README, "Routes").
+/// The pattern as the config parser compiles a `path_regex` (docs/routes.md).
 fn compiles(pattern: &str) -> Result<(), String> {
     regex::RegexBuilder::new(&format!("^(?:{pattern})"))
         .case_insensitive(true)

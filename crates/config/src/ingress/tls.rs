@@ -1,4 +1,4 @@
-//! TLS as ingress-nginx serves it (README, "Ingress TLS, redirects and client certificates"):
+//! TLS as ingress-nginx serves it (docs/ingress-nginx.md, "Ingress TLS, redirects and client certificates"):
 //! `spec.tls` Secrets as certificates mounted at `TLS_MOUNT/NAMESPACE/SECRET/`, a TLS listener,
 //! the HTTP-to-HTTPS redirect per route, `backend-protocol` as the upstream's TLS and h2,
 //! client certificates (`auth-tls-*`) as the server-wide `[tls] client_ca` when every Ingress

@@ -3,7 +3,7 @@
 //! Each stage is one file with one entry point, `run`, that returns [`Step::Next`] (go on) or
 //! [`Step::Answered`] (an answer was written at the edge: the request ends there). Each file's
 //! top says what the stage reads, what it writes into the request's [`Ctx`] and which answers
-//! it may give. In order (the README's "How a request is decided"):
+//! it may give. In order (docs/where-things-are.md maps each to its files):
 //!
 //! 1. [`request`]: who asked and how: the request id, TLS, the connection's deadlines, the
 //!    head's bounds.
