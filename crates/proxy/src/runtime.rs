@@ -495,69 +495,10 @@ impl Runtime {
         store: Option<&Arc<dyn GlobalStore>>,
         metrics: &Metrics,
     ) -> Result<Self, BuildError> {
-        let shadow_all = config.server.shadow;
-        let mut limits = Vec::with_capacity(config.limits.len());
+        let mut limits: Vec<LimitRt> = Vec::with_capacity(config.limits.len());
         for cfg in &config.limits {
-            let prev = previous.and_then(|p| {
-                p.limits
-                    .iter()
-                    .find(|l| l.cfg.name == cfg.name && l.cfg.plan == cfg.plan)
-            });
-            let ladder = (!cfg.block.is_empty()).then(|| {
-                // One ladder per limit name: a plan limit's variants share it, and a reload
-                // keeps it while the key and the steps stay the same.
-                let kept = limits
-                    .iter()
-                    .find(|l: &&LimitRt| l.cfg.name == cfg.name)
-                    .and_then(|l| l.ladder.as_ref())
-                    .or_else(|| {
-                        prev.filter(|p| p.cfg.same_blocks_as(cfg))
-                            .and_then(|p| p.ladder.as_ref())
-                    })
-                    .map(|l| l.ladder.clone());
-                LadderRt {
-                    ladder: kept.unwrap_or_else(|| Arc::new(Ladder::new(&cfg.block, cfg.max_keys))),
-                    imposed: (0..cfg.block.len())
-                        .map(|i| {
-                            metrics
-                                .blocks_total
-                                .with_label_values(&[&cfg.name, status_str(i as u16)])
-                        })
-                        .collect(),
-                }
-            });
-            let tarpit = (cfg.action == Action::Tarpit).then(|| {
-                let t = cfg.tarpit.unwrap_or_default();
-                prev.and_then(|p| p.tarpit.as_ref())
-                    .filter(|p| p.cfg == t)
-                    .cloned()
-                    .unwrap_or_else(|| Arc::new(TarpitRt::new(t)))
-            });
-            let quota = cfg.algorithm.caps().calendar;
-            limits.push(LimitRt {
-                action: cfg.action,
-                tarpit,
-                stable_key: cfg.scope == Scope::Global || ladder.is_some(),
-                ladder,
-                state: limit_state(cfg, prev, &config, store, metrics)?,
-                quota,
-                quota_rt: quota_rt(cfg, prev, &config, metrics),
-                shadow: cfg.shadow || shadow_all,
-                name_sf: sf_string(&cfg.name),
-                refusal: crate::respond::refusal(cfg, quota),
-                shadow_counter: metrics.shadow_exceeded.with_label_values(&[&cfg.name]),
-                decisions: ["allowed", "refused", "shadow_refused", "blocked"]
-                    .map(|r| metrics.decisions.with_label_values(&[&cfg.name, r])),
-                hot: limits
-                    .iter()
-                    .find(|l: &&LimitRt| l.cfg.name == cfg.name)
-                    .map(|l| l.hot.clone())
-                    .or_else(|| prev.map(|p| p.hot.clone()))
-                    .unwrap_or_else(|| {
-                        Arc::new(tollgate_limit::HotKeys::new(cfg.max_keys.min(100_000)))
-                    }),
-                cfg: cfg.clone(),
-            });
+            let l = LimitRt::build(cfg, &limits, previous, &config, store, metrics)?;
+            limits.push(l);
         }
 
         let preserve_case =
@@ -579,134 +520,11 @@ impl Runtime {
         }
 
         let server_access = crate::access::AccessRt::build(&config.access, None).map(Arc::new);
-        let mut routes = Vec::with_capacity(config.routes.len());
-        for cfg in &config.routes {
-            // One RateLimit-Policy per plan: a caller sees the policies of its own plan.
-            let plan_count = config.plans.as_ref().map_or(1, |p| p.names.len().max(1));
-            let policy_headers = (0..plan_count)
-                .map(|plan| {
-                    let items: Vec<String> = cfg
-                        .limits
-                        .iter()
-                        .map(|&i| &limits[i])
-                        .filter(|l| !l.shadow && l.cfg.plan.is_none_or(|p| p == plan))
-                        // Requests in flight have no window to state.
-                        .filter(|l| l.cfg.algorithm.caps().rated)
-                        .map(|l| policy_item(&l.name_sf, l.cfg.rate.count(), window_secs(&l.cfg)))
-                        .collect();
-                    if items.is_empty() {
-                        None
-                    } else {
-                        HeaderValue::from_str(&items.join(", ")).ok()
-                    }
-                })
-                .collect();
-            let needs_plan = cfg.limits.iter().any(|&i| limits[i].cfg.plan.is_some());
-            let rejected = cfg
-                .limits
-                .iter()
-                .map(|&i| {
-                    let reason = if limits[i].quota {
-                        "quota"
-                    } else {
-                        "rate_limit"
-                    };
-                    metrics
-                        .rejected
-                        .with_label_values(&[reason, &cfg.name, &limits[i].cfg.name])
-                })
-                .collect();
-            let is_jwt =
-                |k: &tollgate_config::KeySource| matches!(k, tollgate_config::KeySource::Jwt(_));
-            let plans_by_jwt = config
-                .plans
-                .as_ref()
-                .is_some_and(|p| p.from.iter().chain(p.tenant.iter()).any(is_jwt));
-            let needs_jwt = cfg.limits.iter().any(|&i| {
-                limits[i].cfg.key.iter().any(is_jwt)
-                    || (plans_by_jwt && limits[i].cfg.plan.is_some())
-            });
-            let needs_calendar = cfg.limits.iter().any(|&i| limits[i].quota);
-            let needs_body = cfg.limits.iter().any(|&i| {
-                limits[i]
-                    .cfg
-                    .key
-                    .iter()
-                    .any(|k| matches!(k, tollgate_config::KeySource::Body(_)))
-            });
-            let access = match &cfg.access {
-                None => server_access.clone(),
-                Some(own) => {
-                    crate::access::AccessRt::build(&config.access, Some(own)).map(Arc::new)
-                }
-            };
-            let (inputs, body_fields) = route_inputs(
-                &config,
-                cfg,
-                &limits,
-                access.as_deref(),
-                needs_jwt,
-                needs_plan,
-            );
-            let tarpit = cfg.tarpit.map(|t| {
-                previous
-                    .and_then(|p| p.routes.iter().find(|r| r.cfg.name == cfg.name))
-                    .and_then(|r| r.tarpit.as_ref())
-                    .filter(|r| r.cfg == t)
-                    .cloned()
-                    .unwrap_or_else(|| Arc::new(TarpitRt::new(t)))
-            });
-            routes.push(RouteRt {
-                stages: crate::stages::Stages {
-                    access: access.is_some(),
-                    limits: !cfg.limits.is_empty(),
-                },
-                regex: match &cfg.path {
-                    tollgate_config::PathMatch::Regex(p) => Some(
-                        tollgate_config::path_regex(p, cfg.case_insensitive)
-                            .map_err(|e| BuildError::Route(cfg.name.clone(), e.to_string()))?,
-                    ),
-                    _ => None,
-                },
-                rewrite: crate::routing::RewriteRt::new(cfg.rewrite.as_ref())
-                    .map_err(|e| BuildError::Route(cfg.name.clone(), e))?,
-                canary: cfg.canary.as_ref().map(crate::routing::CanaryRt::new),
-                access,
-                inputs,
-                body_fields,
-                tarpit,
-                counts_failures: cfg
-                    .limits
-                    .iter()
-                    .any(|&i| limits[i].cfg.count_failures.is_some()),
-                holds_slots: cfg
-                    .limits
-                    .iter()
-                    .any(|&i| limits[i].cfg.algorithm.caps().holds),
-                tarpit_held: metrics.tarpit_held.with_label_values(&[&cfg.name]),
-                tarpit_total: metrics.tarpit_total.with_label_values(&[&cfg.name]),
-                access_allowed: ["ip", "api_key"]
-                    .map(|r| metrics.access_allowed.with_label_values(&[&cfg.name, r])),
-                access_denied: metrics.rejected.with_label_values(&[
-                    "access_denied",
-                    &cfg.name,
-                    "",
-                ]),
-                blocked: rejected_by(metrics, "blocked", cfg, &limits),
-                overflowed: rejected_by(metrics, "tarpit_overflow", cfg, &limits),
-                challenged: rejected_by(metrics, "challenge", cfg, &limits),
-                needs_jwt,
-                needs_calendar,
-                needs_body,
-                name: Arc::from(cfg.name.as_str()),
-                policy_headers,
-                needs_plan,
-                rejected,
-                duration: metrics.duration.with_label_values(&[&cfg.name]),
-                requests: (0..600).map(|_| OnceLock::new()).collect(),
-                cfg: cfg.clone(),
-            });
-        }
+        let routes = config
+            .routes
+            .iter()
+            .map(|cfg| RouteRt::build(cfg, &limits, &server_access, previous, &config, metrics))
+            .collect::<Result<Vec<_>, _>>()?;
         let order = crate::routing::order(routes.iter().map(|r| &r.cfg));
         let hosts = crate::routing::Hosts::new(routes.iter().map(|r| &r.cfg));
 
@@ -758,6 +576,217 @@ impl Runtime {
 
     pub fn route_action(&self, route: usize) -> &RouteAction {
         &self.routes[route].cfg.action
+    }
+}
+
+impl LimitRt {
+    /// One limit, with what `previous` knew of it (its limiter state, ladder, tarpit, hot
+    /// keys) when its definition did not change; `built`: the limits before it (a plan
+    /// limit's variants share one ladder and one hot-key table).
+    fn build(
+        cfg: &LimitConfig,
+        built: &[LimitRt],
+        previous: Option<&Runtime>,
+        config: &Config,
+        store: Option<&Arc<dyn GlobalStore>>,
+        metrics: &Metrics,
+    ) -> Result<Self, BuildError> {
+        let limits = built;
+        let shadow_all = config.server.shadow;
+        let prev = previous.and_then(|p| {
+            p.limits
+                .iter()
+                .find(|l| l.cfg.name == cfg.name && l.cfg.plan == cfg.plan)
+        });
+        let ladder = (!cfg.block.is_empty()).then(|| {
+            // One ladder per limit name: a plan limit's variants share it, and a reload
+            // keeps it while the key and the steps stay the same.
+            let kept = limits
+                .iter()
+                .find(|l: &&LimitRt| l.cfg.name == cfg.name)
+                .and_then(|l| l.ladder.as_ref())
+                .or_else(|| {
+                    prev.filter(|p| p.cfg.same_blocks_as(cfg))
+                        .and_then(|p| p.ladder.as_ref())
+                })
+                .map(|l| l.ladder.clone());
+            LadderRt {
+                ladder: kept.unwrap_or_else(|| Arc::new(Ladder::new(&cfg.block, cfg.max_keys))),
+                imposed: (0..cfg.block.len())
+                    .map(|i| {
+                        metrics
+                            .blocks_total
+                            .with_label_values(&[&cfg.name, status_str(i as u16)])
+                    })
+                    .collect(),
+            }
+        });
+        let tarpit = (cfg.action == Action::Tarpit).then(|| {
+            let t = cfg.tarpit.unwrap_or_default();
+            prev.and_then(|p| p.tarpit.as_ref())
+                .filter(|p| p.cfg == t)
+                .cloned()
+                .unwrap_or_else(|| Arc::new(TarpitRt::new(t)))
+        });
+        let quota = cfg.algorithm.caps().calendar;
+        Ok(LimitRt {
+            action: cfg.action,
+            tarpit,
+            stable_key: cfg.scope == Scope::Global || ladder.is_some(),
+            ladder,
+            state: limit_state(cfg, prev, config, store, metrics)?,
+            quota,
+            quota_rt: quota_rt(cfg, prev, config, metrics),
+            shadow: cfg.shadow || shadow_all,
+            name_sf: sf_string(&cfg.name),
+            refusal: crate::respond::refusal(cfg, quota),
+            shadow_counter: metrics.shadow_exceeded.with_label_values(&[&cfg.name]),
+            decisions: ["allowed", "refused", "shadow_refused", "blocked"]
+                .map(|r| metrics.decisions.with_label_values(&[&cfg.name, r])),
+            hot: limits
+                .iter()
+                .find(|l: &&LimitRt| l.cfg.name == cfg.name)
+                .map(|l| l.hot.clone())
+                .or_else(|| prev.map(|p| p.hot.clone()))
+                .unwrap_or_else(|| {
+                    Arc::new(tollgate_limit::HotKeys::new(cfg.max_keys.min(100_000)))
+                }),
+            cfg: cfg.clone(),
+        })
+    }
+}
+
+impl RouteRt {
+    /// One route: its stages, its keys' inputs, its RateLimit-Policy per plan, its metric
+    /// handles; its tarpit carried over from `previous` when unchanged.
+    fn build(
+        cfg: &RouteConfig,
+        limits: &[LimitRt],
+        server_access: &Option<Arc<crate::access::AccessRt>>,
+        previous: Option<&Runtime>,
+        config: &Config,
+        metrics: &Metrics,
+    ) -> Result<Self, BuildError> {
+        // One RateLimit-Policy per plan: a caller sees the policies of its own plan.
+        let plan_count = config.plans.as_ref().map_or(1, |p| p.names.len().max(1));
+        let policy_headers = (0..plan_count)
+            .map(|plan| {
+                let items: Vec<String> = cfg
+                    .limits
+                    .iter()
+                    .map(|&i| &limits[i])
+                    .filter(|l| !l.shadow && l.cfg.plan.is_none_or(|p| p == plan))
+                    // Requests in flight have no window to state.
+                    .filter(|l| l.cfg.algorithm.caps().rated)
+                    .map(|l| policy_item(&l.name_sf, l.cfg.rate.count(), window_secs(&l.cfg)))
+                    .collect();
+                if items.is_empty() {
+                    None
+                } else {
+                    HeaderValue::from_str(&items.join(", ")).ok()
+                }
+            })
+            .collect();
+        let needs_plan = cfg.limits.iter().any(|&i| limits[i].cfg.plan.is_some());
+        let rejected = cfg
+            .limits
+            .iter()
+            .map(|&i| {
+                let reason = if limits[i].quota {
+                    "quota"
+                } else {
+                    "rate_limit"
+                };
+                metrics
+                    .rejected
+                    .with_label_values(&[reason, &cfg.name, &limits[i].cfg.name])
+            })
+            .collect();
+        let is_jwt =
+            |k: &tollgate_config::KeySource| matches!(k, tollgate_config::KeySource::Jwt(_));
+        let plans_by_jwt = config
+            .plans
+            .as_ref()
+            .is_some_and(|p| p.from.iter().chain(p.tenant.iter()).any(is_jwt));
+        let needs_jwt = cfg.limits.iter().any(|&i| {
+            limits[i].cfg.key.iter().any(is_jwt) || (plans_by_jwt && limits[i].cfg.plan.is_some())
+        });
+        let needs_calendar = cfg.limits.iter().any(|&i| limits[i].quota);
+        let needs_body = cfg.limits.iter().any(|&i| {
+            limits[i]
+                .cfg
+                .key
+                .iter()
+                .any(|k| matches!(k, tollgate_config::KeySource::Body(_)))
+        });
+        let access = match &cfg.access {
+            None => server_access.clone(),
+            Some(own) => crate::access::AccessRt::build(&config.access, Some(own)).map(Arc::new),
+        };
+        let (inputs, body_fields) = route_inputs(
+            config,
+            cfg,
+            limits,
+            access.as_deref(),
+            needs_jwt,
+            needs_plan,
+        );
+        let tarpit = cfg.tarpit.map(|t| {
+            previous
+                .and_then(|p| p.routes.iter().find(|r| r.cfg.name == cfg.name))
+                .and_then(|r| r.tarpit.as_ref())
+                .filter(|r| r.cfg == t)
+                .cloned()
+                .unwrap_or_else(|| Arc::new(TarpitRt::new(t)))
+        });
+        Ok(RouteRt {
+            stages: crate::stages::Stages {
+                access: access.is_some(),
+                limits: !cfg.limits.is_empty(),
+            },
+            regex: match &cfg.path {
+                tollgate_config::PathMatch::Regex(p) => Some(
+                    tollgate_config::path_regex(p, cfg.case_insensitive)
+                        .map_err(|e| BuildError::Route(cfg.name.clone(), e.to_string()))?,
+                ),
+                _ => None,
+            },
+            rewrite: crate::routing::RewriteRt::new(cfg.rewrite.as_ref())
+                .map_err(|e| BuildError::Route(cfg.name.clone(), e))?,
+            canary: cfg.canary.as_ref().map(crate::routing::CanaryRt::new),
+            access,
+            inputs,
+            body_fields,
+            tarpit,
+            counts_failures: cfg
+                .limits
+                .iter()
+                .any(|&i| limits[i].cfg.count_failures.is_some()),
+            holds_slots: cfg
+                .limits
+                .iter()
+                .any(|&i| limits[i].cfg.algorithm.caps().holds),
+            tarpit_held: metrics.tarpit_held.with_label_values(&[&cfg.name]),
+            tarpit_total: metrics.tarpit_total.with_label_values(&[&cfg.name]),
+            access_allowed: ["ip", "api_key"]
+                .map(|r| metrics.access_allowed.with_label_values(&[&cfg.name, r])),
+            access_denied: metrics
+                .rejected
+                .with_label_values(&["access_denied", &cfg.name, ""]),
+            blocked: rejected_by(metrics, "blocked", cfg, limits),
+            overflowed: rejected_by(metrics, "tarpit_overflow", cfg, limits),
+            challenged: rejected_by(metrics, "challenge", cfg, limits),
+            needs_jwt,
+            needs_calendar,
+            needs_body,
+            name: Arc::from(cfg.name.as_str()),
+            policy_headers,
+            needs_plan,
+            rejected,
+            duration: metrics.duration.with_label_values(&[&cfg.name]),
+            requests: (0..600).map(|_| OnceLock::new()).collect(),
+            cfg: cfg.clone(),
+        })
     }
 }
 
