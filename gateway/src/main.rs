@@ -349,7 +349,7 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
     let mut proxy = Service::new("tollgate proxy".to_string(), app);
     // Connection bounds at accept: a refused connection is closed before it is read (or its
     // TLS handshake begins), and a slot is held for the connection's whole life.
-    proxy.set_connection_admission(Arc::new(tollgate_proxy::connections::Admission::new(
+    proxy.set_connection_admission(Arc::new(tollgate_proxy::shared::Admission::new(
         shared.clone(),
     )));
     if let Some(certs) = &shared.tls {
@@ -634,7 +634,7 @@ fn exit_when_drained() {
         std::thread::sleep(std::time::Duration::from_millis(100));
         let mut idle = 0;
         loop {
-            if tollgate_proxy::service::in_flight() == 0 {
+            if tollgate_proxy::ctx::in_flight() == 0 {
                 idle += 1;
                 if idle >= 2 {
                     tracing::info!(event = "drained", "no request in flight: exiting");

@@ -15,11 +15,7 @@
 //! ([`set_fd_ceiling`]): lowered at start, loudly, rather than every client timing out at the
 //! descriptor ceiling.
 
-use crate::identity::{fold, key_ip};
-use crate::shared::Shared;
 use parking_lot::Mutex;
-use pingora::protocols::l4::socket::SocketAddr;
-use pingora::services::listening::ConnectionAdmission;
 use prometheus::{IntCounter, IntGauge};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -145,41 +141,6 @@ impl Drop for Slot {
         }
         self.conns.open.fetch_sub(1, Ordering::AcqRel);
         self.conns.gauge.dec();
-    }
-}
-
-/// The bounds as the listeners apply them: a slot is taken right after accept, before the TLS
-/// handshake (vendor patch 0006), and held until the connection ends, so handshakes in
-/// progress count like every other connection.
-pub struct Admission {
-    shared: Arc<Shared>,
-}
-
-impl Admission {
-    pub fn new(shared: Arc<Shared>) -> Self {
-        Self { shared }
-    }
-}
-
-impl ConnectionAdmission for Admission {
-    fn admit(&self, peer: Option<&SocketAddr>) -> Option<Box<dyn std::any::Any + Send>> {
-        let rt = self.shared.runtime.load();
-        let server = &rt.config.server;
-        let h = &server.hardening;
-        let client = peer
-            .and_then(|a| a.as_inet())
-            .map(|a| key_ip(fold(a.ip()), server.ipv6_prefix));
-        let (max, per_client) = (
-            effective_max_connections(h.max_connections),
-            h.max_connections_per_client,
-        );
-        drop(rt);
-        let slot = self
-            .shared
-            .connections
-            .admit(client, max, per_client)
-            .ok()?;
-        Some(Box::new(slot))
     }
 }
 

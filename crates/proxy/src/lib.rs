@@ -32,6 +32,7 @@ pub mod access;
 pub mod admin;
 pub mod connections;
 pub mod ctx;
+pub mod edge;
 pub mod housekeeping;
 pub mod identity;
 pub mod jwt;
@@ -49,6 +50,6 @@ pub mod slots;
 pub mod stages;
 pub mod tls;
 
+pub use edge::Gateway;
 pub use runtime::Runtime;
-pub use service::Gateway;
 pub use shared::Shared;

@@ -29,6 +29,31 @@ pub enum LimitState {
     Global(GlobalRt),
 }
 
+/// The slots one gateway holds in a global concurrency limit, per key.
+#[derive(Default)]
+pub struct Held(parking_lot::Mutex<std::collections::HashMap<u64, u64>>);
+
+impl Held {
+    pub(crate) fn add(&self, key: u64) {
+        *self.0.lock().entry(key).or_insert(0) += 1;
+    }
+
+    pub(crate) fn remove(&self, key: u64) {
+        let mut m = self.0.lock();
+        if let Some(n) = m.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&key);
+            }
+        }
+    }
+
+    /// Every key with slots held, and how many.
+    pub fn snapshot(&self) -> Vec<(u64, u64)> {
+        self.0.lock().iter().map(|(&k, &n)| (k, n)).collect()
+    }
+}
+
 /// A global limit: Redis decides; refusals are remembered at the edge; a local share stands in
 /// while Redis is away when `on_error = "local"`, for keys Redis last refused whatever
 /// `on_error` says, and for fresh keys while this gateway has its most calls in flight.
@@ -63,7 +88,7 @@ pub struct GlobalRt {
     /// limit's (a slot frees when any request ends).
     pub caches_refusals: bool,
     /// A concurrency limit: the slots this gateway holds, renewed in Redis.
-    pub held: Option<Arc<crate::slots::Held>>,
+    pub held: Option<Arc<Held>>,
 }
 
 /// A tarpit: requests held before their answer, at most `max_concurrent` at once. Each held
@@ -227,11 +252,20 @@ fn upstream_tls(cfg: &UpstreamConfig) -> Result<Vec<crate::tls::UpstreamTlsRt>, 
         .collect()
 }
 
+/// The request stages a route uses ([`crate::stages`]), compiled once per route.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stages {
+    /// It has access lists of its own or from `[access]`.
+    pub access: bool,
+    /// It lists limits.
+    pub limits: bool,
+}
+
 pub struct RouteRt {
     pub cfg: RouteConfig,
     pub name: Arc<str>,
     /// The request stages this route uses (see [`crate::stages`]).
-    pub stages: crate::stages::Stages,
+    pub stages: Stages,
     /// `path_regex`, compiled (anchored at the path's start).
     regex: Option<regex::Regex>,
     /// How the path sent upstream is made.
@@ -740,7 +774,7 @@ impl RouteRt {
                 .unwrap_or_else(|| Arc::new(TarpitRt::new(t)))
         });
         Ok(RouteRt {
-            stages: crate::stages::Stages {
+            stages: Stages {
                 access: access.is_some(),
                 limits: !cfg.limits.is_empty(),
             },

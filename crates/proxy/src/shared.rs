@@ -8,6 +8,8 @@ use crate::identity::KeyHasher;
 use crate::metrics::Metrics;
 use crate::runtime::{BuildError, LimitState, Runtime};
 use arc_swap::ArcSwap;
+use pingora::protocols::l4::socket::SocketAddr;
+use pingora::services::listening::ConnectionAdmission;
 use std::sync::Arc;
 use tollgate_config::Config;
 use tollgate_limit::{Clock, StoreStats};
@@ -114,9 +116,7 @@ impl Shared {
         if let Some(store) = &self.store {
             store.publish();
         }
-        self.metrics
-            .in_flight
-            .set(crate::service::in_flight() as i64);
+        self.metrics.in_flight.set(crate::ctx::in_flight() as i64);
         let rt = self.runtime.load();
         // A plan limit has one variant per plan under one name: their figures add up.
         let mut per_name: Vec<(&str, Option<usize>, StoreStats)> = Vec::new();
@@ -227,5 +227,40 @@ impl Shared {
                     .set(t.healthy() as i64);
             }
         }
+    }
+}
+
+/// The bounds as the listeners apply them: a slot is taken right after accept, before the TLS
+/// handshake (vendor patch 0006), and held until the connection ends, so handshakes in
+/// progress count like every other connection.
+pub struct Admission {
+    shared: Arc<Shared>,
+}
+
+impl Admission {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        Self { shared }
+    }
+}
+
+impl ConnectionAdmission for Admission {
+    fn admit(&self, peer: Option<&SocketAddr>) -> Option<Box<dyn std::any::Any + Send>> {
+        let rt = self.shared.runtime.load();
+        let server = &rt.config.server;
+        let h = &server.hardening;
+        let client = peer
+            .and_then(|a| a.as_inet())
+            .map(|a| crate::identity::key_ip(crate::identity::fold(a.ip()), server.ipv6_prefix));
+        let (max, per_client) = (
+            crate::connections::effective_max_connections(h.max_connections),
+            h.max_connections_per_client,
+        );
+        drop(rt);
+        let slot = self
+            .shared
+            .connections
+            .admit(client, max, per_client)
+            .ok()?;
+        Some(Box::new(slot))
     }
 }

@@ -10,35 +10,8 @@
 
 use crate::policy::{return_unit, Took};
 use crate::runtime::{LimitState, Runtime};
-use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::Arc;
 use tollgate_limit::Clock;
-
-/// The slots one gateway holds in a global concurrency limit, per key.
-#[derive(Default)]
-pub struct Held(Mutex<HashMap<u64, u64>>);
-
-impl Held {
-    fn add(&self, key: u64) {
-        *self.0.lock().entry(key).or_insert(0) += 1;
-    }
-
-    fn remove(&self, key: u64) {
-        let mut m = self.0.lock();
-        if let Some(n) = m.get_mut(&key) {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&key);
-            }
-        }
-    }
-
-    /// Every key with slots held, and how many.
-    pub fn snapshot(&self) -> Vec<(u64, u64)> {
-        self.0.lock().iter().map(|(&k, &n)| (k, n)).collect()
-    }
-}
 
 /// The slots one request took; given back on drop.
 pub struct Slots {

@@ -23,8 +23,9 @@ mod tls;
 
 pub use breaker::Breaker;
 pub use nodes::{slot, Node, Nodes};
-pub use redis_store::{RedisConfig, RedisStore, StoreMetrics, Target, Tls};
+pub use redis_store::{RedisConfig, RedisStore, StoreMetrics, Target};
 pub use scripts::{script_source, ScriptReply, BLOCKS_KEYS};
+pub use tls::Tls;
 
 use std::future::Future;
 use std::pin::Pin;

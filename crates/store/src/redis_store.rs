@@ -11,6 +11,7 @@
 
 use crate::nodes::{Node, Nodes};
 use crate::scripts::{script_source, ScriptReply, BLOCKS_KEYS, BLOCKS_SCRIPT};
+use crate::tls::Tls;
 use crate::{BoxFuture, GlobalKey, GlobalStore, StoreError};
 use prometheus::{
     Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
@@ -30,28 +31,6 @@ pub enum Target {
     Single(String),
     /// Seed nodes of a Redis Cluster; the rest of the topology is discovered.
     Cluster(Vec<String>),
-}
-
-/// TLS for `rediss://` URLs. The server's certificate is always verified (against `ca`, else
-/// the system's roots) and must name the URL's host; nothing here can turn that off.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Tls {
-    /// PEM CA bundle; `None`: the system's roots.
-    pub ca: Option<Vec<u8>>,
-    /// PEM certificate (chain) and private key shown to the server (mutual TLS).
-    pub client_cert: Option<(Vec<u8>, Vec<u8>)>,
-}
-
-impl std::fmt::Debug for Tls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tls")
-            .field(
-                "ca",
-                &self.ca.as_ref().map(|c| format!("{} bytes", c.len())),
-            )
-            .field("client_cert", &self.client_cert.as_ref().map(|_| "<set>"))
-            .finish()
-    }
 }
 
 #[derive(Debug, Clone)]

@@ -2,12 +2,33 @@
 //! The server is always verified; what is checked here is what can be known before the first
 //! connection (a client key that is not its certificate's), and what a failed handshake says.
 
-use crate::redis_store::Tls;
 use crate::StoreError;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::error::Error;
 use std::sync::Arc;
+
+/// TLS for `rediss://` URLs. The server's certificate is always verified (against `ca`, else
+/// the system's roots) and must name the URL's host; nothing here can turn that off.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Tls {
+    /// PEM CA bundle; `None`: the system's roots.
+    pub ca: Option<Vec<u8>>,
+    /// PEM certificate (chain) and private key shown to the server (mutual TLS).
+    pub client_cert: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field(
+                "ca",
+                &self.ca.as_ref().map(|c| format!("{} bytes", c.len())),
+            )
+            .field("client_cert", &self.client_cert.as_ref().map(|_| "<set>"))
+            .finish()
+    }
+}
 
 fn invalid(what: &'static str, detail: String) -> StoreError {
     StoreError::Redis(redis::RedisError::from((

@@ -9,10 +9,10 @@
 use super::Step;
 use crate::access::{Access, DenyReason};
 use crate::ctx::{Ctx, Outcome};
+use crate::edge::Gateway;
 use crate::identity::client_ip;
 use crate::respond::Problem;
 use crate::runtime::Runtime;
-use crate::service::Gateway;
 use pingora::prelude::*;
 
 pub async fn run(

@@ -8,9 +8,9 @@
 
 use super::Step;
 use crate::ctx::Ctx;
+use crate::edge::Gateway;
 use crate::respond::{names, Fields, Value};
 use crate::runtime::Runtime;
-use crate::service::Gateway;
 use bytes::Bytes;
 use http::HeaderValue;
 use pingora::prelude::*;

@@ -19,6 +19,7 @@
 
 use super::Step;
 use crate::ctx::{Ctx, Outcome};
+use crate::edge::{read_key_body, Gateway};
 use crate::identity::ParsedBody;
 use crate::identity::{client_ip, KeyInput};
 use crate::jwt::Claims;
@@ -26,7 +27,6 @@ use crate::jwt::Verifier;
 use crate::policy::{decide_global, decide_local, Plan, Verdict};
 use crate::respond::{names, Problem};
 use crate::runtime::Runtime;
-use crate::service::{read_key_body, Gateway};
 use http::HeaderValue;
 use pingora::prelude::*;
 use std::borrow::Cow;

@@ -15,11 +15,11 @@
 //! 5. [`action`]: the route's own answer, or the upstream it proxies to.
 //!
 //! A route pays only for the stages it uses: the pipeline below skips the access and limit
-//! stages on a route without lists or limits (the route's [`Stages`], compiled when the
+//! stages on a route without lists or limits (the route's [`crate::runtime::Stages`], compiled when the
 //! runtime is built), and every stage returns at once when its input is absent.
 //!
 //! New capabilities (authentication, CORS, body limits, tracing) are new stages: a file
-//! here, a line in [`run`], and a flag in [`Stages`] when routes may go without it.
+//! here, a line in [`run`], and a flag in [`crate::runtime::Stages`] when routes may go without it.
 
 pub mod access;
 pub mod action;
@@ -28,26 +28,10 @@ pub mod request;
 pub mod route;
 
 use crate::ctx::{Ctx, Outcome};
-use crate::service::Gateway;
+use crate::edge::Gateway;
 use pingora::prelude::*;
 
-/// What a stage decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
-    /// Go on to the next stage.
-    Next,
-    /// An answer was written: the request ends here.
-    Answered,
-}
-
-/// The stages a route uses, compiled once per route when the runtime is built.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stages {
-    /// It has access lists of its own or from `[access]`.
-    pub access: bool,
-    /// It lists limits.
-    pub limits: bool,
-}
+pub use crate::edge::Step;
 
 /// The whole request phase: every stage in order until one answers. `Ok(true)` when the
 /// request was answered at the edge (Pingora's `request_filter` contract).

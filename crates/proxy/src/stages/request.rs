@@ -9,9 +9,9 @@
 
 use super::Step;
 use crate::ctx::{new_request_id, valid_request_id, Ctx};
+use crate::edge::{is_secure, Gateway};
 use crate::respond::{names, Problem};
 use crate::runtime::Runtime;
-use crate::service::{is_secure, Gateway};
 use pingora::prelude::*;
 use std::net::{IpAddr, Ipv4Addr};
 

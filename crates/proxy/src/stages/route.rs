@@ -12,10 +12,10 @@
 //! Returns the route taken, `None` when it answered.
 
 use crate::ctx::Ctx;
+use crate::edge::{canonical_target, https_location, Gateway};
 use crate::respond::Problem;
 use crate::routing::RewriteRefusal;
 use crate::runtime::Runtime;
-use crate::service::{canonical_target, https_location, Gateway};
 use pingora::prelude::*;
 use std::borrow::Cow;
 
