@@ -8,6 +8,10 @@ use tollgate_testkit::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 
+/// The key flood takes every core of this machine for seconds: the tests that time things
+/// (a slot's deadline, an upload's pace) do not run beside it.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Item 1 and 2: a rewrite's output is held to a client's rules, and keys read what the
 /// upstream reads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -173,6 +177,7 @@ upstream = "svc"
 /// `FLOOD_SECS` sets the flood's length (5 s in `make test`; the figure is 15 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_fresh_keys_cannot_open_a_global_limit() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
     use std::time::{Duration, Instant};
@@ -370,6 +375,7 @@ on_error = "open"
 /// is cut with 408 at `slot_timeout`, its slot back, and the key's other requests pass again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_upload_holds_a_concurrency_slot_no_longer_than_slot_timeout() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     use std::time::{Duration, Instant};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let be = Backend::start().await.expect("backend");
