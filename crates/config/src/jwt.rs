@@ -65,106 +65,9 @@ pub(crate) fn jwt(
     base: &Path,
     files: &mut Vec<PathBuf>,
 ) -> Option<JwtSettings> {
-    use jsonwebtoken::{Algorithm as A, DecodingKey};
+    use jsonwebtoken::Algorithm as A;
     let mut ok = true;
-    let secret = match (t.get("secret"), t.get("secret_env")) {
-        (Some(v), None) => as_str(cx, &t.key_path("secret"), v).map(str::to_string),
-        (None, Some(v)) => {
-            let p = t.key_path("secret_env");
-            match as_str(cx, &p, v) {
-                Some(name) => match std::env::var(name) {
-                    Ok(s) if !s.is_empty() => Some(s),
-                    _ => {
-                        cx.err(
-                            &p,
-                            v.span(),
-                            format!("the environment variable {name} is not set"),
-                        );
-                        ok = false;
-                        None
-                    }
-                },
-                None => None,
-            }
-        }
-        (Some(v), Some(_)) => {
-            cx.err(
-                &t.key_path("secret"),
-                v.span(),
-                "set either secret or secret_env, not both",
-            );
-            ok = false;
-            None
-        }
-        (None, None) => None,
-    };
-    let mut public_keys = Vec::new();
-    if let Some(v) = t.get("public_keys") {
-        let p = t.key_path("public_keys");
-        for (ip, file, span) in as_str_list(cx, &p, v, true).unwrap_or_default() {
-            let full = base.join(file);
-            files.push(full.clone());
-            match crate::files::read_bounded(&full) {
-                Ok(pem) => {
-                    if DecodingKey::from_rsa_pem(&pem).is_ok() {
-                        public_keys.push(PublicKey {
-                            file: file.to_string(),
-                            pem,
-                            rsa: true,
-                        });
-                    } else if DecodingKey::from_ec_pem(&pem).is_ok() {
-                        public_keys.push(PublicKey {
-                            file: file.to_string(),
-                            pem,
-                            rsa: false,
-                        });
-                    } else {
-                        cx.err(
-                            &ip,
-                            span,
-                            format!("\"{file}\" holds no RSA or EC public key in PEM"),
-                        );
-                        ok = false;
-                    }
-                }
-                Err(e) => {
-                    cx.err(
-                        &ip,
-                        span,
-                        format!("cannot read \"{}\": {e}", full.display()),
-                    );
-                    ok = false;
-                }
-            }
-        }
-    }
-    let jwks = match t.get("jwks_file") {
-        Some(v) => {
-            let p = t.key_path("jwks_file");
-            as_str(cx, &p, v).and_then(|file| {
-                let full = base.join(file);
-                files.push(full.clone());
-                match crate::files::read_bounded_text(&full) {
-                    Ok(text) => match serde_json::from_str::<jsonwebtoken::jwk::JwkSet>(&text) {
-                        Ok(set) if set.keys.iter().all(|k| DecodingKey::from_jwk(k).is_ok()) => Some(text),
-                        Ok(_) => {
-                            cx.err(&p, v.span(), format!("\"{file}\": a key of the set is not usable for verification"));
-                            None
-                        }
-                        Err(e) => {
-                            cx.err(&p, v.span(), format!("\"{file}\" is not a JWKS document: {e}"));
-                            None
-                        }
-                    },
-                    Err(e) => {
-                        cx.err(&p, v.span(), format!("cannot read \"{}\": {e}", full.display()));
-                        None
-                    }
-                }
-            })
-        }
-        None => None,
-    };
+    let (secret, public_keys, jwks) = keys(cx, &mut t, base, files, &mut ok);
     let has_rsa = public_keys.iter().any(|k| k.rsa) || jwks.is_some();
     let has_ec = public_keys.iter().any(|k| !k.rsa) || jwks.is_some();
     let algorithms = match t.get("algorithms") {
@@ -253,4 +156,115 @@ pub(crate) fn jwt(
         leeway,
         header,
     })
+}
+
+/// The keys tokens are verified with: `secret` (or `secret_env`), `public_keys` files and a
+/// `jwks_file`; a problem clears `ok`.
+fn keys(
+    cx: &mut Cx,
+    t: &mut Tbl,
+    base: &Path,
+    files: &mut Vec<PathBuf>,
+    ok: &mut bool,
+) -> (Option<String>, Vec<PublicKey>, Option<String>) {
+    use jsonwebtoken::DecodingKey;
+    let secret = match (t.get("secret"), t.get("secret_env")) {
+        (Some(v), None) => as_str(cx, &t.key_path("secret"), v).map(str::to_string),
+        (None, Some(v)) => {
+            let p = t.key_path("secret_env");
+            match as_str(cx, &p, v) {
+                Some(name) => match std::env::var(name) {
+                    Ok(s) if !s.is_empty() => Some(s),
+                    _ => {
+                        cx.err(
+                            &p,
+                            v.span(),
+                            format!("the environment variable {name} is not set"),
+                        );
+                        *ok = false;
+                        None
+                    }
+                },
+                None => None,
+            }
+        }
+        (Some(v), Some(_)) => {
+            cx.err(
+                &t.key_path("secret"),
+                v.span(),
+                "set either secret or secret_env, not both",
+            );
+            *ok = false;
+            None
+        }
+        (None, None) => None,
+    };
+    let mut public_keys = Vec::new();
+    if let Some(v) = t.get("public_keys") {
+        let p = t.key_path("public_keys");
+        for (ip, file, span) in as_str_list(cx, &p, v, true).unwrap_or_default() {
+            let full = base.join(file);
+            files.push(full.clone());
+            match crate::files::read_bounded(&full) {
+                Ok(pem) => {
+                    if DecodingKey::from_rsa_pem(&pem).is_ok() {
+                        public_keys.push(PublicKey {
+                            file: file.to_string(),
+                            pem,
+                            rsa: true,
+                        });
+                    } else if DecodingKey::from_ec_pem(&pem).is_ok() {
+                        public_keys.push(PublicKey {
+                            file: file.to_string(),
+                            pem,
+                            rsa: false,
+                        });
+                    } else {
+                        cx.err(
+                            &ip,
+                            span,
+                            format!("\"{file}\" holds no RSA or EC public key in PEM"),
+                        );
+                        *ok = false;
+                    }
+                }
+                Err(e) => {
+                    cx.err(
+                        &ip,
+                        span,
+                        format!("cannot read \"{}\": {e}", full.display()),
+                    );
+                    *ok = false;
+                }
+            }
+        }
+    }
+    let jwks = match t.get("jwks_file") {
+        Some(v) => {
+            let p = t.key_path("jwks_file");
+            as_str(cx, &p, v).and_then(|file| {
+                let full = base.join(file);
+                files.push(full.clone());
+                match crate::files::read_bounded_text(&full) {
+                    Ok(text) => match serde_json::from_str::<jsonwebtoken::jwk::JwkSet>(&text) {
+                        Ok(set) if set.keys.iter().all(|k| DecodingKey::from_jwk(k).is_ok()) => Some(text),
+                        Ok(_) => {
+                            cx.err(&p, v.span(), format!("\"{file}\": a key of the set is not usable for verification"));
+                            None
+                        }
+                        Err(e) => {
+                            cx.err(&p, v.span(), format!("\"{file}\" is not a JWKS document: {e}"));
+                            None
+                        }
+                    },
+                    Err(e) => {
+                        cx.err(&p, v.span(), format!("cannot read \"{}\": {e}", full.display()));
+                        None
+                    }
+                }
+            })
+        }
+        None => None,
+    };
+    (secret, public_keys, jwks)
 }

@@ -179,152 +179,14 @@ pub(crate) fn read(
     base: &Path,
     files: &mut Vec<PathBuf>,
 ) -> Option<RedisSettings> {
-    let url = t.get("url").map(|v| (t.key_path("url"), v));
-    let cluster = t.get("cluster").map(|v| (t.key_path("cluster"), v));
     // The target and every node's URL with its key path and span (for the checks below).
     let mut nodes: Vec<(String, Range<usize>, Url)> = Vec::new();
-    let target = match (url, cluster) {
-        (Some((p, v)), None) => {
-            let s = as_str(cx, &p, v)?;
-            let u = redis_url(cx, &p, s, v.span());
-            u.map(|u| {
-                nodes.push((p, v.span(), u));
-                RedisTarget::Url(s.to_string())
-            })
-        }
-        (None, Some((p, v))) => {
-            let items = as_str_list(cx, &p, v, false)?;
-            if items.is_empty() {
-                cx.err(&p, v.span(), "needs at least one node URL");
-                return None;
-            }
-            for (ip, s, span) in &items {
-                if let Some(u) = redis_url(cx, ip, s, span.clone()) {
-                    nodes.push((ip.clone(), span.clone(), u));
-                }
-            }
-            let schemes_agree = nodes.iter().all(|(.., u)| u.tls == nodes[0].2.tls);
-            if !schemes_agree {
-                cx.err(
-                    &p,
-                    v.span(),
-                    "mixes redis:// and rediss:// nodes: every node of a cluster is reached alike (all redis:// or all rediss://)",
-                );
-            }
-            (nodes.len() == items.len() && schemes_agree).then(|| {
-                RedisTarget::Cluster(items.iter().map(|(_, s, _)| s.to_string()).collect())
-            })
-        }
-        (Some((p, v)), Some(_)) => {
-            cx.err(&p, v.span(), "set either url or cluster, not both");
-            None
-        }
-        (None, None) => {
-            cx.err(
-                "redis",
-                t.span.clone(),
-                "missing key \"url\" (e.g. url = \"redis://127.0.0.1:6379\") or \"cluster\"",
-            );
-            None
-        }
-    };
+    let target = target(cx, &mut t, &mut nodes)?;
     // With no readable URL the scheme is unknown: TLS keys are then read but not judged.
     let tls = nodes.first().map(|(.., u)| u.tls);
-
     let mut ok = true;
-    let ca_present = t.get("ca").map(|v| (t.key_path("ca"), v.span()));
-    let ca = match read_file(cx, &mut t, "ca", base, files) {
-        Some((p, name, span, pem)) => {
-            if certificates(cx, &p, &name, span, &pem) {
-                Some(pem)
-            } else {
-                ok = false;
-                None
-            }
-        }
-        None => {
-            // Absent, or its problem is recorded.
-            ok &= ca_present.is_none();
-            None
-        }
-    };
-    let client = match t.get("client_cert") {
-        Some(v) => {
-            let p = t.key_path("client_cert");
-            let c = client_cert(cx, &p, v, base, files);
-            ok &= c.is_some();
-            Some((p, v.span(), c))
-        }
-        None => None,
-    };
-    if tls == Some(false) {
-        if let Some((p, span)) = &ca_present {
-            cx.err(
-                p,
-                span.clone(),
-                "only with rediss:// (TLS): the URL is redis://",
-            );
-            ok = false;
-        }
-        if let Some((p, span, _)) = &client {
-            cx.err(
-                p,
-                span.clone(),
-                "only with rediss:// (TLS): the URL is redis://",
-            );
-            ok = false;
-        }
-    }
-    let redis_tls = (tls == Some(true)).then(|| RedisTls {
-        ca,
-        client_cert: client.and_then(|(.., c)| c),
-    });
-
-    let password = match t.get("password_env") {
-        Some(v) => {
-            let p = t.key_path("password_env");
-            let name = as_str(cx, &p, v);
-            for (np, nspan, u) in &nodes {
-                if u.password {
-                    cx.err(
-                        np,
-                        nspan.clone(),
-                        "the URL carries a password and password_env is set: keep one",
-                    );
-                    ok = false;
-                }
-            }
-            match name.map(|n| (n, std::env::var(n))) {
-                Some((_, Ok(pw))) if !pw.is_empty() => Some(pw),
-                Some((n, _)) => {
-                    cx.err(
-                        &p,
-                        v.span(),
-                        format!("the environment variable {n} is not set"),
-                    );
-                    ok = false;
-                    None
-                }
-                None => {
-                    ok = false;
-                    None
-                }
-            }
-        }
-        None => {
-            for (np, nspan, u) in &nodes {
-                if u.user && !u.password {
-                    cx.err(
-                        np,
-                        nspan.clone(),
-                        "a user in the URL needs a password: write USER:PASSWORD@ or set password_env",
-                    );
-                    ok = false;
-                }
-            }
-            None
-        }
-    };
+    let redis_tls = tls_settings(cx, &mut t, tls, base, files, &mut ok);
+    let password = password(cx, &mut t, &nodes, &mut ok);
 
     let timeout = match t.get("timeout") {
         Some(v) => {
@@ -374,6 +236,176 @@ pub(crate) fn read(
         tls: redis_tls,
         password,
     })
+}
+
+/// `url` or `cluster`: the target, each node's URL (with its key path and span) pushed to
+/// `nodes` for the checks after; `None` when reading stops here (reported).
+fn target(
+    cx: &mut Cx,
+    t: &mut Tbl,
+    nodes: &mut Vec<(String, Range<usize>, Url)>,
+) -> Option<Option<RedisTarget>> {
+    let url = t.get("url").map(|v| (t.key_path("url"), v));
+    let cluster = t.get("cluster").map(|v| (t.key_path("cluster"), v));
+    Some(match (url, cluster) {
+        (Some((p, v)), None) => {
+            let s = as_str(cx, &p, v)?;
+            let u = redis_url(cx, &p, s, v.span());
+            u.map(|u| {
+                nodes.push((p, v.span(), u));
+                RedisTarget::Url(s.to_string())
+            })
+        }
+        (None, Some((p, v))) => {
+            let items = as_str_list(cx, &p, v, false)?;
+            if items.is_empty() {
+                cx.err(&p, v.span(), "needs at least one node URL");
+                return None;
+            }
+            for (ip, s, span) in &items {
+                if let Some(u) = redis_url(cx, ip, s, span.clone()) {
+                    nodes.push((ip.clone(), span.clone(), u));
+                }
+            }
+            let schemes_agree = nodes.iter().all(|(.., u)| u.tls == nodes[0].2.tls);
+            if !schemes_agree {
+                cx.err(
+                    &p,
+                    v.span(),
+                    "mixes redis:// and rediss:// nodes: every node of a cluster is reached alike (all redis:// or all rediss://)",
+                );
+            }
+            (nodes.len() == items.len() && schemes_agree).then(|| {
+                RedisTarget::Cluster(items.iter().map(|(_, s, _)| s.to_string()).collect())
+            })
+        }
+        (Some((p, v)), Some(_)) => {
+            cx.err(&p, v.span(), "set either url or cluster, not both");
+            None
+        }
+        (None, None) => {
+            cx.err(
+                "redis",
+                t.span.clone(),
+                "missing key \"url\" (e.g. url = \"redis://127.0.0.1:6379\") or \"cluster\"",
+            );
+            None
+        }
+    })
+}
+
+/// `ca` and `client_cert`, judged against the URL's scheme (`tls`: `None` when no URL could
+/// be read); a problem clears `ok`.
+fn tls_settings(
+    cx: &mut Cx,
+    t: &mut Tbl,
+    tls: Option<bool>,
+    base: &Path,
+    files: &mut Vec<PathBuf>,
+    ok: &mut bool,
+) -> Option<RedisTls> {
+    let ca_present = t.get("ca").map(|v| (t.key_path("ca"), v.span()));
+    let ca = match read_file(cx, t, "ca", base, files) {
+        Some((p, name, span, pem)) => {
+            if certificates(cx, &p, &name, span, &pem) {
+                Some(pem)
+            } else {
+                *ok = false;
+                None
+            }
+        }
+        None => {
+            // Absent, or its problem is recorded.
+            *ok &= ca_present.is_none();
+            None
+        }
+    };
+    let client = match t.get("client_cert") {
+        Some(v) => {
+            let p = t.key_path("client_cert");
+            let c = client_cert(cx, &p, v, base, files);
+            *ok &= c.is_some();
+            Some((p, v.span(), c))
+        }
+        None => None,
+    };
+    if tls == Some(false) {
+        if let Some((p, span)) = &ca_present {
+            cx.err(
+                p,
+                span.clone(),
+                "only with rediss:// (TLS): the URL is redis://",
+            );
+            *ok = false;
+        }
+        if let Some((p, span, _)) = &client {
+            cx.err(
+                p,
+                span.clone(),
+                "only with rediss:// (TLS): the URL is redis://",
+            );
+            *ok = false;
+        }
+    }
+    (tls == Some(true)).then(|| RedisTls {
+        ca,
+        client_cert: client.and_then(|(.., c)| c),
+    })
+}
+
+/// `password_env`, or the URL's own password (never both; a user needs one); a problem
+/// clears `ok`.
+fn password(
+    cx: &mut Cx,
+    t: &mut Tbl,
+    nodes: &[(String, Range<usize>, Url)],
+    ok: &mut bool,
+) -> Option<String> {
+    match t.get("password_env") {
+        Some(v) => {
+            let p = t.key_path("password_env");
+            let name = as_str(cx, &p, v);
+            for (np, nspan, u) in nodes {
+                if u.password {
+                    cx.err(
+                        np,
+                        nspan.clone(),
+                        "the URL carries a password and password_env is set: keep one",
+                    );
+                    *ok = false;
+                }
+            }
+            match name.map(|n| (n, std::env::var(n))) {
+                Some((_, Ok(pw))) if !pw.is_empty() => Some(pw),
+                Some((n, _)) => {
+                    cx.err(
+                        &p,
+                        v.span(),
+                        format!("the environment variable {n} is not set"),
+                    );
+                    *ok = false;
+                    None
+                }
+                None => {
+                    *ok = false;
+                    None
+                }
+            }
+        }
+        None => {
+            for (np, nspan, u) in nodes {
+                if u.user && !u.password {
+                    cx.err(
+                        np,
+                        nspan.clone(),
+                        "a user in the URL needs a password: write USER:PASSWORD@ or set password_env",
+                    );
+                    *ok = false;
+                }
+            }
+            None
+        }
+    }
 }
 
 #[cfg(test)]
