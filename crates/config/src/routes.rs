@@ -557,31 +557,7 @@ pub fn rewrite_warnings(cfg: &Config) -> Vec<String> {
         let ups: Vec<usize> = std::iter::once(*up)
             .chain(r.canary.as_ref().map(|c| c.upstream))
             .collect();
-        // The literal start of every path the rewrite writes ("/" when it may be anything).
-        let lit = match rw {
-            Rewrite::StripPrefix(_) => "/".to_string(),
-            Rewrite::Regex { regex, replace } if regex.starts_with('^') => {
-                let mut lit = String::new();
-                for part in crate::types::rewrite_template(replace) {
-                    match part {
-                        TemplatePart::Lit(s) => {
-                            let end = s.find('?').unwrap_or(s.len());
-                            lit.push_str(&s[..end]);
-                            if end < s.len() {
-                                break;
-                            }
-                        }
-                        _ => break,
-                    }
-                }
-                loose_path(&if lit.starts_with('/') {
-                    lit
-                } else {
-                    format!("/{lit}")
-                })
-            }
-            Rewrite::Regex { .. } => "/".to_string(),
-        };
+        let lit = written_prefix(rw);
         for (j, p) in cfg.routes.iter().enumerate() {
             if i == j || !hosts_meet(r.host.as_deref(), p.host.as_deref()) {
                 continue;
@@ -590,22 +566,7 @@ pub fn rewrite_warnings(cfg: &Config) -> Vec<String> {
                 RouteAction::Upstream(u) => ups.contains(u),
                 RouteAction::Respond { status, .. } => *status >= 400,
             };
-            let mut how = Vec::new();
-            if matches!(p.action, RouteAction::Respond { status, .. } if status >= 400) {
-                how.push("answers it itself".to_string());
-            }
-            if p.access.is_some() && p.access != r.access {
-                how.push("has an access list".to_string());
-            }
-            let missing: Vec<&str> = p
-                .limits
-                .iter()
-                .filter(|l| !r.limits.contains(l))
-                .map(|&l| cfg.limits[l].name.as_str())
-                .collect();
-            if !missing.is_empty() {
-                how.push(format!("applies limits {}", missing.join(", ")));
-            }
+            let how = guards(cfg, p, r);
             // A case-insensitive route's paths are in lower case: compare so.
             let lit = if p.case_insensitive {
                 lit.to_ascii_lowercase()
@@ -636,6 +597,54 @@ pub fn rewrite_warnings(cfg: &Config) -> Vec<String> {
         }
     }
     out
+}
+
+/// The literal start of every path a rewrite writes, as the upstream will read it ("/" when
+/// it may be anything: a strip_prefix, a regex not anchored at the start).
+fn written_prefix(rw: &Rewrite) -> String {
+    let Rewrite::Regex { regex, replace } = rw else {
+        return "/".to_string();
+    };
+    if !regex.starts_with('^') {
+        return "/".to_string();
+    }
+    let mut lit = String::new();
+    for part in crate::types::rewrite_template(replace) {
+        let TemplatePart::Lit(s) = part else {
+            break;
+        };
+        let end = s.find('?').unwrap_or(s.len());
+        lit.push_str(&s[..end]);
+        if end < s.len() {
+            break;
+        }
+    }
+    if !lit.starts_with('/') {
+        lit.insert(0, '/');
+    }
+    loose_path(&lit)
+}
+
+/// How route `p` guards its paths that route `r` does not: an answer of its own (4xx), an
+/// access list, limits `r` lacks. Empty: nothing to walk around.
+fn guards(cfg: &Config, p: &RouteConfig, r: &RouteConfig) -> Vec<String> {
+    let mut how = Vec::new();
+    if matches!(p.action, RouteAction::Respond { status, .. } if status >= 400) {
+        how.push("answers it itself".to_string());
+    }
+    if p.access.is_some() && p.access != r.access {
+        how.push("has an access list".to_string());
+    }
+    let missing: Vec<&str> = p
+        .limits
+        .iter()
+        .filter(|l| !r.limits.contains(l))
+        .map(|&l| cfg.limits[l].name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        how.push(format!("applies limits {}", missing.join(", ")));
+    }
+    how
 }
 
 /// A template's literal start as the upstream will read it: unreserved escapes decoded

@@ -224,8 +224,31 @@ impl RewriteRt {
         query: Option<&str>,
         rules: PathRules,
     ) -> Result<Option<Rewritten>, RewriteRefusal> {
+        let Some((new_path, own_query)) = self.written(path) else {
+            return Ok(None);
+        };
+        if climbs(&new_path) {
+            return Err(RewriteRefusal::DotSegment);
+        }
+        let canonical = normalize_path(new_path.as_bytes(), rules).map_err(RewriteRefusal::Path)?;
+        let query = merge_query(own_query, query)?;
+        let mut target =
+            String::with_capacity(canonical.len() + 1 + query.as_ref().map_or(0, String::len));
+        target.push_str(&canonical);
+        let path_len = target.len();
+        if let Some(q) = query {
+            target.push('?');
+            target.push_str(&q);
+        }
+        Ok(Some(Rewritten { target, path_len }))
+    }
+
+    /// What the rewrite writes for `path`, before any check: the path (always starting with
+    /// `/`) and the query the template writes (`None`: it writes no `?`). The client's text
+    /// (groups, and what the match left) goes to the path as it is, to the query escaped.
+    /// `None` when a regex does not match.
+    fn written(&self, path: &str) -> Option<(String, Option<String>)> {
         let mut new_path = String::with_capacity(path.len() + 16);
-        // The query the template writes (`None`: it writes no `?`).
         let mut own_query: Option<String> = None;
         match self {
             RewriteRt::Strip(prefix) => match path.strip_prefix(prefix.as_str()) {
@@ -233,15 +256,9 @@ impl RewriteRt {
                 _ => new_path.push_str(path),
             },
             RewriteRt::Regex(re, pieces) => {
-                let Some(caps) = re.captures(path) else {
-                    return Ok(None);
-                };
-                let Some(whole) = caps.get(0) else {
-                    return Ok(None);
-                };
+                let caps = re.captures(path)?;
+                let whole = caps.get(0)?;
                 new_path.push_str(&path[..whole.start()]);
-                // The client's text (groups, and what the match left) goes to the path as it
-                // is, to the query escaped.
                 let client_text = |text: &str, path: &mut String, q: &mut Option<String>| match q {
                     Some(q) => escape_into_query(q, text),
                     None => path.push_str(text),
@@ -268,48 +285,35 @@ impl RewriteRt {
         if !new_path.starts_with('/') {
             new_path.insert(0, '/');
         }
-        if climbs(&new_path) {
-            return Err(RewriteRefusal::DotSegment);
-        }
-        let canonical = normalize_path(new_path.as_bytes(), rules).map_err(RewriteRefusal::Path)?;
-        let mut target = String::with_capacity(
-            canonical.len()
-                + 2
-                + own_query.as_ref().map_or(0, String::len)
-                + query.map_or(0, str::len),
-        );
-        target.push_str(&canonical);
-        let path_len = target.len();
-        match (own_query, query) {
-            (Some(own), Some(client)) => {
-                let given = |q: &str| -> Vec<String> {
-                    form_urlencoded::parse(q.as_bytes())
-                        .map(|(k, _)| k.into_owned())
-                        .collect()
-                };
-                let own_names = given(&own);
-                if let Some(dup) = given(client).into_iter().find(|n| own_names.contains(n)) {
-                    return Err(RewriteRefusal::Duplicate(dup));
-                }
-                target.push('?');
-                target.push_str(&own);
-                if !own.is_empty() && !client.is_empty() {
-                    target.push('&');
-                }
-                target.push_str(client);
-            }
-            (Some(own), None) => {
-                target.push('?');
-                target.push_str(&own);
-            }
-            (None, Some(client)) => {
-                target.push('?');
-                target.push_str(client);
-            }
-            (None, None) => {}
-        }
-        Ok(Some(Rewritten { target, path_len }))
+        Some((new_path, own_query))
     }
+}
+
+/// The query sent upstream: the template's parameters, then the client's after `&`; a
+/// parameter both give (names compared decoded) is refused as ambiguous.
+fn merge_query(
+    own: Option<String>,
+    client: Option<&str>,
+) -> Result<Option<String>, RewriteRefusal> {
+    let (own, client) = match (own, client) {
+        (Some(own), Some(client)) => (own, client),
+        (own, client) => return Ok(own.or_else(|| client.map(str::to_string))),
+    };
+    let names = |q: &str| -> Vec<String> {
+        form_urlencoded::parse(q.as_bytes())
+            .map(|(k, _)| k.into_owned())
+            .collect()
+    };
+    let own_names = names(&own);
+    if let Some(dup) = names(client).into_iter().find(|n| own_names.contains(n)) {
+        return Err(RewriteRefusal::Duplicate(dup));
+    }
+    let mut merged = own;
+    if !merged.is_empty() && !client.is_empty() {
+        merged.push('&');
+    }
+    merged.push_str(client);
+    Ok(Some(merged))
 }
 
 /// Whether a path holds a segment some upstream resolves as `.` or `..`: split at `/` and at

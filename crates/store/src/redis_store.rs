@@ -499,7 +499,7 @@ impl RedisStore {
         let rkey = key.redis_key(spec.algorithm);
         let node = self.nodes.node_for(&rkey);
         let Some(probe) = node.breaker.allow(self.clock.now()) else {
-            self.errors[1].inc();
+            self.count(&StoreError::CircuitOpen);
             return Err(StoreError::CircuitOpen);
         };
         // The gateway's own bound: past it the call is not queued behind the others (a flood
@@ -511,7 +511,7 @@ impl RedisStore {
         };
         if self.in_flight.fetch_add(1, Ordering::AcqRel) >= bound {
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
-            self.errors[5].inc();
+            self.count(&StoreError::Saturated);
             if probe {
                 // The breaker's probe was not made: let the next call be it.
                 node.breaker.release_probe();
@@ -591,6 +591,15 @@ impl RedisStore {
             && recent(slot.answered.load(Ordering::Relaxed))
     }
 
+    /// `tollgate_redis_errors_total{kind}` for `e` (the handles resolved once, in
+    /// `ERROR_KINDS` order).
+    fn count(&self, e: &StoreError) {
+        let kind = e.kind();
+        if let Some(i) = ERROR_KINDS.iter().position(|k| *k == kind) {
+            self.errors[i].inc();
+        }
+    }
+
     fn record<T>(&self, r: &Result<T, StoreError>, probe: bool, node: &Node) {
         let slot = self.slot();
         match r {
@@ -619,10 +628,7 @@ impl RedisStore {
                         self.tls_failed.store(true, Ordering::Relaxed);
                     }
                 }
-                let kind = e.kind();
-                if let Some(i) = ERROR_KINDS.iter().position(|k| *k == kind) {
-                    self.errors[i].inc();
-                }
+                self.count(e);
                 // Late while the node answers other calls: the wait was a queue, not the node
                 // or the connection failing (see `answers`). It costs this call its answer,
                 // never the breaker, and never the connection.
