@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use pingora::apps::HttpServerOptions;
 use pingora::listeners::tls::TlsSettings;
 use pingora::listeners::{L4BufferSettings, ListenerConfig};
+use pingora::proxy::HttpProxy;
 use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
 use pingora::services::background::background_service;
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
-use tollgate_config::Config;
+use tollgate_config::{Config, ServerConfig};
 use tollgate_proxy::admin::Admin;
 use tollgate_proxy::housekeeping::Housekeeping;
 use tollgate_proxy::{Gateway, Shared};
@@ -305,7 +306,59 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
             .context("building the runtime")?,
     );
 
-    let conf = ServerConf {
+    let conf = server_conf(&server_cfg);
+    let opt = Opt {
+        upgrade,
+        ..Opt::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(opt, conf);
+    server.bootstrap();
+
+    let mut proxy = proxy_service(&server, &shared, &server_cfg)?;
+    proxy.threads = Some(server_cfg.threads);
+    server.add_service(proxy);
+
+    let draining = Arc::new(AtomicBool::new(false));
+    if let Some(admin_addr) = server_cfg.admin {
+        let mut admin = Service::new(
+            "tollgate admin".to_string(),
+            Admin::new(shared.clone(), draining.clone()),
+        );
+        admin.add_tcp(&admin_addr.to_string());
+        admin.threads = Some(1);
+        server.add_service(admin);
+    }
+    server.add_service(background_service(
+        "health checks",
+        Housekeeping::new(shared.clone()),
+    ));
+
+    tracing::info!(
+        config = %path.display(),
+        listen = ?server_cfg.listen,
+        tls_listen = ?server_cfg.tls_listen,
+        admin = ?server_cfg.admin,
+        threads = server_cfg.threads,
+        "tollgate serving"
+    );
+    server.run(RunArgs {
+        shutdown_signal: Box::new(Signals {
+            reloader: Arc::new(Reloader {
+                shared,
+                path,
+                seen,
+                pending: std::sync::Mutex::new(None),
+                busy: std::sync::Mutex::new(()),
+            }),
+            draining,
+        }),
+    });
+    Ok(())
+}
+
+/// Pingora's server settings from `[server]`.
+fn server_conf(server_cfg: &ServerConfig) -> ServerConf {
+    ServerConf {
         threads: server_cfg.threads,
         // One runtime per thread: no cross-thread task stealing on the hot path.
         work_stealing: false,
@@ -323,14 +376,16 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
         // `sleep`s stay on the fast timers (rounded up to their 10 ms tick).
         fast_timeout_to_tokio_threshold_seconds: Some(0),
         ..ServerConf::default()
-    };
-    let opt = Opt {
-        upgrade,
-        ..Opt::default()
-    };
-    let mut server = Server::new_with_opt_and_conf(opt, conf);
-    server.bootstrap();
+    }
+}
 
+/// The proxy service: the gateway with the hardening's HTTP options, connection admission,
+/// and its TLS and plain listeners.
+fn proxy_service(
+    server: &Server,
+    shared: &Arc<Shared>,
+    server_cfg: &ServerConfig,
+) -> anyhow::Result<Service<HttpProxy<Gateway>>> {
     let mut app = pingora::proxy::http_proxy(&server.configuration, Gateway::new(shared.clone()));
     let h = &server_cfg.hardening;
     let mut opts = HttpServerOptions::default();
@@ -381,45 +436,7 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
             )),
         );
     }
-    proxy.threads = Some(server_cfg.threads);
-    server.add_service(proxy);
-
-    let draining = Arc::new(AtomicBool::new(false));
-    if let Some(admin_addr) = server_cfg.admin {
-        let mut admin = Service::new(
-            "tollgate admin".to_string(),
-            Admin::new(shared.clone(), draining.clone()),
-        );
-        admin.add_tcp(&admin_addr.to_string());
-        admin.threads = Some(1);
-        server.add_service(admin);
-    }
-    server.add_service(background_service(
-        "health checks",
-        Housekeeping::new(shared.clone()),
-    ));
-
-    tracing::info!(
-        config = %path.display(),
-        listen = ?server_cfg.listen,
-        tls_listen = ?server_cfg.tls_listen,
-        admin = ?server_cfg.admin,
-        threads = server_cfg.threads,
-        "tollgate serving"
-    );
-    server.run(RunArgs {
-        shutdown_signal: Box::new(Signals {
-            reloader: Arc::new(Reloader {
-                shared,
-                path,
-                seen,
-                pending: std::sync::Mutex::new(None),
-                busy: std::sync::Mutex::new(()),
-            }),
-            draining,
-        }),
-    });
-    Ok(())
+    Ok(proxy)
 }
 
 /// Every listening address can be bound now: a clear error and a non-zero exit otherwise.

@@ -28,55 +28,104 @@ pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Probl
     };
     let mut root = Tbl::new(String::new(), doc.get_ref(), doc.span());
 
+    // An absent [server] is all defaults; one that is not a table is an error (None).
     let server = match root.get("server") {
-        Some(v) => Tbl::of(&mut cx, "server".into(), v).map(|t| server(&mut cx, t)),
+        Some(_) => table(&mut cx, &mut root, "server", server),
         None => Some(server_defaults()),
     };
-    let upstreams = match root.get("upstreams") {
-        Some(v) => Tbl::of(&mut cx, "upstreams".into(), v)
-            .map(|t| crate::upstreams::read(&mut cx, t, base))
-            .unwrap_or_default(),
-        None => Vec::new(),
-    };
+    let upstreams = table(&mut cx, &mut root, "upstreams", |cx, t| {
+        crate::upstreams::read(cx, t, base)
+    })
+    .unwrap_or_default();
     let mut files = Vec::new();
-    let redis = match root.get("redis") {
-        Some(v) => Tbl::of(&mut cx, "redis".into(), v)
-            .and_then(|t| crate::redis::read(&mut cx, t, base, &mut files)),
-        None => None,
-    };
+    let redis_present = root.get("redis").is_some();
+    let redis = table(&mut cx, &mut root, "redis", |cx, t| {
+        crate::redis::read(cx, t, base, &mut files)
+    })
+    .flatten();
     let jwt_present = root.get("jwt").is_some();
-    let jwt = match root.get("jwt") {
-        Some(v) => {
-            Tbl::of(&mut cx, "jwt".into(), v).and_then(|t| jwt(&mut cx, t, base, &mut files))
-        }
-        None => None,
-    };
+    let jwt = table(&mut cx, &mut root, "jwt", |cx, t| {
+        jwt(cx, t, base, &mut files)
+    })
+    .flatten();
     let plans_present = root.get("plans").is_some();
-    let plans = match root.get("plans") {
-        Some(v) => Tbl::of(&mut cx, "plans".into(), v).and_then(|t| plans(&mut cx, t)),
-        None => None,
-    };
+    let plans = table(&mut cx, &mut root, "plans", plans).flatten();
     let mut plan_modes = Vec::new();
-    let limits = match root.get("limits") {
-        Some(v) => Tbl::of(&mut cx, "limits".into(), v)
-            .map(|t| {
-                let env = crate::limits::Env {
-                    redis: redis.as_ref(),
-                    redis_present: root.get("redis").is_some(),
-                    jwt_present,
-                    plans_present,
-                };
-                crate::limits::read(&mut cx, t, &env, &mut plan_modes)
-            })
-            .unwrap_or_default(),
+    let env = crate::limits::Env {
+        redis: redis.as_ref(),
+        redis_present,
+        jwt_present,
+        plans_present,
+    };
+    let limits = table(&mut cx, &mut root, "limits", |cx, t| {
+        crate::limits::read(cx, t, &env, &mut plan_modes)
+    })
+    .unwrap_or_default();
+    let variants = plan_variants(&limits, &plan_modes, plans.as_ref());
+    let weights: Vec<usize> = variants.iter().map(Vec::len).collect();
+    let access = table(&mut cx, &mut root, "access", |cx, t| {
+        crate::abuse::access(cx, t, base, &mut files)
+    })
+    .unwrap_or_default();
+    let routes = match root.get("routes") {
+        Some(v) => crate::routes::read(&mut cx, v, &upstreams, &limits, &weights, base, &mut files),
         None => Vec::new(),
     };
-    // A plan limit becomes one variant per plan that defines its rate (or quota).
-    let variants: Vec<Vec<usize>> = limits
+    let tls = table(&mut cx, &mut root, "tls", |cx, t| {
+        crate::tls::read(cx, t, base)
+    });
+    if let Some(s) = &server {
+        listeners_check(&mut cx, s, tls.is_some(), &routes);
+    }
+    if plans_present && !jwt_present {
+        plans_jwt_check(&mut cx, plans.as_ref());
+    }
+    root.finish(&mut cx);
+
+    if !cx.problems.is_empty() {
+        cx.problems.sort_by_key(|p| p.line);
+        return Err(cx.problems);
+    }
+    let server = server.unwrap_or_else(server_defaults);
+    let (limits, routes) = expand_plans(limits, &variants, plans.as_ref(), routes);
+    Ok(Config {
+        server,
+        upstreams: upstreams.into_iter().map(|(_, u)| u).collect(),
+        routes,
+        limits,
+        redis,
+        jwt,
+        plans,
+        access,
+        tls,
+        files,
+    })
+}
+
+/// Reads the table `name` with `read` when the document has one (`None` when absent or not a
+/// table: that error is already reported).
+fn table<'a, 'i, T>(
+    cx: &mut Cx,
+    root: &mut Tbl<'a, 'i>,
+    name: &str,
+    read: impl FnOnce(&mut Cx, Tbl<'a, 'i>) -> T,
+) -> Option<T> {
+    let v = root.get(name)?;
+    Tbl::of(cx, name.into(), v).map(|t| read(cx, t))
+}
+
+/// A plan limit becomes one variant per plan that defines its rate (or quota); any other limit
+/// is one variant (`usize::MAX`).
+fn plan_variants(
+    limits: &[(String, Option<LimitConfig>)],
+    plan_modes: &[(String, PlanMode)],
+    plans: Option<&Plans>,
+) -> Vec<Vec<usize>> {
+    limits
         .iter()
         .map(
             |(name, _)| match plan_modes.iter().find(|(n, _)| n == name) {
-                Some((_, mode)) => plans.as_ref().map_or(Vec::new(), |p| {
+                Some((_, mode)) => plans.map_or(Vec::new(), |p| {
                     (0..p.names.len())
                         .filter(|&i| match mode {
                             PlanMode::Rate => p.defs[i].rate.is_some(),
@@ -87,80 +136,69 @@ pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Probl
                 None => vec![usize::MAX],
             },
         )
-        .collect();
-    let weights: Vec<usize> = variants.iter().map(Vec::len).collect();
-    let access = match root.get("access") {
-        Some(v) => Tbl::of(&mut cx, "access".into(), v)
-            .map(|t| crate::abuse::access(&mut cx, t, base, &mut files))
-            .unwrap_or_default(),
-        None => AccessConfig::default(),
-    };
-    let routes = match root.get("routes") {
-        Some(v) => crate::routes::read(&mut cx, v, &upstreams, &limits, &weights, base, &mut files),
-        None => Vec::new(),
-    };
-    let tls = match root.get("tls") {
-        Some(v) => Tbl::of(&mut cx, "tls".into(), v).map(|t| crate::tls::read(&mut cx, t, base)),
-        None => None,
-    };
-    if let Some(s) = &server {
-        match (&tls, s.tls_listen.is_empty()) {
-            (None, false) => cx.err(
-                "server.tls_listen",
-                0..0,
-                "TLS listeners need certificates: add a [tls] section",
-            ),
-            // (Unless tls_listen was given and is wrong: that error says enough.)
-            (Some(_), true)
-                if !cx
-                    .problems
-                    .iter()
-                    .any(|p| p.path.starts_with("server.tls_listen")) =>
-            {
-                cx.err(
-                    "tls",
-                    0..0,
-                    "no listener serves these certificates: add server.tls_listen",
-                )
-            }
-            _ => {}
-        }
-        let redirects = s.https_redirect || routes.iter().any(|r| r.https_redirect == Some(true));
-        if redirects && s.tls_listen.is_empty() && s.https_port.is_none() {
-            cx.err(
-                "server.https_redirect",
-                0..0,
-                "redirects to HTTPS need server.tls_listen (or server.https_port, for TLS served in front of Tollgate)",
-            );
-        }
-    }
+        .collect()
+}
 
-    if plans_present
-        && plans.as_ref().is_some_and(|p| {
-            p.from
-                .as_ref()
-                .or(p.tenant.as_ref())
-                .is_some_and(|k| matches!(k, KeySource::Jwt(_)))
-        })
-        && !jwt_present
-    {
+/// TLS listeners and certificates come together; redirects to HTTPS need somewhere to go.
+fn listeners_check(cx: &mut Cx, s: &ServerConfig, tls: bool, routes: &[RouteConfig]) {
+    match (tls, s.tls_listen.is_empty()) {
+        (false, false) => cx.err(
+            "server.tls_listen",
+            0..0,
+            "TLS listeners need certificates: add a [tls] section",
+        ),
+        // (Unless tls_listen was given and is wrong: that error says enough.)
+        (true, true)
+            if !cx
+                .problems
+                .iter()
+                .any(|p| p.path.starts_with("server.tls_listen")) =>
+        {
+            cx.err(
+                "tls",
+                0..0,
+                "no listener serves these certificates: add server.tls_listen",
+            )
+        }
+        _ => {}
+    }
+    let redirects = s.https_redirect || routes.iter().any(|r| r.https_redirect == Some(true));
+    if redirects && s.tls_listen.is_empty() && s.https_port.is_none() {
+        cx.err(
+            "server.https_redirect",
+            0..0,
+            "redirects to HTTPS need server.tls_listen (or server.https_port, for TLS served in front of Tollgate)",
+        );
+    }
+}
+
+/// Plans keyed by a `jwt:` claim need the `[jwt]` table that verifies it.
+fn plans_jwt_check(cx: &mut Cx, plans: Option<&Plans>) {
+    let reads_jwt = plans.is_some_and(|p| {
+        p.from
+            .as_ref()
+            .or(p.tenant.as_ref())
+            .is_some_and(|k| matches!(k, KeySource::Jwt(_)))
+    });
+    if reads_jwt {
         cx.err(
             "plans",
             0..0,
             "plans read a jwt: claim: add a [jwt] section",
         );
     }
-    root.finish(&mut cx);
+}
 
-    if !cx.problems.is_empty() {
-        cx.problems.sort_by_key(|p| p.line);
-        return Err(cx.problems);
-    }
-    let server = server.unwrap_or_else(server_defaults);
-    // Expand plan limits into their variants and point routes at them.
+/// Expand plan limits into their variants and point routes at them.
+fn expand_plans(
+    limits: Vec<(String, Option<LimitConfig>)>,
+    variants: &[Vec<usize>],
+    plans: Option<&Plans>,
+    routes: Vec<RouteConfig>,
+) -> (Vec<LimitConfig>, Vec<RouteConfig>) {
     let mut expanded: Vec<LimitConfig> = Vec::new();
     let mut new_index: Vec<Vec<usize>> = Vec::new();
-    for ((_, l), vars) in limits.into_iter().zip(&variants) {
+    for ((_, l), vars) in limits.into_iter().zip(variants) {
         let Some(l) = l else {
             new_index.push(Vec::new());
             continue;
@@ -168,20 +206,8 @@ pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Probl
         let mut ids = Vec::new();
         for &v in vars {
             let mut c = l.clone();
-            if v != usize::MAX {
-                if let Some(p) = &plans {
-                    let def = &p.defs[v];
-                    c.plan = Some(v);
-                    if let Some((n, unit)) = def.quota.filter(|_| l.calendar.is_some()) {
-                        c.burst = n;
-                        c.rate = Rate::new(n, Duration::from_secs(unit.nominal_secs()))
-                            .unwrap_or(c.rate);
-                        c.calendar = l.calendar.map(|cal| Calendar { unit, ..cal });
-                    } else if let Some(r) = def.rate {
-                        c.rate = r;
-                        c.burst = def.burst;
-                    }
-                }
+            if let Some(p) = plans.filter(|_| v != usize::MAX) {
+                plan_variant(&mut c, &l, &p.defs[v], v);
             }
             ids.push(expanded.len());
             expanded.push(c);
@@ -199,16 +225,18 @@ pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Probl
             r
         })
         .collect();
-    Ok(Config {
-        server,
-        upstreams: upstreams.into_iter().map(|(_, u)| u).collect(),
-        routes,
-        limits: expanded,
-        redis,
-        jwt,
-        plans,
-        access,
-        tls,
-        files,
-    })
+    (expanded, routes)
+}
+
+/// One plan's variant of a plan limit: its quota (for a calendar limit) or its rate.
+fn plan_variant(c: &mut LimitConfig, l: &LimitConfig, def: &PlanDef, v: usize) {
+    c.plan = Some(v);
+    if let Some((n, unit)) = def.quota.filter(|_| l.calendar.is_some()) {
+        c.burst = n;
+        c.rate = Rate::new(n, Duration::from_secs(unit.nominal_secs())).unwrap_or(c.rate);
+        c.calendar = l.calendar.map(|cal| Calendar { unit, ..cal });
+    } else if let Some(r) = def.rate {
+        c.rate = r;
+        c.burst = def.burst;
+    }
 }

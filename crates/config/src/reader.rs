@@ -148,6 +148,18 @@ impl<'a, 'i> Tbl<'a, 'i> {
         Some(v)
     }
 
+    /// The boolean at `key`, when given and one (a wrong type is reported).
+    pub fn bool(&mut self, cx: &mut Cx, key: &str) -> Option<bool> {
+        let v = self.get(key)?;
+        as_bool(cx, &self.key_path(key), v)
+    }
+
+    /// The integer at `key`, when given and within `lo..=hi` (otherwise reported).
+    pub fn int_in(&mut self, cx: &mut Cx, key: &str, lo: i64, hi: i64) -> Option<i64> {
+        let v = self.get(key)?;
+        as_int_in(cx, &self.key_path(key), v, lo, hi)
+    }
+
     pub fn key_path(&self, key: &str) -> String {
         join(&self.path, key)
     }

@@ -32,126 +32,13 @@ pub(crate) fn read(
             None => false,
         };
         let path_match = path_match(cx, &mut r, &path, case_insensitive);
-        let name = match r.get("name") {
-            Some(nv) => as_str(cx, &r.key_path("name"), nv).map(|s| (s.to_string(), nv.span())),
-            None => path_match
-                .as_ref()
-                .map(|p| (p.as_str().to_string(), r.span.clone())),
-        };
-        if let Some((n, span)) = &name {
-            if let Some(prev) = names.insert(n.clone(), i) {
-                cx.err(
-                    &r.key_path("name"),
-                    span.clone(),
-                    format!("route name \"{n}\" is already used by routes[{prev}]"),
-                );
-                ok = false;
-            }
-        }
-        let host = r.get("host").and_then(|hv| {
-            let p = r.key_path("host");
-            let s = as_str(cx, &p, hv)?;
-            let h = route_host(s);
-            if h.is_none() {
-                cx.err(
-                    &p,
-                    hv.span(),
-                    format!("\"{s}\" is not a host name (a wildcard is one leading label: \"*.example.com\")"),
-                );
-            }
-            h
-        });
-        let methods = r.get("methods").and_then(|mv| {
-            let p = r.key_path("methods");
-            let items = as_str_list(cx, &p, mv, false)?;
-            let mut ms = Vec::new();
-            for (ip, m, span) in items {
-                let up = m.to_ascii_uppercase();
-                if http_token(&up) && !up.is_empty() {
-                    ms.push(up);
-                } else {
-                    cx.err(&ip, span, format!("\"{m}\" is not an HTTP method"));
-                }
-            }
-            Some(ms)
-        });
-        let upstream = r.get("upstream");
-        let respond = r.get("respond");
-        let action = match (upstream, respond) {
-            (Some(_), Some(rv)) => {
-                cx.err(
-                    &r.key_path("respond"),
-                    rv.span(),
-                    "a route has either upstream or respond, not both",
-                );
-                None
-            }
-            (None, None) => {
-                cx.err(
-                    &path,
-                    r.span.clone(),
-                    "missing key \"upstream\" or \"respond\"",
-                );
-                None
-            }
-            (Some(uv), None) => {
-                let p = r.key_path("upstream");
-                as_str(cx, &p, uv).and_then(|u| match upstreams.iter().position(|(n, _)| n == u) {
-                    Some(idx) => Some(RouteAction::Upstream(idx)),
-                    None => {
-                        let known: Vec<_> = upstreams.iter().map(|(n, _)| n.as_str()).collect();
-                        cx.err(
-                            &p,
-                            uv.span(),
-                            format!(
-                                "unknown upstream \"{u}\" (defined: {})",
-                                list_or_none(&known)
-                            ),
-                        );
-                        None
-                    }
-                })
-            }
-            (None, Some(rv)) => respond_action(cx, &r.key_path("respond"), rv),
-        };
-        let mut limit_idx = Vec::new();
-        if let Some(lv) = r.get("limits") {
-            let p = r.key_path("limits");
-            if let Some(items) = as_str_list(cx, &p, lv, false) {
-                for (ip, l, span) in items {
-                    match limits.iter().position(|(n, _)| n == l) {
-                        Some(idx) if limit_idx.contains(&idx) => {
-                            cx.err(&ip, span, format!("limit \"{l}\" is listed twice"));
-                        }
-                        Some(idx) => limit_idx.push(idx),
-                        None => {
-                            let known: Vec<_> = limits.iter().map(|(n, _)| n.as_str()).collect();
-                            cx.err(
-                                &ip,
-                                span,
-                                format!(
-                                    "unknown limit \"{l}\" (defined: {})",
-                                    list_or_none(&known)
-                                ),
-                            );
-                        }
-                    }
-                }
-            }
-        }
-        // A plan limit counts once per plan it has a variant for.
-        let count: usize = limit_idx
-            .iter()
-            .map(|&i| weights.get(i).copied().unwrap_or(1))
-            .sum();
-        if count > MAX_LIMITS_PER_ROUTE {
-            let span = r.get("limits").map(|v| v.span()).unwrap_or(0..0);
-            cx.err(
-                &r.key_path("limits"),
-                span,
-                format!("at most {MAX_LIMITS_PER_ROUTE} limits per route (a plan limit counts once per plan), got {count}"),
-            );
-        }
+        let name = route_name(cx, &mut r, path_match.as_ref(), &mut names, i);
+        ok &= name.as_ref().is_some_and(|n| n.1);
+        let name = name.map(|n| n.0);
+        let host = host(cx, &mut r);
+        let methods = methods(cx, &mut r);
+        let action = action(cx, &mut r, &path, upstreams);
+        let limit_idx = route_limits(cx, &mut r, limits, weights);
         let access = r.get("access").and_then(|v| {
             Tbl::of(cx, r.key_path("access"), v).map(|t| crate::abuse::access(cx, t, base, files))
         });
@@ -181,7 +68,7 @@ pub(crate) fn read(
             .get("https_redirect")
             .and_then(|v| as_bool(cx, &r.key_path("https_redirect"), v));
         r.finish(cx);
-        if let (true, Some(path), Some((name, _)), Some(action)) = (ok, path_match, name, action) {
+        if let (true, Some(path), Some(name), Some(action)) = (ok, path_match, name, action) {
             out.push(RouteConfig {
                 name,
                 host,
@@ -199,6 +86,155 @@ pub(crate) fn read(
         }
     }
     out
+}
+
+/// `name` (the path when absent), unique among routes: the name and whether it is unique.
+fn route_name(
+    cx: &mut Cx,
+    r: &mut Tbl,
+    path_match: Option<&PathMatch>,
+    names: &mut HashMap<String, usize>,
+    i: usize,
+) -> Option<(String, bool)> {
+    let name = match r.get("name") {
+        Some(nv) => as_str(cx, &r.key_path("name"), nv).map(|s| (s.to_string(), nv.span())),
+        None => path_match.map(|p| (p.as_str().to_string(), r.span.clone())),
+    };
+    let (n, span) = name?;
+    if let Some(prev) = names.insert(n.clone(), i) {
+        cx.err(
+            &r.key_path("name"),
+            span,
+            format!("route name \"{n}\" is already used by routes[{prev}]"),
+        );
+        return Some((n, false));
+    }
+    Some((n, true))
+}
+
+/// `host`: one name, or a wildcard of one leading label.
+fn host(cx: &mut Cx, r: &mut Tbl) -> Option<String> {
+    let hv = r.get("host")?;
+    let p = r.key_path("host");
+    let s = as_str(cx, &p, hv)?;
+    let h = route_host(s);
+    if h.is_none() {
+        cx.err(
+            &p,
+            hv.span(),
+            format!(
+                "\"{s}\" is not a host name (a wildcard is one leading label: \"*.example.com\")"
+            ),
+        );
+    }
+    h
+}
+
+/// `methods`: HTTP method tokens, upper-cased.
+fn methods(cx: &mut Cx, r: &mut Tbl) -> Option<Vec<String>> {
+    let mv = r.get("methods")?;
+    let p = r.key_path("methods");
+    let items = as_str_list(cx, &p, mv, false)?;
+    let mut ms = Vec::new();
+    for (ip, m, span) in items {
+        let up = m.to_ascii_uppercase();
+        if http_token(&up) && !up.is_empty() {
+            ms.push(up);
+        } else {
+            cx.err(&ip, span, format!("\"{m}\" is not an HTTP method"));
+        }
+    }
+    Some(ms)
+}
+
+/// Where the route sends a request: exactly one of `upstream` (a defined one) and `respond`.
+fn action(
+    cx: &mut Cx,
+    r: &mut Tbl,
+    path: &str,
+    upstreams: &[(String, UpstreamConfig)],
+) -> Option<RouteAction> {
+    let upstream = r.get("upstream");
+    let respond = r.get("respond");
+    match (upstream, respond) {
+        (Some(_), Some(rv)) => {
+            cx.err(
+                &r.key_path("respond"),
+                rv.span(),
+                "a route has either upstream or respond, not both",
+            );
+            None
+        }
+        (None, None) => {
+            cx.err(
+                path,
+                r.span.clone(),
+                "missing key \"upstream\" or \"respond\"",
+            );
+            None
+        }
+        (Some(uv), None) => {
+            let p = r.key_path("upstream");
+            let u = as_str(cx, &p, uv)?;
+            let idx = upstreams.iter().position(|(n, _)| n == u);
+            if idx.is_none() {
+                let known: Vec<_> = upstreams.iter().map(|(n, _)| n.as_str()).collect();
+                cx.err(
+                    &p,
+                    uv.span(),
+                    format!(
+                        "unknown upstream \"{u}\" (defined: {})",
+                        list_or_none(&known)
+                    ),
+                );
+            }
+            idx.map(RouteAction::Upstream)
+        }
+        (None, Some(rv)) => respond_action(cx, &r.key_path("respond"), rv),
+    }
+}
+
+/// `limits`: defined limits, each once, at most [`MAX_LIMITS_PER_ROUTE`] (a plan limit counts
+/// once per plan it has a variant for).
+fn route_limits(
+    cx: &mut Cx,
+    r: &mut Tbl,
+    limits: &[(String, Option<LimitConfig>)],
+    weights: &[usize],
+) -> Vec<usize> {
+    let mut limit_idx = Vec::new();
+    let Some(lv) = r.get("limits") else {
+        return limit_idx;
+    };
+    let p = r.key_path("limits");
+    for (ip, l, span) in as_str_list(cx, &p, lv, false).unwrap_or_default() {
+        match limits.iter().position(|(n, _)| n == l) {
+            Some(idx) if limit_idx.contains(&idx) => {
+                cx.err(&ip, span, format!("limit \"{l}\" is listed twice"));
+            }
+            Some(idx) => limit_idx.push(idx),
+            None => {
+                let known: Vec<_> = limits.iter().map(|(n, _)| n.as_str()).collect();
+                cx.err(
+                    &ip,
+                    span,
+                    format!("unknown limit \"{l}\" (defined: {})", list_or_none(&known)),
+                );
+            }
+        }
+    }
+    let count: usize = limit_idx
+        .iter()
+        .map(|&i| weights.get(i).copied().unwrap_or(1))
+        .sum();
+    if count > MAX_LIMITS_PER_ROUTE {
+        cx.err(
+            &p,
+            lv.span(),
+            format!("at most {MAX_LIMITS_PER_ROUTE} limits per route (a plan limit counts once per plan), got {count}"),
+        );
+    }
+    limit_idx
 }
 
 /// A route path as requests are matched: starts with `/`; no empty, `.` or `..` segment (a

@@ -2,7 +2,7 @@
 //! default is written once, in [`server_defaults`] (a key given with a bad value keeps it,
 //! its problem reported). The hardening keys are read in [`crate::hardening`].
 
-use crate::reader::{as_bool, as_int_in, as_str, as_str_list, Cx, Tbl, Value};
+use crate::reader::{as_str, as_str_list, Cx, Tbl, Value};
 use crate::scalars::{cidr, duration};
 use crate::types::*;
 use std::net::SocketAddr;
@@ -66,50 +66,18 @@ pub(crate) fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
     if let Some(v) = t.get("tls_listen") {
         s.tls_listen = addresses(cx, &t.key_path("tls_listen"), v, &s.listen);
     }
-    if let Some(v) = t.get("https_redirect") {
-        if let Some(b) = as_bool(cx, &t.key_path("https_redirect"), v) {
-            s.https_redirect = b;
-        }
+    if let Some(b) = t.bool(cx, "https_redirect") {
+        s.https_redirect = b;
     }
-    if let Some(v) = t.get("host_fallthrough") {
-        if let Some(b) = as_bool(cx, &t.key_path("host_fallthrough"), v) {
-            s.host_fallthrough = b;
-        }
+    if let Some(b) = t.bool(cx, "host_fallthrough") {
+        s.host_fallthrough = b;
     }
-    if let Some(v) = t.get("https_port") {
-        if let Some(n) = as_int_in(cx, &t.key_path("https_port"), v, 1, 65535) {
-            s.https_port = Some(n as u16);
-        }
+    if let Some(n) = t.int_in(cx, "https_port", 1, 65535) {
+        s.https_port = Some(n as u16);
     }
-    if let Some(v) = t.get("admin") {
-        let p = t.key_path("admin");
-        if let Some(a) = as_str(cx, &p, v) {
-            s.admin = socket_addr(cx, &p, a, v.span());
-        }
-        if let Some(a) = s.admin {
-            let clashes = |l: &SocketAddr| {
-                l.port() == a.port()
-                    && l.is_ipv4() == a.is_ipv4()
-                    && (l.ip() == a.ip() || l.ip().is_unspecified() || a.ip().is_unspecified())
-            };
-            for (list, key) in [
-                (&s.listen, "server.listen"),
-                (&s.tls_listen, "server.tls_listen"),
-            ] {
-                if list.iter().any(clashes) {
-                    cx.err(
-                        &p,
-                        v.span(),
-                        format!("{a} is also a proxy listener ({key})"),
-                    );
-                }
-            }
-        }
-    }
-    if let Some(v) = t.get("threads") {
-        if let Some(n) = as_int_in(cx, &t.key_path("threads"), v, 1, 1024) {
-            s.threads = n as usize;
-        }
+    admin(cx, &mut t, &mut s);
+    if let Some(n) = t.int_in(cx, "threads", 1, 1024) {
+        s.threads = n as usize;
     }
     if let Some(v) = t.get("trusted_proxies") {
         let p = t.key_path("trusted_proxies");
@@ -120,15 +88,11 @@ pub(crate) fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
                 .collect();
         }
     }
-    if let Some(v) = t.get("ipv6_prefix") {
-        if let Some(n) = as_int_in(cx, &t.key_path("ipv6_prefix"), v, 1, 128) {
-            s.ipv6_prefix = n as u8;
-        }
+    if let Some(n) = t.int_in(cx, "ipv6_prefix", 1, 128) {
+        s.ipv6_prefix = n as u8;
     }
-    if let Some(v) = t.get("shadow") {
-        if let Some(b) = as_bool(cx, &t.key_path("shadow"), v) {
-            s.shadow = b;
-        }
+    if let Some(b) = t.bool(cx, "shadow") {
+        s.shadow = b;
     }
     if let Some(v) = t.get("grace_period") {
         if let Some(d) = duration(cx, &t.key_path("grace_period"), v) {
@@ -140,21 +104,59 @@ pub(crate) fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
             s.upgrade_sock = PathBuf::from(p);
         }
     }
-    if let Some(v) = t.get("h2c") {
-        if let Some(b) = as_bool(cx, &t.key_path("h2c"), v) {
-            s.h2c = b;
+    if let Some(b) = t.bool(cx, "h2c") {
+        s.h2c = b;
+    }
+    if let Some(b) = t.bool(cx, "access_log") {
+        s.access_log = b;
+    }
+    if let Some(n) = t.int_in(cx, "key_body_limit", 1, 64 * 1024) {
+        s.key_body_limit = n as usize;
+    }
+    admin_token(cx, &mut t, &mut s);
+    if let Some(b) = t.bool(cx, "legacy_headers") {
+        s.legacy_headers = b;
+    }
+    if let Some(b) = t.bool(cx, "preserve_header_case") {
+        s.preserve_header_case = b;
+    }
+    s.hardening = crate::hardening::read(cx, &mut t);
+    t.finish(cx);
+    s
+}
+
+/// `admin`: the admin listener, on no proxy listener's address.
+fn admin(cx: &mut Cx, t: &mut Tbl, s: &mut ServerConfig) {
+    let Some(v) = t.get("admin") else {
+        return;
+    };
+    let p = t.key_path("admin");
+    if let Some(a) = as_str(cx, &p, v) {
+        s.admin = socket_addr(cx, &p, a, v.span());
+    }
+    if let Some(a) = s.admin {
+        let clashes = |l: &SocketAddr| {
+            l.port() == a.port()
+                && l.is_ipv4() == a.is_ipv4()
+                && (l.ip() == a.ip() || l.ip().is_unspecified() || a.ip().is_unspecified())
+        };
+        for (list, key) in [
+            (&s.listen, "server.listen"),
+            (&s.tls_listen, "server.tls_listen"),
+        ] {
+            if list.iter().any(clashes) {
+                cx.err(
+                    &p,
+                    v.span(),
+                    format!("{a} is also a proxy listener ({key})"),
+                );
+            }
         }
     }
-    if let Some(v) = t.get("access_log") {
-        if let Some(b) = as_bool(cx, &t.key_path("access_log"), v) {
-            s.access_log = b;
-        }
-    }
-    if let Some(v) = t.get("key_body_limit") {
-        if let Some(n) = as_int_in(cx, &t.key_path("key_body_limit"), v, 1, 64 * 1024) {
-            s.key_body_limit = n as usize;
-        }
-    }
+}
+
+/// `admin_token` or `admin_token_env` (never both): at least 16 characters.
+fn admin_token(cx: &mut Cx, t: &mut Tbl, s: &mut ServerConfig) {
     match (t.get("admin_token"), t.get("admin_token_env")) {
         (Some(v), None) => {
             let p = t.key_path("admin_token");
@@ -195,19 +197,6 @@ pub(crate) fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
         ),
         (None, None) => {}
     }
-    if let Some(v) = t.get("legacy_headers") {
-        if let Some(b) = as_bool(cx, &t.key_path("legacy_headers"), v) {
-            s.legacy_headers = b;
-        }
-    }
-    if let Some(v) = t.get("preserve_header_case") {
-        if let Some(b) = as_bool(cx, &t.key_path("preserve_header_case"), v) {
-            s.preserve_header_case = b;
-        }
-    }
-    s.hardening = crate::hardening::read(cx, &mut t);
-    t.finish(cx);
-    s
 }
 
 /// A list of listening addresses: each once, none also in `taken` (another list's).

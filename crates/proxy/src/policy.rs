@@ -265,39 +265,12 @@ pub fn decide_local(
         let mut from_lease = false;
         let d = match &l.state {
             LimitState::Local(limiter) => limiter.acquire(key, l.time(now, unix), 1),
-            LimitState::Global(g) => match g.cache.check(key, now, g.probe_hold) {
-                Cached::Refused(wait) => {
-                    g.cache_hits.inc();
-                    Decision::Deny { retry_after: wait }
+            LimitState::Global(g) => match from_memory(g, key, pos, &mut p) {
+                Some((d, leased)) => {
+                    from_lease = leased;
+                    d
                 }
-                cached => {
-                    let probe = cached == Cached::Probe;
-                    match g.leases.as_ref().map(|ls| ls.take(key, now)) {
-                        Some(Take::Spent { remaining, reset }) => {
-                            if probe {
-                                g.cache.remove(key);
-                            }
-                            g.lease_decisions.inc();
-                            from_lease = true;
-                            Decision::Allow {
-                                remaining,
-                                reset,
-                                delay: 0,
-                            }
-                        }
-                        ask => {
-                            if let Some(Take::Ask { want, give_back }) = ask {
-                                p.want[pos] = want;
-                                if give_back > 0 {
-                                    give_back_lease(g, key, give_back);
-                                }
-                            }
-                            p.probes |= (probe as u32) << pos;
-                            p.pending |= 1 << pos;
-                            continue;
-                        }
-                    }
-                }
+                None => continue,
             },
         };
         let (d, undo) = quota_outcome(l, li, key, d, now, &mut p.v);
@@ -325,39 +298,97 @@ pub fn decide_local(
                 p.v.denied = Some((li, retry_after));
                 p.v.refused |= 1 << pos;
                 give_back(rt, &mut p);
-                // The later enforced limits: would they refuse too, and for longer? (Global
-                // ones are only asked from the cache: a refusal must not cost a Redis call.)
-                for (pos2, &lj) in limits.iter().enumerate().skip(pos + 1) {
-                    let l2 = &rt.limits[lj];
-                    if l2.shadow || l2.cfg.plan.is_some_and(|pl| pl != plan) {
-                        continue;
-                    }
-                    let Some(k) = limit_key(rt, l2, hasher, input) else {
-                        continue;
-                    };
-                    p.keys[pos2] = k;
-                    let wait = match &l2.state {
-                        LimitState::Local(limiter) => {
-                            match limiter.peek(k, l2.time(now, unix), 1) {
-                                Decision::Deny { retry_after } => Some(retry_after),
-                                Decision::Allow { .. } => None,
-                            }
-                        }
-                        LimitState::Global(g) => g.cache.peek(k, now),
-                    };
-                    if let Some(r2) = wait {
-                        p.v.refused |= 1 << pos2;
-                        if p.v.denied.is_some_and(|(_, r)| r2 > r) {
-                            p.v.denied = Some((lj, r2));
-                        }
-                    }
-                }
+                later_refusals(rt, &mut p, pos, plan, hasher, input);
                 settle_refused(rt, &mut p);
                 return p;
             }
         }
     }
     p
+}
+
+/// A global limit decided here without Redis: a cached refusal, or a unit from this
+/// process's lease. `None`: Redis is to be asked (the limit is marked pending in `p`). The
+/// decision and whether it came from the lease.
+#[inline]
+fn from_memory(g: &GlobalRt, key: u64, pos: usize, p: &mut Plan) -> Option<(Decision, bool)> {
+    let now = p.now;
+    match g.cache.check(key, now, g.probe_hold) {
+        Cached::Refused(wait) => {
+            g.cache_hits.inc();
+            Some((Decision::Deny { retry_after: wait }, false))
+        }
+        cached => {
+            let probe = cached == Cached::Probe;
+            match g.leases.as_ref().map(|ls| ls.take(key, now)) {
+                Some(Take::Spent { remaining, reset }) => {
+                    if probe {
+                        g.cache.remove(key);
+                    }
+                    g.lease_decisions.inc();
+                    let d = Decision::Allow {
+                        remaining,
+                        reset,
+                        delay: 0,
+                    };
+                    Some((d, true))
+                }
+                ask => {
+                    if let Some(Take::Ask { want, give_back }) = ask {
+                        p.want[pos] = want;
+                        if give_back > 0 {
+                            give_back_lease(g, key, give_back);
+                        }
+                    }
+                    p.probes |= (probe as u32) << pos;
+                    p.pending |= 1 << pos;
+                    None
+                }
+            }
+        }
+    }
+}
+
+/// After a refusal at `pos`: would the later enforced limits refuse too, and for longer?
+/// (Global ones are only asked from the cache: a refusal must not cost a Redis call.)
+fn later_refusals(
+    rt: &Runtime,
+    p: &mut Plan,
+    pos: usize,
+    plan: usize,
+    hasher: &KeyHasher,
+    input: &KeyInput,
+) {
+    let (now, unix) = (p.now, p.unix);
+    for (pos2, &lj) in rt.routes[p.route]
+        .cfg
+        .limits
+        .iter()
+        .enumerate()
+        .skip(pos + 1)
+    {
+        let l2 = &rt.limits[lj];
+        if l2.shadow || l2.cfg.plan.is_some_and(|pl| pl != plan) {
+            continue;
+        }
+        let Some(k) = limit_key(rt, l2, hasher, input) else {
+            continue;
+        };
+        p.keys[pos2] = k;
+        let wait = match &l2.state {
+            LimitState::Local(limiter) => match limiter.peek(k, l2.time(now, unix), 1) {
+                Decision::Deny { retry_after } => Some(retry_after),
+                Decision::Allow { .. } => None,
+            },
+            LimitState::Global(g) => g.cache.peek(k, now),
+        };
+        if let Some(r2) = wait {
+            p.v.refused |= 1 << pos2;
+            if p.v.denied.is_some_and(|(_, r)| r2 > r) {
+                p.v.denied = Some((lj, r2));
+            }
+        }
+    }
 }
 
 /// The global step: asks Redis about every pending global limit at once.
@@ -419,66 +450,7 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
         let key = p.keys[pos];
         let want = p.want[pos];
         let d = match result {
-            Ok(Leased {
-                decision,
-                granted,
-                lapse,
-            }) => {
-                let mut d = decision;
-                match &mut d {
-                    Decision::Deny { retry_after } => {
-                        if let Some(leases) = &g.leases {
-                            leases.refused(key, want);
-                        }
-                        if g.caches_refusals {
-                            g.cache.insert(key, now.saturating_add(*retry_after), now);
-                            // The local share knows it too: when Redis cannot be asked, this
-                            // key starts from empty, never from a full burst.
-                            drain(&*g.fallback, key, l.time(now, p.unix));
-                        }
-                    }
-                    Decision::Allow {
-                        remaining, reset, ..
-                    } => {
-                        match &g.leases {
-                            Some(leases) => {
-                                p.taken_lease |= 1 << pos;
-                                let lapse =
-                                    lapse.map(|l| l.as_nanos().min(u64::MAX as u128) as u64);
-                                *remaining = leases.grant(
-                                    key,
-                                    now,
-                                    want,
-                                    Grant {
-                                        granted,
-                                        remaining: *remaining,
-                                        reset: *reset,
-                                        lapse,
-                                    },
-                                );
-                            }
-                            None => {
-                                p.taken_global |= 1 << pos;
-                                // A key whose share was drained (Redis refused it before)
-                                // spends from it too: when Redis cannot be asked, the share
-                                // has not refilled by what Redis admitted meanwhile.
-                                g.fallback.follow(key, l.time(now, p.unix), 1);
-                            }
-                        }
-                        let remaining = *remaining;
-                        if p.probes & (1 << pos) != 0 {
-                            if remaining == 0 {
-                                // Nothing left: the next unit is not due at once, so the herd
-                                // stays refused a moment longer, then one probes again.
-                                g.cache.hold(key, now.saturating_add(EMPTY_HOLD), now);
-                            } else {
-                                g.cache.remove(key);
-                            }
-                        }
-                    }
-                }
-                d
-            }
+            Ok(leased) => answered(g, l, pos, key, want, leased, p, now),
             Err(e) => match undecided(g, l, li, pos, key, want, &e, p, now, clock) {
                 Some(d) => d,
                 None => continue,
@@ -487,28 +459,109 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
         // A throttled global quota's refusal: its Redis unit is in taken_global and goes back
         // with the rest below.
         let (d, _) = quota_outcome(l, li, key, d, now, &mut p.v);
-        match d {
-            Decision::Allow {
-                remaining,
-                reset,
-                delay,
-            } => note_allow(&mut p.v, li, l.shadow, remaining, reset, delay),
-            Decision::Deny { retry_after } => {
-                if l.shadow {
-                    p.v.shadow_exceeded |= 1 << pos;
-                } else {
-                    p.v.refused |= 1 << pos;
-                    if p.v.denied.is_none_or(|(_, r)| retry_after > r) {
-                        p.v.denied = Some((li, retry_after));
-                    }
-                }
-            }
-        }
+        note_global(&mut p.v, l, li, pos, d);
     }
     if p.v.denied.is_some() || p.v.unavailable.is_some() {
         give_back(rt, p);
     }
     p.v
+}
+
+/// Redis answered a global limit's call: the refusal cached (and the local share drained),
+/// or the units granted recorded (in the lease, or as taken), the cached refusal lifted.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn answered(
+    g: &GlobalRt,
+    l: &LimitRt,
+    pos: usize,
+    key: u64,
+    want: u64,
+    leased: Leased,
+    p: &mut Plan,
+    now: Nanos,
+) -> Decision {
+    let Leased {
+        decision,
+        granted,
+        lapse,
+    } = leased;
+    let mut d = decision;
+    match &mut d {
+        Decision::Deny { retry_after } => {
+            if let Some(leases) = &g.leases {
+                leases.refused(key, want);
+            }
+            if g.caches_refusals {
+                g.cache.insert(key, now.saturating_add(*retry_after), now);
+                // The local share knows it too: when Redis cannot be asked, this
+                // key starts from empty, never from a full burst.
+                drain(&*g.fallback, key, l.time(now, p.unix));
+            }
+        }
+        Decision::Allow {
+            remaining, reset, ..
+        } => {
+            match &g.leases {
+                Some(leases) => {
+                    p.taken_lease |= 1 << pos;
+                    let lapse = lapse.map(|l| l.as_nanos().min(u64::MAX as u128) as u64);
+                    *remaining = leases.grant(
+                        key,
+                        now,
+                        want,
+                        Grant {
+                            granted,
+                            remaining: *remaining,
+                            reset: *reset,
+                            lapse,
+                        },
+                    );
+                }
+                None => {
+                    p.taken_global |= 1 << pos;
+                    // A key whose share was drained (Redis refused it before)
+                    // spends from it too: when Redis cannot be asked, the share
+                    // has not refilled by what Redis admitted meanwhile.
+                    g.fallback.follow(key, l.time(now, p.unix), 1);
+                }
+            }
+            let remaining = *remaining;
+            if p.probes & (1 << pos) != 0 {
+                if remaining == 0 {
+                    // Nothing left: the next unit is not due at once, so the herd
+                    // stays refused a moment longer, then one probes again.
+                    g.cache.hold(key, now.saturating_add(EMPTY_HOLD), now);
+                } else {
+                    g.cache.remove(key);
+                }
+            }
+        }
+    }
+    d
+}
+
+/// A global limit's decision into the verdict: shadow refusals noted, the longest
+/// enforced refusal kept.
+#[inline]
+fn note_global(v: &mut Verdict, l: &LimitRt, li: usize, pos: usize, d: Decision) {
+    match d {
+        Decision::Allow {
+            remaining,
+            reset,
+            delay,
+        } => note_allow(v, li, l.shadow, remaining, reset, delay),
+        Decision::Deny { retry_after } => {
+            if l.shadow {
+                v.shadow_exceeded |= 1 << pos;
+            } else {
+                v.refused |= 1 << pos;
+                if v.denied.is_none_or(|(_, r)| retry_after > r) {
+                    v.denied = Some((li, retry_after));
+                }
+            }
+        }
+    }
 }
 
 /// What a global limit says when Redis gave no answer (`e`): a key Redis last refused stays

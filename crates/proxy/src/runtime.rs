@@ -701,41 +701,10 @@ impl RouteRt {
         config: &Config,
         metrics: &Metrics,
     ) -> Result<Self, BuildError> {
-        // One RateLimit-Policy per plan: a caller sees the policies of its own plan.
         let plan_count = config.plans.as_ref().map_or(1, |p| p.names.len().max(1));
-        let policy_headers = (0..plan_count)
-            .map(|plan| {
-                let items: Vec<String> = cfg
-                    .limits
-                    .iter()
-                    .map(|&i| &limits[i])
-                    .filter(|l| !l.shadow && l.cfg.plan.is_none_or(|p| p == plan))
-                    // Requests in flight have no window to state.
-                    .filter(|l| l.cfg.algorithm.caps().rated)
-                    .map(|l| policy_item(&l.name_sf, l.cfg.rate.count(), window_secs(&l.cfg)))
-                    .collect();
-                if items.is_empty() {
-                    None
-                } else {
-                    HeaderValue::from_str(&items.join(", ")).ok()
-                }
-            })
-            .collect();
+        let policy_headers = policy_headers(cfg, limits, plan_count);
         let needs_plan = cfg.limits.iter().any(|&i| limits[i].cfg.plan.is_some());
-        let rejected = cfg
-            .limits
-            .iter()
-            .map(|&i| {
-                let reason = if limits[i].quota {
-                    "quota"
-                } else {
-                    "rate_limit"
-                };
-                metrics
-                    .rejected
-                    .with_label_values(&[reason, &cfg.name, &limits[i].cfg.name])
-            })
-            .collect();
+        let rejected = rejected_per_limit(metrics, cfg, limits);
         let is_jwt =
             |k: &tollgate_config::KeySource| matches!(k, tollgate_config::KeySource::Jwt(_));
         let plans_by_jwt = config
@@ -765,14 +734,7 @@ impl RouteRt {
             needs_jwt,
             needs_plan,
         );
-        let tarpit = cfg.tarpit.map(|t| {
-            previous
-                .and_then(|p| p.routes.iter().find(|r| r.cfg.name == cfg.name))
-                .and_then(|r| r.tarpit.as_ref())
-                .filter(|r| r.cfg == t)
-                .cloned()
-                .unwrap_or_else(|| Arc::new(TarpitRt::new(t)))
-        });
+        let tarpit = tarpit(cfg, previous);
         Ok(RouteRt {
             stages: Stages {
                 access: access.is_some(),
@@ -822,6 +784,61 @@ impl RouteRt {
             cfg: cfg.clone(),
         })
     }
+}
+
+/// One RateLimit-Policy per plan: a caller sees the policies of its own plan.
+fn policy_headers(
+    cfg: &RouteConfig,
+    limits: &[LimitRt],
+    plan_count: usize,
+) -> Vec<Option<HeaderValue>> {
+    (0..plan_count)
+        .map(|plan| {
+            let items: Vec<String> = cfg
+                .limits
+                .iter()
+                .map(|&i| &limits[i])
+                .filter(|l| !l.shadow && l.cfg.plan.is_none_or(|p| p == plan))
+                // Requests in flight have no window to state.
+                .filter(|l| l.cfg.algorithm.caps().rated)
+                .map(|l| policy_item(&l.name_sf, l.cfg.rate.count(), window_secs(&l.cfg)))
+                .collect();
+            if items.is_empty() {
+                None
+            } else {
+                HeaderValue::from_str(&items.join(", ")).ok()
+            }
+        })
+        .collect()
+}
+
+/// The refusal counter of each of the route's limits (`quota` or `rate_limit`).
+fn rejected_per_limit(metrics: &Metrics, cfg: &RouteConfig, limits: &[LimitRt]) -> Vec<IntCounter> {
+    cfg.limits
+        .iter()
+        .map(|&i| {
+            let reason = if limits[i].quota {
+                "quota"
+            } else {
+                "rate_limit"
+            };
+            metrics
+                .rejected
+                .with_label_values(&[reason, &cfg.name, &limits[i].cfg.name])
+        })
+        .collect()
+}
+
+/// The route's tarpit: the previous runtime's when unchanged (its held requests stay counted).
+fn tarpit(cfg: &RouteConfig, previous: Option<&Runtime>) -> Option<Arc<TarpitRt>> {
+    cfg.tarpit.map(|t| {
+        previous
+            .and_then(|p| p.routes.iter().find(|r| r.cfg.name == cfg.name))
+            .and_then(|r| r.tarpit.as_ref())
+            .filter(|r| r.cfg == t)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(TarpitRt::new(t)))
+    })
 }
 
 /// What a route reads from a request to key, list or verify it (see [`RouteRt::inputs`]).

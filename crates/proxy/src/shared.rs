@@ -118,6 +118,20 @@ impl Shared {
         }
         self.metrics.in_flight.set(crate::ctx::in_flight() as i64);
         let rt = self.runtime.load();
+        self.limiter_gauges(&rt);
+        self.block_gauges(&rt);
+        for u in &rt.upstreams {
+            for t in u.pool.targets().iter() {
+                self.metrics
+                    .upstream_healthy
+                    .with_label_values(&[&u.cfg.name, &t.addr.to_string()])
+                    .set(t.healthy() as i64);
+            }
+        }
+    }
+
+    /// Each limit's keys, evictions and cached refusals (a plan limit's variants added up).
+    fn limiter_gauges(&self, rt: &Runtime) {
         // A plan limit has one variant per plan under one name: their figures add up.
         let mut per_name: Vec<(&str, Option<usize>, StoreStats)> = Vec::new();
         for l in &rt.limits {
@@ -179,6 +193,11 @@ impl Shared {
                 s.evicted_refused,
             );
         }
+    }
+
+    /// The hottest key's rate per limit, and each ladder's blocks in force and blocks it
+    /// could not record.
+    fn block_gauges(&self, rt: &Runtime) {
         let now = self.clock.now();
         let mut seen: Vec<&str> = Vec::new();
         for l in &rt.limits {
@@ -217,14 +236,6 @@ impl Shared {
                         }
                     }
                 }
-            }
-        }
-        for u in &rt.upstreams {
-            for t in u.pool.targets().iter() {
-                self.metrics
-                    .upstream_healthy
-                    .with_label_values(&[&u.cfg.name, &t.addr.to_string()])
-                    .set(t.healthy() as i64);
             }
         }
     }

@@ -191,19 +191,7 @@ fn route(out: &mut String, p: &Plan, r: &Route, redirect: Option<bool>, covering
     let s = &p.settings[r.ing];
     let _ = write!(out, "\n# {}\n", comment(&r.label));
     let denied = !covering.is_empty() && !p.allow_insecure;
-    if !covering.is_empty() {
-        let whys = unique(covering.iter().map(|c| c.why.as_str()));
-        let _ = writeln!(
-            out,
-            "# {} ({}): {}",
-            if denied { "DENIED" } else { "INSECURE" },
-            annotations(covering).join(", "),
-            comment(&whys.join("; "))
-        );
-        if !denied {
-            out.push_str("# Served without this protection: --allow-insecure.\n");
-        }
-    }
+    refusal_comment(out, covering, denied);
     let _ = writeln!(out, "[[routes]]\nname = {}", q(&r.name));
     if let Some(h) = &r.host {
         let _ = writeln!(out, "host = {}", q(h));
@@ -213,25 +201,7 @@ fn route(out: &mut String, p: &Plan, r: &Route, redirect: Option<bool>, covering
         out.push_str("case_insensitive = true\n");
     }
     match (&r.action, denied) {
-        (action, true) => {
-            let was = match action {
-                Action::Proxy { upstream, .. } => {
-                    format!("upstream = {}", q(&p.upstreams[upstream]))
-                }
-                Action::Redirect { status, location } => {
-                    format!(
-                        "respond = {{ status = {status}, location = {} }}",
-                        q(location)
-                    )
-                }
-            };
-            let _ = writeln!(
-                out,
-                "# Once the protection is in place (or decided against), replace respond with:\n\
-                 # {was}\n\
-                 respond = {{ status = 403, body = \"forbidden\\n\" }}"
-            );
-        }
+        (action, true) => denied_action(out, p, action),
         (Action::Redirect { status, location }, false) => {
             let _ = writeln!(
                 out,
@@ -258,29 +228,7 @@ fn route(out: &mut String, p: &Plan, r: &Route, redirect: Option<bool>, covering
                 );
             }
             if let Some(c) = canary {
-                let k = &c.choice;
-                let mut parts = vec![
-                    format!("upstream = {}", q(&p.upstreams[&c.upstream])),
-                    format!("weight = {}", k.weight),
-                ];
-                if k.weight_total != 100 {
-                    parts.push(format!("weight_total = {}", k.weight_total));
-                }
-                for (key, v) in [
-                    ("header", &k.header),
-                    ("header_value", &k.header_value),
-                    ("cookie", &k.cookie),
-                ] {
-                    if let Some(v) = v {
-                        parts.push(format!("{key} = {}", q(v)));
-                    }
-                }
-                let _ = writeln!(
-                    out,
-                    "# canary: {}\ncanary = {{ {} }}",
-                    comment(&c.ctx),
-                    parts.join(", ")
-                );
+                canary_line(out, p, c);
             }
         }
     }
@@ -309,4 +257,73 @@ fn route(out: &mut String, p: &Plan, r: &Route, redirect: Option<bool>, covering
     if !parts.is_empty() {
         let _ = writeln!(out, "access = {{ {} }}", parts.join(", "));
     }
+}
+
+/// The comment over a route an annotation without an exact translation covers: DENIED, or
+/// INSECURE when served anyway (`--allow-insecure`).
+fn refusal_comment(out: &mut String, covering: &[Refusal], denied: bool) {
+    if covering.is_empty() {
+        return;
+    }
+    {
+        let whys = unique(covering.iter().map(|c| c.why.as_str()));
+        let _ = writeln!(
+            out,
+            "# {} ({}): {}",
+            if denied { "DENIED" } else { "INSECURE" },
+            annotations(covering).join(", "),
+            comment(&whys.join("; "))
+        );
+        if !denied {
+            out.push_str("# Served without this protection: --allow-insecure.\n");
+        }
+    }
+}
+
+/// A denied route: 403, with what it was written as a comment.
+fn denied_action(out: &mut String, p: &Plan, action: &Action) {
+    let was = match action {
+        Action::Proxy { upstream, .. } => {
+            format!("upstream = {}", q(&p.upstreams[upstream]))
+        }
+        Action::Redirect { status, location } => {
+            format!(
+                "respond = {{ status = {status}, location = {} }}",
+                q(location)
+            )
+        }
+    };
+    let _ = writeln!(
+        out,
+        "# Once the protection is in place (or decided against), replace respond with:\n\
+         # {was}\n\
+         respond = {{ status = 403, body = \"forbidden\\n\" }}"
+    );
+}
+
+/// The production route's `canary`.
+fn canary_line(out: &mut String, p: &Plan, c: &super::canary::Canary) {
+    let k = &c.choice;
+    let mut parts = vec![
+        format!("upstream = {}", q(&p.upstreams[&c.upstream])),
+        format!("weight = {}", k.weight),
+    ];
+    if k.weight_total != 100 {
+        parts.push(format!("weight_total = {}", k.weight_total));
+    }
+    for (key, v) in [
+        ("header", &k.header),
+        ("header_value", &k.header_value),
+        ("cookie", &k.cookie),
+    ] {
+        if let Some(v) = v {
+            parts.push(format!("{key} = {}", q(v)));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# canary: {}\ncanary = {{ {} }}",
+        comment(&c.ctx),
+        parts.join(", ")
+    );
 }

@@ -22,92 +22,9 @@ pub(super) fn quota(cx: &mut Cx, l: &mut Tbl<'_, '_>, d: &mut Draft) {
         _ => l.get("quota"),
     };
     let (algorithm, rate) = match quota_value {
-        Some(qv) => {
-            let qp = l.key_path("quota");
-            let mut ok = true;
-            if let Some(rv) = l.get("rate") {
-                cx.err(
-                    &l.key_path("rate"),
-                    rv.span(),
-                    "set either rate or quota, not both",
-                );
-                ok = false;
-            }
-            for k in ["algorithm", "burst"] {
-                if let Some(v) = l.get(k) {
-                    cx.err(
-                        &l.key_path(k),
-                        v.span(),
-                        format!("{k} does not apply to a quota (N per calendar period)"),
-                    );
-                    ok = false;
-                }
-            }
-            let offset = match l.get("utc_offset") {
-                Some(v) => {
-                    let p = l.key_path("utc_offset");
-                    as_str(cx, &p, v).and_then(|s| match parse_utc_offset(s) {
-                        Some(o) => Some(o),
-                        None => {
-                            cx.err(&p, v.span(), format!("\"{s}\" is not a UTC offset: write \"+HH:MM\" or \"-HH:MM\", e.g. \"+02:00\""));
-                            None
-                        }
-                    })
-                }
-                None => Some(0),
-            };
-            if let Some(v) = l.get("upgrade_url") {
-                upgrade_url = as_str(cx, &l.key_path("upgrade_url"), v).map(str::to_string);
-            }
-            let q = as_str(cx, &qp, qv).and_then(|s| match parse_quota(s) {
-                Some(q) => Some(q),
-                None => {
-                    cx.err(&qp, qv.span(), format!("\"{s}\" is not a quota: write N/day, N/week, N/month or N/year, e.g. \"10000/month\""));
-                    None
-                }
-            });
-            match (q, offset, ok) {
-                (Some((n, unit)), Some(offset_secs), true) => {
-                    calendar = Some(Calendar { unit, offset_secs });
-                    (
-                        Some(AlgorithmKind::Quota),
-                        Rate::new(n, Duration::from_secs(unit.nominal_secs())).ok(),
-                    )
-                }
-                _ => (None, None),
-            }
-        }
+        Some(qv) => own_quota(cx, l, qv, &mut calendar, &mut upgrade_url),
         None if plan_mode == Some(PlanMode::Quota) => {
-            let offset = match l.get("utc_offset") {
-                Some(v) => {
-                    let p = l.key_path("utc_offset");
-                    match as_str(cx, &p, v).map(parse_utc_offset) {
-                        Some(Some(o)) => Some(o),
-                        Some(None) => {
-                            cx.err(
-                                &p,
-                                v.span(),
-                                "not a UTC offset: write \"+HH:MM\" or \"-HH:MM\", e.g. \"+02:00\"",
-                            );
-                            None
-                        }
-                        None => None,
-                    }
-                }
-                None => Some(0),
-            };
-            if let Some(v) = l.get("upgrade_url") {
-                upgrade_url = as_str(cx, &l.key_path("upgrade_url"), v).map(str::to_string);
-            }
-            // Placeholders: each plan's variant gets the plan's quota and period.
-            calendar = offset.map(|offset_secs| Calendar {
-                unit: CalendarUnit::Month,
-                offset_secs,
-            });
-            (
-                Some(AlgorithmKind::Quota),
-                Rate::new(1, Duration::from_secs(CalendarUnit::Month.nominal_secs())).ok(),
-            )
+            plan_quota(cx, l, &mut calendar, &mut upgrade_url)
         }
         None => {
             for k in ["utc_offset", "upgrade_url"] {
@@ -126,6 +43,111 @@ pub(super) fn quota(cx: &mut Cx, l: &mut Tbl<'_, '_>, d: &mut Draft) {
     d.rate = rate;
     d.calendar = calendar;
     d.upgrade_url = upgrade_url;
+}
+
+type Shape = (Option<AlgorithmKind>, Option<Rate>);
+
+/// The limit's own `quota = "N/period"`: no rate, algorithm or burst beside it.
+fn own_quota(
+    cx: &mut Cx,
+    l: &mut Tbl<'_, '_>,
+    qv: &crate::reader::Value,
+    calendar: &mut Option<Calendar>,
+    upgrade_url: &mut Option<String>,
+) -> Shape {
+    let qp = l.key_path("quota");
+    let mut ok = true;
+    if let Some(rv) = l.get("rate") {
+        cx.err(
+            &l.key_path("rate"),
+            rv.span(),
+            "set either rate or quota, not both",
+        );
+        ok = false;
+    }
+    for k in ["algorithm", "burst"] {
+        if let Some(v) = l.get(k) {
+            cx.err(
+                &l.key_path(k),
+                v.span(),
+                format!("{k} does not apply to a quota (N per calendar period)"),
+            );
+            ok = false;
+        }
+    }
+    let offset = match l.get("utc_offset") {
+        Some(v) => {
+            let p = l.key_path("utc_offset");
+            as_str(cx, &p, v).and_then(|s| match parse_utc_offset(s) {
+                Some(o) => Some(o),
+                None => {
+                    cx.err(&p, v.span(), format!("\"{s}\" is not a UTC offset: write \"+HH:MM\" or \"-HH:MM\", e.g. \"+02:00\""));
+                    None
+                }
+            })
+        }
+        None => Some(0),
+    };
+    if let Some(v) = l.get("upgrade_url") {
+        *upgrade_url = as_str(cx, &l.key_path("upgrade_url"), v).map(str::to_string);
+    }
+    let q = as_str(cx, &qp, qv).and_then(|s| match parse_quota(s) {
+        Some(q) => Some(q),
+        None => {
+            cx.err(&qp, qv.span(), format!("\"{s}\" is not a quota: write N/day, N/week, N/month or N/year, e.g. \"10000/month\""));
+            None
+        }
+    });
+    match (q, offset, ok) {
+        (Some((n, unit)), Some(offset_secs), true) => {
+            *calendar = Some(Calendar { unit, offset_secs });
+            (
+                Some(AlgorithmKind::Quota),
+                Rate::new(n, Duration::from_secs(unit.nominal_secs())).ok(),
+            )
+        }
+        _ => (None, None),
+    }
+}
+
+/// A plan limit's quota (`plan = ... ` with quotas): placeholders each plan's variant fills
+/// with the plan's quota and period.
+fn plan_quota(
+    cx: &mut Cx,
+    l: &mut Tbl<'_, '_>,
+    calendar: &mut Option<Calendar>,
+    upgrade_url: &mut Option<String>,
+) -> Shape {
+    let offset = match l.get("utc_offset") {
+        Some(v) => {
+            let p = l.key_path("utc_offset");
+            match as_str(cx, &p, v).map(parse_utc_offset) {
+                Some(Some(o)) => Some(o),
+                Some(None) => {
+                    cx.err(
+                        &p,
+                        v.span(),
+                        "not a UTC offset: write \"+HH:MM\" or \"-HH:MM\", e.g. \"+02:00\"",
+                    );
+                    None
+                }
+                None => None,
+            }
+        }
+        None => Some(0),
+    };
+    if let Some(v) = l.get("upgrade_url") {
+        *upgrade_url = as_str(cx, &l.key_path("upgrade_url"), v).map(str::to_string);
+    }
+    // Placeholders: each plan's variant gets the plan's quota and period.
+    *calendar = offset.map(|offset_secs| Calendar {
+        unit: CalendarUnit::Month,
+        offset_secs,
+    });
+    (
+        Some(AlgorithmKind::Quota),
+        Rate::new(1, Duration::from_secs(CalendarUnit::Month.nominal_secs())).ok(),
+    )
 }
 
 /// `overage` and the keys of its modes.
