@@ -68,8 +68,9 @@ pub(crate) fn jwt(
     use jsonwebtoken::Algorithm as A;
     let mut ok = true;
     let (secret, public_keys, jwks) = keys(cx, &mut t, base, files, &mut ok);
-    let has_rsa = public_keys.iter().any(|k| k.rsa) || jwks.is_some();
-    let has_ec = public_keys.iter().any(|k| !k.rsa) || jwks.is_some();
+    let remote = remote(cx, &mut t, base, files, &mut ok);
+    let has_rsa = public_keys.iter().any(|k| k.rsa) || jwks.is_some() || remote.is_some();
+    let has_ec = public_keys.iter().any(|k| !k.rsa) || jwks.is_some() || remote.is_some();
     let algorithms = match t.get("algorithms") {
         Some(v) => {
             let p = t.key_path("algorithms");
@@ -110,7 +111,7 @@ pub(crate) fn jwt(
             algs
         }
     };
-    if secret.is_none() && public_keys.is_empty() && jwks.is_none() && ok {
+    if secret.is_none() && public_keys.is_empty() && jwks.is_none() && remote.is_none() && ok {
         cx.err(
             "jwt",
             t.span.clone(),
@@ -151,6 +152,7 @@ pub(crate) fn jwt(
         secret,
         public_keys,
         jwks,
+        remote,
         issuer,
         audience,
         leeway,
@@ -267,4 +269,76 @@ fn keys(
         None => None,
     };
     (secret, public_keys, jwks)
+}
+
+/// `jwks_url` (HTTPS), its `jwks_ca` (PEM; system roots without one) and `jwks_refetch` (the
+/// least time between two fetches for tokens naming an unknown kid).
+fn remote(
+    cx: &mut Cx,
+    t: &mut Tbl,
+    base: &Path,
+    files: &mut Vec<PathBuf>,
+    ok: &mut bool,
+) -> Option<RemoteJwks> {
+    const REFETCH: Duration = Duration::from_secs(30);
+    let ca_given = t.get("jwks_ca");
+    let refetch_given = t.get("jwks_refetch");
+    let Some(v) = t.get("jwks_url") else {
+        for (k, given) in [("jwks_ca", ca_given), ("jwks_refetch", refetch_given)] {
+            if let Some(v) = given {
+                cx.err(&t.key_path(k), v.span(), format!("{k} goes with jwks_url"));
+                *ok = false;
+            }
+        }
+        return None;
+    };
+    let p = t.key_path("jwks_url");
+    let url = as_str(cx, &p, v)?;
+    let https = url
+        .parse::<http::Uri>()
+        .ok()
+        .is_some_and(|u| u.scheme_str() == Some("https") && u.host().is_some());
+    if !https {
+        cx.err(
+            &p,
+            v.span(),
+            format!("\"{url}\" is not an https:// URL: keys fetched in the clear could be replaced on the way"),
+        );
+        *ok = false;
+        return None;
+    }
+    let ca = match ca_given {
+        Some(cv) => {
+            let cp = t.key_path("jwks_ca");
+            let file = as_str(cx, &cp, cv)?;
+            let full = base.join(file);
+            files.push(full.clone());
+            match crate::files::read_bounded(&full) {
+                Ok(pem) if crate::redis::certificates(cx, &cp, file, cv.span(), &pem) => Some(pem),
+                Ok(_) => {
+                    *ok = false;
+                    return None;
+                }
+                Err(e) => {
+                    cx.err(
+                        &cp,
+                        cv.span(),
+                        format!("cannot read \"{}\": {e}", full.display()),
+                    );
+                    *ok = false;
+                    return None;
+                }
+            }
+        }
+        None => None,
+    };
+    let refetch = match refetch_given {
+        Some(rv) => duration(cx, &t.key_path("jwks_refetch"), rv)?,
+        None => REFETCH,
+    };
+    Some(RemoteJwks {
+        url: url.to_string(),
+        ca,
+        refetch,
+    })
 }

@@ -10,6 +10,7 @@
 //! format knows but this build does not serve yet say so instead of "unknown key".
 
 mod abuse;
+mod auth;
 mod files;
 mod hardening;
 pub mod ingress;

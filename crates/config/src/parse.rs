@@ -67,8 +67,21 @@ pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Probl
         crate::abuse::access(cx, t, base, &mut files)
     })
     .unwrap_or_default();
+    let auth_env = crate::auth::Env { base, jwt_present };
+    let mut auths = table(&mut cx, &mut root, "auth", |cx, t| {
+        crate::auth::named(cx, t, &auth_env, &mut files)
+    })
+    .unwrap_or_default();
     let routes = match root.get("routes") {
-        Some(v) => crate::routes::read(&mut cx, v, &upstreams, &limits, &weights, base, &mut files),
+        Some(v) => {
+            let tables = crate::routes::Tables {
+                upstreams: &upstreams,
+                limits: &limits,
+                weights: &weights,
+                auth: &auth_env,
+            };
+            crate::routes::read(&mut cx, v, &tables, &mut auths, &mut files)
+        }
         None => Vec::new(),
     };
     let tls = table(&mut cx, &mut root, "tls", |cx, t| {
@@ -98,6 +111,7 @@ pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Probl
         plans,
         access,
         tls,
+        auth: auths.into_iter().flatten().collect(),
         files,
     })
 }

@@ -105,7 +105,13 @@ fn read_file(
 }
 
 /// PEM holding at least one certificate, every one of them readable.
-fn certificates(cx: &mut Cx, path: &str, file: &str, span: Range<usize>, pem: &[u8]) -> bool {
+pub(crate) fn certificates(
+    cx: &mut Cx,
+    path: &str,
+    file: &str,
+    span: Range<usize>,
+    pem: &[u8],
+) -> bool {
     let certs: Result<Vec<_>, _> = CertificateDer::pem_slice_iter(pem).collect();
     match certs {
         Ok(c) if !c.is_empty() => true,

@@ -5,17 +5,31 @@ use crate::scalars::{http_token, list_or_none};
 use crate::types::*;
 use crate::MAX_LIMITS_PER_ROUTE;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+/// What routes refer to: the upstreams and limits defined, each limit's weight (a plan
+/// limit's variants), and what auth tables need.
+pub(crate) struct Tables<'a> {
+    pub upstreams: &'a [(String, UpstreamConfig)],
+    pub limits: &'a [(String, Option<LimitConfig>)],
+    pub weights: &'a [usize],
+    pub auth: &'a crate::auth::Env<'a>,
+}
 
 pub(crate) fn read(
     cx: &mut Cx,
     v: &Value,
-    upstreams: &[(String, UpstreamConfig)],
-    limits: &[(String, Option<LimitConfig>)],
-    weights: &[usize],
-    base: &Path,
+    tables: &Tables,
+    auths: &mut Vec<Option<AuthConfig>>,
     files: &mut Vec<PathBuf>,
 ) -> Vec<RouteConfig> {
+    let Tables {
+        upstreams,
+        limits,
+        weights,
+        ..
+    } = *tables;
+    let base = tables.auth.base;
     let Some(items) = crate::reader::as_array(cx, "routes", v) else {
         return Vec::new();
     };
@@ -67,6 +81,9 @@ pub(crate) fn read(
         let https_redirect = r
             .get("https_redirect")
             .and_then(|v| as_bool(cx, &r.key_path("https_redirect"), v));
+        let route_name = name.as_deref().unwrap_or(&path);
+        let auth = crate::auth::route(cx, &mut r, route_name, tables.auth, auths, files);
+        ok &= auth.is_ok();
         r.finish(cx);
         if let (true, Some(path), Some(name), Some(action)) = (ok, path_match, name, action) {
             out.push(RouteConfig {
@@ -82,6 +99,7 @@ pub(crate) fn read(
                 access,
                 tarpit,
                 https_redirect,
+                auth: auth.ok().flatten(),
             });
         }
     }

@@ -22,6 +22,9 @@ pub struct Config {
     pub access: AccessConfig,
     /// `[tls]`: what the TLS listeners (`server.tls_listen`) serve.
     pub tls: Option<TlsConfig>,
+    /// Every authentication routes require: `[auth.NAME]` tables, then routes' inline `auth`
+    /// tables (named after their route); routes point here by index.
+    pub auth: Vec<AuthConfig>,
     /// Files the config read besides itself (list files, key files): a change to any of them
     /// is a change to the config.
     pub files: Vec<PathBuf>,
@@ -126,12 +129,24 @@ pub struct JwtSettings {
     pub public_keys: Vec<PublicKey>,
     /// A JWKS document (JSON), selected by the token's `kid`.
     pub jwks: Option<String>,
+    /// `jwks_url`: the identity provider's keys, fetched in the background.
+    pub remote: Option<RemoteJwks>,
     pub issuer: Option<String>,
     pub audience: Option<String>,
     /// Clock skew tolerated on `exp` and `nbf`.
     pub leeway: Duration,
     /// The header carrying `Bearer <token>`, lower case.
     pub header: String,
+}
+
+/// `[jwt] jwks_url`, `jwks_ca`, `jwks_refetch`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteJwks {
+    pub url: String,
+    /// PEM certificates the URL's server is verified with (system roots without).
+    pub ca: Option<Vec<u8>>,
+    /// The least time between two fetches for tokens naming a kid the set lacks.
+    pub refetch: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -415,6 +430,8 @@ pub struct RouteConfig {
     pub tarpit: Option<TarpitConfig>,
     /// Overrides `server.https_redirect` for this route.
     pub https_redirect: Option<bool>,
+    /// Index into [`Config::auth`]: who may pass (docs/auth.md).
+    pub auth: Option<usize>,
 }
 
 /// A route's paths.
@@ -690,6 +707,9 @@ pub enum KeySource {
     Body(String),
     /// The SHA-256 fingerprint of the client's TLS certificate.
     ClientCert,
+    /// The consumer the route's authentication named (an API key's consumer, a basic-auth
+    /// user).
+    Consumer,
 }
 
 impl KeySource {
@@ -707,6 +727,7 @@ impl KeySource {
             KeySource::Jwt(c) => format!("jwt:{c}"),
             KeySource::Body(f) => format!("body:{f}"),
             KeySource::ClientCert => "client_cert".into(),
+            KeySource::Consumer => "consumer".into(),
         }
     }
 }
@@ -832,4 +853,100 @@ impl RedisSettings {
         } = self;
         (target, *timeout, tls, password, *max_in_flight)
     }
+}
+
+/// One authentication (`[auth.NAME]` or a route's `auth = { ... }`): exactly one method.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuthConfig {
+    /// The table's name, or the route's for an inline table (metrics' `route` label is the
+    /// route's either way).
+    pub name: String,
+    pub method: AuthMethod,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum AuthMethod {
+    Jwt(JwtAuth),
+    Forward(ForwardAuth),
+    Basic(BasicAuth),
+    ApiKey(ApiKeyAuth),
+}
+
+impl AuthMethod {
+    /// The `method` label of `tollgate_auth_total`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            AuthMethod::Jwt(_) => "jwt",
+            AuthMethod::Forward(_) => "forward",
+            AuthMethod::Basic(_) => "basic",
+            AuthMethod::ApiKey(_) => "api_key",
+        }
+    }
+}
+
+/// `jwt = "required" | "optional"` with its `claims` and `forward_claims`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwtAuth {
+    /// `required`: no token is 401. `optional`: no token passes (without claims); a token
+    /// that does not verify, or lacks the claims, is refused either way.
+    pub required: bool,
+    pub claims: Vec<ClaimRule>,
+    /// (claim, header): the claim's value sent upstream in the header (lower case); a
+    /// client's own copies of the header are removed first.
+    pub forward_claims: Vec<(String, String)>,
+}
+
+/// A claim the token must carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimRule {
+    /// `scope` / `scp`: every listed scope among the token's (a space-separated string or an
+    /// array of strings).
+    Scopes { claim: String, all: Vec<String> },
+    /// Any other claim: its value (a string, number or boolean, or an array holding one) is
+    /// one of these.
+    OneOf { claim: String, any: Vec<String> },
+}
+
+/// `forward = { url, ... }`: an auth service asked per request (or its cache entry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForwardAuth {
+    /// `http://` or `https://` URL, as written.
+    pub url: String,
+    /// The auth request's method; `None`: the client's.
+    pub method: Option<String>,
+    /// Client headers sent to the auth service (lower case); `None`: every end-to-end header
+    /// of the request (ingress-nginx and Traefik's default). The body never is.
+    pub request_headers: Option<Vec<String>>,
+    /// Headers of the auth service's 2xx answer copied onto the upstream request (lower case).
+    pub response_headers: Vec<String>,
+    /// Where a 401 sends the client instead (302 with `rd=` the original URL).
+    pub signin: Option<String>,
+    /// `X-Auth-Request-Redirect` sent to the auth service; `None`: the request's URI.
+    pub redirect: Option<String>,
+    pub timeout: Duration,
+    /// How long an answer is reused; `None`: never.
+    pub cache: Option<Duration>,
+    /// What identifies a cache entry: key sources (`header:NAME`, `query:NAME`, `client_ip`,
+    /// `path`, `method`, `route`).
+    pub cache_key: Vec<KeySource>,
+}
+
+/// `basic = { htpasswd, realm }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BasicAuth {
+    pub file: PathBuf,
+    /// (user, hash) as the file holds them, every hash in a format that can be verified.
+    pub users: Vec<(String, String)>,
+    pub realm: String,
+}
+
+/// `api_key = { header | query, keys_file }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKeyAuth {
+    /// Lower case.
+    pub header: Option<String>,
+    pub query: Option<String>,
+    pub file: PathBuf,
+    /// (consumer, key).
+    pub keys: Vec<(String, String)>,
 }

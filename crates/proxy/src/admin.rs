@@ -195,15 +195,27 @@ impl ServeHttp for Admin {
                     }
                 }
                 let settled = rt.upstreams.iter().all(|u| u.pool.settled());
+                // Tokens cannot be verified before the identity provider's keys are in.
+                let jwks: &[u8] = match &rt.jwks {
+                    Some(j) if !j.ready() => b"jwks: fetching\n",
+                    _ => b"",
+                };
                 let state: &[u8] = if self.draining.load(Ordering::Relaxed) {
                     b"draining\n"
-                } else if !settled || self.shared.store.as_ref().is_some_and(|s| !s.ready()) {
+                } else if !settled
+                    || !jwks.is_empty()
+                    || self.shared.store.as_ref().is_some_and(|s| !s.ready())
+                {
                     b"starting\n"
                 } else {
                     b"ready\n"
                 };
                 let status = if state == b"ready\n" { 200 } else { 503 };
-                reply(status, "text/plain", [state, redis, &upstreams].concat())
+                reply(
+                    status,
+                    "text/plain",
+                    [state, redis, jwks, &upstreams].concat(),
+                )
             }
             "/metrics" => {
                 self.shared.refresh_gauges();

@@ -61,7 +61,19 @@ pub struct Ctx {
     /// checks read its path and query (what the upstream reads), decided before them.
     pub upstream_target: Option<crate::routing::Rewritten>,
 
-    // Stages 3 and 4, access and limits.
+    // Stage 4, auth.
+    /// The consumer the route's auth named (the `consumer` key source).
+    pub consumer: Option<Arc<str>>,
+    /// The verified token's claims (`jwt` auth): `jwt:` keys read them.
+    pub claims: Option<Arc<crate::jwt::Claims>>,
+    /// Set on the upstream request by the route's auth (claims, an auth service's headers).
+    pub auth_headers: Vec<(http::HeaderName, HeaderValue)>,
+    /// `Set-Cookie` values from an auth service, for the client's response.
+    pub auth_cookies: Vec<HeaderValue>,
+    /// An auth refusal answered after the limits (on a route counting failures).
+    pub auth_refusal: Option<Box<crate::auth::Refusal>>,
+
+    // Stages 3 and 5, access and limits.
     /// What the edge decided, for the access log: see [`Outcome`]; with the limit concerned.
     pub outcome: Outcome,
     pub outcome_limit: Option<usize>,
@@ -85,7 +97,7 @@ pub struct Ctx {
     /// shortest `slot_timeout`): past it the request is cut (408) and its slots come back.
     pub slot_deadline: Option<Instant>,
 
-    // Stage 5, action; then the proxy phases.
+    // Stage 6, action; then the proxy phases.
     /// The upstream chosen for this request (the route's, or its canary's), once for all
     /// its tries.
     pub upstream: Option<usize>,
@@ -109,6 +121,11 @@ impl Ctx {
             canonical_path: None,
             target_authority: None,
             upstream_target: None,
+            consumer: None,
+            claims: None,
+            auth_headers: Vec::new(),
+            auth_cookies: Vec::new(),
+            auth_refusal: None,
             outcome: Outcome::Unlimited,
             outcome_limit: None,
             client: None,
@@ -150,6 +167,9 @@ pub enum Outcome {
     Challenged,
     /// A global limit could not be decided and its on_error is closed.
     Unavailable,
+    /// The route's auth refused the request (401, 403, its sign-in redirect, or its auth
+    /// service's failure).
+    Unauthenticated,
 }
 
 impl Outcome {
@@ -166,6 +186,7 @@ impl Outcome {
             Outcome::TarpitOverflow => "tarpit_overflow",
             Outcome::Challenged => "challenged",
             Outcome::Unavailable => "unavailable",
+            Outcome::Unauthenticated => "unauthenticated",
         }
     }
 }

@@ -94,6 +94,8 @@ pub struct KeyInput<'a> {
     pub claims: Option<&'a crate::jwt::Claims>,
     /// The request body's fields, when the route reads any.
     pub body: Option<&'a ParsedBody>,
+    /// The consumer the route's authentication named.
+    pub consumer: Option<&'a str>,
 }
 
 /// A request body read for `body:FIELD` keys.
@@ -242,6 +244,7 @@ fn write_key(
             KeySource::Method => h.write(input.req.method.as_str().as_bytes()),
             KeySource::Global => {}
             KeySource::ClientCert => h.write(input.client_cert?),
+            KeySource::Consumer => h.write(input.consumer?.as_bytes()),
             KeySource::Body(field) => h.write(&input.body?.get(field)?),
             KeySource::Jwt(claim) => match input.claims?.get(claim.as_str())? {
                 serde_json::Value::String(v) => h.write(v.as_bytes()),
@@ -385,6 +388,7 @@ mod tests {
             route: 0,
             claims: None,
             body: None,
+            consumer: None,
         };
         let a = h.key(&[KeySource::Query("a".into())], &input, 64);
         let mut r2 = RequestHeader::build("GET", b"/x?a=Ab", None).expect("request");
@@ -398,6 +402,7 @@ mod tests {
             route: 0,
             claims: None,
             body: None,
+            consumer: None,
         };
         assert!(a.is_some());
         assert_eq!(
@@ -427,6 +432,7 @@ mod tests {
             route: 0,
             claims: None,
             body: None,
+            consumer: None,
         };
         assert_eq!(a, h.key(&[KeySource::Query("a".into())], &input3, 64));
     }

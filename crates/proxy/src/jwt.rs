@@ -16,6 +16,8 @@ use tollgate_config::JwtSettings;
 pub type Claims = Map<String, Value>;
 
 pub struct Verifier {
+    /// `[jwt] jwks_url`'s keys, when set (kept across reloads while the URL stays).
+    pub remote: Option<std::sync::Arc<crate::auth::jwks::Jwks>>,
     algorithms: Vec<Algorithm>,
     hmac: Option<DecodingKey>,
     rsa: Vec<DecodingKey>,
@@ -40,7 +42,7 @@ fn family(a: Algorithm) -> u8 {
 impl Verifier {
     /// Builds the keys; the config was checked at load time, so a key that fails here is
     /// skipped (and could not verify anything).
-    pub fn new(s: &JwtSettings) -> Self {
+    pub fn new(s: &JwtSettings, remote: Option<std::sync::Arc<crate::auth::jwks::Jwks>>) -> Self {
         let mut by_kid = HashMap::new();
         if let Some(set) = s
             .jwks
@@ -54,6 +56,7 @@ impl Verifier {
             }
         }
         Self {
+            remote,
             algorithms: s.algorithms.clone(),
             hmac: s
                 .secret
@@ -91,11 +94,37 @@ impl Verifier {
             .filter(|t| !t.is_empty())
     }
 
-    /// Verifies `token`; the claims, or why it was refused (for the 401's detail).
+    /// Verifies `token`; the claims, or why it was refused (for the 401's detail). A kid the
+    /// remote set lacks has it fetched again (at most once per `jwks_refetch`), then the token
+    /// is tried once more.
+    pub async fn check(
+        &self,
+        token: &str,
+        metrics: &crate::metrics::Metrics,
+    ) -> Result<Claims, &'static str> {
+        match self.verify_with(token) {
+            Err(Miss::UnknownKid) => match &self.remote {
+                Some(remote) if remote.unknown_kid(metrics).await => {
+                    match self.verify_with(token) {
+                        Err(Miss::UnknownKid) => Err(UNKNOWN_KID),
+                        r => r.map_err(Miss::why),
+                    }
+                }
+                _ => Err(UNKNOWN_KID),
+            },
+            r => r.map_err(Miss::why),
+        }
+    }
+
+    /// Verifies `token` with the keys at hand.
     pub fn verify(&self, token: &str) -> Result<Claims, &'static str> {
-        let header = decode_header(token).map_err(|_| "the token is malformed")?;
+        self.verify_with(token).map_err(Miss::why)
+    }
+
+    fn verify_with(&self, token: &str) -> Result<Claims, Miss> {
+        let header = decode_header(token).map_err(|_| Miss::Why("the token is malformed"))?;
         if !self.algorithms.contains(&header.alg) {
-            return Err("the token's algorithm is not accepted");
+            return Err(Miss::Why("the token's algorithm is not accepted"));
         }
         let mut v = Validation::new(header.alg);
         v.leeway = self.leeway;
@@ -108,38 +137,80 @@ impl Verifier {
             Some(a) => v.set_audience(&[a]),
             None => v.validate_aud = false,
         }
-        let candidates: Vec<&DecodingKey> =
-            match header.kid.as_ref().and_then(|k| self.by_kid.get(k)) {
-                Some(k) => vec![k],
-                None => match family(header.alg) {
-                    0 => self.hmac.iter().collect(),
-                    1 => self.rsa.iter().collect(),
-                    _ => self.ec.iter().collect(),
-                },
-            };
+        let remote = self.remote.as_ref().map(|r| r.keys());
+        let from_remote = match (&remote, &header.kid) {
+            (Some(keys), Some(kid)) => keys.get(kid),
+            _ => None,
+        };
+        if let Some(k) = from_remote {
+            // A key that names its algorithm verifies only tokens that name it too.
+            if k.alg.is_some_and(|a| a != header.alg) {
+                return Err(Miss::Why("the token's algorithm does not match the key"));
+            }
+            return decode::<Claims>(token, &k.key, &v)
+                .map(|d| d.claims)
+                .map_err(|e| Miss::Why(refusal(&e)));
+        }
+        let local = header.kid.as_ref().and_then(|k| self.by_kid.get(k));
+        let candidates: Vec<&DecodingKey> = match local {
+            Some(k) => vec![k],
+            None => match family(header.alg) {
+                0 => self.hmac.iter().collect(),
+                1 => self.rsa.iter().collect(),
+                _ => self.ec.iter().collect(),
+            },
+        };
+        // A kid neither set knows, with a remote set: it may be the provider's new key.
+        if local.is_none() && header.kid.is_some() && remote.is_some() && candidates.is_empty() {
+            return Err(Miss::UnknownKid);
+        }
         let mut why = "no configured key verifies the token's signature";
         for key in candidates {
             match decode::<Claims>(token, key, &v) {
                 Ok(data) => return Ok(data.claims),
                 Err(e) => {
                     use jsonwebtoken::errors::ErrorKind as K;
-                    why = match e.kind() {
-                        K::InvalidSignature => "no configured key verifies the token's signature",
-                        K::ExpiredSignature => "the token has expired",
-                        K::ImmatureSignature => "the token is not valid yet",
-                        K::InvalidIssuer => "the token's issuer is not accepted",
-                        K::InvalidAudience => "the token's audience is not accepted",
-                        K::MissingRequiredClaim(_) => "the token has no exp claim",
-                        K::InvalidAlgorithm => "the token's algorithm does not match the key",
-                        _ => "the token is malformed",
-                    };
+                    why = refusal(&e);
                     // Only a signature mismatch is worth trying another key for.
                     if !matches!(e.kind(), K::InvalidSignature | K::InvalidAlgorithm) {
-                        return Err(why);
+                        return Err(Miss::Why(why));
                     }
                 }
             }
         }
-        Err(why)
+        Err(Miss::Why(why))
+    }
+}
+
+const UNKNOWN_KID: &str = "the token's key (kid) is not in the identity provider's key set";
+
+/// Why a token did not verify with the keys at hand.
+enum Miss {
+    Why(&'static str),
+    /// Its kid is in neither key set, and a remote set may have gained it.
+    UnknownKid,
+}
+
+impl Miss {
+    fn why(self) -> &'static str {
+        match self {
+            Miss::Why(w) => w,
+            Miss::UnknownKid => UNKNOWN_KID,
+        }
+    }
+}
+
+/// The 401's detail for a verification error.
+fn refusal(e: &jsonwebtoken::errors::Error) -> &'static str {
+    use jsonwebtoken::errors::ErrorKind as K;
+    match e.kind() {
+        K::InvalidSignature => "no configured key verifies the token's signature",
+        K::ExpiredSignature => "the token has expired",
+        K::ImmatureSignature => "the token is not valid yet",
+        K::InvalidIssuer => "the token's issuer is not accepted",
+        K::InvalidAudience => "the token's audience is not accepted",
+        K::MissingRequiredClaim(_) => "the token has no exp claim",
+        K::InvalidAlgorithm => "the token's algorithm does not match the key",
+        _ => "the token is malformed",
     }
 }

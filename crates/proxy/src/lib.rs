@@ -30,6 +30,7 @@
 
 pub mod access;
 pub mod admin;
+pub mod auth;
 pub mod connections;
 pub mod ctx;
 pub mod edge;

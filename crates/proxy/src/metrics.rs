@@ -35,6 +35,14 @@ pub struct Metrics {
     pub hottest_key: IntGaugeVec,
     pub connections_open: IntGauge,
     pub connections_refused: IntCounterVec,
+    /// `tollgate_auth_total{route,method,result}`
+    pub auth: IntCounterVec,
+    /// `tollgate_auth_service_seconds{route}`: forward auth's calls.
+    pub auth_service: HistogramVec,
+    /// `tollgate_jwks_fetches_total{result}`
+    pub jwks_fetches: IntCounterVec,
+    /// `tollgate_jwks_keys`: keys in the JWKS set in use.
+    pub jwks_keys: IntGauge,
 }
 
 /// A metric registered in `r` as it is made: no family can be made and left unregistered.
@@ -92,6 +100,23 @@ impl Metrics {
                     &["route"],
                 )?,
             )?,
+            auth: counters(&r, "tollgate_auth_total", "Authentication at the edge, by route, method (jwt, forward, basic, api_key) and result (allowed, anonymous, cached, unauthenticated, forbidden, error).", &["route", "method", "result"])?,
+            auth_service: register(
+                &r,
+                HistogramVec::new(
+                    HistogramOpts::new(
+                        "tollgate_auth_service_seconds",
+                        "Time an auth service took to answer (forward auth), by route; timeouts and errors included.",
+                    )
+                    .buckets(vec![
+                        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                        2.5, 5.0,
+                    ]),
+                    &["route"],
+                )?,
+            )?,
+            jwks_fetches: counters(&r, "tollgate_jwks_fetches_total", "Fetches of the JWKS at [jwt] jwks_url, by result (ok, unchanged, error) and why (schedule, unknown_kid).", &["result", "why"])?,
+            jwks_keys: gauge(&r, "tollgate_jwks_keys", "Keys of the JWKS set tokens are verified with (0 before the first fetch).")?,
             shadow_exceeded: counters(&r, "tollgate_shadow_exceeded_total", "Requests a shadow-mode limit would have refused (passed on, marked toward the upstream).", &["limit"])?,
             limiter_keys: gauges(&r, "tollgate_limiter_keys", "Keys held by a local limit in this process.", &["limit"])?,
             limiter_evicted: counters(&r, "tollgate_limiter_evicted_keys_total", "Keys dropped from a full local limit: idle (lossless) or active (they start over).", &["limit", "kind"])?,

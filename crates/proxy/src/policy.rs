@@ -766,6 +766,7 @@ shadow = true
             route: 0,
             claims: None,
             body: None,
+            consumer: None,
         };
         let v1 = decide(&rt, 0, &h, &keyed, now);
         assert_eq!(v1.denied, None);
@@ -792,6 +793,7 @@ shadow = true
             route: 0,
             claims: None,
             body: None,
+            consumer: None,
         };
         let admitted = (0..20)
             .filter(|_| decide(&rt, 0, &h, &anon, now).denied.is_none())
@@ -882,6 +884,7 @@ on_error = "closed"
             route: 0,
             claims: None,
             body: None,
+            consumer: None,
         };
         let clock = tollgate_limit::ManualClock::new(1_000_000_000_000);
         let calls = || fake.calls.load(std::sync::atomic::Ordering::SeqCst);

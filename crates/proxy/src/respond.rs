@@ -29,6 +29,7 @@ pub mod names {
     pub const CONNECTION: N = N::new("connection");
     pub const LOCATION: N = N::new("location");
     pub const WWW_AUTHENTICATE: N = N::new("www-authenticate");
+    pub const SET_COOKIE: N = N::new("set-cookie");
     pub const STRICT_TRANSPORT_SECURITY: N = N::new("strict-transport-security");
 }
 
@@ -64,6 +65,18 @@ pub enum Problem {
     RequestTimeout,
     /// The request head is over `max_header_bytes` or `max_headers`.
     HeaderFieldsTooLarge,
+    /// A route's auth wants credentials the request lacks or that do not verify (basic,
+    /// API key, an auth service's 401).
+    Unauthenticated,
+    /// A verified token lacks a claim the route's auth requires.
+    InsufficientScope,
+    /// The route's auth service refused the request (its 403).
+    Forbidden,
+    /// The route's auth service did not answer in time, or could not be reached: nothing
+    /// passes.
+    AuthUnavailable,
+    /// The route's auth service answered something other than 2xx, 401 or 403.
+    AuthFailed,
 }
 
 impl Problem {
@@ -86,6 +99,11 @@ impl Problem {
             Problem::AmbiguousRequest => 400,
             Problem::RequestTimeout => 408,
             Problem::HeaderFieldsTooLarge => 431,
+            Problem::Unauthenticated => 401,
+            Problem::InsufficientScope => 403,
+            Problem::Forbidden => 403,
+            Problem::AuthUnavailable => 503,
+            Problem::AuthFailed => 500,
         }
     }
 
@@ -138,6 +156,15 @@ impl Problem {
                 "Request Header Fields Too Large",
                 "HEADER_FIELDS_TOO_LARGE",
             ),
+            Problem::Unauthenticated => ("unauthenticated", "Unauthorized", "UNAUTHENTICATED"),
+            Problem::InsufficientScope => ("insufficient-scope", "Forbidden", "INSUFFICIENT_SCOPE"),
+            Problem::Forbidden => ("forbidden", "Forbidden", "FORBIDDEN"),
+            Problem::AuthUnavailable => (
+                "auth-unavailable",
+                "Service Unavailable",
+                "AUTH_UNAVAILABLE",
+            ),
+            Problem::AuthFailed => ("auth-failed", "Internal Server Error", "AUTH_FAILED"),
         }
     }
 
@@ -337,6 +364,18 @@ impl Head {
         };
         common_fields(&mut head, content_type, request_id);
         Ok(head)
+    }
+}
+
+impl Head {
+    /// Adds a field even when the head has one of that name (`Set-Cookie`).
+    pub fn append(&mut self, name: &StaticHeaderName, value: &http::HeaderValue) {
+        match self {
+            Head::Map(h) => {
+                let _ = h.append_header(name.name().clone(), value.clone());
+            }
+            Head::Wire { .. } => self.put(name, Value::Header(value)),
+        }
     }
 }
 

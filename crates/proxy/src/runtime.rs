@@ -252,11 +252,66 @@ fn upstream_tls(cfg: &UpstreamConfig) -> Result<Vec<crate::tls::UpstreamTlsRt>, 
         .collect()
 }
 
+/// A route's authentication and its metric handles.
+pub struct RouteAuth {
+    pub auth: Arc<crate::auth::AuthRt>,
+    /// `tollgate_auth_total{route,method,result}`, by [`crate::auth::RESULTS`].
+    pub counts: [IntCounter; 6],
+    /// `tollgate_auth_service_seconds{route}`.
+    pub latency: prometheus::Histogram,
+}
+
+/// `[jwt] jwks_url`'s set: the previous runtime's when the URL, CA and refetch floor stay (its
+/// keys and schedule go on), else a new one (fetched by housekeeping).
+fn jwks(
+    config: &Config,
+    previous: Option<&Runtime>,
+) -> Result<Option<Arc<crate::auth::jwks::Jwks>>, BuildError> {
+    let Some(r) = config.jwt.as_ref().and_then(|j| j.remote.as_ref()) else {
+        return Ok(None);
+    };
+    let kept = previous
+        .and_then(|p| p.jwks.as_ref())
+        .filter(|j| j.url == r.url && j.ca.as_deref() == r.ca.as_deref() && j.refetch == r.refetch);
+    if let Some(j) = kept {
+        return Ok(Some(j.clone()));
+    }
+    crate::auth::jwks::Jwks::new(&r.url, r.ca.as_deref(), r.refetch)
+        .map(|j| Some(Arc::new(j)))
+        .map_err(|e| BuildError::Auth("jwt.jwks_url".into(), e))
+}
+
+/// Each auth compiled, or the previous runtime's when unchanged (a `jwt` auth only while
+/// `[jwt]` is unchanged too: tokens it verified stay verified only under the same keys).
+fn auths(
+    config: &Config,
+    previous: Option<&Runtime>,
+) -> Result<Vec<Arc<crate::auth::AuthRt>>, BuildError> {
+    config
+        .auth
+        .iter()
+        .map(|cfg| {
+            let same_jwt = previous.is_some_and(|p| p.config.jwt == config.jwt);
+            let kept = previous
+                .and_then(|p| p.auths.iter().find(|a| a.cfg == *cfg))
+                .filter(|a| same_jwt || !matches!(a.method, crate::auth::Method::Bearer(_)));
+            match kept {
+                Some(a) => Ok(a.clone()),
+                None => crate::auth::AuthRt::build(cfg)
+                    .map(Arc::new)
+                    .map_err(|e| BuildError::Auth(cfg.name.clone(), e)),
+            }
+        })
+        .collect()
+}
+
 /// The request stages a route uses ([`crate::stages`]), compiled once per route.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stages {
     /// It has access lists of its own or from `[access]`.
     pub access: bool,
+    /// It requires authentication (`auth`).
+    pub auth: bool,
     /// It lists limits.
     pub limits: bool,
 }
@@ -266,6 +321,8 @@ pub struct RouteRt {
     pub name: Arc<str>,
     /// The request stages this route uses (see [`crate::stages`]).
     pub stages: Stages,
+    /// Its authentication, with its metric handles.
+    pub auth: Option<RouteAuth>,
     /// `path_regex`, compiled (anchored at the path's start).
     regex: Option<regex::Regex>,
     /// How the path sent upstream is made.
@@ -368,6 +425,10 @@ pub struct Runtime {
     pub trusted_proxies: Vec<IpNet>,
     pub ipv6_prefix: u8,
     pub jwt: Option<crate::jwt::Verifier>,
+    /// `[jwt] jwks_url`'s key set (the previous runtime's while the URL and CA stay).
+    pub jwks: Option<Arc<crate::auth::jwks::Jwks>>,
+    /// `Config::auth`, compiled (the previous runtime's where unchanged: their caches stay).
+    pub auths: Vec<Arc<crate::auth::AuthRt>>,
     /// `[tls] hsts`, for responses over TLS.
     pub hsts: Option<HeaderValue>,
     /// The port HTTPS redirects name (`None`: 443, left out).
@@ -389,6 +450,8 @@ pub enum BuildError {
     Tls(Vec<String>),
     #[error("route {0}: {1}")]
     Route(String, String),
+    #[error("auth {0}: {1}")]
+    Auth(String, String),
     #[error("upstreams.{upstream}.tls: {reason}")]
     UpstreamTls { upstream: String, reason: String },
 }
@@ -554,11 +617,16 @@ impl Runtime {
         }
 
         let server_access = crate::access::AccessRt::build(&config.access, None).map(Arc::new);
+        let jwks = jwks(&config, previous)?;
+        let auths = auths(&config, previous)?;
         let routes = config
             .routes
             .iter()
-            .map(|cfg| RouteRt::build(cfg, &limits, &server_access, previous, &config, metrics))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|cfg| {
+                let r = RouteRt::build(cfg, &limits, &server_access, previous, &config, metrics)?;
+                Ok(r.with_auth(cfg, &auths, metrics))
+            })
+            .collect::<Result<Vec<_>, BuildError>>()?;
         let order = crate::routing::order(routes.iter().map(|r| &r.cfg));
         let hosts = crate::routing::Hosts::new(routes.iter().map(|r| &r.cfg));
 
@@ -567,7 +635,12 @@ impl Runtime {
                 merge_slashes: config.server.hardening.merge_slashes,
                 escaped_slashes: config.server.hardening.escaped_slashes,
             },
-            jwt: config.jwt.as_ref().map(crate::jwt::Verifier::new),
+            jwt: config
+                .jwt
+                .as_ref()
+                .map(|j| crate::jwt::Verifier::new(j, jwks.clone())),
+            jwks,
+            auths,
             trusted_proxies: config.server.trusted_proxies.clone(),
             hsts: config
                 .tls
@@ -691,6 +764,27 @@ impl LimitRt {
 }
 
 impl RouteRt {
+    /// The route's auth, when it requires one, with its metric handles.
+    fn with_auth(
+        mut self,
+        cfg: &RouteConfig,
+        auths: &[Arc<crate::auth::AuthRt>],
+        metrics: &Metrics,
+    ) -> Self {
+        let Some(auth) = cfg.auth.and_then(|i| auths.get(i)) else {
+            return self;
+        };
+        let method = auth.cfg.method.label();
+        self.stages.auth = true;
+        self.auth = Some(RouteAuth {
+            auth: auth.clone(),
+            counts: crate::auth::RESULTS
+                .map(|r| metrics.auth.with_label_values(&[&cfg.name, method, r])),
+            latency: metrics.auth_service.with_label_values(&[&cfg.name]),
+        });
+        self
+    }
+
     /// One route: its stages, its keys' inputs, its RateLimit-Policy per plan, its metric
     /// handles; its tarpit carried over from `previous` when unchanged.
     fn build(
@@ -738,8 +832,10 @@ impl RouteRt {
         Ok(RouteRt {
             stages: Stages {
                 access: access.is_some(),
+                auth: false,
                 limits: !cfg.limits.is_empty(),
             },
+            auth: None,
             regex: match &cfg.path {
                 tollgate_config::PathMatch::Regex(p) => Some(
                     tollgate_config::path_regex(p, cfg.case_insensitive)

@@ -147,6 +147,19 @@ impl ProxyHttp for Gateway {
             upstream
                 .insert_static_header(&names::X_FORWARDED_PROTO, HeaderValue::from_static(proto));
         }
+        // What the route's auth owns: the client's copies never reach the upstream, then the
+        // auth's own values (claims, the auth service's headers).
+        if let Some(ra) = ctx
+            .route
+            .and_then(|r| ctx.rt.as_ref()?.routes.get(r)?.auth.as_ref())
+        {
+            for name in &ra.auth.owned {
+                upstream.remove_header(name);
+            }
+            for (name, value) in &ctx.auth_headers {
+                upstream.append_header(name.clone(), value.clone())?;
+            }
+        }
         // A client cannot forge the shadow marker: removed unless the gateway sets it.
         if ctx.shadow_exceeded {
             upstream
@@ -172,6 +185,9 @@ impl ProxyHttp for Gateway {
             session.set_read_timeout(None);
         }
         ctx.add_limit_headers(resp);
+        for c in &ctx.auth_cookies {
+            resp.append_header(http::header::SET_COOKIE, c.clone())?;
+        }
         Ok(())
     }
 

@@ -65,6 +65,7 @@ pub(crate) fn key_source(
         "method" => KeySource::Method,
         "global" => KeySource::Global,
         "client_cert" => KeySource::ClientCert,
+        "consumer" => KeySource::Consumer,
         _ if s.starts_with("header:") => match named("header:") {
             Some(h) if http_token(h) => KeySource::Header(h.to_ascii_lowercase()),
             _ => {

@@ -12,11 +12,14 @@
 //!   Redis every 200 ms; at shutdown every slice does.
 //! - [`slots`]: the slots this gateway holds in global concurrency limits renewed every third
 //!   of their `slot_ttl`.
+//! - [`jwks`]: `[jwt] jwks_url`'s key set fetched at start, then per its max-age (sooner
+//!   after a failure).
 //!
 //! Each tick reads the current runtime, so reloads are picked up. Jobs that call Redis or
 //! connect run in tasks of their own, bounded by their own timeouts: none blocks the tick.
 
 mod blocks;
+mod jwks;
 mod leases;
 mod redis;
 mod slots;
@@ -98,6 +101,7 @@ impl BackgroundService for Housekeeping {
             if slot_renewal.now(now) {
                 renewed.run(&rt, now);
             }
+            jwks::refresh(&self.shared, &rt, now);
             upstreams::resolve(&rt, now);
             health.run(&rt, now);
             tokio::select! {

@@ -1,4 +1,4 @@
-//! Stage 5, the action: the route's own answer, or the upstream it proxies to.
+//! Stage 6, the action: the route's own answer, or the upstream it proxies to.
 //!
 //! Reads: the route's action (`respond` or `upstream`), its canary and the request's headers
 //! and cookies (the canary's choice).

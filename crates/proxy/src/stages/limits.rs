@@ -1,7 +1,8 @@
-//! Stage 4, limits and quotas: who the caller is to the route's limits, and what they say.
+//! Stage 5, limits and quotas: who the caller is to the route's limits, and what they say.
 //!
-//! Reads: the client address (through trusted proxies; the access stage's when it ran), the
-//! verified bearer token's claims (`jwt:` keys), the body's fields (`body:` keys, read up to
+//! Reads: the client address (through trusted proxies; the access or auth stage's when one
+//! ran), the verified bearer token's claims (`jwt:` keys; the auth stage's when it verified
+//! one), the consumer the auth stage named (`consumer` keys), the body's fields (`body:` keys, read up to
 //! `key_body_limit` and kept for the upstream), the caller's plan, the path and query the
 //! upstream will read (the rewritten target when the route rewrites), the limits' state here
 //! and in Redis.
@@ -77,8 +78,10 @@ pub async fn run(
         path: &route_path,
         query,
         route: route as u32,
-        claims: claims.as_ref(),
+        // Verified by the auth stage, or here for the route's jwt: keys.
+        claims: ctx.claims.as_deref().or(claims.as_ref()),
         body: body.as_ref(),
+        consumer: ctx.consumer.as_deref(),
     };
     if let (true, Some(plans)) = (rt.routes[route].needs_plan, &rt.config.plans) {
         ctx.plan = crate::identity::plan_of(plans, &input);
@@ -117,13 +120,14 @@ async fn identify(
 ) -> Result<Option<(Option<Claims>, Option<ParsedBody>)>> {
     let req = session.req_header();
     let mut claims = None;
-    if let (true, Some(v)) = (rt.routes[route].needs_jwt, &rt.jwt) {
+    // (A token the auth stage verified is not verified again.)
+    if let (true, None, Some(v)) = (rt.routes[route].needs_jwt, &ctx.claims, &rt.jwt) {
         if let Some(token) = req
             .headers
             .get(&v.header)
             .and_then(|h| Verifier::token(h.as_bytes()))
         {
-            match v.verify(token) {
+            match v.check(token, &gw.shared.metrics).await {
                 Ok(c) => claims = Some(c),
                 Err(why) => {
                     gw.problem(

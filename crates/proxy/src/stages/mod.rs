@@ -10,19 +10,25 @@
 //! 2. [`route`]: the canonical request (path and host), its route (404), plaintext to HTTPS
 //!    (308), the route's rewrite (400), and the inputs its keys read given once (400).
 //! 3. [`access`]: the route's access lists (403; an allow-listed client skips the limits).
-//! 4. [`limits`]: the caller's identity (token, body fields, plan) and the route's limits and
-//!    quotas (429, 403 blocked, 503, tarpit, challenge; a leaky bucket's hold).
-//! 5. [`action`]: the route's own answer, or the upstream it proxies to.
+//! 4. [`auth`]: the route's authentication (401, 403, a sign-in redirect; 500/503 when its
+//!    auth service fails): who the caller is, and whether they may pass.
+//! 5. [`limits`]: the caller's identity (token, body fields, plan) and the route's limits and
+//!    quotas (429, 403 blocked, 503, tarpit, challenge; a leaky bucket's hold). On a route
+//!    whose limits count failures, an auth refusal is answered after them: a credential
+//!    stuffer is counted, then refused (429 once over).
+//! 6. [`action`]: the route's own answer, or the upstream it proxies to.
 //!
-//! A route pays only for the stages it uses: the pipeline below skips the access and limit
-//! stages on a route without lists or limits (the route's [`crate::runtime::Stages`], compiled when the
-//! runtime is built), and every stage returns at once when its input is absent.
+//! A route pays only for the stages it uses: the pipeline below skips the access, auth and
+//! limit stages on a route without lists, auth or limits (the route's
+//! [`crate::runtime::Stages`], compiled when the runtime is built), and every stage returns at
+//! once when its input is absent.
 //!
-//! New capabilities (authentication, CORS, body limits, tracing) are new stages: a file
-//! here, a line in [`run`], and a flag in [`crate::runtime::Stages`] when routes may go without it.
+//! New capabilities (CORS, body limits, tracing) are new stages: a file here, a line in
+//! [`run`], and a flag in [`crate::runtime::Stages`] when routes may go without it.
 
 pub mod access;
 pub mod action;
+pub mod auth;
 pub mod limits;
 pub mod request;
 pub mod route;
@@ -49,10 +55,17 @@ pub async fn run(gw: &Gateway, session: &mut Session, ctx: &mut Ctx) -> Result<b
     if stages.access && access::run(gw, session, ctx, &rt, route).await? == Step::Answered {
         return Ok(true);
     }
+    if stages.auth && auth::run(gw, session, ctx, &rt, route).await? == Step::Answered {
+        return Ok(true);
+    }
     if stages.limits
         && ctx.outcome != Outcome::AllowListed
         && limits::run(gw, session, ctx, &rt, route).await? == Step::Answered
     {
+        return Ok(true);
+    }
+    if let Some(refusal) = ctx.auth_refusal.take() {
+        auth::refuse(gw, session, ctx, *refusal).await?;
         return Ok(true);
     }
     Ok(action::run(gw, session, ctx, &rt, route).await? == Step::Answered)

@@ -1,0 +1,135 @@
+//! The HTTP client auth asks with (JWKS documents, auth services): hyper's pooled HTTP/1.1
+//! client on rustls with ring (no aws-lc-rs), system roots or a configured CA. Each exchange
+//! has a deadline and a cap on the body it reads.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::CertificateDer;
+use std::time::Duration;
+
+pub type HttpClient = Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
+
+/// Why an exchange gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// No answer within the deadline.
+    Timeout,
+    /// Not reached, or the connection failed.
+    Unreachable(String),
+    /// An answer whose body is over the cap.
+    TooLarge,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Timeout => f.write_str("no answer in time"),
+            Failure::Unreachable(e) => write!(f, "not reached: {e}"),
+            Failure::TooLarge => f.write_str("the answer's body is over the cap"),
+        }
+    }
+}
+
+/// A client trusting `ca_pem`'s certificates, or the system's roots without one; `https_only`
+/// refuses plain http:// URLs.
+pub fn build(ca_pem: Option<&[u8]>, https_only: bool) -> Result<HttpClient, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    match ca_pem {
+        Some(pem) => {
+            for c in CertificateDer::pem_slice_iter(pem) {
+                let c = c.map_err(|e| format!("CA certificate: {e}"))?;
+                roots.add(c).map_err(|e| format!("CA certificate: {e}"))?;
+            }
+        }
+        None => {
+            for c in rustls_native_certs::load_native_certs().certs {
+                let _ = roots.add(c);
+            }
+        }
+    }
+    if roots.is_empty() {
+        return Err("no CA certificate to trust (none in the CA file, or no system roots)".into());
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(crate::tls::provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(Duration::from_secs(2)));
+    let b = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls);
+    let https = if https_only {
+        b.https_only()
+    } else {
+        b.https_or_http()
+    }
+    .enable_http1()
+    .wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(60))
+        .pool_max_idle_per_host(32)
+        .pool_timer(TokioTimer::new())
+        .build(https))
+}
+
+/// Sends `req` and reads its answer's head and at most `max_body` bytes of body, all within
+/// `deadline`.
+pub async fn exchange(
+    client: &HttpClient,
+    req: http::Request<Empty<Bytes>>,
+    deadline: Duration,
+    max_body: usize,
+) -> Result<(http::response::Parts, Bytes), Failure> {
+    let call = async {
+        let resp = client
+            .request(req)
+            .await
+            .map_err(|e| Failure::Unreachable(error_chain(&e)))?;
+        let (parts, body) = resp.into_parts();
+        let too_large = parts
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+            .is_some_and(|n| n > max_body as u64);
+        if too_large {
+            return Err(Failure::TooLarge);
+        }
+        let bytes = Limited::new(body, max_body)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some()
+                {
+                    Failure::TooLarge
+                } else {
+                    Failure::Unreachable(e.to_string())
+                }
+            })?
+            .to_bytes();
+        Ok((parts, bytes))
+    };
+    match tokio::time::timeout(deadline, call).await {
+        Ok(r) => r,
+        Err(_) => Err(Failure::Timeout),
+    }
+}
+
+/// An error and its sources, in one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}

@@ -1,0 +1,208 @@
+//! Authentication at the edge (docs/auth.md): each `[auth.NAME]` table (or a route's inline
+//! `auth`) compiled once per runtime into an [`AuthRt`], its caches and clients carried over a
+//! reload that leaves it unchanged. The request stage is [`crate::stages::auth`].
+//!
+//! One method per auth: [`bearer`] (required or optional JWTs, their claims, claims sent
+//! upstream), [`forward`] (an auth service asked per request), [`basic`] (htpasswd users) and
+//! [`api_key`] (consumers' keys). Each answers [`Passed`] (with what goes upstream) or a
+//! [`Refusal`]; no method ever lets a request pass because something failed.
+
+pub mod api_key;
+pub mod basic;
+pub mod bearer;
+pub mod cache;
+pub mod client;
+pub mod forward;
+pub mod htpasswd;
+pub mod jwks;
+
+use crate::respond::Problem;
+use http::{HeaderName, HeaderValue};
+use pingora::http::RequestHeader;
+use std::borrow::Cow;
+use std::net::IpAddr;
+use std::sync::Arc;
+use tollgate_config::{AuthConfig, AuthMethod};
+
+/// The results `tollgate_auth_total` counts, in the order of [`RouteAuth::counts`].
+pub const RESULTS: [&str; 6] = [
+    "allowed",
+    "anonymous",
+    "cached",
+    "unauthenticated",
+    "forbidden",
+    "error",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Credentials checked now.
+    Allowed = 0,
+    /// No credentials, and the route lets such requests pass (`jwt = "optional"`).
+    Anonymous = 1,
+    /// Credentials checked before, the answer reused.
+    Cached = 2,
+    /// No credentials, or ones that do not verify (401, or the sign-in redirect).
+    Unauthenticated = 3,
+    /// Verified, but not allowed here (403).
+    Forbidden = 4,
+    /// The auth service failed (500, 503), or the request is ambiguous (400).
+    Error = 5,
+}
+
+/// What a request that passed carries on.
+#[derive(Debug, Default)]
+pub struct Passed {
+    /// The consumer limits keyed by `consumer` count (an API key's consumer, a basic user).
+    pub consumer: Option<Arc<str>>,
+    /// The verified token's claims (`jwt` auth): limits keyed by `jwt:` claims read them
+    /// without verifying again.
+    pub claims: Option<Arc<crate::jwt::Claims>>,
+    /// Headers set on the upstream request (after the client's copies of every header the
+    /// auth owns are removed).
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// `Set-Cookie` values of an auth service's answer, for the client's response.
+    pub cookies: Vec<HeaderValue>,
+}
+
+/// Why a request does not pass, and the answer it gets.
+#[derive(Debug)]
+pub enum Refusal {
+    Problem {
+        problem: Problem,
+        detail: Cow<'static, str>,
+        /// `WWW-Authenticate` for a 401 (or a 403 with `insufficient_scope`).
+        challenge: Option<HeaderValue>,
+    },
+    /// 302 to the sign-in page (forward auth's `signin` on a 401).
+    SignIn {
+        location: HeaderValue,
+        cookies: Vec<HeaderValue>,
+    },
+}
+
+impl Refusal {
+    pub fn problem(problem: Problem, detail: impl Into<Cow<'static, str>>) -> Self {
+        Refusal::Problem {
+            problem,
+            detail: detail.into(),
+            challenge: None,
+        }
+    }
+
+    pub fn challenge(
+        problem: Problem,
+        detail: impl Into<Cow<'static, str>>,
+        challenge: HeaderValue,
+    ) -> Self {
+        Refusal::Problem {
+            problem,
+            detail: detail.into(),
+            challenge: Some(challenge),
+        }
+    }
+
+    /// The metric's result.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Refusal::SignIn { .. } => Outcome::Unauthenticated,
+            Refusal::Problem { problem, .. } => match problem.status() {
+                401 => Outcome::Unauthenticated,
+                403 => Outcome::Forbidden,
+                _ => Outcome::Error,
+            },
+        }
+    }
+}
+
+/// What a method reads of the request.
+pub struct Request<'a> {
+    pub head: &'a RequestHeader,
+    /// The client, through trusted proxies.
+    pub client: IpAddr,
+    pub secure: bool,
+    /// The canonical path the route matched (the client's spelling made canonical), with
+    /// the client's query: what the auth service is told the request is for.
+    pub path_and_query: &'a str,
+    /// The host the route matched on (the request's, checked); `None` on a route for any host.
+    pub host: Option<&'a str>,
+    pub request_id: &'a str,
+    pub route: u32,
+    pub metrics: &'a crate::metrics::Metrics,
+    /// `tollgate_auth_service_seconds` for this route.
+    pub latency: &'a prometheus::Histogram,
+}
+
+/// One compiled auth.
+pub struct AuthRt {
+    pub cfg: AuthConfig,
+    pub method: Method,
+    /// Headers this auth writes upstream (the client's copies are always removed first).
+    pub owned: Vec<HeaderName>,
+}
+
+pub enum Method {
+    Bearer(bearer::BearerRt),
+    Forward(Box<forward::ForwardRt>),
+    Basic(basic::BasicRt),
+    ApiKey(api_key::ApiKeyRt),
+}
+
+impl AuthRt {
+    pub fn build(cfg: &AuthConfig) -> Result<Self, String> {
+        let (method, owned) = match &cfg.method {
+            AuthMethod::Jwt(j) => {
+                let b = bearer::BearerRt::new(j)?;
+                let owned = b.owned();
+                (Method::Bearer(b), owned)
+            }
+            AuthMethod::Forward(f) => {
+                let fr = forward::ForwardRt::new(f)?;
+                let owned = fr.owned();
+                (Method::Forward(Box::new(fr)), owned)
+            }
+            AuthMethod::Basic(b) => (
+                Method::Basic(basic::BasicRt::new(b)),
+                // The credentials stop here: the upstream never sees a password.
+                vec![http::header::AUTHORIZATION],
+            ),
+            AuthMethod::ApiKey(k) => (Method::ApiKey(api_key::ApiKeyRt::new(k)), Vec::new()),
+        };
+        Ok(Self {
+            cfg: cfg.clone(),
+            method,
+            owned,
+        })
+    }
+
+    /// Checks the request.
+    pub async fn check(
+        &self,
+        req: &Request<'_>,
+        jwt: Option<&crate::jwt::Verifier>,
+    ) -> Result<(Passed, Outcome), Refusal> {
+        match &self.method {
+            Method::Bearer(b) => b.check(req, jwt).await,
+            Method::Forward(f) => f.check(req).await,
+            Method::Basic(b) => b.check(req).await,
+            Method::ApiKey(k) => k.check(req),
+        }
+    }
+}
+
+/// The one value of header `name`: `Ok(None)` when absent, a 400 when given twice (the gateway
+/// and the upstream could read different ones).
+pub fn one_header<'a>(
+    head: &'a RequestHeader,
+    name: &str,
+) -> Result<Option<&'a HeaderValue>, Refusal> {
+    let mut all = head.headers.get_all(name).iter();
+    let first = all.next();
+    if all.next().is_some() {
+        return Err(Refusal::problem(
+            Problem::AmbiguousRequest,
+            format!("The header {name} is given more than once; this route reads it to authenticate the caller, so it must be given once."),
+        ));
+    }
+    Ok(first)
+}
