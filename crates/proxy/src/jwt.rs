@@ -116,6 +116,12 @@ impl Verifier {
         }
     }
 
+    /// Which remote key set verifies tokens now (0 without one): a token verified under
+    /// another is verified again.
+    pub fn generation(&self) -> u64 {
+        self.remote.as_ref().map_or(0, |r| r.generation())
+    }
+
     /// Verifies `token` with the keys at hand.
     pub fn verify(&self, token: &str) -> Result<Claims, &'static str> {
         self.verify_with(token).map_err(Miss::why)

@@ -1104,3 +1104,37 @@ pub fn serving_one_thread(port: u16, admin: u16, rest: &str) -> String {
 pub fn upstream_path(r: &Reply) -> String {
     r.json()["path"].as_str().unwrap_or_default().to_string()
 }
+
+/// A fresh P-256 key for ES256 tokens: its private key (PKCS#8 PEM, for [`jwt_with_kid`]) and
+/// its public half as a JWK with `kid`.
+pub fn es256_jwk(kid: &str) -> (Vec<u8>, serde_json::Value) {
+    use base64::Engine;
+    let Ok(key) = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256) else {
+        return (Vec::new(), serde_json::Value::Null);
+    };
+    // The uncompressed point: 0x04, X, Y.
+    let point = key.public_key_raw();
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let jwk = serde_json::json!({
+        "kty": "EC", "crv": "P-256", "kid": kid, "use": "sig", "alg": "ES256",
+        "x": b64(&point[1..33]), "y": b64(&point[33..65]),
+    });
+    (key.serialize_pem().into_bytes(), jwk)
+}
+
+/// A signed JWT naming `kid` in its header (`alg` as in [`jwt`]).
+pub fn jwt_with_kid(alg: &str, key: &[u8], kid: &str, claims: &serde_json::Value) -> String {
+    use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+    let a: Algorithm = alg.parse().unwrap_or(Algorithm::HS256);
+    let k = match alg {
+        a if a.starts_with("HS") => Ok(EncodingKey::from_secret(key)),
+        a if a.starts_with("ES") => EncodingKey::from_ec_pem(key),
+        _ => EncodingKey::from_rsa_pem(key),
+    };
+    let mut h = Header::new(a);
+    h.kid = Some(kid.to_string());
+    match k.and_then(|k| encode(&h, claims, &k)) {
+        Ok(t) => t,
+        Err(e) => format!("unsignable:{e}"),
+    }
+}

@@ -25,7 +25,8 @@ pub struct BearerRt {
     required: bool,
     claims: Vec<ClaimRule>,
     forward: Vec<(String, HeaderName)>,
-    verified: TtlCache<Arc<Claims>>,
+    /// Verified tokens' claims, with the remote key set they were verified under.
+    verified: TtlCache<(Arc<Claims>, u64)>,
     /// `WWW-Authenticate` for a 403 (the scopes wanted).
     scope_challenge: HeaderValue,
 }
@@ -99,8 +100,13 @@ impl BearerRt {
         };
         let now = Instant::now();
         let key = self.verified.key([token.as_bytes()]);
-        let (claims, outcome) = match self.verified.get(key, now) {
-            Some(c) => (c, Outcome::Cached),
+        let generation = v.generation();
+        let kept = self
+            .verified
+            .get(key, now)
+            .filter(|(_, g)| *g == generation);
+        let (claims, outcome) = match kept {
+            Some((c, _)) => (c, Outcome::Cached),
             None => {
                 let claims = v.check(token, req.metrics).await.map_err(|why| {
                     Refusal::challenge(
@@ -111,7 +117,8 @@ impl BearerRt {
                 })?;
                 let claims = Arc::new(claims);
                 if let Some(until) = keep_until(&claims, now) {
-                    self.verified.insert(key, until, claims.clone(), now);
+                    self.verified
+                        .insert(key, until, (claims.clone(), v.generation()), now);
                 }
                 (claims, Outcome::Allowed)
             }

@@ -73,6 +73,8 @@ pub struct ForwardRt {
     response_headers: Vec<HeaderName>,
     client: HttpClient,
     cache: Option<TtlCache<Kept>>,
+    /// The service is not answering (logged once when it starts, once when it ends).
+    failing: std::sync::atomic::AtomicBool,
 }
 
 impl ForwardRt {
@@ -95,6 +97,7 @@ impl ForwardRt {
             response_headers,
             client: client::build(None, false)?,
             cache: cfg.cache.map(|_| TtlCache::new(CACHED_ANSWERS)),
+            failing: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -125,6 +128,7 @@ impl ForwardRt {
         )
         .await;
         req.latency.observe(started.elapsed().as_secs_f64());
+        self.note(&answer);
         let (parts, _) = match answer {
             Ok(a) => a,
             Err(Failure::TooLarge) => {
@@ -175,6 +179,28 @@ impl ForwardRt {
             c.insert(k, now + d, kept.clone(), now);
         }
         self.kept(kept, req, cookies).map(|p| (p, Outcome::Allowed))
+    }
+
+    /// One log line when the service stops answering, one when it answers again.
+    fn note<T>(&self, answer: &Result<T, Failure>) {
+        use std::sync::atomic::Ordering;
+        match answer {
+            Err(f @ (Failure::Timeout | Failure::Unreachable(_))) => {
+                if !self.failing.swap(true, Ordering::AcqRel) {
+                    tracing::warn!(
+                        event = "auth_service_unavailable",
+                        url = %self.cfg.url,
+                        error = %f,
+                        "the auth service does not answer: its routes answer 503 until it does"
+                    );
+                }
+            }
+            _ => {
+                if self.failing.swap(false, Ordering::AcqRel) {
+                    tracing::warn!(event = "auth_service_recovered", url = %self.cfg.url, "the auth service answers again");
+                }
+            }
+        }
     }
 
     /// A (fresh or kept) answer as the request's fate.

@@ -18,7 +18,7 @@ use jsonwebtoken::{Algorithm, DecodingKey};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -64,6 +64,8 @@ pub struct Jwks {
     keys: ArcSwap<HashMap<String, Key>>,
     ready: AtomicBool,
     failing: AtomicBool,
+    /// Bumped when the set's keys change: tokens verified before are verified again.
+    generation: AtomicU64,
     schedule: Mutex<Schedule>,
     /// One fetch at a time: requests that meet an unknown kid meanwhile wait for its result.
     flight: tokio::sync::Mutex<()>,
@@ -79,6 +81,7 @@ impl Jwks {
             keys: ArcSwap::from_pointee(HashMap::new()),
             ready: AtomicBool::new(false),
             failing: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
             schedule: Mutex::new(Schedule {
                 next: Instant::now(),
                 last: None,
@@ -91,6 +94,11 @@ impl Jwks {
     /// A good set has been fetched (`/readyz`).
     pub fn ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
+    }
+
+    /// Which set is in use (changes when its keys do).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// The set's keys by `kid`.
@@ -234,8 +242,10 @@ impl Jwks {
         }
         metrics.jwks_keys.set(keys.len() as i64);
         drop(old);
-        // Keys are swapped even when their kids did not change (a key may be replaced in place).
+        // Keys are swapped even when their kids did not change (a key may be replaced in place):
+        // tokens verified with the old set are verified again.
         self.keys.store(Arc::new(keys));
+        self.generation.fetch_add(1, Ordering::AcqRel);
         self.ready.store(true, Ordering::Release);
         changed
     }
