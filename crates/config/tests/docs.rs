@@ -18,6 +18,15 @@ client_ca = "ca.pem"
 [jwt]
 algorithms = ["HS256"]
 secret_env = "X"
+jwks_url = "https://idp.example.com/jwks.json"
+jwks_ca = "ca.pem"
+jwks_refetch = "30s"
+[auth.sso]
+forward = { url = "http://auth:4180/", method = "GET", request_headers = ["cookie"], response_headers = ["x-user"], signin = "https://login.example.com/", redirect = "/", timeout = "2s", cache = "30s", cache_key = ["header:cookie"] }
+[auth.staff]
+basic = { htpasswd = "users.htpasswd", realm = "Staff" }
+[auth.keys]
+api_key = { header = "x-api-key", query = "api_key", keys_file = "keys.txt" }
 [access]
 deny = ["192.0.2.0/24"]
 [plans]
@@ -77,6 +86,7 @@ access = { deny = ["192.0.2.0/24"] }
 tarpit = { delay = ["1s", "2s"] }
 canary = { upstream = "canary", weight = 10 }
 rewrite = { regex = "^/(.*)", replace = "/$1" }
+auth = { jwt = "required", claims = { scope = "a" }, forward_claims = { sub = "X-User-Id" } }
 "#;
 
 fn reference() -> String {
@@ -168,6 +178,7 @@ fn every_key_a_reference_table_lists_is_accepted() {
         "tls",
         "hardening",
         "abuse",
+        "auth",
     ] {
         let text = std::fs::read_to_string(
             Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../docs/{page}.md")),

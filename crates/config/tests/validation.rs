@@ -715,3 +715,71 @@ fn the_keys_a_reload_cannot_change_are_named() {
         vec!["redis (url, cluster, timeout, ca, client_cert, password_env, max_in_flight)"]
     );
 }
+
+#[test]
+fn auth_mistakes_name_their_key_and_line() {
+    let up = "[upstreams.a]\ntargets = [\"127.0.0.1:9\"]\n";
+    let route = |auth: &str| {
+        format!("{up}[[routes]]\npath_prefix = \"/\"\nupstream = \"a\"\nauth = {auth}\n")
+    };
+    let cases: Vec<(String, &str)> = vec![
+        (route("\"sso\""), "f.toml: routes[0].auth: unknown auth \"sso\": define it as [auth.sso], or write the table here (line 6)"),
+        (route("{ }"), "f.toml: routes[0].auth: an auth table names one method: jwt, forward, basic or api_key (line 6)"),
+        (route("{ jwt = \"required\", basic = { htpasswd = \"x\" } }"), "f.toml: routes[0].auth.basic: an auth table names one method, not jwt and basic: put each on its own route (or [auth.NAME] table) (line 6)"),
+        (route("{ jwt = \"required\" }"), "f.toml: routes[0].auth.jwt: tokens are verified with the keys of [jwt]: add a [jwt] section (jwks_url, public_keys, jwks_file or secret) (line 6)"),
+        (format!("[jwt]\nsecret = \"s\"\n{}", route("{ jwt = \"always\" }")), "f.toml: routes[0].auth.jwt: \"always\": write jwt = \"required\" or \"optional\" (line 8)"),
+        (format!("[jwt]\nsecret = \"s\"\n{}", route("{ jwt = \"required\", forward_claims = { sub = \"Host\" } }")), "f.toml: routes[0].auth.forward_claims.sub: Host frames the request or names its host: it cannot be set from an auth answer or a claim (line 8)"),
+        (route("{ basic = { htpasswd = \"x\" }, claims = { scope = \"a\" } }"), "f.toml: routes[0].auth.claims: claims goes with jwt = \"required\" or \"optional\" (line 6)"),
+        (route("{ forward = { url = \"auth:4180/verify\" } }"), "f.toml: routes[0].auth.forward.url: \"auth:4180/verify\" is not the auth service's URL: write an absolute http:// or https:// URL (line 6)"),
+        (route("{ forward = { url = \"http://auth/\", timeout = \"2m\" } }"), "f.toml: routes[0].auth.forward.timeout: at most 60s (line 6)"),
+        (route("{ forward = { url = \"http://auth/\", cache_key = [\"jwt:sub\"] } }"), "f.toml: routes[0].auth.forward.cache_key[0]: an auth answer is cached by header:NAME, query:NAME, client_ip, path, method, route or global (line 6)"),
+        (route("{ forward = { url = \"http://auth/\", response_headers = [\"Content-Length\"] } }"), "f.toml: routes[0].auth.forward.response_headers[0]: Content-Length frames the request or names its host: it cannot be set from an auth answer or a claim (line 6)"),
+        (route("{ basic = { realm = \"x\" } }"), "f.toml: routes[0].auth.basic: missing key \"htpasswd\": the file of users and password hashes (made by htpasswd) (line 6)"),
+        (route("{ basic = { htpasswd = \"/nonexistent/users\" } }"), "f.toml: routes[0].auth.basic.htpasswd: cannot read /nonexistent/users: No such file or directory (os error 2) (line 6)"),
+        (route("{ api_key = { header = \"x-key\" } }"), "f.toml: routes[0].auth.api_key: missing key \"keys_file\": the file of consumers and their keys (lines: CONSUMER KEY) (line 6)"),
+        ("[jwt]\njwks_url = \"http://idp/jwks.json\"\n".to_string(), "f.toml: jwt.jwks_url: \"http://idp/jwks.json\" is not an https:// URL: keys fetched in the clear could be replaced on the way (line 2)"),
+        ("[jwt]\nsecret = \"s\"\njwks_ca = \"ca.pem\"\n".to_string(), "f.toml: jwt.jwks_ca: jwks_ca goes with jwks_url (line 3)"),
+    ];
+    for (toml, want) in &cases {
+        assert_eq!(problems(toml), vec![want.to_string()], "{toml}");
+    }
+}
+
+#[test]
+fn auth_files_are_checked_line_by_line() {
+    let dir = std::env::temp_dir().join(format!("tollgate-auth-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let users = dir.join("users");
+    std::fs::write(
+        &users,
+        "# comment\nann:$apr1$lZL6V/ci$eIMz/iKDkbtys/uU7LEK00\nbob:plaintext\nann:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g=\ncid:$6$salt$abc\n",
+    )
+    .expect("write");
+    let keys = dir.join("keys");
+    std::fs::write(
+        &keys,
+        "acme short\nglobex globex-key-0123456789\ninitech globex-key-0123456789\nloner\n",
+    )
+    .expect("write");
+    let toml = format!(
+        "[upstreams.a]\ntargets = [\"127.0.0.1:9\"]\n[auth.staff]\nbasic = {{ htpasswd = \"{}\" }}\n[auth.keys]\napi_key = {{ keys_file = \"{}\" }}\n",
+        users.display(),
+        keys.display()
+    );
+    let got = problems(&toml);
+    let u = users.display().to_string();
+    let k = keys.display().to_string();
+    assert_eq!(
+        got,
+        vec![
+            format!("f.toml: auth.staff.basic.htpasswd: {u} line 3: not a hash Tollgate verifies (plain text, or unknown): write it with htpasswd -B (bcrypt), -m (apr1) or -s (SHA-1) (line 4)"),
+            format!("f.toml: auth.staff.basic.htpasswd: {u} line 4: user \"ann\" is listed twice (line 4)"),
+            format!("f.toml: auth.staff.basic.htpasswd: {u} line 5: a SHA-256/512 crypt hash (htpasswd -5/-2), which Tollgate does not verify: write it with htpasswd -B (bcrypt), -m (apr1) or -s (SHA-1) (line 4)"),
+            format!("f.toml: auth.keys.api_key.keys_file: {k} line 1: the key of \"acme\" has fewer than 16 characters (line 6)"),
+            format!("f.toml: auth.keys.api_key.keys_file: {k} line 3: this key is given twice (line 6)"),
+            format!("f.toml: auth.keys.api_key.keys_file: {k} line 4: not CONSUMER KEY (line 6)"),
+        ],
+        "the keys themselves are never in an error"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
