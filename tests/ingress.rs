@@ -8,6 +8,7 @@
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use tokio::net::TcpListener;
 use tollgate_testkit::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
@@ -84,6 +85,15 @@ async fn serve(toml: &str, services: &[(&str, &Backend)]) -> Served {
                 .and_then(|leaf| leaf.write(folder, "tls"))
                 .expect("a certificate");
         }
+        // Basic-auth Secrets (`auth-file`): user foo, password bar.
+        for line in toml.lines() {
+            let Some(rest) = line.split("htpasswd = \"").nth(1) else {
+                continue;
+            };
+            let file = Path::new(rest.split('"').next().unwrap_or(""));
+            std::fs::create_dir_all(file.parent().expect("a Secret folder")).expect("mkdir");
+            std::fs::write(file, "foo:$apr1$Zx9q2LmN$7I4ckbkO2cr5jrJ.9d6.41\n").expect("write");
+        }
     }
     let gw = running(Path::new(BIN), &toml, port, admin).await;
     Served { port, _gw: gw }
@@ -113,14 +123,13 @@ async fn backends<const N: usize>() -> [Backend; N] {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn auth_annotations_deny_and_allow_insecure_serves() {
+async fn protections_without_an_equivalent_deny_and_allow_insecure_serves() {
     let (code, toml, stderr) = import("auth.yaml", &[]);
     assert_eq!(code, 3, "{stderr}");
     for line in [
-        "default.ingress-with-auth.1 (auth-realm, auth-secret, auth-type)",
-        "default.external-auth.1 (auth-url)",
-        "kube-system.external-auth-oauth2.1 (auth-signin, auth-url)",
+        "default.nginx-configuration-snippet.1 (configuration-snippet)",
         "shop.shop-api.1 (server-snippet)",
+        "default.waf.1 (enable-modsecurity, enable-owasp-core-rules)",
     ] {
         assert!(stderr.contains(line), "{line} in {stderr}");
     }
@@ -138,9 +147,6 @@ async fn auth_annotations_deny_and_allow_insecure_serves() {
     let gw = serve(&toml, &all).await;
     let basic = ("authorization", "Basic Zm9vOmJhcg==");
     for (host, path) in [
-        ("foo.bar.com", "/"),
-        ("external-auth-01.sample.com", "/anything"),
-        ("dashboard.example.com", "/"),
         ("custom.configuration.com", "/"),
         ("shop.example.com", "/"),
         ("shop.example.com", "/api/items"),
@@ -169,11 +175,83 @@ async fn auth_annotations_deny_and_allow_insecure_serves() {
     let (code, toml, stderr) = import("auth.yaml", &["--allow-insecure"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(
-        stderr.contains("--allow-insecure: 8 route(s) served without"),
+        stderr.contains("--allow-insecure: 5 route(s) served without"),
         "{stderr}"
     );
     let gw = serve(&toml, &all).await;
-    assert_eq!(gw.get("foo.bar.com", "/", &[]).await.status, 200);
+    assert_eq!(gw.get("custom.configuration.com", "/", &[]).await.status, 200);
+}
+
+/// ingress-nginx's own auth examples: exit 0, and each route behind its auth as ingress-nginx
+/// serves it (basic auth from the mounted Secret; the oauth2-proxy pair with the auth service
+/// standing in for oauth2-proxy's `/oauth2/auth`; httpbin.org, out of reach here, fails closed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documented_auth_examples_import_cleanly_and_serve_behind_their_auth() {
+    let (code, toml, stderr) = import("auth-docs.yaml", &[]);
+    assert_eq!(code, 0, "{stderr}\n{toml}");
+    assert!(toml.contains("auth = { basic = { htpasswd = \"/etc/tollgate/tls/default/basic-auth/auth\", realm = \"Authentication Required - foo\" } }"), "{toml}");
+    // oauth2-proxy's auth endpoint: 202 with the user for the session cookie, else 401.
+    let oauth = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let oauth_addr = oauth.local_addr().expect("addr");
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = oauth.accept().await else { continue };
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
+                    let session = req
+                        .headers()
+                        .get("cookie")
+                        .and_then(|v| v.to_str().ok())
+                        .is_some_and(|c| c.contains("_oauth2_proxy=ok"));
+                    let mut resp = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::new()));
+                    if session {
+                        *resp.status_mut() = hyper::StatusCode::ACCEPTED;
+                        resp.headers_mut().insert("x-auth-request-user", "alice".parse().expect("v"));
+                    } else {
+                        *resp.status_mut() = hyper::StatusCode::UNAUTHORIZED;
+                    }
+                    Ok::<_, std::io::Error>(resp)
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    let toml = toml.replace(
+        "https://dashboard.example.com/oauth2/auth",
+        &format!("http://{oauth_addr}/oauth2/auth"),
+    );
+    let [be] = backends().await;
+    let all: Vec<(&str, &Backend)> = ["http-svc.default", "oauth2-proxy.kube-system", "kubernetes-dashboard.kube-system"]
+        .iter()
+        .map(|s| (*s, &be))
+        .collect();
+    let gw = serve(&toml, &all).await;
+    // Basic: foo/bar from the Secret; the credentials never reach the Service.
+    let r = gw.get("foo.bar.com", "/", &[]).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(r.header("www-authenticate"), Some("Basic realm=\"Authentication Required - foo\", charset=\"UTF-8\""));
+    assert_eq!(gw.get("foo.bar.com", "/", &[("authorization", "Basic Zm9vOmJheg==")]).await.status, 401);
+    let r = gw.get("foo.bar.com", "/", &[("authorization", "Basic Zm9vOmJhcg==")]).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.json()["headers"]["authorization"].is_null());
+    // The OAuth pair: no session -> the sign-in page with rd= the original URL; a session ->
+    // the dashboard; the sign-in itself stays public.
+    let r = gw.get("dashboard.example.com", "/ns/default?x=1", &[]).await;
+    assert_eq!(r.status, 302, "{}", r.body);
+    assert_eq!(
+        r.header("location"),
+        Some("https://dashboard.example.com/oauth2/start?rd=http%3A%2F%2Fdashboard.example.com%2Fns%2Fdefault%3Fx%3D1")
+    );
+    let r = gw.get("dashboard.example.com", "/", &[("cookie", "_oauth2_proxy=ok")]).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(gw.get("dashboard.example.com", "/oauth2/start", &[]).await.status, 200);
+    // httpbin.org cannot be reached from here: nothing passes.
+    let hits = be.hits();
+    let r = gw.get("external-auth-01.sample.com", "/", &[("authorization", "Basic dXNlcjpwYXNzd2Q=")]).await;
+    assert!(matches!(r.status, 503 | 500), "{} {}", r.status, r.body);
+    assert_eq!(be.hits(), hits);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -149,7 +149,7 @@ fn import_ingress(
         }
     };
     // What is printed must be what `tollgate check` accepts.
-    if let Err(e) = tollgate_config::check_str(&imported.toml, "import-ingress output") {
+    if let Err(e) = tollgate_config::check_import_str(&imported.toml, "import-ingress output") {
         eprintln!("tollgate: the translation does not validate (a bug; please report it):\n{e}");
         return 1;
     }

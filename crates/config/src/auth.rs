@@ -398,9 +398,17 @@ fn forward(cx: &mut Cx, mut t: Tbl) -> Option<ForwardAuth> {
         }
         None => Vec::new(),
     };
-    let signin = t
-        .get("signin")
-        .and_then(|v| http_url(cx, &t.key_path("signin"), v, "a sign-in URL"));
+    let signin = t.get("signin").and_then(|v| {
+        let p = t.key_path("signin");
+        // A path: the browser resolves it on the host it asked (never "//host": elsewhere).
+        match as_str(cx, &p, v) {
+            Some(s) if s.starts_with('/') && !s.starts_with("//") && !s.contains('\\') => {
+                Some(s.to_string())
+            }
+            Some(_) => http_url(cx, &p, v, "a sign-in URL (or a path on the request's host)"),
+            None => None,
+        }
+    });
     let redirect = t
         .get("redirect")
         .and_then(|v| as_str(cx, &t.key_path("redirect"), v).map(str::to_string));
@@ -480,6 +488,9 @@ fn lines(
     mut item: impl FnMut(&str) -> Result<(), String>,
 ) -> Option<PathBuf> {
     let full = base.join(file);
+    if cx.mounted_later(&full) {
+        return Some(full);
+    }
     let text = match crate::files::read_bounded_text(&full) {
         Ok(t) => t,
         Err(e) => {
@@ -505,6 +516,51 @@ fn lines(
         cx.err(p, span, format!("{file}: {} more bad lines", bad - 10));
     }
     (bad == 0).then_some(full)
+}
+
+/// A folder of users (a Secret of `auth-map` form, mounted): each file is named after its
+/// user and holds the hash. Names starting with a dot (the kubelet's own entries) are skipped.
+fn user_files(
+    cx: &mut Cx,
+    p: &str,
+    dir: &str,
+    span: Range<usize>,
+    base: &Path,
+    files: &mut Vec<PathBuf>,
+    add: &mut dyn FnMut(&str, &str) -> Result<(), String>,
+) -> Option<PathBuf> {
+    let full = base.join(dir);
+    let entries = match std::fs::read_dir(&full) {
+        Ok(e) => e,
+        Err(e) => {
+            cx.err(p, span, format!("cannot read {}: {e}", full.display()));
+            return None;
+        }
+    };
+    files.push(full.clone());
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    names.sort();
+    let mut ok = true;
+    for name in names {
+        let path = full.join(&name);
+        if path.is_dir() {
+            continue;
+        }
+        let read = crate::files::read_bounded_text(&path);
+        files.push(path);
+        let result = match read {
+            Ok(hash) => add(&name, hash.trim()),
+            Err(e) => Err(format!("cannot read it: {e}")),
+        };
+        if let Err(why) = result {
+            cx.err(p, span.clone(), format!("{dir}/{name}: {why}"));
+            ok = false;
+        }
+    }
+    ok.then_some(full)
 }
 
 /// `basic = { htpasswd = "FILE", realm }`.
@@ -537,10 +593,7 @@ fn basic(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) -> Opti
     let p = t.key_path("htpasswd");
     let file = as_str(cx, &p, v)?.to_string();
     let mut users: Vec<(String, String)> = Vec::new();
-    let full = lines(cx, &p, &file, v.span(), base, files, |line| {
-        let (user, hash) = line
-            .split_once(':')
-            .ok_or("not USER:HASH (as htpasswd writes)")?;
+    let mut add = |user: &str, hash: &str| -> Result<(), String> {
         if user.is_empty() {
             return Err("an empty user name".into());
         }
@@ -550,7 +603,17 @@ fn basic(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) -> Opti
         hash_format(hash)?;
         users.push((user.to_string(), hash.to_string()));
         Ok(())
-    });
+    };
+    let full = if base.join(&file).is_dir() && !cx.mounted_later(&base.join(&file)) {
+        user_files(cx, &p, &file, v.span(), base, files, &mut add)
+    } else {
+        lines(cx, &p, &file, v.span(), base, files, |line| {
+            let (user, hash) = line
+                .split_once(':')
+                .ok_or("not USER:HASH (as htpasswd writes)")?;
+            add(user, hash)
+        })
+    };
     t.finish(cx);
     Some(BasicAuth {
         file: full?,

@@ -94,6 +94,15 @@ pub fn check_str(text: &str, file: &str) -> Result<Config, ConfigErrors> {
     })
 }
 
+/// Validates an `import-ingress` output: as [`check_str`], except that the Secrets it expects
+/// mounted (under [`ingress::TLS_MOUNT`]) may be absent where the import runs.
+pub fn check_import_str(text: &str, file: &str) -> Result<Config, ConfigErrors> {
+    parse::parse_import(text, ingress::TLS_MOUNT).map_err(|problems| ConfigErrors {
+        file: file.to_string(),
+        problems,
+    })
+}
+
 /// Every key name the parser asks for while it reads `text` (each reader asks for every key
 /// it knows, whether or not the text gives it): the keys it accepts in the tables `text`
 /// has. For the test that keeps `docs/` and the parser in step.

@@ -18,6 +18,19 @@ use toml::de::DeTable;
 pub fn parse(text: &str, base: &Path, resolve: bool) -> Result<Config, Vec<Problem>> {
     let mut cx = Cx::new(text);
     cx.resolve = resolve;
+    parse_in(cx, text, base)
+}
+
+/// An `import-ingress` output: checked as `tollgate check` does, its Secrets (mounted under
+/// `mounted`) allowed to be absent here.
+pub fn parse_import(text: &str, mounted: &'static str) -> Result<Config, Vec<Problem>> {
+    let mut cx = Cx::new(text);
+    cx.resolve = false;
+    cx.mounted_elsewhere = Some(mounted);
+    parse_in(cx, text, Path::new("."))
+}
+
+fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>> {
     let doc = match DeTable::parse(text) {
         Ok(doc) => doc,
         Err(e) => {

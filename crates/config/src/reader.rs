@@ -41,6 +41,9 @@ pub struct Cx<'s> {
     /// Upstream host names are resolved (to serve); when false (`tollgate check`, which may
     /// run where the cluster's DNS is not), they are only checked for form.
     pub resolve: bool,
+    /// Files under this folder are mounted where the config will run (an `import-ingress`
+    /// output's Secrets): one absent here is not an error.
+    pub mounted_elsewhere: Option<&'static str>,
 }
 
 impl<'s> Cx<'s> {
@@ -49,7 +52,14 @@ impl<'s> Cx<'s> {
             src,
             problems: Vec::new(),
             resolve: true,
+            mounted_elsewhere: None,
         }
+    }
+
+    /// `path` is absent here and will be mounted where the config runs.
+    pub fn mounted_later(&self, path: &std::path::Path) -> bool {
+        self.mounted_elsewhere
+            .is_some_and(|m| path.starts_with(m) && !path.exists())
     }
 
     pub fn line_of(&self, offset: usize) -> usize {

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 use tollgate_config::ingress::{import, ImportError, Imported, Options, Treatment};
-use tollgate_config::{Config, PathMatch, RouteAction, RouteConfig};
+use tollgate_config::{AuthMethod, Config, PathMatch, RouteAction, RouteConfig};
 
 fn fixture(name: &str) -> String {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -28,10 +28,43 @@ fn run_with(yaml: &str, opts: &Options) -> Imported {
 }
 
 fn config(i: &Imported) -> Config {
-    match tollgate_config::check_str(&i.toml, "import") {
+    let toml = with_auth_secrets(&i.toml);
+    match tollgate_config::check_str(&toml, "import") {
         Ok(c) => c,
         Err(e) => panic!("{e}\n{}", i.toml),
     }
+}
+
+/// The output with its basic-auth Secrets where it expects them mounted (a temporary folder
+/// standing for /etc/tollgate/tls): an `auth` file, or a folder of users (`auth-map`).
+fn with_auth_secrets(toml: &str) -> String {
+    if !toml.contains("htpasswd = ") {
+        return toml.to_string();
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "tollgate-import-secrets-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    let toml = toml.replace("/etc/tollgate/tls", &dir.display().to_string());
+    for line in toml.lines() {
+        let Some(rest) = line.split("htpasswd = \"").nth(1) else {
+            continue;
+        };
+        let path = std::path::Path::new(rest.split('"').next().unwrap_or(""));
+        let hash = "$apr1$lZL6V/ci$eIMz/iKDkbtys/uU7LEK00";
+        if path.file_name().is_some_and(|f| f == "auth") {
+            std::fs::create_dir_all(path.parent().expect("folder")).expect("mkdir");
+            std::fs::write(path, format!("foo:{hash}\n")).expect("write");
+        } else {
+            std::fs::create_dir_all(path).expect("mkdir");
+            std::fs::write(path.join("foo"), hash).expect("write");
+        }
+    }
+    toml
 }
 
 fn route<'c>(c: &'c Config, name: &str) -> &'c RouteConfig {
@@ -189,15 +222,12 @@ fn warned(i: &Imported, needle: &str) -> usize {
 // --- Protections without an equivalent: deny ----------------------------------------------
 
 #[test]
-fn auth_snippets_and_waf_make_their_routes_answer_403_and_name_the_annotation() {
+fn snippets_and_waf_make_their_routes_answer_403_and_name_the_annotation() {
     let i = run(&fixture("auth.yaml"));
     let c = config(&i);
     assert_once(&i);
     let denied = denied_routes(&i);
     for name in [
-        "default.ingress-with-auth.1",
-        "default.external-auth.1",
-        "kube-system.external-auth-oauth2.1",
         "default.nginx-configuration-snippet.1",
         "shop.shop-web.1",
         // The server-snippet is the host's: the other Ingress of shop.example.com too.
@@ -220,16 +250,20 @@ fn auth_snippets_and_waf_make_their_routes_answer_403_and_name_the_annotation() 
             r.action
         );
     }
-    // Public: the sign-in of the oauth2 example, and an Ingress without protection.
+    // Public: the sign-in of the oauth2 example, and an Ingress without protection; the
+    // documented auth examples are served, behind their auth.
     for name in [
         "kube-system.oauth2-proxy.1",
         "kube-system.oauth2-proxy.2",
         "default.public.1",
+        "default.ingress-with-auth.1",
+        "default.external-auth.1",
+        "kube-system.external-auth-oauth2.1",
     ] {
         assert!(!denied.contains(&name), "{name}");
         assert!(matches!(route(&c, name).action, RouteAction::Upstream(_)));
     }
-    assert_eq!(denied.len(), 8, "{denied:?}");
+    assert_eq!(denied.len(), 5, "{denied:?}");
     let why = |route: &str| {
         i.denied
             .iter()
@@ -237,14 +271,6 @@ fn auth_snippets_and_waf_make_their_routes_answer_403_and_name_the_annotation() 
             .map(|d| d.annotations.clone())
             .unwrap_or_default()
     };
-    assert_eq!(
-        why("default.ingress-with-auth.1"),
-        ["auth-realm", "auth-secret", "auth-type"]
-    );
-    assert_eq!(
-        why("kube-system.external-auth-oauth2.1"),
-        ["auth-signin", "auth-url"]
-    );
     assert_eq!(why("shop.shop-api.1"), ["server-snippet"]);
     assert_eq!(
         why("default.waf.1"),
@@ -253,7 +279,7 @@ fn auth_snippets_and_waf_make_their_routes_answer_403_and_name_the_annotation() 
     // The comment names the annotation, and the way back.
     let text = &i.toml;
     assert!(
-        text.contains("# DENIED (auth-url):")
+        text.contains("# DENIED (configuration-snippet):")
             && text.contains("# upstream = \"default.http-svc.80\""),
         "{text}"
     );
@@ -269,6 +295,106 @@ fn auth_snippets_and_waf_make_their_routes_answer_403_and_name_the_annotation() 
     ));
 }
 
+/// The auth examples of ingress-nginx's documentation, translated exactly.
+#[test]
+fn documented_auth_examples_become_the_routes_auth() {
+    let i = run(&fixture("auth.yaml"));
+    let c = config(&i);
+    let auth = |name: &str| {
+        let r = route(&c, name);
+        c.auth[r.auth.unwrap_or_else(|| panic!("{name} has no auth"))].clone()
+    };
+    match auth("default.ingress-with-auth.1").method {
+        AuthMethod::Basic(b) => {
+            assert!(b.file.ends_with("default/basic-auth/auth"), "{:?}", b.file);
+            assert_eq!(b.realm, "Authentication Required - foo");
+        }
+        other => panic!("{other:?}"),
+    }
+    match auth("default.external-auth.1").method {
+        AuthMethod::Forward(f) => {
+            assert_eq!(f.url, "https://httpbin.org/basic-auth/user/passwd");
+            assert_eq!(f.signin, None);
+            assert_eq!(f.cache, None, "no auth-cache-key: nothing cached, as nginx");
+        }
+        other => panic!("{other:?}"),
+    }
+    match auth("kube-system.external-auth-oauth2.1").method {
+        AuthMethod::Forward(f) => {
+            assert_eq!(f.url, "https://dashboard.example.com/oauth2/auth", "$host is the rule's host");
+            assert_eq!(
+                f.signin.as_deref(),
+                Some("https://dashboard.example.com/oauth2/start"),
+                "rd= is Tollgate's to add"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(route(&c, "kube-system.oauth2-proxy.1").auth.is_none());
+    assert!(
+        warned(&i, "verifies the auth service's certificate") >= 1,
+        "{:#?}",
+        i.warnings
+    );
+}
+
+#[test]
+fn auth_annotations_that_cannot_be_kept_are_refused() {
+    let ing = |anns: &str, host: &str| {
+        format!(
+            "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: a\n  annotations:\n{anns}\nspec:\n  ingressClassName: nginx\n  rules:\n  - {host}http:\n      paths:\n      - path: /\n        pathType: Prefix\n        backend:\n          service:\n            name: s\n            port:\n              number: 80\n"
+        )
+    };
+    let ann = |k: &str, v: &str| format!("    nginx.ingress.kubernetes.io/{k}: \"{v}\"");
+    let host = "host: a.example.com\n    ";
+    for (anns, hostline, refused) in [
+        (ann("auth-url", "https://$host/oauth2/auth"), "", "auth-url"),
+        (ann("auth-url", "http://auth/$request_uri"), host, "auth-url"),
+        (ann("auth-type", "digest") + "\n" + &ann("auth-secret", "s"), host, "auth-type"),
+        (ann("auth-type", "basic"), host, "auth-secret"),
+        (ann("auth-type", "basic") + "\n" + &ann("auth-secret", "other/s"), host, "auth-secret"),
+        (ann("auth-url", "http://auth/") + "\n" + &ann("auth-cache-key", "$request_uri"), host, "auth-cache-key"),
+        (ann("auth-url", "http://auth/") + "\n" + &ann("auth-signin", "https://x/?next=$request_uri"), host, "auth-signin"),
+        (ann("auth-url", "http://auth/") + "\n" + &ann("auth-signin-redirect-param", "next"), host, "auth-signin-redirect-param"),
+        (ann("auth-url", "http://auth/") + "\n" + &ann("auth-snippet", "return 200;"), host, "auth-snippet"),
+        (ann("auth-url", "http://auth/") + "\n" + &ann("auth-proxy-set-headers", "ns/cm"), host, "auth-proxy-set-headers"),
+    ] {
+        let i = run(&ing(&anns, hostline));
+        let c = config(&i);
+        assert_eq!(i.denied.len(), 1, "{anns}: {:?}", i.denied);
+        assert!(i.denied[0].annotations.iter().any(|a| a == refused), "{anns}: {:?}", i.denied);
+        assert!(c.routes.iter().all(|r| r.auth.is_none() && matches!(r.action, RouteAction::Respond { status: 403, .. })), "{anns}");
+    }
+    // Kept: a cache key and duration, auth-map, the response headers.
+    let anns = [
+        ann("auth-url", "http://oauth2-proxy.auth.svc.cluster.local/oauth2/auth"),
+        ann("auth-response-headers", "X-Auth-Request-User, X-Auth-Request-Email"),
+        ann("auth-cache-key", "$remote_user$http_authorization"),
+        ann("auth-cache-duration", "200 202 10m, 401 5m"),
+        ann("auth-method", "POST"),
+        ann("auth-request-redirect", "https://a.example.com/after"),
+    ]
+    .join("\n");
+    let i = run(&ing(&anns, host));
+    let c = config(&i);
+    assert!(i.denied.is_empty(), "{:?}", i.denied);
+    let AuthMethod::Forward(f) = &c.auth[c.routes[0].auth.expect("auth")].method else {
+        panic!("forward")
+    };
+    assert_eq!(f.response_headers, ["x-auth-request-user", "x-auth-request-email"]);
+    assert_eq!(f.cache, Some(Duration::from_secs(300)), "the shorter entry");
+    assert_eq!(f.cache_key, [tollgate_config::KeySource::Header("authorization".into())]);
+    assert_eq!(f.method.as_deref(), Some("POST"));
+    assert_eq!(f.redirect.as_deref(), Some("https://a.example.com/after"));
+    let i = run(&ing(&[ann("auth-type", "basic"), ann("auth-secret", "users"), ann("auth-secret-type", "auth-map")].join("\n"), host));
+    let c = config(&i);
+    let AuthMethod::Basic(b) = &c.auth[c.routes[0].auth.expect("auth")].method else {
+        panic!("basic")
+    };
+    assert!(b.file.ends_with("default/users"), "{:?}", b.file);
+    assert_eq!(b.users.len(), 1);
+}
+
 #[test]
 fn allow_insecure_serves_the_routes_and_says_what_was_dropped() {
     let opts = Options {
@@ -282,13 +408,13 @@ fn allow_insecure_serves_the_routes_and_says_what_was_dropped() {
         .routes
         .iter()
         .all(|r| matches!(r.action, RouteAction::Upstream(_))));
-    assert_eq!(i.unprotected.len(), 8, "{:?}", i.unprotected);
+    assert_eq!(i.unprotected.len(), 5, "{:?}", i.unprotected);
     assert!(
-        warned(&i, "auth-url") >= 1 && warned(&i, "--allow-insecure") >= 1,
+        warned(&i, "configuration-snippet") >= 1 && warned(&i, "--allow-insecure") >= 1,
         "{:#?}",
         i.warnings
     );
-    assert!(i.toml.contains("# INSECURE (auth-url):"), "{}", i.toml);
+    assert!(i.toml.contains("# INSECURE (configuration-snippet):"), "{}", i.toml);
     assert_once(&i);
 }
 

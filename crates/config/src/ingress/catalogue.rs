@@ -57,22 +57,22 @@ const ALL: &[Annotation] = &[
     a("affinity-mode", Ignored, BALANCING),
     a("allowlist-source-range", Exact, ""),
     a("app-root", Exact, ""),
-    a("auth-always-set-cookie", Refused, ""),
-    a("auth-cache-duration", Refused, ""),
-    a("auth-cache-key", Refused, ""),
-    a("auth-keepalive", Refused, ""),
-    a("auth-keepalive-requests", Refused, ""),
-    a("auth-keepalive-share-vars", Refused, ""),
-    a("auth-keepalive-timeout", Refused, ""),
-    a("auth-method", Refused, ""),
+    a("auth-always-set-cookie", Approximate, ""),
+    a("auth-cache-duration", Approximate, ""),
+    a("auth-cache-key", Exact, ""),
+    a("auth-keepalive", Ignored, "keepalive to the auth service: Tollgate keeps a pool of its own"),
+    a("auth-keepalive-requests", Ignored, "keepalive to the auth service: Tollgate keeps a pool of its own"),
+    a("auth-keepalive-share-vars", Ignored, "keepalive to the auth service: Tollgate keeps a pool of its own"),
+    a("auth-keepalive-timeout", Ignored, "keepalive to the auth service: Tollgate keeps a pool of its own"),
+    a("auth-method", Exact, ""),
     a("auth-proxy-set-headers", Refused, ""),
-    a("auth-realm", Refused, ""),
-    a("auth-request-redirect", Refused, ""),
-    a("auth-response-headers", Refused, ""),
-    a("auth-secret", Refused, ""),
-    a("auth-secret-type", Refused, ""),
-    a("auth-signin", Refused, ""),
-    a("auth-signin-redirect-param", Refused, ""),
+    a("auth-realm", Exact, ""),
+    a("auth-request-redirect", Exact, ""),
+    a("auth-response-headers", Exact, ""),
+    a("auth-secret", Exact, ""),
+    a("auth-secret-type", Exact, ""),
+    a("auth-signin", Exact, ""),
+    a("auth-signin-redirect-param", Exact, ""),
     a("auth-snippet", Refused, ""),
     a(
         "auth-tls-error-page",
@@ -88,8 +88,8 @@ const ALL: &[Annotation] = &[
     a("auth-tls-secret", Approximate, ""),
     a("auth-tls-verify-client", Approximate, ""),
     a("auth-tls-verify-depth", Approximate, ""),
-    a("auth-type", Refused, ""),
-    a("auth-url", Refused, ""),
+    a("auth-type", Exact, ""),
+    a("auth-url", Exact, ""),
     a("backend-protocol", Approximate, ""),
     a("canary", Exact, ""),
     a("canary-by-cookie", Exact, ""),
@@ -221,7 +221,7 @@ const ALL: &[Annotation] = &[
     a(
         "satisfy",
         Ignored,
-        "it only relaxes auth-* annotations, which are refused",
+        "`any` lets a client in by either its address or its credentials; Tollgate asks both (stricter)",
     ),
     a(
         "server-alias",
@@ -301,7 +301,8 @@ mod tests {
         for a in ALL {
             assert_eq!(a.treatment == Ignored, !a.why.is_empty(), "{}", a.name);
         }
-        assert_eq!(find("auth-url").map(|a| a.treatment), Some(Refused));
+        assert_eq!(find("auth-url").map(|a| a.treatment), Some(Exact));
+        assert_eq!(find("auth-snippet").map(|a| a.treatment), Some(Refused));
         assert!(find("nope").is_none());
     }
 }

@@ -1,6 +1,7 @@
 //! Stage 6: the TOML text. Everything taken from the input is written through `q` (a TOML
 //! string) or `comment` (a comment line), so no Ingress can write configuration.
 
+use super::auth::AuthOut;
 use super::deny::annotations;
 use super::routes::{Action, Route};
 use super::settings::{LimitKind, Refusal, Settings};
@@ -256,6 +257,46 @@ fn route(out: &mut String, p: &Plan, r: &Route, redirect: Option<bool>, covering
     }
     if !parts.is_empty() {
         let _ = writeln!(out, "access = {{ {} }}", parts.join(", "));
+    }
+    if let (Some(a), false) = (&s.auth, denied) {
+        auth_line(out, a, r.host.as_deref());
+    }
+}
+
+/// The route's `auth` (`auth-url`, `auth-type: basic`).
+fn auth_line(out: &mut String, a: &AuthOut, host: Option<&str>) {
+    match a {
+        AuthOut::Basic { htpasswd, realm } => {
+            let realm = realm
+                .as_ref()
+                .map(|r| format!(", realm = {}", q(r)))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "# auth-type basic: the Secret mounted like the TLS Secrets.\nauth = {{ basic = {{ htpasswd = {}{realm} }} }}",
+                q(htpasswd)
+            );
+        }
+        AuthOut::Forward(f) => {
+            let mut parts = vec![format!("url = {}", q(&f.url_for(host)))];
+            if let Some(m) = &f.method {
+                parts.push(format!("method = {}", q(m)));
+            }
+            if !f.response_headers.is_empty() {
+                parts.push(format!("response_headers = [{}]", list(&f.response_headers)));
+            }
+            if let Some(sgn) = f.signin_for(host) {
+                parts.push(format!("signin = {}", q(&sgn)));
+            }
+            if let Some(r) = &f.redirect {
+                parts.push(format!("redirect = {}", q(r)));
+            }
+            if let Some(c) = f.cache {
+                parts.push(format!("cache = \"{c}s\""));
+                parts.push(format!("cache_key = [{}]", list(&f.cache_key)));
+            }
+            let _ = writeln!(out, "# auth-url\nauth = {{ forward = {{ {} }} }}", parts.join(", "));
+        }
     }
 }
 

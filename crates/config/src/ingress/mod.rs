@@ -19,6 +19,7 @@
 //! a test holds it to [`annotations`].
 
 mod access;
+mod auth;
 mod canary;
 mod catalogue;
 mod class;

@@ -1,4 +1,5 @@
-//! Protections Tollgate cannot keep: authentication (`auth-*`), nginx snippets (they may add
+//! Protections Tollgate cannot keep: the parts of authentication it cannot translate
+//! (`auth-snippet`, `auth-proxy-set-headers`; the rest is `auth.rs`'s), nginx snippets (they may add
 //! checks or hide paths), ModSecurity, the controller's global authentication. Each becomes a
 //! refusal: the routes it covers answer 403 until someone decides (or `--allow-insecure`).
 //!
@@ -8,31 +9,14 @@
 use super::settings::{Anns, Refusal, Settings};
 use super::text::{comment, parse_bool, Warnings};
 
-const AUTH: &str = "authentication has no Tollgate equivalent (basic/digest: auth-type, auth-secret; external: auth-url)";
+const AUTH: &str = "it changes the auth request in ways Tollgate cannot see or run (auth-url and auth-type basic are translated: see auth.rs)";
 const SNIPPET: &str = "an nginx snippet may add checks or hide paths, and Tollgate cannot run it";
 const WAF: &str = "ModSecurity (a web application firewall) has no Tollgate equivalent";
 
 /// Refused whatever their value.
 const ALWAYS: &[(&str, &str)] = &[
-    ("auth-always-set-cookie", AUTH),
-    ("auth-cache-duration", AUTH),
-    ("auth-cache-key", AUTH),
-    ("auth-keepalive", AUTH),
-    ("auth-keepalive-requests", AUTH),
-    ("auth-keepalive-share-vars", AUTH),
-    ("auth-keepalive-timeout", AUTH),
-    ("auth-method", AUTH),
     ("auth-proxy-set-headers", AUTH),
-    ("auth-realm", AUTH),
-    ("auth-request-redirect", AUTH),
-    ("auth-response-headers", AUTH),
-    ("auth-secret", AUTH),
-    ("auth-secret-type", AUTH),
-    ("auth-signin", AUTH),
-    ("auth-signin-redirect-param", AUTH),
     ("auth-snippet", AUTH),
-    ("auth-type", AUTH),
-    ("auth-url", AUTH),
     ("configuration-snippet", SNIPPET),
     // Not an ingress-nginx annotation (a ConfigMap key), but if someone wrote it, it was meant.
     ("location-snippet", SNIPPET),
@@ -43,7 +27,7 @@ const ALWAYS: &[(&str, &str)] = &[
 const WHEN_ON: &[(&str, &str)] = &[
     ("enable-modsecurity", WAF),
     ("enable-owasp-core-rules", WAF),
-    ("enable-global-auth", "the controller's global-auth-url (its ConfigMap) authenticated this Ingress, and Tollgate has no external authentication"),
+    ("enable-global-auth", "the controller's global-auth-url (its ConfigMap) authenticated this Ingress, and the import cannot see the ConfigMap: write the route's auth"),
 ];
 
 pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {

@@ -6,7 +6,7 @@ use super::catalogue::{self, Treatment};
 use super::objects::Ingress;
 use super::text::{comment, Warnings};
 use super::upstreams::{Proto, Timeouts};
-use super::{access, limits, protect, rewrite, timeouts, tls};
+use super::{access, auth, limits, protect, rewrite, timeouts, tls};
 use std::collections::BTreeSet;
 
 /// An Ingress's annotations, remembering which were read.
@@ -32,6 +32,23 @@ impl<'a> Anns<'a> {
     /// "Ingress NAMESPACE/NAME".
     pub fn ctx(&self) -> &'a str {
         &self.ing.ctx
+    }
+
+    /// Every rule of the Ingress names one exact host (no wildcard, no catch-all), so that
+    /// `$host` in its annotations stands for one name per route.
+    pub fn exact_hosts(&self) -> bool {
+        !self.ing.rules.is_empty()
+            && self.ing.default_backend.is_none()
+            && self
+                .ing
+                .rules
+                .iter()
+                .all(|r| r.host.as_deref().is_some_and(|h| !h.starts_with('*')))
+    }
+
+    /// The Ingress's namespace.
+    pub fn ns(&self) -> &'a str {
+        &self.ing.ns
     }
 
     /// `NAMESPACE.NAME`, for names made from it.
@@ -105,6 +122,8 @@ pub(super) struct Settings {
     pub rewrite: Option<Rewrite>,
     pub app_root: Option<String>,
     pub redirect: Option<Redirect>,
+    /// `auth-url` or `auth-type: basic`, translated.
+    pub auth: Option<super::auth::AuthOut>,
     /// Protections of the Ingress's own routes that cannot be kept.
     pub refusals: Vec<Refusal>,
     /// Protections of every route of its hosts (`server-snippet`: nginx's server block).
@@ -128,6 +147,7 @@ impl Default for Settings {
             rewrite: None,
             app_root: None,
             redirect: None,
+            auth: None,
             refusals: Vec::new(),
             host_refusals: Vec::new(),
         }
@@ -143,6 +163,7 @@ pub(super) fn read(ing: &Ingress, w: &mut Warnings) -> Settings {
     timeouts::read(&mut a, &mut s, w);
     rewrite::read(&mut a, &mut s, w);
     tls::read(&mut a, &mut s, w);
+    auth::read(&mut a, &mut s, w);
     protect::read(&mut a, &mut s, w);
     for key in super::canary::KEYS {
         if key != "canary" && a.get(key).is_some() {
