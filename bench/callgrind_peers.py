@@ -26,7 +26,12 @@ Traffic only to 127.0.0.1; every loop is bounded in count and time; every proces
 stopped (SIGINT, then SIGKILL) on the way out.
 
 Usage: bench/callgrind_peers.py [tollgate-binary]   (default: target/release/tollgate)
-Environment: KA=2000,6000  CONNS=2  DENY_RATE=1  PROXIES=tollgate,bare,nginx,haproxy,caddy
+With AUTH=1 Tollgate is also measured on routes that require authentication, each request
+carrying its credentials: /j (auth = { jwt = "required" }, an HS256 token: after the first
+request, a cached verification) and /b (auth = { basic = ... }, a bcrypt hash made by htpasswd:
+bcrypt once per credential, then cached); each is reported against the allowed route.
+
+Environment: KA=2000,6000  CONNS=2  DENY_RATE=1  PROXIES=tollgate,bare,nginx,haproxy,caddy  AUTH=0
              BARE=path of bench/bare-pingora's binary (default target/release/bare-pingora)
              KEEP=dir-to-keep-outputs
 """
@@ -41,6 +46,24 @@ KA = [int(x) for x in os.environ.get("KA", "2000,6000").split(",")]
 CONNS = int(os.environ.get("CONNS", "2"))
 DENY_RATE = int(os.environ.get("DENY_RATE", "1"))
 PROXIES = os.environ.get("PROXIES", "tollgate,bare,nginx,haproxy,caddy").split(",")
+AUTH = os.environ.get("AUTH", "0") == "1"
+JWT_SECRET = "callgrind-secret-of-32-bytes-or-more"
+
+
+def hs256(claims):
+    import base64, hashlib, hmac, json
+    b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+    head = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    body = b64(json.dumps(claims).encode())
+    sig = hmac.new(JWT_SECRET.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
+    return f"{head}.{body}.{b64(sig)}"
+
+
+# The credentials each scenario's requests carry.
+HEADERS = {
+    "jwt": f"Authorization: Bearer {hs256({'sub': 'bench', 'exp': int(time.time()) + 86400})}\r\n",
+    "basic": "Authorization: Basic YmVuY2g6YmVuY2gtcGFzcw==\r\n",   # bench:bench-pass
+}
 PHASE_LIMIT = 900   # seconds: no single load phase runs longer than this
 SETTLE = 1.0        # seconds between the last response and a dump
 TMP = os.environ.get("KEEP") or tempfile.mkdtemp(prefix="callgrind-peers-")
@@ -51,9 +74,9 @@ cg.TMP = TMP        # the reused helpers write their logs and outputs here
 class KeepAlive:
     """CONNS kept-alive plaintext connections sending GET path round robin, one at a time."""
 
-    def __init__(self, port, path, conns):
+    def __init__(self, port, path, conns, headers=""):
         self.port, self.reconnects = port, 0
-        self.req = f"GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n".encode()
+        self.req = f"GET {path} HTTP/1.1\r\nHost: bench\r\n{headers}\r\n".encode()
         self.socks = [cg.connect(port, None) for _ in range(conns)]
         self.files = [s.makefile("rb") for s in self.socks]
 
@@ -90,7 +113,7 @@ def measure(name, proc, out, port, scenarios):
     res["idle_per_s"] = idle / 5
     print(f"  {name:8} idle      {idle / 5:,.0f} Ir/s", flush=True)
     for key, path in scenarios:
-        ka = KeepAlive(port, path, CONNS)
+        ka = KeepAlive(port, path, CONNS, HEADERS.get(key, ""))
         ka.run(200)                                 # warm-up; the connections stay open
         runs = []
         for n in KA:
@@ -117,10 +140,30 @@ def per_request(runs):
 def tollgate_conf(port, be):
     conf = os.path.join(TMP, "tollgate.toml")
     # The leaky bucket with capacity and delay = burst + 1: nginx's burst=N nodelay (loadtest.py).
+    auth = ""
+    if AUTH:
+        users = os.path.join(TMP, "users.htpasswd")
+        import subprocess
+        subprocess.run(["htpasswd", "-cbB", users, "bench", "bench-pass"], check=True,
+                       capture_output=True)
+        auth = f"""[jwt]
+secret = "{JWT_SECRET}"
+algorithms = ["HS256"]
+[[routes]]
+name = "jwt"
+path_prefix = "/j"
+upstream = "be"
+auth = {{ jwt = "required" }}
+[[routes]]
+name = "basic"
+path_prefix = "/b"
+upstream = "be"
+auth = {{ basic = {{ htpasswd = "{users}" }} }}
+"""
     open(conf, "w").write(f"""[server]
 listen = ["127.0.0.1:{port}"]
 threads = 1
-[upstreams.be]
+{auth}[upstreams.be]
 targets = ["127.0.0.1:{be}"]
 health_check = false
 [[routes]]
@@ -226,7 +269,8 @@ def main():
     print(f"outputs in {TMP}; tollgate {TG}; KA={KA} CONNS={CONNS} DENY_RATE={DENY_RATE}/s",
           flush=True)
     both = [("allowed", "/a"), ("denied", "/d")]
-    plan = {"tollgate": (tollgate_conf, both + [("limited", "/l")]), "nginx": (nginx_cmd, both),
+    tg_scenarios = both + [("limited", "/l")] + ([("jwt", "/j"), ("basic", "/b")] if AUTH else [])
+    plan = {"tollgate": (tollgate_conf, tg_scenarios), "nginx": (nginx_cmd, both),
             "haproxy": (haproxy_cmd, both), "caddy": (caddy_cmd, [("allowed", "/a")]),
             "bare": (bare_cmd, both)}
     results, failed = {}, {}
@@ -287,9 +331,14 @@ def main():
         t, a = per_request(tg["limited"])[0], per_request(tg["allowed"])[0]
         print(f"tollgate, a per-IP limit that never refuses: {t:,.0f} Ir, +{t - a:,.0f} "
               f"({t / a - 1:+.1%}) over no limit")
+    for key, what in (("jwt", "a required JWT (HS256, verified once, then cached)"),
+                      ("basic", "basic auth (bcrypt once per credential, then cached)")):
+        if key in tg and "allowed" in tg:
+            t, a = per_request(tg[key])[0], per_request(tg["allowed"])[0]
+            print(f"tollgate, {what}: {t:,.0f} Ir, +{t - a:,.0f} ({t / a - 1:+.1%}) over no auth")
     for name in PROXIES:
         if name in results:
-            for key in ("allowed", "limited", "denied"):
+            for key in ("allowed", "limited", "denied", "jwt", "basic"):
                 if key in results[name]:
                     _, dsecs, _ = per_request(results[name][key])
                     bound = dsecs * results[name]["idle_per_s"] / (KA[1] - KA[0])

@@ -179,7 +179,10 @@ async fn protections_without_an_equivalent_deny_and_allow_insecure_serves() {
         "{stderr}"
     );
     let gw = serve(&toml, &all).await;
-    assert_eq!(gw.get("custom.configuration.com", "/", &[]).await.status, 200);
+    assert_eq!(
+        gw.get("custom.configuration.com", "/", &[]).await.status,
+        200
+    );
 }
 
 /// ingress-nginx's own auth examples: exit 0, and each route behind its auth as ingress-nginx
@@ -195,23 +198,29 @@ async fn documented_auth_examples_import_cleanly_and_serve_behind_their_auth() {
     let oauth_addr = oauth.local_addr().expect("addr");
     tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = oauth.accept().await else { continue };
+            let Ok((stream, _)) = oauth.accept().await else {
+                continue;
+            };
             tokio::spawn(async move {
-                let svc = hyper::service::service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
-                    let session = req
-                        .headers()
-                        .get("cookie")
-                        .and_then(|v| v.to_str().ok())
-                        .is_some_and(|c| c.contains("_oauth2_proxy=ok"));
-                    let mut resp = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::new()));
-                    if session {
-                        *resp.status_mut() = hyper::StatusCode::ACCEPTED;
-                        resp.headers_mut().insert("x-auth-request-user", "alice".parse().expect("v"));
-                    } else {
-                        *resp.status_mut() = hyper::StatusCode::UNAUTHORIZED;
-                    }
-                    Ok::<_, std::io::Error>(resp)
-                });
+                let svc = hyper::service::service_fn(
+                    |req: hyper::Request<hyper::body::Incoming>| async move {
+                        let session = req
+                            .headers()
+                            .get("cookie")
+                            .and_then(|v| v.to_str().ok())
+                            .is_some_and(|c| c.contains("_oauth2_proxy=ok"));
+                        let mut resp =
+                            hyper::Response::new(http_body_util::Full::new(bytes::Bytes::new()));
+                        if session {
+                            *resp.status_mut() = hyper::StatusCode::ACCEPTED;
+                            resp.headers_mut()
+                                .insert("x-auth-request-user", "alice".parse().expect("v"));
+                        } else {
+                            *resp.status_mut() = hyper::StatusCode::UNAUTHORIZED;
+                        }
+                        Ok::<_, std::io::Error>(resp)
+                    },
+                );
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
                     .await;
@@ -223,33 +232,74 @@ async fn documented_auth_examples_import_cleanly_and_serve_behind_their_auth() {
         &format!("http://{oauth_addr}/oauth2/auth"),
     );
     let [be] = backends().await;
-    let all: Vec<(&str, &Backend)> = ["http-svc.default", "oauth2-proxy.kube-system", "kubernetes-dashboard.kube-system"]
-        .iter()
-        .map(|s| (*s, &be))
-        .collect();
+    let all: Vec<(&str, &Backend)> = [
+        "http-svc.default",
+        "oauth2-proxy.kube-system",
+        "kubernetes-dashboard.kube-system",
+    ]
+    .iter()
+    .map(|s| (*s, &be))
+    .collect();
     let gw = serve(&toml, &all).await;
     // Basic: foo/bar from the Secret; the credentials never reach the Service.
     let r = gw.get("foo.bar.com", "/", &[]).await;
     assert_eq!(r.status, 401);
-    assert_eq!(r.header("www-authenticate"), Some("Basic realm=\"Authentication Required - foo\", charset=\"UTF-8\""));
-    assert_eq!(gw.get("foo.bar.com", "/", &[("authorization", "Basic Zm9vOmJheg==")]).await.status, 401);
-    let r = gw.get("foo.bar.com", "/", &[("authorization", "Basic Zm9vOmJhcg==")]).await;
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Basic realm=\"Authentication Required - foo\", charset=\"UTF-8\"")
+    );
+    assert_eq!(
+        gw.get(
+            "foo.bar.com",
+            "/",
+            &[("authorization", "Basic Zm9vOmJheg==")]
+        )
+        .await
+        .status,
+        401
+    );
+    let r = gw
+        .get(
+            "foo.bar.com",
+            "/",
+            &[("authorization", "Basic Zm9vOmJhcg==")],
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.json()["headers"]["authorization"].is_null());
     // The OAuth pair: no session -> the sign-in page with rd= the original URL; a session ->
     // the dashboard; the sign-in itself stays public.
-    let r = gw.get("dashboard.example.com", "/ns/default?x=1", &[]).await;
+    let r = gw
+        .get("dashboard.example.com", "/ns/default?x=1", &[])
+        .await;
     assert_eq!(r.status, 302, "{}", r.body);
     assert_eq!(
         r.header("location"),
         Some("https://dashboard.example.com/oauth2/start?rd=http%3A%2F%2Fdashboard.example.com%2Fns%2Fdefault%3Fx%3D1")
     );
-    let r = gw.get("dashboard.example.com", "/", &[("cookie", "_oauth2_proxy=ok")]).await;
+    let r = gw
+        .get(
+            "dashboard.example.com",
+            "/",
+            &[("cookie", "_oauth2_proxy=ok")],
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(gw.get("dashboard.example.com", "/oauth2/start", &[]).await.status, 200);
+    assert_eq!(
+        gw.get("dashboard.example.com", "/oauth2/start", &[])
+            .await
+            .status,
+        200
+    );
     // httpbin.org cannot be reached from here: nothing passes.
     let hits = be.hits();
-    let r = gw.get("external-auth-01.sample.com", "/", &[("authorization", "Basic dXNlcjpwYXNzd2Q=")]).await;
+    let r = gw
+        .get(
+            "external-auth-01.sample.com",
+            "/",
+            &[("authorization", "Basic dXNlcjpwYXNzd2Q=")],
+        )
+        .await;
     assert!(matches!(r.status, 503 | 500), "{} {}", r.status, r.body);
     assert_eq!(be.hits(), hits);
 }

@@ -321,7 +321,10 @@ fn documented_auth_examples_become_the_routes_auth() {
     }
     match auth("kube-system.external-auth-oauth2.1").method {
         AuthMethod::Forward(f) => {
-            assert_eq!(f.url, "https://dashboard.example.com/oauth2/auth", "$host is the rule's host");
+            assert_eq!(
+                f.url, "https://dashboard.example.com/oauth2/auth",
+                "$host is the rule's host"
+            );
             assert_eq!(
                 f.signin.as_deref(),
                 Some("https://dashboard.example.com/oauth2/start"),
@@ -349,26 +352,74 @@ fn auth_annotations_that_cannot_be_kept_are_refused() {
     let host = "host: a.example.com\n    ";
     for (anns, hostline, refused) in [
         (ann("auth-url", "https://$host/oauth2/auth"), "", "auth-url"),
-        (ann("auth-url", "http://auth/$request_uri"), host, "auth-url"),
-        (ann("auth-type", "digest") + "\n" + &ann("auth-secret", "s"), host, "auth-type"),
+        (
+            ann("auth-url", "http://auth/$request_uri"),
+            host,
+            "auth-url",
+        ),
+        (
+            ann("auth-type", "digest") + "\n" + &ann("auth-secret", "s"),
+            host,
+            "auth-type",
+        ),
         (ann("auth-type", "basic"), host, "auth-secret"),
-        (ann("auth-type", "basic") + "\n" + &ann("auth-secret", "other/s"), host, "auth-secret"),
-        (ann("auth-url", "http://auth/") + "\n" + &ann("auth-cache-key", "$request_uri"), host, "auth-cache-key"),
-        (ann("auth-url", "http://auth/") + "\n" + &ann("auth-signin", "https://x/?next=$request_uri"), host, "auth-signin"),
-        (ann("auth-url", "http://auth/") + "\n" + &ann("auth-signin-redirect-param", "next"), host, "auth-signin-redirect-param"),
-        (ann("auth-url", "http://auth/") + "\n" + &ann("auth-snippet", "return 200;"), host, "auth-snippet"),
-        (ann("auth-url", "http://auth/") + "\n" + &ann("auth-proxy-set-headers", "ns/cm"), host, "auth-proxy-set-headers"),
+        (
+            ann("auth-type", "basic") + "\n" + &ann("auth-secret", "other/s"),
+            host,
+            "auth-secret",
+        ),
+        (
+            ann("auth-url", "http://auth/") + "\n" + &ann("auth-cache-key", "$request_uri"),
+            host,
+            "auth-cache-key",
+        ),
+        (
+            ann("auth-url", "http://auth/")
+                + "\n"
+                + &ann("auth-signin", "https://x/?next=$request_uri"),
+            host,
+            "auth-signin",
+        ),
+        (
+            ann("auth-url", "http://auth/") + "\n" + &ann("auth-signin-redirect-param", "next"),
+            host,
+            "auth-signin-redirect-param",
+        ),
+        (
+            ann("auth-url", "http://auth/") + "\n" + &ann("auth-snippet", "return 200;"),
+            host,
+            "auth-snippet",
+        ),
+        (
+            ann("auth-url", "http://auth/") + "\n" + &ann("auth-proxy-set-headers", "ns/cm"),
+            host,
+            "auth-proxy-set-headers",
+        ),
     ] {
         let i = run(&ing(&anns, hostline));
         let c = config(&i);
         assert_eq!(i.denied.len(), 1, "{anns}: {:?}", i.denied);
-        assert!(i.denied[0].annotations.iter().any(|a| a == refused), "{anns}: {:?}", i.denied);
-        assert!(c.routes.iter().all(|r| r.auth.is_none() && matches!(r.action, RouteAction::Respond { status: 403, .. })), "{anns}");
+        assert!(
+            i.denied[0].annotations.iter().any(|a| a == refused),
+            "{anns}: {:?}",
+            i.denied
+        );
+        assert!(
+            c.routes.iter().all(|r| r.auth.is_none()
+                && matches!(r.action, RouteAction::Respond { status: 403, .. })),
+            "{anns}"
+        );
     }
     // Kept: a cache key and duration, auth-map, the response headers.
     let anns = [
-        ann("auth-url", "http://oauth2-proxy.auth.svc.cluster.local/oauth2/auth"),
-        ann("auth-response-headers", "X-Auth-Request-User, X-Auth-Request-Email"),
+        ann(
+            "auth-url",
+            "http://oauth2-proxy.auth.svc.cluster.local/oauth2/auth",
+        ),
+        ann(
+            "auth-response-headers",
+            "X-Auth-Request-User, X-Auth-Request-Email",
+        ),
         ann("auth-cache-key", "$remote_user$http_authorization"),
         ann("auth-cache-duration", "200 202 10m, 401 5m"),
         ann("auth-method", "POST"),
@@ -381,12 +432,26 @@ fn auth_annotations_that_cannot_be_kept_are_refused() {
     let AuthMethod::Forward(f) = &c.auth[c.routes[0].auth.expect("auth")].method else {
         panic!("forward")
     };
-    assert_eq!(f.response_headers, ["x-auth-request-user", "x-auth-request-email"]);
+    assert_eq!(
+        f.response_headers,
+        ["x-auth-request-user", "x-auth-request-email"]
+    );
     assert_eq!(f.cache, Some(Duration::from_secs(300)), "the shorter entry");
-    assert_eq!(f.cache_key, [tollgate_config::KeySource::Header("authorization".into())]);
+    assert_eq!(
+        f.cache_key,
+        [tollgate_config::KeySource::Header("authorization".into())]
+    );
     assert_eq!(f.method.as_deref(), Some("POST"));
     assert_eq!(f.redirect.as_deref(), Some("https://a.example.com/after"));
-    let i = run(&ing(&[ann("auth-type", "basic"), ann("auth-secret", "users"), ann("auth-secret-type", "auth-map")].join("\n"), host));
+    let i = run(&ing(
+        &[
+            ann("auth-type", "basic"),
+            ann("auth-secret", "users"),
+            ann("auth-secret-type", "auth-map"),
+        ]
+        .join("\n"),
+        host,
+    ));
     let c = config(&i);
     let AuthMethod::Basic(b) = &c.auth[c.routes[0].auth.expect("auth")].method else {
         panic!("basic")
@@ -414,7 +479,11 @@ fn allow_insecure_serves_the_routes_and_says_what_was_dropped() {
         "{:#?}",
         i.warnings
     );
-    assert!(i.toml.contains("# INSECURE (configuration-snippet):"), "{}", i.toml);
+    assert!(
+        i.toml.contains("# INSECURE (configuration-snippet):"),
+        "{}",
+        i.toml
+    );
     assert_once(&i);
 }
 

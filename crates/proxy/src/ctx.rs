@@ -65,7 +65,7 @@ pub struct Ctx {
     /// The consumer the route's auth named (the `consumer` key source).
     pub consumer: Option<Arc<str>>,
     /// The verified token's claims (`jwt` auth): `jwt:` keys read them.
-    pub claims: Option<Arc<crate::jwt::Claims>>,
+    pub claims: Option<Arc<crate::auth::jwt::Claims>>,
     /// Set on the upstream request by the route's auth (claims, an auth service's headers).
     pub auth_headers: Vec<(http::HeaderName, HeaderValue)>,
     /// `Set-Cookie` values from an auth service, for the client's response.

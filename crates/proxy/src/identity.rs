@@ -91,7 +91,7 @@ pub struct KeyInput<'a> {
     pub query: Option<&'a str>,
     pub route: u32,
     /// The verified bearer token's claims, when the route reads any.
-    pub claims: Option<&'a crate::jwt::Claims>,
+    pub claims: Option<&'a crate::auth::jwt::Claims>,
     /// The request body's fields, when the route reads any.
     pub body: Option<&'a ParsedBody>,
     /// The consumer the route's authentication named.

@@ -4,8 +4,9 @@
 //! - [`runtime`]: a complete, immutable serving state built from a validated config (routes,
 //!   limiters, upstream pools, metric handles). Reload builds a new one and swaps it; limiter
 //!   state and upstream health survive for definitions that did not change.
-//! - [`identity`]: who is asking (client IP behind trusted proxies, key sources, key hashing);
-//!   [`jwt`]: bearer tokens verified for `jwt:CLAIM` keys.
+//! - [`identity`]: who is asking (client IP behind trusted proxies, key sources, key hashing).
+//! - [`auth`]: authentication at the edge (required JWTs and the JWKS, forward auth, basic
+//!   auth, API keys) and the bearer-token verifier `jwt:CLAIM` keys use too.
 //! - [`access`]: allow and deny lists (addresses, User-Agents, API keys).
 //! - [`policy`]: evaluating a route's limits into one verdict (blocks included).
 //! - [`respond`]: problem+json answers and the IETF RateLimit fields.
@@ -23,7 +24,8 @@
 //! - [`logguard`]: what the libraries underneath may write to the log.
 //!
 //! Failure modes: a client an access list denies or a ladder blocked (403), a bearer token
-//! that does not verify on a route keyed by its claims (401), a request that matches no route
+//! that does not verify on a route keyed by its claims (401), a route's auth refusing (401,
+//! 403, a sign-in redirect; 500/503 when its auth service fails, never a pass), a request that matches no route
 //! (404), an upstream that cannot be reached (502), whose names never resolved (503) or that
 //! does not answer in time (504); each is answered with problem+json and counted. Nothing
 //! here panics on input.
@@ -36,7 +38,6 @@ pub mod ctx;
 pub mod edge;
 pub mod housekeeping;
 pub mod identity;
-pub mod jwt;
 pub mod logguard;
 pub mod metrics;
 pub mod normalize;

@@ -424,7 +424,7 @@ pub struct Runtime {
     pub upstreams: Vec<UpstreamRt>,
     pub trusted_proxies: Vec<IpNet>,
     pub ipv6_prefix: u8,
-    pub jwt: Option<crate::jwt::Verifier>,
+    pub jwt: Option<crate::auth::jwt::Verifier>,
     /// `[jwt] jwks_url`'s key set (the previous runtime's while the URL and CA stay).
     pub jwks: Option<Arc<crate::auth::jwks::Jwks>>,
     /// `Config::auth`, compiled (the previous runtime's where unchanged: their caches stay).
@@ -638,7 +638,7 @@ impl Runtime {
             jwt: config
                 .jwt
                 .as_ref()
-                .map(|j| crate::jwt::Verifier::new(j, jwks.clone())),
+                .map(|j| crate::auth::jwt::Verifier::new(j, jwks.clone())),
             jwks,
             auths,
             trusted_proxies: config.server.trusted_proxies.clone(),

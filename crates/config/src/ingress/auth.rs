@@ -62,7 +62,10 @@ impl ForwardOut {
             Some(h) => Some(s.replace("$http_host", h).replace("$host", h)),
             None => {
                 let rest = s.split_once("://").map_or(s, |(_, r)| r);
-                Some(rest.find('/').map_or("/".to_string(), |i| rest[i..].to_string()))
+                Some(
+                    rest.find('/')
+                        .map_or("/".to_string(), |i| rest[i..].to_string()),
+                )
             }
         }
     }
@@ -128,7 +131,9 @@ pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
         (None, None) => {
             for (k, v) in &values.0 {
                 if v.is_some_and(|v| !v.trim().is_empty()) {
-                    w.push(format!("{ctx}: {k} without auth-url or auth-type: ignored (as by ingress-nginx)"));
+                    w.push(format!(
+                        "{ctx}: {k} without auth-url or auth-type: ignored (as by ingress-nginx)"
+                    ));
                 }
             }
             None
@@ -154,10 +159,13 @@ fn forward(
         refuse("auth-url", format!("\"{url}\": $host stands for the request's host, and a rule of this Ingress names none (or a wildcard)"));
         return None;
     }
-    let probe = url.replace("$http_host", "h.example").replace("$host", "h.example");
+    let probe = url
+        .replace("$http_host", "h.example")
+        .replace("$host", "h.example");
     let parsed = probe.parse::<http::Uri>().ok();
     if probe.contains('$')
-        || !parsed.is_some_and(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some())
+        || !parsed
+            .is_some_and(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some())
     {
         refuse("auth-url", format!("\"{url}\": an absolute http(s) URL without nginx variables (other than $host) is needed"));
         return None;
@@ -170,16 +178,24 @@ fn forward(
         ..ForwardOut::default()
     };
     if let Some(m) = get.get("auth-method") {
-        const METHODS: [&str; 9] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE"];
+        const METHODS: [&str; 9] = [
+            "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE",
+        ];
         if METHODS.contains(&m) {
             f.method = Some(m.to_string());
         } else {
-            refuse("auth-method", format!("\"{m}\" is not a method ingress-nginx accepts"));
+            refuse(
+                "auth-method",
+                format!("\"{m}\" is not a method ingress-nginx accepts"),
+            );
             ok = false;
         }
     }
     if let Some(p) = get.get("auth-signin-redirect-param").filter(|p| *p != "rd") {
-        refuse("auth-signin-redirect-param", format!("\"{p}\": Tollgate names the original URL rd="));
+        refuse(
+            "auth-signin-redirect-param",
+            format!("\"{p}\": Tollgate names the original URL rd="),
+        );
         ok = false;
     }
     if let Some(signin) = get.get("auth-signin") {
@@ -193,10 +209,16 @@ fn forward(
     }
     if let Some(h) = get.get("auth-response-headers") {
         for name in h.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            if name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+            if name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            {
                 f.response_headers.push(name.to_string());
             } else {
-                refuse("auth-response-headers", format!("\"{name}\" is not a header name"));
+                refuse(
+                    "auth-response-headers",
+                    format!("\"{name}\" is not a header name"),
+                );
                 ok = false;
             }
         }
@@ -241,7 +263,9 @@ fn sign_in(s: &str) -> Result<String, String> {
     if vars.contains('$') {
         return Err(format!("\"{s}\": nginx variables other than $host, $scheme and an rd= parameter cannot be translated"));
     }
-    let probe = out.replace("$http_host", "h.example").replace("$host", "h.example");
+    let probe = out
+        .replace("$http_host", "h.example")
+        .replace("$host", "h.example");
     let absolute = probe
         .parse::<http::Uri>()
         .ok()
@@ -285,7 +309,9 @@ fn cache_key(key: &str) -> Result<Vec<String>, String> {
         }
     }
     if out.is_empty() {
-        return Err(format!("\"{key}\" names no variable: every request would share one answer"));
+        return Err(format!(
+            "\"{key}\" names no variable: every request would share one answer"
+        ));
     }
     Ok(out)
 }
@@ -301,9 +327,13 @@ fn cache_duration(v: &str) -> Result<u64, String> {
             if word.len() == 3 && word.bytes().all(|b| b.is_ascii_digit()) && !timed {
                 continue;
             }
-            let digits = word.find(|c: char| !c.is_ascii_digit()).unwrap_or(word.len());
+            let digits = word
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(word.len());
             let (n, unit) = word.split_at(digits);
-            let n: u64 = n.parse().map_err(|_| format!("\"{v}\": \"{word}\" is not a time"))?;
+            let n: u64 = n
+                .parse()
+                .map_err(|_| format!("\"{v}\": \"{word}\" is not a time"))?;
             let secs = match unit {
                 "ms" => 0,
                 "s" | "" => 1,
@@ -334,11 +364,17 @@ fn basic(
     refuse: &mut dyn FnMut(&str, String),
 ) -> Option<AuthOut> {
     if kind != "basic" {
-        refuse("auth-type", format!("\"{kind}\": only basic authentication has a Tollgate equivalent"));
+        refuse(
+            "auth-type",
+            format!("\"{kind}\": only basic authentication has a Tollgate equivalent"),
+        );
         return None;
     }
     let Some(secret) = get.get("auth-secret") else {
-        refuse("auth-secret", "auth-type basic without auth-secret (ingress-nginx denies such a location too)".into());
+        refuse(
+            "auth-secret",
+            "auth-type basic without auth-secret (ingress-nginx denies such a location too)".into(),
+        );
         return None;
     };
     let (secret_ns, name) = secret.split_once('/').unwrap_or((ns, secret));
@@ -356,7 +392,10 @@ fn basic(
         // The Secret's keys are users, each mounted as a file holding its hash.
         "auth-map" => dir,
         other => {
-            refuse("auth-secret-type", format!("\"{other}\" is not auth-file or auth-map"));
+            refuse(
+                "auth-secret-type",
+                format!("\"{other}\" is not auth-file or auth-map"),
+            );
             return None;
         }
     };
@@ -384,7 +423,10 @@ mod tests {
             cache_key("${http_x_api_key}-$remote_addr").expect("key"),
             vec!["header:x-api-key", "client_ip"]
         );
-        assert!(cache_key("$request_uri").is_err(), "the query would be lost");
+        assert!(
+            cache_key("$request_uri").is_err(),
+            "the query would be lost"
+        );
         assert!(cache_key("static").is_err());
     }
 
@@ -412,8 +454,14 @@ mod tests {
             signin: Some("https://$host/oauth2/start".into()),
             ..ForwardOut::default()
         };
-        assert_eq!(f.signin_for(Some("app.example.com")).as_deref(), Some("https://app.example.com/oauth2/start"));
-        assert_eq!(f.signin_for(Some("*.example.com")).as_deref(), Some("/oauth2/start"));
+        assert_eq!(
+            f.signin_for(Some("app.example.com")).as_deref(),
+            Some("https://app.example.com/oauth2/start")
+        );
+        assert_eq!(
+            f.signin_for(Some("*.example.com")).as_deref(),
+            Some("/oauth2/start")
+        );
         assert_eq!(f.signin_for(None).as_deref(), Some("/oauth2/start"));
     }
 }

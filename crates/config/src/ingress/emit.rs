@@ -283,7 +283,10 @@ fn auth_line(out: &mut String, a: &AuthOut, host: Option<&str>) {
                 parts.push(format!("method = {}", q(m)));
             }
             if !f.response_headers.is_empty() {
-                parts.push(format!("response_headers = [{}]", list(&f.response_headers)));
+                parts.push(format!(
+                    "response_headers = [{}]",
+                    list(&f.response_headers)
+                ));
             }
             if let Some(sgn) = f.signin_for(host) {
                 parts.push(format!("signin = {}", q(&sgn)));
@@ -295,7 +298,11 @@ fn auth_line(out: &mut String, a: &AuthOut, host: Option<&str>) {
                 parts.push(format!("cache = \"{c}s\""));
                 parts.push(format!("cache_key = [{}]", list(&f.cache_key)));
             }
-            let _ = writeln!(out, "# auth-url\nauth = {{ forward = {{ {} }} }}", parts.join(", "));
+            let _ = writeln!(
+                out,
+                "# auth-url\nauth = {{ forward = {{ {} }} }}",
+                parts.join(", ")
+            );
         }
     }
 }

@@ -8,7 +8,7 @@
 
 use super::cache::TtlCache;
 use super::{one_header, Outcome, Passed, Refusal, Request};
-use crate::jwt::{Claims, Verifier};
+use crate::auth::jwt::{Claims, Verifier};
 use crate::respond::Problem;
 use http::{HeaderName, HeaderValue};
 use serde_json::Value;

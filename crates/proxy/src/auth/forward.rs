@@ -294,7 +294,7 @@ fn internal() -> Refusal {
 }
 
 /// The request's Host (or absolute-form authority), when it is a plain `host[:port]`.
-fn request_host(head: &pingora::http::RequestHeader) -> Option<String> {
+pub(crate) fn request_host(head: &pingora::http::RequestHeader) -> Option<String> {
     let h = head
         .headers
         .get(http::header::HOST)

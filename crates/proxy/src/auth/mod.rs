@@ -15,6 +15,7 @@ pub mod client;
 pub mod forward;
 pub mod htpasswd;
 pub mod jwks;
+pub mod jwt;
 
 use crate::respond::Problem;
 use http::{HeaderName, HeaderValue};
@@ -57,7 +58,7 @@ pub struct Passed {
     pub consumer: Option<Arc<str>>,
     /// The verified token's claims (`jwt` auth): limits keyed by `jwt:` claims read them
     /// without verifying again.
-    pub claims: Option<Arc<crate::jwt::Claims>>,
+    pub claims: Option<Arc<crate::auth::jwt::Claims>>,
     /// Headers set on the upstream request (after the client's copies of every header the
     /// auth owns are removed).
     pub headers: Vec<(HeaderName, HeaderValue)>,
@@ -179,7 +180,7 @@ impl AuthRt {
     pub async fn check(
         &self,
         req: &Request<'_>,
-        jwt: Option<&crate::jwt::Verifier>,
+        jwt: Option<&crate::auth::jwt::Verifier>,
     ) -> Result<(Passed, Outcome), Refusal> {
         match &self.method {
             Method::Bearer(b) => b.check(req, jwt).await,

@@ -46,19 +46,19 @@ pub async fn run(
         Some(q) => Cow::Owned(format!("{path}?{q}")),
         None => Cow::Borrowed(path),
     };
-    // The host the route matched, when it names one (then the request's Host is that host).
+    // The host the route matched, when it names one (then the request's Host is that host,
+    // with its port; a plain host name, checked, lower case).
     let host = rt.routes[route]
         .cfg
         .host
         .as_ref()
-        .and_then(|_| head.headers.get(http::header::HOST))
-        .and_then(|v| v.to_str().ok());
+        .and_then(|_| crate::auth::forward::request_host(head));
     let req = Request {
         head,
         client,
         secure: ctx.secure,
         path_and_query: &path_and_query,
-        host,
+        host: host.as_deref(),
         request_id: ctx.request_id(),
         route: route as u32,
         metrics: &gw.shared.metrics,

@@ -19,12 +19,12 @@
 //! list allowed.
 
 use super::Step;
+use crate::auth::jwt::Claims;
+use crate::auth::jwt::Verifier;
 use crate::ctx::{Ctx, Outcome};
 use crate::edge::{read_key_body, Gateway};
 use crate::identity::ParsedBody;
 use crate::identity::{client_ip, KeyInput};
-use crate::jwt::Claims;
-use crate::jwt::Verifier;
 use crate::policy::{decide_global, decide_local, Plan, Verdict};
 use crate::respond::{names, Problem};
 use crate::runtime::Runtime;

@@ -17,7 +17,7 @@ pub type Claims = Map<String, Value>;
 
 pub struct Verifier {
     /// `[jwt] jwks_url`'s keys, when set (kept across reloads while the URL stays).
-    pub remote: Option<std::sync::Arc<crate::auth::jwks::Jwks>>,
+    pub remote: Option<std::sync::Arc<super::jwks::Jwks>>,
     algorithms: Vec<Algorithm>,
     hmac: Option<DecodingKey>,
     rsa: Vec<DecodingKey>,
@@ -42,7 +42,7 @@ fn family(a: Algorithm) -> u8 {
 impl Verifier {
     /// Builds the keys; the config was checked at load time, so a key that fails here is
     /// skipped (and could not verify anything).
-    pub fn new(s: &JwtSettings, remote: Option<std::sync::Arc<crate::auth::jwks::Jwks>>) -> Self {
+    pub fn new(s: &JwtSettings, remote: Option<std::sync::Arc<super::jwks::Jwks>>) -> Self {
         let mut by_kid = HashMap::new();
         if let Some(set) = s
             .jwks
