@@ -487,7 +487,28 @@ count = "failures"
         r.body
     );
 
-    // The file changed (a password changed, a user added): picked up without a restart.
+    // The file changed (a password changed, a user added) under load: picked up without a
+    // restart, and every request meanwhile is answered 200 or 401, never an error.
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = {
+        let stop = stop.clone();
+        let creds = basic("amy", "apr1-pass");
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            let mut conn = Conn::open_from([127, 0, 0, 4].into(), port)
+                .await
+                .expect("connect");
+            while !stop.load(Ordering::SeqCst) {
+                let r = conn
+                    .send("GET", "/staff/x", &[("authorization", &creds)], "")
+                    .await;
+                seen.push(r.map(|r| r.status).unwrap_or(0));
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            seen
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let file2 = dir.join("users2.htpasswd");
     assert!(htpasswd(&file2, "-B", "bea", "new-pass"));
     assert!(htpasswd(&file2, "-m", "zoe", "zoe-pass"));
@@ -510,6 +531,27 @@ count = "failures"
     )
     .await;
     let changed = last.as_ref().is_ok_and(|r| r.status == 200);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.store(true, Ordering::SeqCst);
+    let seen = load.await.expect("load");
+    let count = |st: u16| seen.iter().filter(|s| **s == st).count();
+    let summary = format!(
+        "200: {}, 401: {}, 429: {}, of {}",
+        count(200),
+        count(401),
+        count(429),
+        seen.len()
+    );
+    assert!(seen.len() > 10, "{summary}");
+    // 200 under the old file, 401 under the new one (amy is gone), then 429 once the failure
+    // limit of her address is used up; never an error, never back to the old file.
+    assert_eq!(
+        count(200) + count(401) + count(429),
+        seen.len(),
+        "{summary}"
+    );
+    assert!(count(200) > 0 && count(401) > 0, "{summary}");
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "in order: {summary}");
     assert!(
         changed,
         "the new file is in force: {last:?} {}",
@@ -934,4 +976,62 @@ fn base64_url(s: &str) -> String {
         }
     }
     out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_names_its_plan() {
+    let dir = temp_dir("auth-plans");
+    let keys = dir.join("keys.txt");
+    std::fs::write(
+        &keys,
+        "acme acme-key-0123456789abcdef\nsolo solo-key-0123456789abcdef\n",
+    )
+    .expect("write");
+    let backend = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let toml = format!(
+        r#"[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+threads = 1
+[plans]
+default = "free"
+tenant = "consumer"
+tenants = {{ acme = "pro" }}
+[plans.free]
+rate = "1/h"
+[plans.pro]
+rate = "3/h"
+[upstreams.api]
+targets = ["{}"]
+[[routes]]
+path_prefix = "/v1"
+upstream = "api"
+auth = {{ api_key = {{ keys_file = "{}" }} }}
+limits = ["by_plan"]
+[limits.by_plan]
+key = "consumer"
+plan = "rate"
+"#,
+        backend.addr,
+        keys.display()
+    );
+    let _gw = serve(&toml, port, admin).await;
+    let statuses = |key: &'static str| async move {
+        let mut out = Vec::new();
+        for _ in 0..4 {
+            out.push(call(port, "/v1/x", &[("x-api-key", key)]).await.status);
+        }
+        out
+    };
+    assert_eq!(
+        statuses("acme-key-0123456789abcdef").await,
+        [200, 200, 200, 429],
+        "acme is on pro"
+    );
+    assert_eq!(
+        statuses("solo-key-0123456789abcdef").await,
+        [200, 429, 429, 429],
+        "solo on the default"
+    );
 }

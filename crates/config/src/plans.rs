@@ -141,12 +141,17 @@ fn source(cx: &mut Cx, t: &mut Tbl, k: &str, ok: &mut bool) -> Option<KeySource>
     let p = t.key_path(k);
     let s = as_str(cx, &p, v)?;
     match key_source(cx, &p, s, v.span()) {
-        Some(ks @ (KeySource::Header(_) | KeySource::Query(_) | KeySource::Jwt(_))) => Some(ks),
+        Some(
+            ks @ (KeySource::Header(_)
+            | KeySource::Query(_)
+            | KeySource::Jwt(_)
+            | KeySource::Consumer),
+        ) => Some(ks),
         Some(_) => {
             cx.err(
                 &p,
                 v.span(),
-                "a plan or tenant is read from header:NAME, query:NAME or jwt:CLAIM",
+                "a plan or tenant is read from header:NAME, query:NAME, jwt:CLAIM or consumer",
             );
             *ok = false;
             None

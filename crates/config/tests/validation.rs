@@ -175,7 +175,7 @@ fn each_error_names_its_key_and_line() {
         ("[plans]\ndefault = \"gold\"\n[plans.free]\nrate = \"1/s\"\n", "f.toml: plans.default: unknown plan \"gold\" (defined: free) (line 2)"),
         ("[plans]\n[plans.free]\nrate = \"1/s\"\n", "f.toml: plans: missing key \"default\": the plan of callers no rule names (line 1)"),
         ("[plans]\ndefault = \"free\"\n[plans.free]\nburst = 3\n", "f.toml: plans.free: a plan needs a rate, a quota or both (line 3)"),
-        ("[plans]\ndefault = \"free\"\ntenant = \"client_ip\"\n[plans.free]\nrate = \"1/s\"\n", "f.toml: plans.tenant: a plan or tenant is read from header:NAME, query:NAME or jwt:CLAIM (line 3)"),
+        ("[plans]\ndefault = \"free\"\ntenant = \"client_ip\"\n[plans.free]\nrate = \"1/s\"\n", "f.toml: plans.tenant: a plan or tenant is read from header:NAME, query:NAME, jwt:CLAIM or consumer (line 3)"),
         ("[plans]\ndefault = \"free\"\ntenant = \"header:x-tenant\"\n[plans.tenants]\nacme = \"gold\"\n[plans.free]\nrate = \"1/s\"\n", "f.toml: plans.tenants.acme: unknown plan \"gold\" (defined: free) (line 5)"),
         ("[limits.a]\nkey = \"client_ip\"\nquota = \"10000/fortnight\"\n", "f.toml: limits.a.quota: \"10000/fortnight\" is not a quota: write N/day, N/week, N/month or N/year, e.g. \"10000/month\" (line 3)"),
         ("[limits.a]\nkey = \"client_ip\"\nquota = \"10/day\"\nrate = \"1/s\"\n", "f.toml: limits.a.rate: set either rate or quota, not both (line 4)"),

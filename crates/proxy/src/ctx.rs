@@ -62,16 +62,9 @@ pub struct Ctx {
     pub upstream_target: Option<crate::routing::Rewritten>,
 
     // Stage 4, auth.
-    /// The consumer the route's auth named (the `consumer` key source).
-    pub consumer: Option<Arc<str>>,
-    /// The verified token's claims (`jwt` auth): `jwt:` keys read them.
-    pub claims: Option<Arc<crate::auth::jwt::Claims>>,
-    /// Set on the upstream request by the route's auth (claims, an auth service's headers).
-    pub auth_headers: Vec<(http::HeaderName, HeaderValue)>,
-    /// `Set-Cookie` values from an auth service, for the client's response.
-    pub auth_cookies: Vec<HeaderValue>,
-    /// An auth refusal answered after the limits (on a route counting failures).
-    pub auth_refusal: Option<Box<crate::auth::Refusal>>,
+    /// What the route's auth decided (`None` on a route without auth: one pointer, nothing to
+    /// make or drop on the requests of other routes).
+    pub auth: Option<Box<AuthCtx>>,
 
     // Stages 3 and 5, access and limits.
     /// What the edge decided, for the access log: see [`Outcome`]; with the limit concerned.
@@ -121,11 +114,7 @@ impl Ctx {
             canonical_path: None,
             target_authority: None,
             upstream_target: None,
-            consumer: None,
-            claims: None,
-            auth_headers: Vec::new(),
-            auth_cookies: Vec::new(),
-            auth_refusal: None,
+            auth: None,
             outcome: Outcome::Unlimited,
             outcome_limit: None,
             client: None,
@@ -147,6 +136,29 @@ impl Ctx {
 impl Default for Ctx {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// What the route's auth decided about a request.
+pub struct AuthCtx {
+    /// The auth (its headers are the upstream's to get from it alone).
+    pub rt: Arc<crate::auth::AuthRt>,
+    /// The consumer, the verified claims, the headers for the upstream and the cookies for the
+    /// client (empty when refused).
+    pub passed: crate::auth::Passed,
+    /// A refusal answered after the limits (on a route counting failures).
+    pub refusal: Option<crate::auth::Refusal>,
+}
+
+impl Ctx {
+    /// The consumer the route's auth named (the `consumer` key source).
+    pub fn consumer(&self) -> Option<&str> {
+        self.auth.as_ref()?.passed.consumer.as_deref()
+    }
+
+    /// The claims of the token the route's auth verified.
+    pub fn claims(&self) -> Option<&crate::auth::jwt::Claims> {
+        self.auth.as_ref()?.passed.claims.as_deref()
     }
 }
 

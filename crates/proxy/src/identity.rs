@@ -291,6 +291,7 @@ fn source_text<'a>(src: &KeySource, input: &'a KeyInput) -> Option<std::borrow::
             serde_json::Value::Null => None,
             other => Some(Cow::Owned(other.to_string())),
         },
+        KeySource::Consumer => input.consumer.map(Cow::Borrowed),
         _ => None,
     }
 }

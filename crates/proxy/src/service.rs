@@ -149,14 +149,11 @@ impl ProxyHttp for Gateway {
         }
         // What the route's auth owns: the client's copies never reach the upstream, then the
         // auth's own values (claims, the auth service's headers).
-        if let Some(ra) = ctx
-            .route
-            .and_then(|r| ctx.rt.as_ref()?.routes.get(r)?.auth.as_ref())
-        {
-            for name in &ra.auth.owned {
+        if let Some(a) = &ctx.auth {
+            for name in &a.rt.owned {
                 upstream.remove_header(name);
             }
-            for (name, value) in &ctx.auth_headers {
+            for (name, value) in &a.passed.headers {
                 upstream.append_header(name.clone(), value.clone())?;
             }
         }
@@ -185,8 +182,10 @@ impl ProxyHttp for Gateway {
             session.set_read_timeout(None);
         }
         ctx.add_limit_headers(resp);
-        for c in &ctx.auth_cookies {
-            resp.append_header(http::header::SET_COOKIE, c.clone())?;
+        if let Some(a) = &ctx.auth {
+            for c in &a.passed.cookies {
+                resp.append_header(http::header::SET_COOKIE, c.clone())?;
+            }
         }
         Ok(())
     }

@@ -3,10 +3,10 @@
 //! Reads: the request's credentials (a bearer token, basic credentials, an API key) or the
 //! route's auth service's answer about the request; the client address (through trusted
 //! proxies); the canonical path the route matched.
-//! Writes: `ctx.client`, `ctx.consumer` (the `consumer` key source), `ctx.claims` (read by
-//! `jwt:` keys without verifying again), what goes upstream (`ctx.auth_headers`) and to the
-//! client (`ctx.auth_cookies`); on a route whose limits count failures, the refusal
-//! (`ctx.auth_refusal`), answered after the limits took their unit.
+//! Writes: `ctx.client`; `ctx.auth`: the consumer (the `consumer` key source), the verified
+//! claims (read by `jwt:` keys without verifying again), what goes upstream and to the client;
+//! on a route whose limits count failures, the refusal, answered after the limits took their
+//! unit.
 //! Answers: 401 (`UNAUTHENTICATED`, `INVALID_TOKEN`, with `WWW-Authenticate`), 403
 //! (`INSUFFICIENT_SCOPE`, `FORBIDDEN`), 302 to the auth service's sign-in page, 400
 //! (`AMBIGUOUS_REQUEST`: a credential given twice), 500 (`AUTH_FAILED`) and 503
@@ -15,7 +15,7 @@
 
 use super::Step;
 use crate::auth::{Refusal, Request};
-use crate::ctx::{Ctx, Outcome};
+use crate::ctx::{AuthCtx, Ctx, Outcome};
 use crate::edge::Gateway;
 use crate::identity::client_ip;
 use crate::respond::names;
@@ -67,10 +67,11 @@ pub async fn run(
     match ra.auth.check(&req, rt.jwt.as_ref()).await {
         Ok((passed, outcome)) => {
             ra.counts[outcome as usize].inc();
-            ctx.consumer = passed.consumer;
-            ctx.claims = passed.claims;
-            ctx.auth_headers = passed.headers;
-            ctx.auth_cookies = passed.cookies;
+            ctx.auth = Some(Box::new(AuthCtx {
+                rt: ra.auth.clone(),
+                passed,
+                refusal: None,
+            }));
             Ok(Step::Next)
         }
         Err(refusal) => {
@@ -81,7 +82,11 @@ pub async fn run(
             );
             if counted && rt.routes[route].counts_failures && rt.routes[route].stages.limits {
                 // The limits count this failure (and may refuse first): answered after them.
-                ctx.auth_refusal = Some(Box::new(refusal));
+                ctx.auth = Some(Box::new(AuthCtx {
+                    rt: ra.auth.clone(),
+                    passed: crate::auth::Passed::default(),
+                    refusal: Some(refusal),
+                }));
                 return Ok(Step::Next);
             }
             refuse(gw, session, ctx, refusal).await?;

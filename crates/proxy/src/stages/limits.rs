@@ -79,9 +79,14 @@ pub async fn run(
         query,
         route: route as u32,
         // Verified by the auth stage, or here for the route's jwt: keys.
-        claims: ctx.claims.as_deref().or(claims.as_ref()),
+        // (Field by field: ctx.plan is written below while these are read.)
+        claims: ctx
+            .auth
+            .as_ref()
+            .and_then(|a| a.passed.claims.as_deref())
+            .or(claims.as_ref()),
         body: body.as_ref(),
-        consumer: ctx.consumer.as_deref(),
+        consumer: ctx.auth.as_ref().and_then(|a| a.passed.consumer.as_deref()),
     };
     if let (true, Some(plans)) = (rt.routes[route].needs_plan, &rt.config.plans) {
         ctx.plan = crate::identity::plan_of(plans, &input);
@@ -121,7 +126,7 @@ async fn identify(
     let req = session.req_header();
     let mut claims = None;
     // (A token the auth stage verified is not verified again.)
-    if let (true, None, Some(v)) = (rt.routes[route].needs_jwt, &ctx.claims, &rt.jwt) {
+    if let (true, None, Some(v)) = (rt.routes[route].needs_jwt, ctx.claims(), &rt.jwt) {
         if let Some(token) = req
             .headers
             .get(&v.header)

@@ -64,8 +64,8 @@ pub async fn run(gw: &Gateway, session: &mut Session, ctx: &mut Ctx) -> Result<b
     {
         return Ok(true);
     }
-    if let Some(refusal) = ctx.auth_refusal.take() {
-        auth::refuse(gw, session, ctx, *refusal).await?;
+    if let Some(refusal) = ctx.auth.as_mut().and_then(|a| a.refusal.take()) {
+        auth::refuse(gw, session, ctx, refusal).await?;
         return Ok(true);
     }
     Ok(action::run(gw, session, ctx, &rt, route).await? == Step::Answered)
