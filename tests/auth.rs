@@ -315,6 +315,73 @@ async fn forward_auth_allows_denies_redirects_and_never_fails_open() {
     );
     assert!(m.contains("tollgate_auth_service_seconds_count{route=\"api\"}"));
 
+    // Anonymous answers are never reused: each anonymous request asks again.
+    let before = seen.calls.load(Ordering::SeqCst);
+    for _ in 0..3 {
+        assert_eq!(call(port, "/cached/x", &[]).await.status, 401);
+    }
+    assert_eq!(seen.calls.load(Ordering::SeqCst) - before, 3);
+    // The same credentials on another path: asked again (the service may decide per URL).
+    let r = call(port, "/cached/other", &[("authorization", "Bearer good")]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(seen.calls.load(Ordering::SeqCst) - before, 4);
+    // Two Authorization headers: ambiguous, never asked about.
+    let r = call(
+        port,
+        "/api/x",
+        &[
+            ("authorization", "Bearer good"),
+            ("authorization", "Bearer deny"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    // A raw UTF-8 query: the service is still told the exact target (percent-encoded).
+    let status = {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut raw = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        raw.write_all(b"GET /api/x?name=caf\xc3\xa9 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer good\r\nConnection: close\r\n\r\n")
+            .await
+            .expect("write");
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), raw.read_to_end(&mut out)).await;
+        String::from_utf8_lossy(&out)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    if status.starts_with("HTTP/1.1 200") {
+        let (_, headers, _) = seen.last.lock().expect("lock").clone().expect("a call");
+        assert_eq!(
+            headers.get("x-forwarded-uri").and_then(|v| v.to_str().ok()),
+            Some("/api/x?name=caf%C3%A9")
+        );
+    }
+    // Underscore spellings of the auth's headers never reach the upstream; nor do other
+    // proxies' client-address headers reach the auth service.
+    let r = call(
+        port,
+        "/api/x",
+        &[
+            ("authorization", "Bearer good"),
+            ("x_auth_request_user", "admin"),
+            ("true-client-ip", "10.0.0.5"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert!(
+        r.json()["headers"]["x_auth_request_user"].is_null(),
+        "{}",
+        r.body
+    );
+    let (_, headers, _) = seen.last.lock().expect("lock").clone().expect("a call");
+    assert!(headers.get("true-client-ip").is_none());
+
     // A route without auth pays nothing and is not asked about.
     let before = seen.calls.load(Ordering::SeqCst);
     assert_eq!(call(port, "/open/x", &[]).await.status, 200);
@@ -752,7 +819,7 @@ async fn jwks_server(state: Arc<Jwks>, dir: &Path) -> (u16, PathBuf, tokio::task
 }
 
 fn claims(sub: &str, scope: &str) -> serde_json::Value {
-    json!({"sub": sub, "scope": scope, "exp": unix_now() + 600})
+    json!({"sub": sub, "scope": scope, "exp": unix_now() + 600, "iss": "https://idp.example.com", "aud": "orders-api"})
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -777,6 +844,8 @@ threads = 2
 jwks_url = "https://127.0.0.1:{idp}/jwks.json"
 jwks_ca = "{}"
 jwks_refetch = "1s"
+issuer = "https://idp.example.com"
+audience = "orders-api"
 algorithms = ["ES256", "RS256", "HS256"]
 secret = "a-secret-that-is-not-the-rsa-key-0123"
 [upstreams.api]

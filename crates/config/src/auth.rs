@@ -224,6 +224,14 @@ fn jwt(cx: &mut Cx, t: &mut Tbl, p: &str, v: &Value, env: &Env) -> Option<JwtAut
         }
         ft.finish(cx);
     }
+    if !required && !claims.is_empty() {
+        cx.err(
+            &t.key_path("claims"),
+            t.get("claims").map(|v| v.span()).unwrap_or(0..0),
+            "claims with jwt = \"optional\": a request without a token would pass them by; write jwt = \"required\"",
+        );
+        ok = false;
+    }
     ok.then_some(JwtAuth {
         required,
         claims,
@@ -416,10 +424,12 @@ fn forward(cx: &mut Cx, mut t: Tbl) -> Option<ForwardAuth> {
     let cache = bounded(cx, &mut t, "cache", MAX_FORWARD_CACHE).filter(|d| !d.is_zero());
     let cache_key = match t.get("cache_key") {
         Some(v) => cache_key(cx, &t.key_path("cache_key"), v, &mut ok),
-        // The credentials a client sends: what an auth service decides by.
+        // The credentials a client sends, and where it is: what an auth service decides by
+        // (the method, host, path and query are in every key).
         None => vec![
             KeySource::Header("authorization".into()),
             KeySource::Header("cookie".into()),
+            KeySource::ClientIp,
         ],
     };
     t.finish(cx);

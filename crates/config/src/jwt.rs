@@ -333,7 +333,20 @@ fn remote(
         None => None,
     };
     let refetch = match refetch_given {
-        Some(rv) => duration(cx, &t.key_path("jwks_refetch"), rv)?,
+        Some(rv) => {
+            let p = t.key_path("jwks_refetch");
+            let d = duration(cx, &p, rv)?;
+            if d < Duration::from_secs(1) {
+                cx.err(
+                    &p,
+                    rv.span(),
+                    "at least 1s: tokens naming random kids must not keep the provider busy",
+                );
+                *ok = false;
+                return None;
+            }
+            d
+        }
         None => REFETCH,
     };
     Some(RemoteJwks {

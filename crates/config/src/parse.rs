@@ -106,6 +106,7 @@ fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>>
     if plans_present && !jwt_present {
         plans_jwt_check(&mut cx, plans.as_ref());
     }
+    provider_tokens_check(&mut cx, jwt.as_ref(), &auths);
     root.finish(&mut cx);
 
     if !cx.problems.is_empty() {
@@ -195,6 +196,26 @@ fn listeners_check(cx: &mut Cx, s: &ServerConfig, tls: bool, routes: &[RouteConf
             "server.https_redirect",
             0..0,
             "redirects to HTTPS need server.tls_listen (or server.https_port, for TLS served in front of Tollgate)",
+        );
+    }
+}
+
+/// An identity provider (`jwks_url`) signs tokens for other applications and tenants too: when
+/// its tokens let requests pass a route (`auth = { jwt = ... }`), the issuer and the audience
+/// they were made for must be checked.
+fn provider_tokens_check(cx: &mut Cx, jwt: Option<&JwtSettings>, auths: &[Option<AuthConfig>]) {
+    let Some(j) = jwt.filter(|j| j.remote.is_some()) else {
+        return;
+    };
+    let authenticates = auths
+        .iter()
+        .flatten()
+        .any(|a| matches!(a.method, AuthMethod::Jwt(_)));
+    if authenticates && (j.issuer.is_none() || j.audience.is_none()) {
+        cx.err(
+            "jwt.jwks_url",
+            0..0,
+            "tokens from an identity provider let requests through auth = { jwt = ... }: set [jwt] issuer and audience (the provider signs tokens for other applications too)",
         );
     }
 }

@@ -739,6 +739,9 @@ fn auth_mistakes_name_their_key_and_line() {
         (route("{ api_key = { header = \"x-key\" } }"), "f.toml: routes[0].auth.api_key: missing key \"keys_file\": the file of consumers and their keys (lines: CONSUMER KEY) (line 6)"),
         ("[jwt]\njwks_url = \"http://idp/jwks.json\"\n".to_string(), "f.toml: jwt.jwks_url: \"http://idp/jwks.json\" is not an https:// URL: keys fetched in the clear could be replaced on the way (line 2)"),
         ("[jwt]\nsecret = \"s\"\njwks_ca = \"ca.pem\"\n".to_string(), "f.toml: jwt.jwks_ca: jwks_ca goes with jwks_url (line 3)"),
+        ("[jwt]\njwks_url = \"https://idp/jwks.json\"\njwks_refetch = \"100ms\"\n".to_string(), "f.toml: jwt.jwks_refetch: at least 1s: tokens naming random kids must not keep the provider busy (line 3)"),
+        (format!("[jwt]\nsecret = \"s\"\n{}", route("{ jwt = \"optional\", claims = { scope = \"a\" } }")), "f.toml: routes[0].auth.claims: claims with jwt = \"optional\": a request without a token would pass them by; write jwt = \"required\" (line 8)"),
+        (format!("[jwt]\njwks_url = \"https://idp/jwks.json\"\nissuer = \"https://idp\"\n{}", route("{ jwt = \"required\" }")), "f.toml: jwt.jwks_url: tokens from an identity provider let requests through auth = { jwt = ... }: set [jwt] issuer and audience (the provider signs tokens for other applications too)"),
     ];
     for (toml, want) in &cases {
         assert_eq!(problems(toml), vec![want.to_string()], "{toml}");

@@ -624,7 +624,7 @@ impl Runtime {
             .iter()
             .map(|cfg| {
                 let r = RouteRt::build(cfg, &limits, &server_access, previous, &config, metrics)?;
-                Ok(r.with_auth(cfg, &auths, metrics))
+                r.with_auth(cfg, &auths, metrics)
             })
             .collect::<Result<Vec<_>, BuildError>>()?;
         let order = crate::routing::order(routes.iter().map(|r| &r.cfg));
@@ -770,9 +770,16 @@ impl RouteRt {
         cfg: &RouteConfig,
         auths: &[Arc<crate::auth::AuthRt>],
         metrics: &Metrics,
-    ) -> Self {
-        let Some(auth) = cfg.auth.and_then(|i| auths.get(i)) else {
-            return self;
+    ) -> Result<Self, BuildError> {
+        let Some(i) = cfg.auth else {
+            return Ok(self);
+        };
+        // A route that names an auth never goes without it.
+        let Some(auth) = auths.get(i) else {
+            return Err(BuildError::Route(
+                cfg.name.clone(),
+                format!("auth #{i} is not defined"),
+            ));
         };
         let method = auth.cfg.method.label();
         self.stages.auth = true;
@@ -782,7 +789,7 @@ impl RouteRt {
                 .map(|r| metrics.auth.with_label_values(&[&cfg.name, method, r])),
             latency: metrics.auth_service.with_label_values(&[&cfg.name]),
         });
-        self
+        Ok(self)
     }
 
     /// One route: its stages, its keys' inputs, its RateLimit-Policy per plan, its metric

@@ -153,6 +153,23 @@ impl ProxyHttp for Gateway {
             for name in &a.rt.owned {
                 upstream.remove_header(name);
             }
+            // Other spellings of them too: CGI, WSGI, Rack and PHP read `X_User_Id` as
+            // `X-User-Id` (HTTP_X_USER_ID).
+            if !a.rt.owned.is_empty() {
+                let spelled: Vec<http::HeaderName> = upstream
+                    .headers
+                    .keys()
+                    .filter(|k| k.as_str().contains('_'))
+                    .filter(|k| {
+                        let dashed = k.as_str().replace('_', "-");
+                        a.rt.owned.iter().any(|o| o.as_str() == dashed)
+                    })
+                    .cloned()
+                    .collect();
+                for k in spelled {
+                    upstream.remove_header(&k);
+                }
+            }
             for (name, value) in &a.passed.headers {
                 upstream.append_header(name.clone(), value.clone())?;
             }

@@ -225,7 +225,7 @@ fn forward(
     }
     f.redirect = get.get("auth-request-redirect").map(str::to_string);
     if let Some(key) = get.get("auth-cache-key") {
-        match cache_key(key) {
+        match cache_key(key, exact_hosts) {
             Ok(k) => {
                 f.cache_key = k;
                 match cache_duration(get.get("auth-cache-duration").unwrap_or("200 202 401 5m")) {
@@ -278,7 +278,7 @@ fn sign_in(s: &str) -> Result<String, String> {
 
 /// `auth-cache-key`: each nginx variable as a key source at least as fine; literal text is the
 /// same for every request and adds nothing.
-fn cache_key(key: &str) -> Result<Vec<String>, String> {
+fn cache_key(key: &str, exact_hosts: bool) -> Result<Vec<String>, String> {
     let mut out: Vec<String> = Vec::new();
     let mut rest = key;
     while let Some(i) = rest.find('$') {
@@ -294,8 +294,11 @@ fn cache_key(key: &str) -> Result<Vec<String>, String> {
             "remote_addr" | "binary_remote_addr" => "client_ip".to_string(),
             "request_method" => "method".to_string(),
             "uri" | "document_uri" => "path".to_string(),
-            // The cache is per route, and a route has one host.
-            "host" | "http_host" | "server_name" => continue,
+            // The host is in every key Tollgate makes (and one rule, one host).
+            "host" | "http_host" | "server_name" if exact_hosts => continue,
+            "host" | "http_host" | "server_name" => {
+                return Err(format!("\"{key}\": ${var} on a rule without an exact host"));
+            }
             v if v.starts_with("cookie_") => "header:cookie".to_string(),
             v if v.starts_with("http_") && v.len() > 5 => {
                 format!("header:{}", v[5..].replace('_', "-"))
@@ -320,11 +323,15 @@ fn cache_key(key: &str) -> Result<Vec<String>, String> {
 /// time of its entries, in seconds (Tollgate keeps 2xx, 401 and 403 answers for one time).
 fn cache_duration(v: &str) -> Result<u64, String> {
     let mut shortest: Option<u64> = None;
+    let mut success = false;
     for entry in v.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let mut total = 0u64;
         let mut timed = false;
+        let mut codes = false;
         for word in entry.split_whitespace() {
             if word.len() == 3 && word.bytes().all(|b| b.is_ascii_digit()) && !timed {
+                codes = true;
+                success |= word.starts_with('2');
                 continue;
             }
             let digits = word
@@ -351,7 +358,15 @@ fn cache_duration(v: &str) -> Result<u64, String> {
         if !timed {
             return Err(format!("\"{v}\": the entry \"{entry}\" has no time"));
         }
+        // An entry without codes is nginx's 200, 301 and 302.
+        success |= !codes;
         shortest = Some(shortest.map_or(total, |s| s.min(total)));
+    }
+    if !success {
+        // Tollgate keeps 2xx answers too: that would keep what nginx asks again.
+        return Err(format!(
+            "\"{v}\" keeps no 2xx answer, and Tollgate keeps 2xx, 401 and 403 for one time"
+        ));
     }
     shortest.ok_or_else(|| format!("\"{v}\" has no entry"))
 }
@@ -412,22 +427,22 @@ mod tests {
     #[test]
     fn cache_keys_are_at_least_as_fine() {
         assert_eq!(
-            cache_key("$remote_user$http_authorization").expect("key"),
+            cache_key("$remote_user$http_authorization", true).expect("key"),
             vec!["header:authorization"]
         );
         assert_eq!(
-            cache_key("$cookie__oauth2_proxy$host").expect("key"),
+            cache_key("$cookie__oauth2_proxy$host", true).expect("key"),
             vec!["header:cookie"]
         );
         assert_eq!(
-            cache_key("${http_x_api_key}-$remote_addr").expect("key"),
+            cache_key("${http_x_api_key}-$remote_addr", true).expect("key"),
             vec!["header:x-api-key", "client_ip"]
         );
         assert!(
-            cache_key("$request_uri").is_err(),
+            cache_key("$request_uri", true).is_err(),
             "the query would be lost"
         );
-        assert!(cache_key("static").is_err());
+        assert!(cache_key("static", true).is_err());
     }
 
     #[test]
@@ -436,6 +451,14 @@ mod tests {
         assert_eq!(cache_duration("200 202 10m, 401 5m"), Ok(300));
         assert_eq!(cache_duration("1h 30m"), Ok(5400));
         assert!(cache_duration("200 202").is_err());
+        assert!(
+            cache_key("$cookie__oauth2_proxy$host", false).is_err(),
+            "a wildcard rule"
+        );
+        assert!(
+            cache_duration("401 5m").is_err(),
+            "nginx would ask again on every 2xx"
+        );
         assert!(cache_duration("5 minutes").is_err());
     }
 

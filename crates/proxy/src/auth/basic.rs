@@ -20,6 +20,8 @@ use tokio::sync::Semaphore;
 use tollgate_config::BasicAuth;
 
 const CACHED_CREDENTIALS: usize = 10_000;
+/// The longest a bcrypt check waits for its turn.
+const SLOW_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 const CACHE_FOR: Duration = Duration::from_secs(300);
 
 /// bcrypt checks running at once, process-wide: the CPUs, so a flood of wrong passwords waits
@@ -37,6 +39,8 @@ fn slow_checks() -> &'static Semaphore {
 
 pub struct BasicRt {
     users: HashMap<String, (Arc<str>, Arc<str>)>,
+    /// Checked for unknown users: the file's first hash (of the kind the file uses).
+    decoy: Arc<str>,
     challenge: HeaderValue,
     verified: TtlCache<Arc<str>>,
 }
@@ -48,8 +52,13 @@ impl BasicRt {
             .iter()
             .map(|(u, h)| (u.clone(), (Arc::from(u.as_str()), Arc::from(h.as_str()))))
             .collect();
+        let decoy = cfg
+            .users
+            .first()
+            .map_or_else(|| Arc::from(""), |(_, h)| Arc::from(h.as_str()));
         Self {
             users,
+            decoy,
             // The realm was checked at load (no quote, backslash or control character).
             challenge: HeaderValue::from_str(&format!(
                 "Basic realm=\"{}\", charset=\"UTF-8\"",
@@ -78,26 +87,30 @@ impl BasicRt {
         if let Some(consumer) = self.verified.get(key, now) {
             return Ok((passed(consumer), Outcome::Cached));
         }
-        let Some((name, hash)) = self.users.get(&user) else {
-            return Err(self.refuse("The user name or password is wrong."));
+        // An unknown user costs what a known one does (a check against a hash of the file's
+        // own kind), so answer times do not tell which names exist.
+        let (name, hash) = match self.users.get(&user) {
+            Some((n, h)) => (Some(n), h.clone()),
+            None => (None, self.decoy.clone()),
         };
-        let ok = if htpasswd::is_slow(hash) {
-            let Ok(_turn) = slow_checks().acquire().await else {
+        let ok = if htpasswd::is_slow(&hash) {
+            // A flood of wrong passwords waits its turn, not forever: 503 past the wait.
+            let turn = tokio::time::timeout(SLOW_WAIT, slow_checks().acquire()).await;
+            let Ok(Ok(_turn)) = turn else {
                 return Err(Refusal::problem(
-                    Problem::Internal,
-                    "password checks stopped",
+                    Problem::AuthUnavailable,
+                    "Too many password checks are waiting; try again shortly.",
                 ));
             };
-            let hash = hash.clone();
             tokio::task::spawn_blocking(move || htpasswd::verify(&hash, &password))
                 .await
                 .unwrap_or(false)
         } else {
-            htpasswd::verify(hash, &password)
+            htpasswd::verify(&hash, &password)
         };
-        if !ok {
+        let Some(name) = name.filter(|_| ok) else {
             return Err(self.refuse("The user name or password is wrong."));
-        }
+        };
         self.verified
             .insert(key, now + CACHE_FOR, name.clone(), now);
         Ok((passed(name.clone()), Outcome::Allowed))

@@ -52,7 +52,9 @@ pub fn build(ca_pem: Option<&[u8]>, https_only: bool) -> Result<HttpClient, Stri
             }
         }
     }
-    if roots.is_empty() {
+    // Without a root an https:// URL cannot verify (every call fails closed); an http:// one
+    // needs none, so an image without system roots still serves plain auth services.
+    if roots.is_empty() && https_only {
         return Err("no CA certificate to trust (none in the CA file, or no system roots)".into());
     }
     let tls = rustls::ClientConfig::builder_with_provider(crate::tls::provider())
@@ -87,17 +89,21 @@ pub async fn exchange(
     deadline: Duration,
     max_body: usize,
 ) -> Result<(http::response::Parts, Bytes), Failure> {
+    // A HEAD answer's Content-Length is its GET's: no body follows it.
+    let head = req.method() == http::Method::HEAD;
     let call = async {
         let resp = client
             .request(req)
             .await
             .map_err(|e| Failure::Unreachable(error_chain(&e)))?;
         let (parts, body) = resp.into_parts();
-        let too_large = parts
-            .headers
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-            .is_some_and(|n| n > max_body as u64);
+        let bodiless = head || matches!(parts.status.as_u16(), 204 | 304);
+        let too_large = !bodiless
+            && parts
+                .headers
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+                .is_some_and(|n| n > max_body as u64);
         if too_large {
             return Err(Failure::TooLarge);
         }

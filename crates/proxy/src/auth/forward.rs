@@ -12,7 +12,9 @@
 //! 401 and 403 go to the client (a 401 as a 302 to `signin` when set, `rd=` the original URL on
 //! the host the route matched); anything else (and a body over 64 KiB) is 500; no answer
 //! within `timeout`, or none at all, is 503. Nothing passes because the service failed.
-//! 2xx, 401 and 403 answers are kept for `cache` (bounded), keyed by `cache_key`'s values.
+//! 2xx, 401 and 403 answers are kept for `cache` (bounded), keyed by what the service is told
+//! the request is (route, method, host, path and query) and `cache_key`'s values; only for
+//! requests that carry a `cache_key` header or parameter (an anonymous answer is never reused).
 
 use super::cache::TtlCache;
 use super::client::{self, Failure, HttpClient};
@@ -32,7 +34,7 @@ const CACHED_ANSWERS: usize = 10_000;
 /// Headers never copied from the client to the auth request: hop-by-hop and framing (the
 /// first [`FRAMING`]), then those the gateway states itself.
 const FRAMING: usize = 11;
-const NOT_PASSED: [&str; 23] = [
+const NOT_PASSED: [&str; 34] = [
     "host",
     "content-length",
     "transfer-encoding",
@@ -56,6 +58,19 @@ const NOT_PASSED: [&str; 23] = [
     "x-auth-request-redirect",
     "x-request-id",
     "x-sent-from",
+    // Where a request came from and what it asked for, as other proxies spell it: a service
+    // that reads any of them must read the gateway's word, never the client's.
+    "forwarded",
+    "x-forwarded-port",
+    "x-forwarded-prefix",
+    "x-forwarded-server",
+    "x-original-host",
+    "x-host",
+    "x-scheme",
+    "true-client-ip",
+    "x-client-ip",
+    "cf-connecting-ip",
+    "x-cluster-client-ip",
 ];
 
 /// A kept answer.
@@ -95,7 +110,7 @@ impl ForwardRt {
             url,
             method,
             response_headers,
-            client: client::build(None, false)?,
+            client: client::build(None, !cfg.url.starts_with("http://"))?,
             cache: cfg.cache.map(|_| TtlCache::new(CACHED_ANSWERS)),
             failing: std::sync::atomic::AtomicBool::new(false),
         })
@@ -108,10 +123,14 @@ impl ForwardRt {
 
     pub async fn check(&self, req: &Request<'_>) -> Result<(Passed, Outcome), Refusal> {
         let now = Instant::now();
-        let key = self
-            .cache
-            .as_ref()
-            .map(|c| cache_key(c, &self.cfg.cache_key, req));
+        // Credentials given twice: the service and the upstream could read different ones.
+        super::one_header(req.head, "authorization")?;
+        // Kept only for requests that carry what the key names (a cookie, a token): an
+        // anonymous answer is never reused for other anonymous requests.
+        let key = match &self.cache {
+            Some(c) => cache_key(c, &self.cfg.cache_key, req)?,
+            None => None,
+        };
         if let (Some(c), Some(k)) = (&self.cache, key) {
             if let Some(kept) = c.get(k, now) {
                 return self
@@ -248,17 +267,27 @@ impl ForwardRt {
             }
             None => !NOT_PASSED.contains(&name.as_str()),
         };
+        let mut crumbs: Vec<&[u8]> = Vec::new();
         for (name, value) in head.headers.iter() {
-            if passed(name) {
+            if !passed(name) {
+                continue;
+            }
+            if name == http::header::COOKIE {
+                // HTTP/2 splits cookies into crumbs: one Cookie line for HTTP/1.1 (RFC 9113).
+                crumbs.push(value.as_bytes());
+            } else {
                 headers.append(name.clone(), value.clone());
             }
         }
+        if !crumbs.is_empty() {
+            let joined = crumbs.join(&b"; "[..]);
+            headers.insert(
+                http::header::COOKIE,
+                HeaderValue::from_bytes(&joined).map_err(|_| internal())?,
+            );
+        }
         let scheme = if req.secure { "https" } else { "http" };
-        let host = req
-            .host
-            .map(str::to_string)
-            .or_else(|| request_host(head))
-            .unwrap_or_default();
+        let host = req.host.unwrap_or_default();
         let url = format!("{scheme}://{host}{}", req.path_and_query);
         let client = req.client.to_string();
         let redirect = self
@@ -273,7 +302,7 @@ impl ForwardRt {
             ("x-forwarded-for", client.as_str()),
             ("x-real-ip", client.as_str()),
             ("x-forwarded-proto", scheme),
-            ("x-forwarded-host", host.as_str()),
+            ("x-forwarded-host", host),
             ("x-forwarded-uri", req.path_and_query),
             ("x-forwarded-method", head.method.as_str()),
             ("x-auth-request-redirect", redirect.as_str()),
@@ -281,9 +310,10 @@ impl ForwardRt {
             ("x-sent-from", "tollgate"),
         ];
         for (name, value) in set {
-            if let Ok(v) = HeaderValue::from_str(value) {
-                headers.insert(HeaderName::from_static(name), v);
-            }
+            // What the service decides on is always stated: a value that cannot be a header
+            // fails the request rather than leave the service to guess.
+            let v = HeaderValue::from_str(value).map_err(|_| internal())?;
+            headers.insert(HeaderName::from_static(name), v);
         }
         b.body(Empty::new()).map_err(|_| internal())
     }
@@ -293,22 +323,9 @@ fn internal() -> Refusal {
     Refusal::problem(Problem::Internal, "The auth request could not be made.")
 }
 
-/// The request's Host (or absolute-form authority), when it is a plain `host[:port]`.
-pub(crate) fn request_host(head: &pingora::http::RequestHeader) -> Option<String> {
-    let h = head
-        .headers
-        .get(http::header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .or_else(|| head.uri.authority().map(|a| a.as_str()))?;
-    let clean = !h.is_empty()
-        && h.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'));
-    clean.then(|| h.to_ascii_lowercase())
-}
-
 /// `signin` with `rd=` the original URL (percent-encoded), unless it names `rd` itself. The
-/// URL's host is the one the route matched, or the request's own (a plain host name: never a
-/// path or user part that would send the browser elsewhere).
+/// URL's host is the request's, made canonical as routing made it (the route's own host when
+/// it names one): never a path or user part that would send the browser elsewhere.
 fn sign_in(signin: &str, req: &Request<'_>) -> Result<HeaderValue, Refusal> {
     if signin.contains("?rd=") || signin.contains("&rd=") {
         return HeaderValue::from_str(signin).map_err(|_| internal());
@@ -316,8 +333,6 @@ fn sign_in(signin: &str, req: &Request<'_>) -> Result<HeaderValue, Refusal> {
     let scheme = if req.secure { "https" } else { "http" };
     let host = req
         .host
-        .map(str::to_string)
-        .or_else(|| request_host(req.head))
         .ok_or_else(|| Refusal::problem(Problem::BadRequest, "The request names no host."))?;
     let original = format!("{scheme}://{host}{}", req.path_and_query);
     let rd: String = form_urlencoded::byte_serialize(original.as_bytes()).collect();
@@ -325,24 +340,35 @@ fn sign_in(signin: &str, req: &Request<'_>) -> Result<HeaderValue, Refusal> {
     HeaderValue::from_str(&format!("{signin}{sep}rd={rd}")).map_err(|_| internal())
 }
 
-/// A request's cache key: the route and each `cache_key` source's value.
-fn cache_key(c: &TtlCache<Kept>, sources: &[KeySource], req: &Request<'_>) -> u128 {
-    let route = req.route.to_le_bytes();
+/// A request's cache key: what the auth service is told the request is (route, method, host,
+/// path and query) and each `cache_key` source's value. `None` when no `header:` or `query:`
+/// source has a value: an anonymous answer is not kept. 400 when such a header is given twice
+/// (cookies excepted: HTTP/2 splits them, and they are joined as the service gets them).
+fn cache_key(
+    c: &TtlCache<Kept>,
+    sources: &[KeySource],
+    req: &Request<'_>,
+) -> Result<Option<u128>, Refusal> {
     let client = req.client.to_string();
-    let path = req
-        .path_and_query
-        .split_once('?')
-        .map_or(req.path_and_query, |(p, _)| p);
-    let mut parts: Vec<Vec<u8>> = vec![route.to_vec()];
+    let mut parts: Vec<Vec<u8>> = vec![
+        req.route_name.as_bytes().to_vec(),
+        req.head.method.as_str().as_bytes().to_vec(),
+        req.host.unwrap_or_default().as_bytes().to_vec(),
+        req.path_and_query.as_bytes().to_vec(),
+    ];
+    let mut credentialed = false;
     for s in sources {
         let v: Vec<u8> = match s {
-            KeySource::Header(h) => req
+            KeySource::Header(h) if h == "cookie" => req
                 .head
                 .headers
                 .get_all(h.as_str())
                 .iter()
                 .flat_map(|v| v.as_bytes().iter().copied().chain([0]))
                 .collect(),
+            KeySource::Header(h) => super::one_header(req.head, h)?
+                .map(|v| v.as_bytes().to_vec())
+                .unwrap_or_default(),
             KeySource::Query(q) => {
                 form_urlencoded::parse(req.head.uri.query().unwrap_or("").as_bytes())
                     .filter(|(k, _)| k == q)
@@ -350,12 +376,13 @@ fn cache_key(c: &TtlCache<Kept>, sources: &[KeySource], req: &Request<'_>) -> u1
                     .collect()
             }
             KeySource::ClientIp => client.as_bytes().to_vec(),
-            KeySource::Path => path.as_bytes().to_vec(),
-            KeySource::Method => req.head.method.as_str().as_bytes().to_vec(),
-            // Route and global: the route is in every key already.
+            // Method, path, route, global: in every key already.
             _ => Vec::new(),
         };
+        if matches!(s, KeySource::Header(_) | KeySource::Query(_)) && !v.is_empty() {
+            credentialed = true;
+        }
         parts.push(v);
     }
-    c.key(parts.iter().map(Vec::as_slice))
+    Ok(credentialed.then(|| c.key(parts.iter().map(Vec::as_slice))))
 }

@@ -66,6 +66,8 @@ pub struct Jwks {
     failing: AtomicBool,
     /// Bumped when the set's keys change: tokens verified before are verified again.
     generation: AtomicU64,
+    /// The usable keys as fetched (their JWKs' text, sorted): what "changed" compares.
+    material: Mutex<Vec<String>>,
     schedule: Mutex<Schedule>,
     /// One fetch at a time: requests that meet an unknown kid meanwhile wait for its result.
     flight: tokio::sync::Mutex<()>,
@@ -82,6 +84,7 @@ impl Jwks {
             ready: AtomicBool::new(false),
             failing: AtomicBool::new(false),
             generation: AtomicU64::new(0),
+            material: Mutex::new(Vec::new()),
             schedule: Mutex::new(Schedule {
                 next: Instant::now(),
                 last: None,
@@ -192,7 +195,7 @@ impl Jwks {
     }
 
     /// Fetches and parses the set; its max-age.
-    async fn get(&self) -> Result<(HashMap<String, Key>, Duration), String> {
+    async fn get(&self) -> Result<(Indexed, Duration), String> {
         let req = http::Request::get(&self.url)
             .header(http::header::ACCEPT, "application/json")
             .body(http_body_util::Empty::new())
@@ -206,16 +209,14 @@ impl Jwks {
         let set: JwkSet =
             serde_json::from_slice(&body).map_err(|e| format!("not a JWKS document: {e}"))?;
         let keys = index(&set);
-        if keys.is_empty() {
-            return Err(
-                "the document holds no usable signing key (RSA, EC or OKP, with a kid)".into(),
-            );
+        if keys.0.is_empty() {
+            return Err("the document holds no usable signing key (RSA or EC, with a kid)".into());
         }
         Ok((keys, max_age(&parts.headers)))
     }
 
     /// Swaps the set in; whether its kids changed (logged once per change).
-    fn install(&self, keys: HashMap<String, Key>, metrics: &Metrics) -> bool {
+    fn install(&self, (keys, material): Indexed, metrics: &Metrics) -> bool {
         let old = self.keys.load();
         let mut added: Vec<&str> = keys
             .keys()
@@ -242,21 +243,33 @@ impl Jwks {
         }
         metrics.jwks_keys.set(keys.len() as i64);
         drop(old);
-        // Keys are swapped even when their kids did not change (a key may be replaced in place):
-        // tokens verified with the old set are verified again.
-        self.keys.store(Arc::new(keys));
-        self.generation.fetch_add(1, Ordering::AcqRel);
+        // A key replaced in place (same kid) is a change too: tokens verified with the old set
+        // are verified again. The same set fetched again changes nothing.
+        let mut known = self.material.lock();
+        if *known != material || !self.ready() {
+            self.keys.store(Arc::new(keys));
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            *known = material;
+        }
+        drop(known);
         self.ready.store(true, Ordering::Release);
         changed
     }
 }
 
-/// The signing keys of a set, by kid.
-fn index(set: &JwkSet) -> HashMap<String, Key> {
+/// The signing keys of a set by kid, and their JWKs' text (sorted).
+type Indexed = (HashMap<String, Key>, Vec<String>);
+
+/// The signing keys of a set by kid: RSA and EC keys (`[jwt] algorithms` names no EdDSA), never
+/// a symmetric or an encryption key.
+fn index(set: &JwkSet) -> Indexed {
     let mut out = HashMap::new();
+    let mut material = Vec::new();
     for j in &set.keys {
-        if matches!(j.algorithm, AlgorithmParameters::OctetKey(_))
-            || j.common.public_key_use == Some(PublicKeyUse::Encryption)
+        if !matches!(
+            j.algorithm,
+            AlgorithmParameters::RSA(_) | AlgorithmParameters::EllipticCurve(_)
+        ) || j.common.public_key_use == Some(PublicKeyUse::Encryption)
         {
             continue;
         }
@@ -271,9 +284,11 @@ fn index(set: &JwkSet) -> HashMap<String, Key> {
         let (Some(kid), Ok(key)) = (&j.common.key_id, DecodingKey::from_jwk(j)) else {
             continue;
         };
+        material.push(serde_json::to_string(j).unwrap_or_default());
         out.insert(kid.clone(), Key { key, alg });
     }
-    out
+    material.sort();
+    (out, material)
 }
 
 /// `Cache-Control: max-age`, within bounds; the default without one.
@@ -329,8 +344,9 @@ mod tests {
             {"kty":"RSA","kid":"sig","alg":"RS256","n":"sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw","e":"AQAB"}
         ]}"#;
         let set: JwkSet = serde_json::from_str(doc).expect("jwks");
-        let keys = index(&set);
+        let (keys, material) = index(&set);
         assert_eq!(keys.len(), 1);
+        assert_eq!(material.len(), 1);
         assert_eq!(keys["sig"].alg, Some(Algorithm::RS256));
     }
 }

@@ -102,16 +102,14 @@ impl Verifier {
         token: &str,
         metrics: &crate::metrics::Metrics,
     ) -> Result<Claims, &'static str> {
-        match self.verify_with(token) {
-            Err(Miss::UnknownKid) => match &self.remote {
-                Some(remote) if remote.unknown_kid(metrics).await => {
-                    match self.verify_with(token) {
-                        Err(Miss::UnknownKid) => Err(UNKNOWN_KID),
-                        r => r.map_err(Miss::why),
-                    }
+        match self.verify_with(token, false) {
+            Err(Miss::UnknownKid) => {
+                if let Some(remote) = &self.remote {
+                    remote.unknown_kid(metrics).await;
                 }
-                _ => Err(UNKNOWN_KID),
-            },
+                // The set as it is now, else the configured keys of the token's family.
+                self.verify_with(token, true).map_err(Miss::why)
+            }
             r => r.map_err(Miss::why),
         }
     }
@@ -124,10 +122,12 @@ impl Verifier {
 
     /// Verifies `token` with the keys at hand.
     pub fn verify(&self, token: &str) -> Result<Claims, &'static str> {
-        self.verify_with(token).map_err(Miss::why)
+        self.verify_with(token, true).map_err(Miss::why)
     }
 
-    fn verify_with(&self, token: &str) -> Result<Claims, Miss> {
+    /// `settled`: the remote set will not be asked again for this token, so a kid it lacks
+    /// falls back to the configured keys (and is refused when none verifies).
+    fn verify_with(&self, token: &str, settled: bool) -> Result<Claims, Miss> {
         let header = decode_header(token).map_err(|_| Miss::Why("the token is malformed"))?;
         if !self.algorithms.contains(&header.alg) {
             return Err(Miss::Why("the token's algorithm is not accepted"));
@@ -166,9 +166,13 @@ impl Verifier {
                 _ => self.ec.iter().collect(),
             },
         };
-        // A kid neither set knows, with a remote set: it may be the provider's new key.
-        if local.is_none() && header.kid.is_some() && remote.is_some() && candidates.is_empty() {
+        // A kid neither set knows, with a remote set: it may be the provider's new key (even
+        // when keys of its family are configured too: rotation must not wait a day).
+        if !settled && local.is_none() && header.kid.is_some() && remote.is_some() {
             return Err(Miss::UnknownKid);
+        }
+        if local.is_none() && header.kid.is_some() && remote.is_some() && candidates.is_empty() {
+            return Err(Miss::Why(UNKNOWN_KID));
         }
         let mut why = "no configured key verifies the token's signature";
         for key in candidates {

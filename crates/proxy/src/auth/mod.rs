@@ -123,12 +123,15 @@ pub struct Request<'a> {
     pub client: IpAddr,
     pub secure: bool,
     /// The canonical path the route matched (the client's spelling made canonical), with
-    /// the client's query: what the auth service is told the request is for.
+    /// the client's query, bytes outside visible ASCII percent-encoded: what the auth service
+    /// is told the request is for.
     pub path_and_query: &'a str,
-    /// The host the route matched on (the request's, checked); `None` on a route for any host.
+    /// The request's host as routing made it canonical (lower case, no trailing dot; an IPv6
+    /// address in brackets), with the port the client named; `None` without one.
     pub host: Option<&'a str>,
     pub request_id: &'a str,
-    pub route: u32,
+    /// The route's name (stable across reloads, unlike its position).
+    pub route_name: &'a str,
     pub metrics: &'a crate::metrics::Metrics,
     /// `tollgate_auth_service_seconds` for this route.
     pub latency: &'a prometheus::Histogram,

@@ -42,17 +42,8 @@ pub async fn run(
     };
     ctx.client = Some(client);
     let path = ctx.canonical_path.as_deref().unwrap_or(head.uri.path());
-    let path_and_query: Cow<str> = match head.uri.query() {
-        Some(q) => Cow::Owned(format!("{path}?{q}")),
-        None => Cow::Borrowed(path),
-    };
-    // The host the route matched, when it names one (then the request's Host is that host,
-    // with its port; a plain host name, checked, lower case).
-    let host = rt.routes[route]
-        .cfg
-        .host
-        .as_ref()
-        .and_then(|_| crate::auth::forward::request_host(head));
+    let path_and_query = visible(path, head.uri.query());
+    let host = authority(head);
     let req = Request {
         head,
         client,
@@ -60,7 +51,7 @@ pub async fn run(
         path_and_query: &path_and_query,
         host: host.as_deref(),
         request_id: ctx.request_id(),
-        route: route as u32,
+        route_name: &rt.routes[route].name,
         metrics: &gw.shared.metrics,
         latency: &ra.latency,
     };
@@ -134,5 +125,78 @@ pub async fn refuse(
             }
             gw.answer(session, ctx, head, Bytes::new()).await
         }
+    }
+}
+
+/// The path and query as one header-safe text: bytes outside visible ASCII (a raw UTF-8 query)
+/// percent-encoded, so the auth service is always told the target.
+fn visible(path: &str, query: Option<&str>) -> Cow<'static, str> {
+    let mut out = String::with_capacity(path.len() + query.map_or(0, |q| q.len() + 1));
+    let mut push = |s: &str| {
+        for b in s.bytes() {
+            if (0x21..=0x7e).contains(&b) {
+                out.push(b as char);
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+    };
+    push(path);
+    if let Some(q) = query {
+        push("?");
+        push(q);
+    }
+    Cow::Owned(out)
+}
+
+/// The request's host as routing made it canonical, with the port the client named.
+fn authority(head: &pingora::http::RequestHeader) -> Option<String> {
+    let raw = head
+        .headers
+        .get(http::header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| head.uri.authority().map(|a| a.as_str()))?;
+    let host = crate::normalize::normalize_host(raw).ok()?;
+    let port = raw
+        .rsplit_once(':')
+        .map(|(_, p)| p)
+        .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && !raw.ends_with(']'));
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.into_owned()
+    };
+    Some(match port {
+        Some(p) => format!("{host}:{p}"),
+        None => host,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_and_hosts_as_the_auth_service_is_told() {
+        assert_eq!(visible("/a", Some("x=\u{e9}")), "/a?x=%C3%A9");
+        assert_eq!(visible("/a", None), "/a");
+        let head = |h: &str| {
+            let mut r = pingora::http::RequestHeader::build("GET", b"/", None).expect("req");
+            r.insert_header("host", h).expect("host");
+            r
+        };
+        assert_eq!(
+            authority(&head("Admin.Example.com.")).as_deref(),
+            Some("admin.example.com")
+        );
+        assert_eq!(
+            authority(&head("admin.example.com:8443")).as_deref(),
+            Some("admin.example.com:8443")
+        );
+        assert_eq!(
+            authority(&head("[::1]:8080")).as_deref(),
+            Some("[::1]:8080")
+        );
+        assert_eq!(authority(&head("a@b")), None);
     }
 }

@@ -55,7 +55,9 @@ pub async fn run(gw: &Gateway, session: &mut Session, ctx: &mut Ctx) -> Result<b
     if stages.access && access::run(gw, session, ctx, &rt, route).await? == Step::Answered {
         return Ok(true);
     }
-    if stages.auth && auth::run(gw, session, ctx, &rt, route).await? == Step::Answered {
+    // Boxed: the auth stage's future (an auth service's exchange, a JWKS fetch) is large, and
+    // held inline it would grow every request's future, on routes without auth too.
+    if stages.auth && Box::pin(auth::run(gw, session, ctx, &rt, route)).await? == Step::Answered {
         return Ok(true);
     }
     if stages.limits
@@ -65,7 +67,7 @@ pub async fn run(gw: &Gateway, session: &mut Session, ctx: &mut Ctx) -> Result<b
         return Ok(true);
     }
     if let Some(refusal) = ctx.auth.as_mut().and_then(|a| a.refusal.take()) {
-        auth::refuse(gw, session, ctx, refusal).await?;
+        Box::pin(auth::refuse(gw, session, ctx, refusal)).await?;
         return Ok(true);
     }
     Ok(action::run(gw, session, ctx, &rt, route).await? == Step::Answered)
