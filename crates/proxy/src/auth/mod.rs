@@ -124,10 +124,11 @@ pub struct Request<'a> {
     pub secure: bool,
     /// The canonical path the route matched (the client's spelling made canonical), with
     /// the client's query, bytes outside visible ASCII percent-encoded: what the auth service
-    /// is told the request is for.
+    /// is told the request is for (empty for the methods that ask no service).
     pub path_and_query: &'a str,
     /// The request's host as routing made it canonical (lower case, no trailing dot; an IPv6
-    /// address in brackets), with the port the client named; `None` without one.
+    /// address in brackets), with the port the client named; `None` without one (and for the
+    /// methods that ask no service).
     pub host: Option<&'a str>,
     pub request_id: &'a str,
     /// The route's name (stable across reloads, unlike its position).

@@ -41,9 +41,15 @@ pub async fn run(
         None => client_ip(ctx.peer, head, &rt.trusted_proxies),
     };
     ctx.client = Some(client);
+    // What an auth service is told the request is: made only for one (a token, a password or
+    // a key is checked without them).
+    let asks = matches!(ra.auth.method, crate::auth::Method::Forward(_));
     let path = ctx.canonical_path.as_deref().unwrap_or(head.uri.path());
-    let path_and_query = visible(path, head.uri.query());
-    let host = authority(head);
+    let path_and_query = match asks {
+        true => visible(path, head.uri.query()),
+        false => Cow::Borrowed(""),
+    };
+    let host = if asks { authority(head) } else { None };
     let req = Request {
         head,
         client,
