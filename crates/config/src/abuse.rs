@@ -20,34 +20,10 @@ fn list_file(
     span: std::ops::Range<usize>,
     base: &Path,
     files: &mut Vec<PathBuf>,
-    mut item: impl FnMut(&str) -> Result<(), String>,
+    item: impl FnMut(&str) -> Result<(), String>,
 ) {
-    let full = base.join(file);
-    let text = match crate::files::read_bounded_text(&full) {
-        Ok(t) => t,
-        Err(e) => {
-            cx.err(path, span, format!("cannot read {}: {e}", full.display()));
-            return;
-        }
-    };
-    files.push(full);
-    let mut bad = 0;
-    for (n, line) in text.lines().enumerate() {
-        let entry = line.split('#').next().unwrap_or("").trim();
-        if entry.is_empty() {
-            continue;
-        }
-        if let Err(why) = item(entry) {
-            bad += 1;
-            // A broken file should not print a million lines: the first ten say enough.
-            if bad <= 10 {
-                cx.err(path, span.clone(), format!("{file} line {}: {why}", n + 1));
-            }
-        }
-    }
-    if bad > 10 {
-        cx.err(path, span, format!("{file}: {} more bad lines", bad - 10));
-    }
+    use crate::files::{entries, Comments};
+    entries(cx, path, file, span, base, files, Comments::Anywhere, item);
 }
 
 fn parse_cidr(s: &str) -> Result<ipnet::IpNet, String> {

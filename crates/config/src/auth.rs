@@ -486,8 +486,9 @@ fn cache_key(cx: &mut Cx, p: &str, v: &Value, ok: &mut bool) -> Vec<KeySource> {
     out
 }
 
-/// Lines of an auth file: `#` at a line's start is a comment, blank lines are skipped. The
-/// first ten bad lines are reported, with the file and line.
+/// Lines of an auth file (only a line starting with `#` is a comment: a hash or a key may hold
+/// one); the file when every line is good. One mounted where the config runs (an import's
+/// Secret) may be absent here.
 fn lines(
     cx: &mut Cx,
     p: &str,
@@ -495,36 +496,14 @@ fn lines(
     span: Range<usize>,
     base: &Path,
     files: &mut Vec<PathBuf>,
-    mut item: impl FnMut(&str) -> Result<(), String>,
+    item: impl FnMut(&str) -> Result<(), String>,
 ) -> Option<PathBuf> {
+    use crate::files::{entries, Comments};
     let full = base.join(file);
     if cx.mounted_later(&full) {
         return Some(full);
     }
-    let text = match crate::files::read_bounded_text(&full) {
-        Ok(t) => t,
-        Err(e) => {
-            cx.err(p, span, format!("cannot read {}: {e}", full.display()));
-            return None;
-        }
-    };
-    files.push(full.clone());
-    let mut bad = 0;
-    for (n, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        if let Err(why) = item(line) {
-            bad += 1;
-            if bad <= 10 {
-                cx.err(p, span.clone(), format!("{file} line {}: {why}", n + 1));
-            }
-        }
-    }
-    if bad > 10 {
-        cx.err(p, span, format!("{file}: {} more bad lines", bad - 10));
-    }
+    let (full, bad) = entries(cx, p, file, span, base, files, Comments::WholeLine, item)?;
     (bad == 0).then_some(full)
 }
 

@@ -2,8 +2,10 @@
 //! config file itself, read with a bound: a name such as `/dev/zero`, a FIFO or a runaway log
 //! must not make `tollgate check` (or a reload) grow without limit, or hang.
 
+use crate::reader::Cx;
 use std::io::{Error, ErrorKind, Read};
-use std::path::Path;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
 
 /// The most bytes a file read for the config may hold.
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
@@ -20,6 +22,64 @@ pub(crate) fn read_bounded(full: &Path) -> std::io::Result<Vec<u8>> {
 pub(crate) fn read_bounded_text(full: &Path) -> std::io::Result<String> {
     String::from_utf8(read_bounded(full)?)
         .map_err(|_| Error::new(ErrorKind::InvalidData, "stream did not contain valid UTF-8"))
+}
+
+/// How a file of entries writes its comments.
+#[derive(Clone, Copy)]
+pub(crate) enum Comments {
+    /// `#` starts a comment anywhere on a line (list files: addresses, patterns).
+    Anywhere,
+    /// Only a line starting with `#` is a comment (htpasswd and key files: a hash or a key may
+    /// hold `#`).
+    WholeLine,
+}
+
+/// The entries of a file the config names (at `path`, written `file`, relative to `base`): one
+/// per line, blank lines and comments skipped, each checked by `item`. The first ten bad lines
+/// are reported with the file and line (a broken file should not print a million), the rest
+/// counted. The file read and how many lines were bad; `None` when it could not be read.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn entries(
+    cx: &mut Cx,
+    path: &str,
+    file: &str,
+    span: Range<usize>,
+    base: &Path,
+    files: &mut Vec<PathBuf>,
+    comments: Comments,
+    mut item: impl FnMut(&str) -> Result<(), String>,
+) -> Option<(PathBuf, usize)> {
+    let full = base.join(file);
+    let text = match read_bounded_text(&full) {
+        Ok(t) => t,
+        Err(e) => {
+            cx.err(path, span, format!("cannot read {}: {e}", full.display()));
+            return None;
+        }
+    };
+    files.push(full.clone());
+    let mut bad = 0;
+    for (n, line) in text.lines().enumerate() {
+        let entry = match comments {
+            Comments::Anywhere => line.split('#').next().unwrap_or(""),
+            Comments::WholeLine if line.trim_start().starts_with('#') => "",
+            Comments::WholeLine => line,
+        }
+        .trim();
+        if entry.is_empty() {
+            continue;
+        }
+        if let Err(why) = item(entry) {
+            bad += 1;
+            if bad <= 10 {
+                cx.err(path, span.clone(), format!("{file} line {}: {why}", n + 1));
+            }
+        }
+    }
+    if bad > 10 {
+        cx.err(path, span, format!("{file}: {} more bad lines", bad - 10));
+    }
+    Some((full, bad))
 }
 
 fn read_at_most(full: &Path, max: u64) -> std::io::Result<Vec<u8>> {
