@@ -670,23 +670,26 @@ fn hashes_tollgate_cannot_verify_are_refused_at_load() {
 
 // ---------------------------------------------------------------- API keys
 
+/// A keys file (lines `CONSUMER KEY`) in a test folder of its own.
+fn keys_file(tag: &str, text: &str) -> PathBuf {
+    let keys = temp_dir(tag).join("keys.txt");
+    std::fs::write(&keys, text).expect("write");
+    keys
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_keys_name_consumers_for_limits_and_are_never_logged() {
-    let dir = temp_dir("auth-keys");
-    let keys = dir.join("keys.txt");
-    std::fs::write(
-        &keys,
+    let keys = keys_file(
+        "auth-keys",
         "# consumer key\nacme  acme-key-0123456789abcdef\nglobex globex-key-0123456789abcdef\n",
-    )
-    .expect("write");
+    );
     let backend = Backend::start().await.expect("backend");
     let (port, admin) = (free_port(), free_port());
-    let toml = format!(
-        r#"[server]
-listen = ["127.0.0.1:{port}"]
-admin = "127.0.0.1:{admin}"
-threads = 1
-[upstreams.api]
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"[upstreams.api]
 targets = ["{}"]
 [[routes]]
 name = "keyed"
@@ -698,8 +701,9 @@ limits = ["per_consumer"]
 key = "consumer"
 rate = "2/h"
 "#,
-        backend.addr,
-        keys.display()
+            backend.addr,
+            keys.display()
+        ),
     );
     let gw = serve(&toml, port, admin).await;
     let acme = [("x-api-key", "acme-key-0123456789abcdef")];
@@ -1049,21 +1053,17 @@ fn base64_url(s: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_names_its_plan() {
-    let dir = temp_dir("auth-plans");
-    let keys = dir.join("keys.txt");
-    std::fs::write(
-        &keys,
+    let keys = keys_file(
+        "auth-plans",
         "acme acme-key-0123456789abcdef\nsolo solo-key-0123456789abcdef\n",
-    )
-    .expect("write");
+    );
     let backend = Backend::start().await.expect("backend");
     let (port, admin) = (free_port(), free_port());
-    let toml = format!(
-        r#"[server]
-listen = ["127.0.0.1:{port}"]
-admin = "127.0.0.1:{admin}"
-threads = 1
-[plans]
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"[plans]
 default = "free"
 tenant = "consumer"
 tenants = {{ acme = "pro" }}
@@ -1082,8 +1082,9 @@ limits = ["by_plan"]
 key = "consumer"
 plan = "rate"
 "#,
-        backend.addr,
-        keys.display()
+            backend.addr,
+            keys.display()
+        ),
     );
     let _gw = serve(&toml, port, admin).await;
     let statuses = |key: &'static str| async move {
