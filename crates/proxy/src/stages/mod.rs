@@ -55,10 +55,10 @@ pub async fn run(gw: &Gateway, session: &mut Session, ctx: &mut Ctx) -> Result<b
     if stages.access && access::run(gw, session, ctx, &rt, route).await? == Step::Answered {
         return Ok(true);
     }
-    // Boxed: the auth stage's future (an auth service's exchange, a JWKS fetch) is large, and
-    // held inline it would grow every request's future, on routes without auth too.
-    if stages.auth && Box::pin(auth::run(gw, session, ctx, &rt, route)).await? == Step::Answered {
-        return Ok(true);
+    if stages.auth {
+        // Boxed: the auth stage's future (an auth service's exchange, a JWKS fetch) is large,
+        // and held inline it would grow every request's future, on routes without auth too.
+        return Box::pin(authenticated(gw, session, ctx, &rt, route)).await;
     }
     if stages.limits
         && ctx.outcome != Outcome::AllowListed
@@ -66,9 +66,30 @@ pub async fn run(gw: &Gateway, session: &mut Session, ctx: &mut Ctx) -> Result<b
     {
         return Ok(true);
     }
-    if let Some(refusal) = ctx.auth.as_mut().and_then(|a| a.refusal.take()) {
-        Box::pin(auth::refuse(gw, session, ctx, refusal)).await?;
+    Ok(action::run(gw, session, ctx, &rt, route).await? == Step::Answered)
+}
+
+/// The rest of [`run`] on a route with auth: auth, the limits, an auth refusal kept for after
+/// them (a route counting failures), the action.
+async fn authenticated(
+    gw: &Gateway,
+    session: &mut Session,
+    ctx: &mut Ctx,
+    rt: &std::sync::Arc<crate::runtime::Runtime>,
+    route: usize,
+) -> Result<bool> {
+    if auth::run(gw, session, ctx, rt, route).await? == Step::Answered {
         return Ok(true);
     }
-    Ok(action::run(gw, session, ctx, &rt, route).await? == Step::Answered)
+    if rt.routes[route].stages.limits
+        && ctx.outcome != Outcome::AllowListed
+        && limits::run(gw, session, ctx, rt, route).await? == Step::Answered
+    {
+        return Ok(true);
+    }
+    if let Some(refusal) = ctx.auth.as_mut().and_then(|a| a.refusal.take()) {
+        auth::refuse(gw, session, ctx, refusal).await?;
+        return Ok(true);
+    }
+    Ok(action::run(gw, session, ctx, rt, route).await? == Step::Answered)
 }
