@@ -11,6 +11,7 @@
 
 mod abuse;
 mod auth;
+mod edge;
 mod files;
 mod hardening;
 pub mod ingress;
@@ -28,6 +29,10 @@ mod types;
 mod upstreams;
 mod values;
 
+pub use edge::{
+    origin_rule, parse_size, CorsConfig, EdgeConfig, HeaderPart, HeaderRules, HeaderTemplate,
+    HeaderVar, OriginRule, COMPRESS_MIN_BYTES, DEFAULT_MAX_BODY_BYTES,
+};
 pub use files::MAX_FILE_BYTES;
 pub use reader::Problem;
 pub use routes::{path_regex, rewrite_warnings};

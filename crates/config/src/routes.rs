@@ -49,7 +49,7 @@ pub(crate) fn read(
         let name = route_name(cx, &mut r, path_match.as_ref(), &mut names, i);
         ok &= name.as_ref().is_some_and(|n| n.1);
         let name = name.map(|n| n.0);
-        let host = host(cx, &mut r);
+        let (host, aliases) = host(cx, &mut r);
         let methods = methods(cx, &mut r);
         let action = action(cx, &mut r, &path, upstreams);
         let limit_idx = route_limits(cx, &mut r, limits, weights);
@@ -84,6 +84,28 @@ pub(crate) fn read(
         let route_name = name.as_deref().unwrap_or(&path);
         let auth = crate::auth::route(cx, &mut r, route_name, tables.auth, auths, files);
         ok &= auth.is_ok();
+        let edge = crate::edge::route(cx, &mut r);
+        ok &= edge.is_some();
+        if let Some(e) = &edge {
+            ok &= edge_fits(
+                cx,
+                &r,
+                e,
+                &EdgeOf {
+                    host: host.as_deref(),
+                    aliases: &aliases,
+                    action: action.as_ref(),
+                    rewrite: rewrite.as_ref(),
+                    auth: auth
+                        .as_ref()
+                        .ok()
+                        .copied()
+                        .flatten()
+                        .and_then(|a| auths.get(a))
+                        .and_then(|a| a.as_ref()),
+                },
+            );
+        }
         r.finish(cx);
         if let (true, Some(path), Some(name), Some(action)) = (ok, path_match, name, action) {
             out.push(RouteConfig {
@@ -100,6 +122,8 @@ pub(crate) fn read(
                 tarpit,
                 https_redirect,
                 auth: auth.ok().flatten(),
+                aliases,
+                edge: edge.unwrap_or_default(),
             });
         }
     }
@@ -130,22 +154,41 @@ fn route_name(
     Some((n, true))
 }
 
-/// `host`: one name, or a wildcard of one leading label.
-fn host(cx: &mut Cx, r: &mut Tbl) -> Option<String> {
-    let hv = r.get("host")?;
+/// `host`: one name or a list of them (ingress-nginx `server-alias`), each a name or a
+/// wildcard of one leading label; the first is the route's host, the rest its aliases.
+fn host(cx: &mut Cx, r: &mut Tbl) -> (Option<String>, Vec<String>) {
+    let Some(hv) = r.get("host") else {
+        return (None, Vec::new());
+    };
     let p = r.key_path("host");
-    let s = as_str(cx, &p, hv)?;
-    let h = route_host(s);
-    if h.is_none() {
+    let Some(items) = as_str_list(cx, &p, hv, true) else {
+        return (None, Vec::new());
+    };
+    if items.is_empty() {
         cx.err(
             &p,
             hv.span(),
-            format!(
-                "\"{s}\" is not a host name (a wildcard is one leading label: \"*.example.com\")"
-            ),
+            "an empty list: name at least one host, or leave host out",
         );
     }
-    h
+    let mut hosts: Vec<String> = Vec::new();
+    for (ip, s, span) in items {
+        match route_host(s) {
+            Some(h) if hosts.contains(&h) => {
+                cx.err(&ip, span, format!("\"{s}\" is listed twice"));
+            }
+            Some(h) => hosts.push(h),
+            None => cx.err(
+                &ip,
+                span,
+                format!(
+                    "\"{s}\" is not a host name (a wildcard is one leading label: \"*.example.com\")"
+                ),
+            ),
+        }
+    }
+    let mut it = hosts.into_iter();
+    (it.next(), it.collect())
 }
 
 /// `methods`: HTTP method tokens, upper-cased.
@@ -613,7 +656,7 @@ pub fn rewrite_warnings(cfg: &Config) -> Vec<String> {
             .collect();
         let lit = written_prefix(rw);
         for (j, p) in cfg.routes.iter().enumerate() {
-            if i == j || !hosts_meet(r.host.as_deref(), p.host.as_deref()) {
+            if i == j || !routes_meet(r, p) {
                 continue;
             }
             let guards_upstream = match &p.action {
@@ -733,6 +776,23 @@ fn loose_path(lit: &str) -> String {
     out
 }
 
+/// Whether two routes can take requests of one host (by their hosts and aliases).
+fn routes_meet(a: &RouteConfig, b: &RouteConfig) -> bool {
+    if a.host.is_none() || b.host.is_none() {
+        return true;
+    }
+    let hosts = |r: &'_ RouteConfig| {
+        r.host
+            .clone()
+            .into_iter()
+            .chain(r.aliases.iter().cloned())
+            .collect::<Vec<_>>()
+    };
+    let (ha, hb) = (hosts(a), hosts(b));
+    ha.iter()
+        .any(|x| hb.iter().any(|y| hosts_meet(Some(x), Some(y))))
+}
+
 /// Whether routes with these hosts can take requests of one host.
 fn hosts_meet(a: Option<&str>, b: Option<&str>) -> bool {
     match (a, b) {
@@ -757,4 +817,80 @@ fn may_write(lit: &str, path: &PathMatch) -> bool {
             re.is_match(lit) || lit == "/"
         }),
     }
+}
+
+/// What [`edge_fits`] checks a route's edge keys against.
+struct EdgeOf<'a> {
+    host: Option<&'a str>,
+    aliases: &'a [String],
+    action: Option<&'a RouteAction>,
+    rewrite: Option<&'a Rewrite>,
+    auth: Option<&'a AuthConfig>,
+}
+
+/// The edge keys that depend on the rest of the route: `www_redirect` needs one plain host,
+/// the upstream-bound keys an upstream, `x_forwarded_prefix = true` a `strip_prefix`, and no
+/// request header rule may write what the route's auth owns.
+fn edge_fits(cx: &mut Cx, r: &Tbl, e: &crate::edge::EdgeConfig, of: &EdgeOf) -> bool {
+    let mut ok = true;
+    let mut err = |cx: &mut Cx, key: &str, msg: String| {
+        cx.err(&r.key_path(key), r.span.clone(), msg);
+        ok = false;
+    };
+    if e.www_redirect {
+        match of.host {
+            Some(h) if !h.starts_with("*.") && of.aliases.is_empty() && h.contains('.') && h.parse::<std::net::IpAddr>().is_err() => {}
+            _ => err(
+                cx,
+                "www_redirect",
+                "www_redirect needs a route with one host name (not a wildcard, a list or an address): its other spelling, with or without \"www.\", answers 308 to it".into(),
+            ),
+        }
+    }
+    let proxies = matches!(of.action, Some(RouteAction::Upstream(_)));
+    if !proxies && of.action.is_some() {
+        for (given, key) in [
+            (e.upstream_host.is_some(), "upstream_host"),
+            (e.x_forwarded_prefix.is_some(), "x_forwarded_prefix"),
+            (!e.request_headers.is_empty(), "request_headers"),
+            (e.compress, "compress"),
+            (e.limit_rate > 0, "limit_rate"),
+        ] {
+            if given {
+                err(
+                    cx,
+                    key,
+                    format!(
+                        "{key} is for a route with an upstream; this route answers with respond"
+                    ),
+                );
+            }
+        }
+    }
+    if e.x_forwarded_prefix.as_deref() == Some("")
+        && !matches!(of.rewrite, Some(Rewrite::StripPrefix(_)))
+    {
+        err(
+            cx,
+            "x_forwarded_prefix",
+            "x_forwarded_prefix = true sends the prefix strip_prefix takes off, and this route has no strip_prefix: write the prefix itself (\"/app\")".into(),
+        );
+    }
+    if let Some(a) = of.auth {
+        let owned: Vec<&str> = match &a.method {
+            AuthMethod::Jwt(j) => j.forward_claims.iter().map(|(_, h)| h.as_str()).collect(),
+            AuthMethod::Forward(f) => f.response_headers.iter().map(String::as_str).collect(),
+            _ => Vec::new(),
+        };
+        for n in e.request_headers.names() {
+            if owned.iter().any(|o| o.eq_ignore_ascii_case(n)) {
+                err(
+                    cx,
+                    "request_headers",
+                    format!("\"{n}\" is written by this route's auth ({}): a header rule cannot replace or remove it", a.name),
+                );
+            }
+        }
+    }
+    ok
 }

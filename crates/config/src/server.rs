@@ -36,6 +36,9 @@ pub(crate) fn server_defaults() -> ServerConfig {
         https_redirect: false,
         https_port: None,
         host_fallthrough: false,
+        max_body_bytes: crate::edge::DEFAULT_MAX_BODY_BYTES,
+        request_headers: Default::default(),
+        response_headers: Default::default(),
     }
 }
 
@@ -121,6 +124,24 @@ pub(crate) fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
         s.preserve_header_case = b;
     }
     s.hardening = crate::hardening::read(cx, &mut t);
+    if let Some(v) = t.get("max_body_bytes") {
+        if let Some(n) = crate::edge::size(cx, &t.key_path("max_body_bytes"), v) {
+            s.max_body_bytes = n;
+        }
+    }
+    for (key, toward) in [
+        ("request_headers", crate::edge::Toward::Upstream),
+        ("response_headers", crate::edge::Toward::Client),
+    ] {
+        if let Some(v) = t.get(key) {
+            if let Some(rules) = crate::edge::header_rules(cx, &t.key_path(key), v, toward) {
+                match toward {
+                    crate::edge::Toward::Upstream => s.request_headers = rules,
+                    crate::edge::Toward::Client => s.response_headers = rules,
+                }
+            }
+        }
+    }
     t.finish(cx);
     s
 }

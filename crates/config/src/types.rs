@@ -271,6 +271,11 @@ pub struct ServerConfig {
     /// A request whose host some route names is matched against that host's routes only
     /// (unmatched: 404); with `host_fallthrough = true`, routes without a host are tried next.
     pub host_fallthrough: bool,
+    /// The request body cap of routes that set none (0: none; docs/edge.md).
+    pub max_body_bytes: u64,
+    /// Header rules every route applies before its own (docs/edge.md).
+    pub request_headers: crate::edge::HeaderRules,
+    pub response_headers: crate::edge::HeaderRules,
 }
 
 /// `[tls]` (docs/tls.md).
@@ -410,7 +415,10 @@ pub struct HealthCheck {
 pub struct RouteConfig {
     pub name: String,
     /// Lower-cased, without port; `*.example.com` matches one label in place of the `*`.
+    /// The first of `host = [...]`.
     pub host: Option<String>,
+    /// The rest of `host = [...]` (ingress-nginx `server-alias`): the route takes them too.
+    pub aliases: Vec<String>,
     /// Which paths (canonical, as docs/hardening.md describes) the route takes.
     pub path: PathMatch,
     /// Paths match this route whatever their case (for upstreams that ignore case).
@@ -432,6 +440,8 @@ pub struct RouteConfig {
     pub https_redirect: Option<bool>,
     /// Index into [`Config::auth`]: who may pass (docs/auth.md).
     pub auth: Option<usize>,
+    /// Body cap, CORS, header rules, compression, bandwidth, www redirect (docs/edge.md).
+    pub edge: crate::edge::EdgeConfig,
 }
 
 /// A route's paths.
@@ -776,6 +786,9 @@ impl ServerConfig {
             https_redirect: _,
             https_port: _,
             host_fallthrough: _,
+            max_body_bytes: _,
+            request_headers: _,
+            response_headers: _,
         } = self;
         let mut check = |key, same: bool| {
             if !same {

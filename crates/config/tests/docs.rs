@@ -10,6 +10,9 @@ const EVERY_TABLE: &str = r#"
 [server]
 listen = ["127.0.0.1:8080"]
 tls_listen = ["127.0.0.1:8443"]
+max_body_bytes = "8m"
+request_headers = { set = { "X-Env" = "prod" }, add = { "X-A" = "1" }, remove = ["X-Debug"] }
+response_headers = { set = { "X-Frame-Options" = "DENY" } }
 [redis]
 url = "redis://127.0.0.1:6379"
 [tls]
@@ -87,6 +90,21 @@ tarpit = { delay = ["1s", "2s"] }
 canary = { upstream = "canary", weight = 10 }
 rewrite = { regex = "^/(.*)", replace = "/$1" }
 auth = { jwt = "required", claims = { scope = "a" }, forward_claims = { sub = "X-User-Id" } }
+host = ["a.example.com", "b.example.com"]
+max_body_bytes = 10485760
+cors = { allow_origins = ["https://app.example.com"], allow_methods = ["GET"], allow_headers = ["X-Token"], expose_headers = ["X-Total"], allow_credentials = true, max_age = 600 }
+request_headers = { set = { "X-Route" = "$route" } }
+response_headers = { remove = ["Server-Timing"] }
+upstream_host = "internal.svc"
+x_forwarded_prefix = "/api"
+compress = true
+limit_rate = 1048576
+limit_rate_after = 1048576
+[[routes]]
+host = "example.com"
+www_redirect = true
+path_prefix = "/"
+upstream = "api"
 "#;
 
 fn reference() -> String {
@@ -179,6 +197,7 @@ fn every_key_a_reference_table_lists_is_accepted() {
         "hardening",
         "abuse",
         "auth",
+        "edge",
     ] {
         let text = std::fs::read_to_string(
             Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../docs/{page}.md")),

@@ -786,3 +786,93 @@ fn auth_files_are_checked_line_by_line() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Edge keys (docs/edge.md): what a rule may not write, CORS that would open every origin,
+/// www redirects and prefixes without what they need; each with its key and line.
+#[test]
+fn edge_keys_refuse_what_walks_around_the_gateway() {
+    let base = "[upstreams.a]\ntargets = [\"127.0.0.1:1\"]\n[[routes]]\npath_prefix = \"/\"\nupstream = \"a\"\n";
+    let with = |extra: &str| problems(&format!("{base}{extra}\n"));
+    for (extra, want) in [
+        (
+            r#"request_headers = { set = { "Transfer-Encoding" = "chunked" } }"#,
+            "f.toml: routes[0].request_headers.set.Transfer-Encoding: \"Transfer-Encoding\" is the connection's (framing or hop-by-hop): no rule may write it (line 6)",
+        ),
+        (
+            r#"request_headers = { add = { "X-Forwarded-For" = "1.2.3.4" } }"#,
+            "f.toml: routes[0].request_headers.add.X-Forwarded-For: \"X-Forwarded-For\" is written by the gateway: a rule cannot replace or remove it (line 6)",
+        ),
+        (
+            r#"request_headers = { set = { "Host" = "x" } }"#,
+            "f.toml: routes[0].request_headers.set.Host: \"Host\" is the upstream's Host: use upstream_host (line 6)",
+        ),
+        (
+            r#"response_headers = { set = { "RateLimit" = "x" } }"#,
+            "f.toml: routes[0].response_headers.set.RateLimit: \"RateLimit\" is written by the gateway: a rule cannot replace or remove it (line 6)",
+        ),
+        (
+            r#"response_headers = { set = { "Access-Control-Allow-Origin" = "*" } }"#,
+            "f.toml: routes[0].response_headers.set.Access-Control-Allow-Origin: \"Access-Control-Allow-Origin\" is CORS's: use the route's cors table (line 6)",
+        ),
+        (
+            r#"response_headers = { remove = ["Connection"] }"#,
+            "f.toml: routes[0].response_headers.remove[0]: \"Connection\" is the connection's (framing or hop-by-hop): no rule may write it (line 6)",
+        ),
+        (
+            r#"request_headers = { set = { "X-A" = "$secret" } }"#,
+            "f.toml: routes[0].request_headers.set.X-A: \"$secret\" is not a variable a header value may name ($client_ip, $request_id, $host, $route, $scheme; \"$$\" is a \"$\") (line 6)",
+        ),
+        (
+            "request_headers = { set = { \"X-A\" = \"a\\r\\nX-B: b\" } }",
+            "f.toml: routes[0].request_headers.set.X-A: a header value is visible ASCII, spaces and tabs (no line break, no control character) (line 6)",
+        ),
+        (
+            r#"cors = { allow_origins = ["*"], allow_credentials = true }"#,
+            "f.toml: routes[0].cors.allow_credentials: a wildcard (\"*\") cannot go with allow_credentials = true: browsers refuse it, and reflecting any origin with credentials would let every site read the caller's data; list the origins (line 6)",
+        ),
+        (
+            r#"cors = { allow_origins = ["null"] }"#,
+            "f.toml: routes[0].cors.allow_origins[0]: \"null\" is the origin of sandboxed frames and local files: any page can send it, so it cannot be allowed (line 6)",
+        ),
+        (
+            r#"cors = { allow_origins = ["https://*.com"] }"#,
+            "f.toml: routes[0].cors.allow_origins[0]: \"https://*.com\" names every subdomain of a top-level domain: name a domain of your own (line 6)",
+        ),
+        (
+            "www_redirect = true",
+            "f.toml: routes[0].www_redirect: www_redirect needs a route with one host name (not a wildcard, a list or an address): its other spelling, with or without \"www.\", answers 308 to it (line 3)",
+        ),
+        (
+            "x_forwarded_prefix = true",
+            "f.toml: routes[0].x_forwarded_prefix: x_forwarded_prefix = true sends the prefix strip_prefix takes off, and this route has no strip_prefix: write the prefix itself (\"/app\") (line 3)",
+        ),
+        (
+            r#"max_body_bytes = "8q""#,
+            "f.toml: routes[0].max_body_bytes: \"8q\" is not a size (bytes, or a number with k, m or g: \"8m\") (line 6)",
+        ),
+        (
+            r#"host = ["a.example.com", "A.example.com"]"#,
+            "f.toml: routes[0].host[1]: \"A.example.com\" is listed twice (line 6)",
+        ),
+    ] {
+        assert_eq!(with(extra), vec![want.to_string()], "{extra}");
+    }
+    // A rule may not write what the route's auth forwards.
+    let p = problems(&format!(
+        "[jwt]\nalgorithms = [\"HS256\"]\nsecret_env = \"HOME\"\n{base}auth = {{ jwt = \"required\", forward_claims = {{ sub = \"X-User-Id\" }} }}\nrequest_headers = {{ set = {{ \"X-User-Id\" = \"admin\" }} }}\n"
+    ));
+    assert!(
+        p.iter()
+            .any(|l| l.contains("\"x-user-id\" is written by this route's auth")),
+        "{p:?}"
+    );
+    // What is accepted, with nginx's units and the server default.
+    let c = ok(&format!(
+        "[server]\nmax_body_bytes = \"8m\"\n{base}host = [\"a.example.com\", \"*.b.example.com\"]\nmax_body_bytes = 0\n"
+    ));
+    assert_eq!(c.server.max_body_bytes, 8 << 20);
+    assert_eq!(c.routes[0].edge.max_body_bytes, Some(0));
+    assert_eq!(c.routes[0].host.as_deref(), Some("a.example.com"));
+    assert_eq!(c.routes[0].aliases, vec!["*.b.example.com".to_string()]);
+    assert_eq!(ok("").server.max_body_bytes, 1 << 20);
+}

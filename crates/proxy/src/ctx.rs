@@ -61,6 +61,11 @@ pub struct Ctx {
     /// checks read its path and query (what the upstream reads), decided before them.
     pub upstream_target: Option<crate::routing::Rewritten>,
 
+    /// The body cap the body stage set (0: none), counted in `request_body_filter`.
+    pub max_body: u64,
+    /// Edge state of a route with header rules, CORS, compression or bandwidth.
+    pub shaping: Option<Box<crate::shaping::ShapingCtx>>,
+
     // Stage 4, auth.
     /// What the route's auth decided (`None` on a route without auth: one pointer, nothing to
     /// make or drop on the requests of other routes).
@@ -114,6 +119,8 @@ impl Ctx {
             canonical_path: None,
             target_authority: None,
             upstream_target: None,
+            max_body: 0,
+            shaping: None,
             auth: None,
             outcome: Outcome::Unlimited,
             outcome_limit: None,

@@ -101,6 +101,17 @@ pub(crate) fn push_ip(out: &mut Vec<u8>, ip: IpAddr) {
 pub(crate) const DRAIN_LIMIT: u64 = 64 * 1024;
 pub(crate) const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
 
+/// The request declares a body over `cap`.
+fn over_cap(session: &Session, cap: u64) -> bool {
+    session
+        .req_header()
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .is_some_and(|n| n > cap)
+}
+
 pub(crate) async fn drain_small_body(session: &mut Session) {
     if session.is_body_done() {
         return;
@@ -362,7 +373,17 @@ impl Gateway {
         if let Some(v) = &ctx.hsts {
             head.put(&names::STRICT_TRANSPORT_SECURITY, Value::Header(v));
         }
-        drain_small_body(session).await;
+        if let (Some(rt), Some(route)) = (&ctx.rt, ctx.route) {
+            if let Some(s) = &rt.routes[route].shaping {
+                crate::shaping::edge_answer(s, ctx, session, &mut head);
+            }
+        }
+        if ctx.max_body > 0 && ctx.body_bytes == 0 && over_cap(session, ctx.max_body) {
+            // Never read a body the route would refuse: the connection closes instead.
+            session.set_keepalive(None);
+        } else {
+            drain_small_body(session).await;
+        }
         // The wire path writes to the HTTP/1 session itself, past Pingora's downstream modules:
         // Tollgate registers none (init_downstream_modules).
         match (head, session.downstream_session.as_mut()) {

@@ -14,6 +14,8 @@
 //!   is sent); [`connections`]: bounds on open connections, in all and per client.
 //! - [`routing`]: which route a request takes (host tiers, exact, prefix and regex paths), its
 //!   rewrite (held to a client's rules) and its canary's upstream choice.
+//! - [`shaping`]: what a route does to a request and its answer at the edge: [`headers`]
+//!   (header rules), [`cors`], compression and bandwidth; the body cap is the body stage's.
 //! - [`slots`]: concurrency limits' slots, given back however a request ends.
 //! - [`service`]: the request phases; [`admin`]: /healthz, /readyz, /metrics;
 //!   [`metrics`]: the Prometheus registry and its families.
@@ -23,7 +25,8 @@
 //! - [`tls`]: certificates by SNI, client certificates, upstream TLS.
 //! - [`logguard`]: what the libraries underneath may write to the log.
 //!
-//! Failure modes: a client an access list denies or a ladder blocked (403), a bearer token
+//! Failure modes: a body over the route's cap (413), a client an access list denies or a
+//! ladder blocked (403), a bearer token
 //! that does not verify on a route keyed by its claims (401), a route's auth refusing (401,
 //! 403, a sign-in redirect; 500/503 when its auth service fails, never a pass), a request that matches no route
 //! (404), an upstream that cannot be reached (502), whose names never resolved (503) or that
@@ -34,8 +37,10 @@ pub mod access;
 pub mod admin;
 pub mod auth;
 pub mod connections;
+pub mod cors;
 pub mod ctx;
 pub mod edge;
+pub mod headers;
 pub mod housekeeping;
 pub mod identity;
 pub mod logguard;
@@ -47,6 +52,7 @@ pub mod respond;
 pub mod routing;
 pub mod runtime;
 pub mod service;
+pub mod shaping;
 pub mod shared;
 pub mod slots;
 pub mod stages;

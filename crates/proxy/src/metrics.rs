@@ -43,6 +43,10 @@ pub struct Metrics {
     pub jwks_fetches: IntCounterVec,
     /// `tollgate_jwks_keys`: keys in the JWKS set in use.
     pub jwks_keys: IntGauge,
+    /// `tollgate_cors_preflights_total{route,result}`: allowed, refused.
+    pub cors_preflights: IntCounterVec,
+    /// `tollgate_compressed_responses_total{route,encoding}`.
+    pub compressed: IntCounterVec,
 }
 
 /// A metric registered in `r` as it is made: no family can be made and left unregistered.
@@ -140,6 +144,8 @@ impl Metrics {
             hottest_key: gauges(&r, "tollgate_limit_hottest_key_refusals", "The most refusals one key of this limit got in the current or last minute (this instance): one abusive client shows here without a label per key.", &["limit"])?,
             connections_open: gauge(&r, "tollgate_connections_open", "Downstream connections open in this process.")?,
             connections_refused: counters(&r, "tollgate_connections_refused_total", "Connections closed unread at accept: over max_connections or max_connections_per_client.", &["reason"])?,
+            cors_preflights: counters(&r, "tollgate_cors_preflights_total", "CORS preflights answered at the edge (never proxied), by route and result: allowed (with the route's CORS fields), refused (an origin not allowed: no CORS field).", &["route", "result"])?,
+            compressed: counters(&r, "tollgate_compressed_responses_total", "Upstream answers compressed at the edge (compress = true), by route and encoding (gzip, br, zstd).", &["route", "encoding"])?,
             registry: r,
         };
         // Labels that exist from the start: an alert on increase() sees the first one.

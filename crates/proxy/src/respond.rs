@@ -31,6 +31,14 @@ pub mod names {
     pub const WWW_AUTHENTICATE: N = N::new("www-authenticate");
     pub const SET_COOKIE: N = N::new("set-cookie");
     pub const STRICT_TRANSPORT_SECURITY: N = N::new("strict-transport-security");
+    pub const X_FORWARDED_PREFIX: N = N::new("x-forwarded-prefix");
+    pub const VARY: N = N::new("vary");
+    pub const ACAO: N = N::new("access-control-allow-origin");
+    pub const ACAC: N = N::new("access-control-allow-credentials");
+    pub const ACAM: N = N::new("access-control-allow-methods");
+    pub const ACAH: N = N::new("access-control-allow-headers");
+    pub const ACEH: N = N::new("access-control-expose-headers");
+    pub const ACMA: N = N::new("access-control-max-age");
 }
 
 /// The problems Tollgate answers with itself.
@@ -52,6 +60,8 @@ pub enum Problem {
     QuotaExceeded,
     /// A body read for `body:FIELD` keys is larger than the route reads.
     PayloadTooLarge,
+    /// Over the route's `max_body_bytes`.
+    BodyTooLarge,
     /// An access list refuses the client.
     AccessDenied,
     /// A limit's escalation ladder blocked the client's key for a while.
@@ -92,7 +102,7 @@ impl Problem {
             Problem::LimiterUnavailable => 503,
             Problem::InvalidToken => 401,
             Problem::QuotaExceeded => 429,
-            Problem::PayloadTooLarge => 413,
+            Problem::PayloadTooLarge | Problem::BodyTooLarge => 413,
             Problem::AccessDenied => 403,
             Problem::TemporarilyBlocked => 403,
             Problem::ChallengeRequired => 429,
@@ -135,6 +145,7 @@ impl Problem {
             ),
             Problem::InvalidToken => ("invalid-token", "Unauthorized", "INVALID_TOKEN"),
             Problem::QuotaExceeded => ("quota-exceeded", "Too Many Requests", "QUOTA_EXCEEDED"),
+            Problem::BodyTooLarge => ("body-too-large", "Content Too Large", "BODY_TOO_LARGE"),
             Problem::PayloadTooLarge => (
                 "payload-too-large",
                 "Content Too Large",
@@ -368,6 +379,22 @@ impl Head {
 }
 
 impl Head {
+    /// Adds a field whose name is known only at run time (a header rule's; the config
+    /// refused framing, hop-by-hop and gateway-owned names).
+    pub fn put_named(&mut self, name: &http::HeaderName, value: &http::HeaderValue) {
+        match self {
+            Head::Map(h) => {
+                let _ = h.append_header(name.clone(), value.clone());
+            }
+            Head::Wire { lines, .. } => {
+                lines.extend_from_slice(name.as_str().as_bytes());
+                lines.extend_from_slice(b": ");
+                lines.extend_from_slice(value.as_bytes());
+                lines.extend_from_slice(b"\r\n");
+            }
+        }
+    }
+
     /// Adds a field even when the head has one of that name (`Set-Cookie`).
     pub fn append(&mut self, name: &StaticHeaderName, value: &http::HeaderValue) {
         match self {

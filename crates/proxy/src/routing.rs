@@ -11,27 +11,65 @@ use http::HeaderMap;
 use std::collections::HashSet;
 use tollgate_config::{rewrite_template, Canary, PathMatch, Rewrite, RouteConfig, TemplatePart};
 
-/// Route indexes in match order: host tier, then path kind (exact, prefix, regex), then
-/// longer prefixes first, then file order.
-pub fn order<'a>(routes: impl Iterator<Item = &'a RouteConfig>) -> Vec<usize> {
-    let mut keyed: Vec<_> = routes
-        .enumerate()
-        .map(|(i, r)| {
-            let host = match r.host.as_deref() {
+/// One way a request may meet a route: by one of its hosts (the first, or an alias), or by
+/// the other spelling of its one host (`www_redirect`: answered with a redirect to it).
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub route: usize,
+    /// The host this entry matches; `None`: the route names none.
+    pub host: Option<Box<str>>,
+    /// The other spelling of the route's host: redirected, never served.
+    pub www: bool,
+}
+
+/// `www.example.com` <-> `example.com`.
+pub fn www_other(host: &str) -> String {
+    match host.strip_prefix("www.") {
+        Some(bare) => bare.to_string(),
+        None => format!("www.{host}"),
+    }
+}
+
+/// Every entry in match order: host tier (exact, wildcard, none), then path kind (exact,
+/// prefix, regex), then longer prefixes first, then file order.
+pub fn order<'a>(routes: impl Iterator<Item = &'a RouteConfig>) -> Vec<Entry> {
+    let mut keyed: Vec<_> = Vec::new();
+    for (i, r) in routes.enumerate() {
+        let (kind, len) = match &r.path {
+            PathMatch::Exact(p) => (0, p.len()),
+            PathMatch::Prefix(p) => (1, p.len()),
+            PathMatch::Regex(_) => (2, 0),
+        };
+        let mut hosts: Vec<(Option<Box<str>>, bool)> = r
+            .host
+            .iter()
+            .chain(&r.aliases)
+            .map(|h| (Some(Box::from(h.as_str())), false))
+            .collect();
+        if let (Some(h), true) = (&r.host, r.edge.www_redirect) {
+            hosts.push((Some(www_other(h).into_boxed_str()), true));
+        }
+        if hosts.is_empty() {
+            hosts.push((None, false));
+        }
+        for (host, www) in hosts {
+            let tier = match host.as_deref() {
                 Some(h) if h.starts_with("*.") => 1,
                 Some(_) => 0,
                 None => 2,
             };
-            let (kind, len) = match &r.path {
-                PathMatch::Exact(p) => (0, p.len()),
-                PathMatch::Prefix(p) => (1, p.len()),
-                PathMatch::Regex(_) => (2, 0),
-            };
-            ((host, kind, std::cmp::Reverse(len), i), i)
-        })
-        .collect();
-    keyed.sort();
-    keyed.into_iter().map(|(_, i)| i).collect()
+            keyed.push((
+                (tier, kind, std::cmp::Reverse(len), i, www),
+                Entry {
+                    route: i,
+                    host,
+                    www,
+                },
+            ));
+        }
+    }
+    keyed.sort_by_key(|k| k.0);
+    keyed.into_iter().map(|(_, e)| e).collect()
 }
 
 /// The hosts routes name.
@@ -56,15 +94,15 @@ pub enum Tier {
 }
 
 impl Hosts {
-    pub fn new<'a>(routes: impl Iterator<Item = &'a RouteConfig>) -> Self {
+    pub fn new(entries: &[Entry]) -> Self {
         let mut h = Hosts::default();
-        for r in routes {
-            match r.host.as_deref() {
+        for e in entries {
+            match e.host.as_deref() {
                 Some(w) if w.starts_with("*.") => {
                     h.wildcard.insert(w[2..].to_string());
                 }
-                Some(e) => {
-                    h.exact.insert(e.to_string());
+                Some(x) => {
+                    h.exact.insert(x.to_string());
                 }
                 None => {}
             }

@@ -314,6 +314,8 @@ pub struct Stages {
     pub auth: bool,
     /// It lists limits.
     pub limits: bool,
+    /// It answers CORS preflights and names allowed origins (`cors`).
+    pub cors: bool,
 }
 
 pub struct RouteRt {
@@ -323,6 +325,12 @@ pub struct RouteRt {
     pub stages: Stages,
     /// Its authentication, with its metric handles.
     pub auth: Option<RouteAuth>,
+    /// The request body cap (`max_body_bytes`, the route's or `[server]`'s; 0: none).
+    pub max_body: u64,
+    /// Header rules, CORS, compression, bandwidth (`None`: the route uses none of them).
+    pub shaping: Option<Box<crate::shaping::ShapingRt>>,
+    /// `http_requests_rejected_total{reason="body_too_large",route,limit=""}`.
+    pub body_refused: IntCounter,
     /// `path_regex`, compiled (anchored at the path's start).
     regex: Option<regex::Regex>,
     /// How the path sent upstream is made.
@@ -415,7 +423,7 @@ pub struct Runtime {
     pub routes: Vec<RouteRt>,
     /// Route indexes in match order: exact hosts, wildcard hosts, no host; within each,
     /// exact paths, then longer prefixes, then regexes; then file order.
-    order: Vec<usize>,
+    order: Vec<crate::routing::Entry>,
     /// The hosts routes name, and the parents of wildcard ones (`*.example.com`:
     /// `example.com`): a request for one of them meets that host's routes only (unless
     /// `host_fallthrough`).
@@ -628,7 +636,7 @@ impl Runtime {
             })
             .collect::<Result<Vec<_>, BuildError>>()?;
         let order = crate::routing::order(routes.iter().map(|r| &r.cfg));
-        let hosts = crate::routing::Hosts::new(routes.iter().map(|r| &r.cfg));
+        let hosts = crate::routing::Hosts::new(&order);
 
         Ok(Self {
             path_rules: crate::normalize::PathRules {
@@ -669,10 +677,21 @@ impl Runtime {
     /// [`crate::normalize`] made them (host in lower case without port), never as the client
     /// spelled them.
     pub fn route_for(&self, host: Option<&str>, path: &str, method: &str) -> Option<usize> {
+        self.route_entry(host, path, method).map(|e| e.route)
+    }
+
+    /// [`Runtime::route_for`], with how the route was met (by its other spelling: a
+    /// `www_redirect`).
+    pub fn route_entry(
+        &self,
+        host: Option<&str>,
+        path: &str,
+        method: &str,
+    ) -> Option<&crate::routing::Entry> {
         let tier = self.hosts.tier(host, self.config.server.host_fallthrough);
-        self.order.iter().copied().find(|&i| {
-            let r = &self.routes[i];
-            tier.admits(r.cfg.host.as_deref(), host)
+        self.order.iter().find(|e| {
+            let r = &self.routes[e.route];
+            tier.admits(e.host.as_deref(), host)
                 && crate::routing::path_matches(&r.cfg, r.regex.as_ref(), path)
                 && r.cfg
                     .methods
@@ -836,13 +855,23 @@ impl RouteRt {
             needs_plan,
         );
         let tarpit = tarpit(cfg, previous);
+        let shaping = crate::shaping::ShapingRt::build(cfg, config);
         Ok(RouteRt {
             stages: Stages {
                 access: access.is_some(),
                 auth: false,
                 limits: !cfg.limits.is_empty(),
+                cors: shaping.as_ref().is_some_and(|s| s.cors.is_some()),
             },
             auth: None,
+            max_body: cfg
+                .edge
+                .max_body_bytes
+                .unwrap_or(config.server.max_body_bytes),
+            shaping,
+            body_refused: metrics
+                .rejected
+                .with_label_values(&["body_too_large", &cfg.name, ""]),
             regex: match &cfg.path {
                 tollgate_config::PathMatch::Regex(p) => Some(
                     tollgate_config::path_regex(p, cfg.case_insensitive)

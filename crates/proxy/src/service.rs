@@ -88,6 +88,35 @@ impl ProxyHttp for Gateway {
         upstream: &mut RequestHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
+        // The route's header rules first: what the gateway writes below always wins.
+        let shaping = match (&ctx.rt, ctx.route) {
+            (Some(rt), Some(r)) => rt.routes[r].shaping.as_deref(),
+            _ => None,
+        };
+        if let Some(s) = shaping {
+            if let Some(rules) = &s.request_rules {
+                rules.apply_request(upstream, &crate::shaping::vars(ctx, session));
+            }
+            if let Some(h) = &s.upstream_host {
+                upstream.insert_header(http::header::HOST, h.clone())?;
+                if upstream.uri.authority().is_some() {
+                    // (An absolute-form target is sent in origin form with the Host.)
+                    let pq = upstream
+                        .uri
+                        .path_and_query()
+                        .map(|p| p.as_str().to_string());
+                    if let Some(pq) = pq {
+                        upstream.set_raw_path(pq.as_bytes())?;
+                    }
+                }
+            }
+            match &s.forwarded_prefix {
+                Some(p) => upstream.insert_static_header(&names::X_FORWARDED_PREFIX, p.clone()),
+                None => {
+                    upstream.remove_header(names::X_FORWARDED_PREFIX.name());
+                }
+            }
+        }
         upstream.insert_static_header(&names::X_REQUEST_ID, ctx.request_id.clone());
         if let Some(target) = &ctx.upstream_target {
             // The route rewrote the path (the query is in it already).
@@ -190,6 +219,23 @@ impl ProxyHttp for Gateway {
         resp: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
+        // The route's header rules, CORS fields and compression first: the fields the
+        // gateway writes below always win.
+        if let (Some(rt), Some(r)) = (&ctx.rt, ctx.route) {
+            if let Some(s) = rt.routes[r].shaping.as_deref() {
+                let mut sc = ctx.shaping.take().unwrap_or_default();
+                let vars = crate::shaping::vars(ctx, session);
+                sc.response(s, session.req_header(), resp, &vars);
+                if let Some(enc) = sc.encoding() {
+                    self.shared
+                        .metrics
+                        .compressed
+                        .with_label_values(&[&rt.routes[r].name, enc])
+                        .inc();
+                }
+                ctx.shaping = Some(sc);
+            }
+        }
         resp.insert_static_header(&names::X_REQUEST_ID, ctx.request_id.clone());
         if let Some(v) = &ctx.hsts {
             resp.insert_static_header(&names::STRICT_TRANSPORT_SECURITY, v.clone());
@@ -205,6 +251,23 @@ impl ProxyHttp for Gateway {
             }
         }
         Ok(())
+    }
+
+    /// Compression and `limit_rate` on a route with them.
+    fn response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> Result<Option<std::time::Duration>> {
+        let (Some(sc), Some(rt), Some(r)) = (ctx.shaping.as_deref_mut(), &ctx.rt, ctx.route) else {
+            return Ok(None);
+        };
+        match rt.routes[r].shaping.as_deref() {
+            Some(s) => Ok(sc.body(s, body, end_of_stream)),
+            None => Ok(None),
+        }
     }
 
     /// `min_body_rate`: once a body has been arriving for longer than `body_timeout`, it must
@@ -226,6 +289,20 @@ impl ProxyHttp for Gateway {
         }
         let h = &rt.config.server.hardening;
         ctx.body_bytes += body.as_ref().map_or(0, |b| b.len() as u64);
+        if ctx.max_body > 0 && ctx.body_bytes > ctx.max_body {
+            // Over the cap: this chunk is never sent. Nothing answered yet: 413 (see
+            // fail_to_proxy); else the upstream request is aborted, the connection closed.
+            *body = None;
+            if let Some(r) = ctx.route {
+                rt.routes[r].body_refused.inc();
+            }
+            let mut e = Error::explain(
+                ErrorType::HTTPStatus(413),
+                "the request body went over max_body_bytes",
+            );
+            e.esource = ErrorSource::Downstream;
+            return Err(e);
+        }
         // A concurrency slot's time: the body is in by then, or the request is cut (408)
         // and its slot comes back, however fast the body comes.
         let slot_left = match ctx.slot_deadline {
@@ -330,6 +407,7 @@ impl ProxyHttp for Gateway {
         let problem = match e.etype() {
             _ if unresolved => Some(Problem::UpstreamUnresolved),
             ErrorType::HTTPStatus(400) => Some(Problem::BadRequest),
+            ErrorType::HTTPStatus(413) => Some(Problem::BodyTooLarge),
             ErrorType::HTTPStatus(_) => Some(Problem::Internal),
             _ => match e.esource() {
                 ErrorSource::Upstream => match e.etype() {
@@ -363,6 +441,9 @@ impl ProxyHttp for Gateway {
                     }
                     Problem::UpstreamTimeout => "The upstream did not answer in time.",
                     Problem::BadRequest => "The request could not be read.",
+                    Problem::BodyTooLarge => {
+                        "The request body is larger than this route accepts (max_body_bytes)."
+                    }
                     Problem::RequestTimeout => {
                         "The request body did not arrive in time (body_timeout, min_body_rate)."
                     }

@@ -9,7 +9,11 @@
 //!    head's bounds.
 //! 2. [`route`]: the canonical request (path and host), its route (404), plaintext to HTTPS
 //!    (308), the route's rewrite (400), and the inputs its keys read given once (400).
+//!    [`body`]: the route's body cap on a declared length (413, before anything is read or an
+//!    upstream chosen; a streamed body is counted against it as it comes).
 //! 3. [`access`]: the route's access lists (403; an allow-listed client skips the limits).
+//!    [`cors`]: a browser's preflight answered at the edge (204, never limited or proxied);
+//!    an actual request's origin judged for its answer's CORS fields.
 //! 4. [`auth`]: the route's authentication (401, 403, a sign-in redirect; 500/503 when its
 //!    auth service fails): who the caller is, and whether they may pass.
 //! 5. [`limits`]: the caller's identity (token, body fields, plan) and the route's limits and
@@ -23,12 +27,18 @@
 //! [`crate::runtime::Stages`], compiled when the runtime is built), and every stage returns at
 //! once when its input is absent.
 //!
-//! New capabilities (CORS, body limits, tracing) are new stages: a file here, a line in
+//! What a route does to the request on its way up and to the answer on its way back (header
+//! rules, the upstream's Host, CORS fields, compression, bandwidth) is [`crate::shaping`],
+//! applied in the proxy phases.
+//!
+//! New capabilities (tracing) are new stages: a file here, a line in
 //! [`run`], and a flag in [`crate::runtime::Stages`] when routes may go without it.
 
 pub mod access;
 pub mod action;
 pub mod auth;
+pub mod body;
+pub mod cors;
 pub mod limits;
 pub mod request;
 pub mod route;
@@ -51,8 +61,15 @@ pub async fn run(gw: &Gateway, session: &mut Session, ctx: &mut Ctx) -> Result<b
         Some(route) => route,
         None => return Ok(true),
     };
-    let stages = rt.routes[route].stages;
+    let r = &rt.routes[route];
+    let stages = r.stages;
+    if r.max_body > 0 && body::run(gw, session, ctx, r.max_body).await? == Step::Answered {
+        return Ok(true);
+    }
     if stages.access && access::run(gw, session, ctx, &rt, route).await? == Step::Answered {
+        return Ok(true);
+    }
+    if stages.cors && cors::run(gw, session, ctx, &rt, route).await? == Step::Answered {
         return Ok(true);
     }
     if stages.auth {

@@ -8,12 +8,13 @@
 //! checks read it from here on: what the upstream will read).
 //! Answers: 400 (a target or host that cannot be made canonical, a rewrite whose output a
 //! client's request would be refused for), 308 (plaintext to HTTPS, before anything else),
+//! 308 (a `www_redirect` route's other spelling, to its named host, path and query kept),
 //! 404 (no route), 400 `AMBIGUOUS_REQUEST` (an input given twice, or named hop-by-hop).
 //! Returns the route taken, `None` when it answered.
 
 use crate::ctx::Ctx;
 use crate::edge::{canonical_target, https_location, Gateway};
-use crate::respond::Problem;
+use crate::respond::{Fields, Problem};
 use crate::routing::RewriteRefusal;
 use crate::runtime::Runtime;
 use pingora::prelude::*;
@@ -27,9 +28,12 @@ pub async fn run(
 ) -> Result<Option<usize>> {
     let req = session.req_header();
     let mut to_https = None;
+    let mut to_named = false;
     let found = match canonical_target(req, rt.path_rules) {
         Ok(t) => {
-            let route = rt.route_for(t.host.as_deref(), &t.path, req.method.as_str());
+            let entry = rt.route_entry(t.host.as_deref(), &t.path, req.method.as_str());
+            to_named = entry.is_some_and(|e| e.www);
+            let route = entry.map(|e| e.route);
             if !ctx.secure && route.is_some_and(|r| rt.routes[r].redirects(&rt.config.server)) {
                 to_https = Some(https_location(
                     t.host.as_deref(),
@@ -57,6 +61,11 @@ pub async fn run(
     if let Some(location) = to_https {
         ctx.route = found;
         gw.redirect_to_https(session, ctx, location).await?;
+        return Ok(None);
+    }
+    if let (true, Some(route)) = (to_named, found) {
+        ctx.route = Some(route);
+        www_redirect(gw, session, ctx, rt, route).await?;
         return Ok(None);
     }
     let Some(route) = found else {
@@ -114,4 +123,46 @@ pub async fn run(
         return Ok(None);
     }
     Ok(Some(route))
+}
+
+/// 308 from a route's other spelling (with or without `www.`) to its one host: the scheme,
+/// the port the client named, the path and the query as sent.
+async fn www_redirect(
+    gw: &Gateway,
+    session: &mut Session,
+    ctx: &mut Ctx,
+    rt: &Runtime,
+    route: usize,
+) -> Result<()> {
+    let req = session.req_header();
+    let named = rt.routes[route].cfg.host.as_deref().unwrap_or_default();
+    let port = req
+        .headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or(req.uri.authority().map(|a| a.as_str()))
+        .and_then(|h| h.rsplit_once(':'))
+        .and_then(|(_, p)| p.parse::<u16>().ok());
+    let scheme = if ctx.secure { "https" } else { "http" };
+    let target = req.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    let location = match port {
+        Some(p) => format!("{scheme}://{named}:{p}{target}"),
+        None => format!("{scheme}://{named}{target}"),
+    };
+    let Ok(location) = http::HeaderValue::from_str(&location) else {
+        gw.answer_problem(
+            session,
+            ctx,
+            Problem::BadRequest,
+            "The request target cannot be redirected.",
+        )
+        .await?;
+        return Ok(());
+    };
+    let mut head = Gateway::head(session, ctx, 308, "text/plain", 0)?;
+    head.put(
+        &crate::respond::names::LOCATION,
+        crate::respond::Value::Header(&location),
+    );
+    gw.answer(session, ctx, head, bytes::Bytes::new()).await
 }

@@ -1,0 +1,761 @@
+//! A route's edge keys (docs/edge.md): the request body cap, CORS, header rules, the
+//! upstream's Host and X-Forwarded-Prefix, compression, bandwidth and the www redirect; and
+//! `[server]`'s defaults for the body cap and the header rules. One reader per key; each
+//! refuses at load what would let a rule walk around the gateway (a hop-by-hop or a
+//! gateway-owned header, a value that could split a header, a wildcard origin with
+//! credentials).
+
+use crate::reader::{as_bool, as_int_in, as_str, as_str_list, Cx, Tbl, Value};
+use crate::scalars::http_token;
+use toml::de::DeValue;
+
+/// The request body cap when neither `[server]` nor the route says (nginx's and
+/// ingress-nginx's `client_max_body_size`).
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 1024 * 1024;
+/// Responses shorter than this (by their Content-Length) are not compressed.
+pub const COMPRESS_MIN_BYTES: u64 = 256;
+
+/// What a route does at the edge besides routing, auth and limits. The default does nothing.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EdgeConfig {
+    /// The route's own request body cap (`None`: `[server] max_body_bytes`; 0: none).
+    pub max_body_bytes: Option<u64>,
+    pub cors: Option<CorsConfig>,
+    pub request_headers: HeaderRules,
+    pub response_headers: HeaderRules,
+    /// The Host the upstream is sent (ingress-nginx `upstream-vhost`).
+    pub upstream_host: Option<String>,
+    /// `X-Forwarded-Prefix` sent upstream: a path, or the prefix `strip_prefix` takes off.
+    pub x_forwarded_prefix: Option<String>,
+    /// gzip, brotli or zstd by the client's Accept-Encoding.
+    pub compress: bool,
+    /// Bytes per second per response (0: none), after `limit_rate_after` bytes.
+    pub limit_rate: u64,
+    pub limit_rate_after: u64,
+    /// The other spelling of the route's one host (with or without `www.`) answers 308 to it.
+    pub www_redirect: bool,
+}
+
+/// `cors = { ... }` (docs/edge.md): which origins a browser may call the route from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorsConfig {
+    pub allow_origins: Vec<OriginRule>,
+    /// Upper case.
+    pub allow_methods: Vec<String>,
+    /// As written (header names; `*` allowed without credentials).
+    pub allow_headers: Vec<String>,
+    pub expose_headers: Vec<String>,
+    pub allow_credentials: bool,
+    /// Seconds a browser may keep a preflight's answer.
+    pub max_age: Option<u64>,
+}
+
+/// One `allow_origins` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OriginRule {
+    /// `*`: any origin (answered `*`, never with credentials).
+    Any,
+    /// `scheme://host[:port]` in lower case.
+    Exact(String),
+    /// `scheme://*.suffix[:port]`: one or more labels before `.suffix` (lower case), the
+    /// scheme and the port exactly as written.
+    Subdomains {
+        scheme: String,
+        suffix: String,
+        port: Option<u16>,
+    },
+}
+
+impl OriginRule {
+    /// Whether `origin` (as the browser sent it) is allowed by this rule.
+    pub fn admits(&self, origin: &str) -> bool {
+        let lower = origin.to_ascii_lowercase();
+        let Some((scheme, host, port)) = split_origin(&lower) else {
+            return false;
+        };
+        match self {
+            OriginRule::Any => true,
+            OriginRule::Exact(o) => *o == lower,
+            OriginRule::Subdomains {
+                scheme: s,
+                suffix,
+                port: p,
+            } => {
+                scheme == s
+                    && port == *p
+                    && host.len() > suffix.len() + 1
+                    && host.ends_with(suffix.as_str())
+                    && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
+                    && host[..host.len() - suffix.len() - 1]
+                        .split('.')
+                        .all(dns_label)
+            }
+        }
+    }
+}
+
+fn dns_label(l: &str) -> bool {
+    !l.is_empty()
+        && l.len() <= 63
+        && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !l.starts_with('-')
+        && !l.ends_with('-')
+}
+
+/// `scheme://host[:port]` (lower case) into its parts; `None` for anything else (a path, a
+/// user, `null`, an empty host).
+fn split_origin(o: &str) -> Option<(&str, &str, Option<u16>)> {
+    let (scheme, rest) = o.split_once("://")?;
+    if !matches!(scheme, "http" | "https") || rest.is_empty() {
+        return None;
+    }
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
+            if h.starts_with('[') && !h.ends_with(']') {
+                (rest, None)
+            } else {
+                (h, Some(p.parse::<u16>().ok()?))
+            }
+        }
+        _ => (rest, None),
+    };
+    let host_ok = if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        v6.parse::<std::net::Ipv6Addr>().is_ok()
+    } else {
+        host.split('.').all(dns_label)
+    };
+    host_ok.then_some((scheme, host, port))
+}
+
+/// `request_headers` / `response_headers`: `set` replaces, `add` appends, `remove` deletes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HeaderRules {
+    /// (lower-case name, value).
+    pub set: Vec<(String, HeaderTemplate)>,
+    pub add: Vec<(String, HeaderTemplate)>,
+    /// Lower case.
+    pub remove: Vec<String>,
+}
+
+impl HeaderRules {
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
+    }
+
+    /// Every name a rule writes or removes.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.set
+            .iter()
+            .chain(&self.add)
+            .map(|(n, _)| n.as_str())
+            .chain(self.remove.iter().map(String::as_str))
+    }
+}
+
+/// A header value: text and the variables filled in per request.
+pub type HeaderTemplate = Vec<HeaderPart>;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderPart {
+    Lit(String),
+    Var(HeaderVar),
+}
+
+/// What a header value may name: `$client_ip`, `$request_id`, `$host`, `$route`, `$scheme`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderVar {
+    /// The client's address (X-Forwarded-For's rules: a trusted proxy's client).
+    ClientIp,
+    RequestId,
+    /// The canonical host the request was routed by (lower case, no port).
+    Host,
+    /// The route's name.
+    Route,
+    /// `http` or `https`.
+    Scheme,
+}
+
+impl HeaderVar {
+    const ALL: [(&'static str, HeaderVar); 5] = [
+        ("client_ip", HeaderVar::ClientIp),
+        ("request_id", HeaderVar::RequestId),
+        ("host", HeaderVar::Host),
+        ("route", HeaderVar::Route),
+        ("scheme", HeaderVar::Scheme),
+    ];
+}
+
+/// Which way a rule goes: what may not be written differs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Toward {
+    Upstream,
+    Client,
+}
+
+/// Names no rule may write: the message's framing and hop-by-hop fields (the next hop would
+/// read another message), and what the gateway itself writes (a rule could forge it).
+fn refused(name: &str, toward: Toward) -> Option<&'static str> {
+    const HOP: &[&str] = &[
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+    ];
+    if HOP.contains(&name) {
+        return Some("is the connection's (framing or hop-by-hop): no rule may write it");
+    }
+    if name.starts_with(':') {
+        return Some("is a pseudo-header");
+    }
+    let owned: &[&str] = match toward {
+        Toward::Upstream => &[
+            "x-forwarded-for",
+            "x-forwarded-proto",
+            "x-forwarded-prefix",
+            "x-request-id",
+            "x-ratelimit-shadow-exceeded",
+            "host",
+        ],
+        Toward::Client => &[
+            "x-request-id",
+            "ratelimit",
+            "ratelimit-policy",
+            "x-ratelimit-limit",
+            "x-ratelimit-remaining",
+            "x-ratelimit-reset",
+            "retry-after",
+            "strict-transport-security",
+            "content-encoding",
+        ],
+    };
+    if owned.contains(&name) {
+        return Some(match (toward, name) {
+            (Toward::Upstream, "host") => "is the upstream's Host: use upstream_host",
+            (Toward::Upstream, "x-forwarded-prefix") => "is the gateway's: use x_forwarded_prefix",
+            _ => "is written by the gateway: a rule cannot replace or remove it",
+        });
+    }
+    if toward == Toward::Client && name.starts_with("access-control-") {
+        return Some("is CORS's: use the route's cors table");
+    }
+    None
+}
+
+/// A header name as a rule may name it: a token, in lower case.
+fn header_name(
+    cx: &mut Cx,
+    path: &str,
+    name: &str,
+    span: std::ops::Range<usize>,
+    toward: Toward,
+) -> Option<String> {
+    let lower = name.to_ascii_lowercase();
+    if lower.is_empty()
+        || !http_token(&lower)
+        || http::HeaderName::from_bytes(lower.as_bytes()).is_err()
+    {
+        cx.err(path, span, format!("\"{name}\" is not a header name"));
+        return None;
+    }
+    if let Some(why) = refused(&lower, toward) {
+        cx.err(path, span, format!("\"{name}\" {why}"));
+        return None;
+    }
+    Some(lower)
+}
+
+/// A value with `$name` / `${name}` variables (`$$` is a `$`), each literal part visible
+/// ASCII, space or tab (nothing that could end the header line).
+pub(crate) fn template(
+    cx: &mut Cx,
+    path: &str,
+    s: &str,
+    span: std::ops::Range<usize>,
+) -> Option<HeaderTemplate> {
+    if s.bytes()
+        .any(|b| (b < 0x20 && b != b'\t') || b == 0x7f || b >= 0x80)
+    {
+        cx.err(
+            path,
+            span,
+            "a header value is visible ASCII, spaces and tabs (no line break, no control character)",
+        );
+        return None;
+    }
+    let mut parts = Vec::new();
+    let mut lit = String::new();
+    let mut rest = s;
+    while let Some(at) = rest.find('$') {
+        lit.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(r) = after.strip_prefix('$') {
+            lit.push('$');
+            rest = r;
+            continue;
+        }
+        let (name, next) = if let Some(b) = after.strip_prefix('{') {
+            match b.find('}') {
+                Some(end) => (&b[..end], &b[end + 1..]),
+                None => ("", after),
+            }
+        } else {
+            let end = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            (&after[..end], &after[end..])
+        };
+        let Some(var) = HeaderVar::ALL
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| *v)
+        else {
+            let known: Vec<String> = HeaderVar::ALL
+                .iter()
+                .map(|(n, _)| format!("${n}"))
+                .collect();
+            cx.err(
+                path,
+                span,
+                format!(
+                    "\"${name}\" is not a variable a header value may name ({}; \"$$\" is a \"$\")",
+                    known.join(", ")
+                ),
+            );
+            return None;
+        };
+        if !lit.is_empty() {
+            parts.push(HeaderPart::Lit(std::mem::take(&mut lit)));
+        }
+        parts.push(HeaderPart::Var(var));
+        rest = next;
+    }
+    lit.push_str(rest);
+    if !lit.is_empty() || parts.is_empty() {
+        parts.push(HeaderPart::Lit(lit));
+    }
+    Some(parts)
+}
+
+/// `request_headers` / `response_headers = { set = {...}, add = {...}, remove = [...] }`.
+pub(crate) fn header_rules(
+    cx: &mut Cx,
+    path: &str,
+    v: &Value,
+    toward: Toward,
+) -> Option<HeaderRules> {
+    let mut t = Tbl::of(cx, path.to_string(), v)?;
+    let mut rules = HeaderRules::default();
+    let mut ok = true;
+    for (key, list) in [("set", &mut rules.set), ("add", &mut rules.add)] {
+        let Some(mv) = t.get(key) else { continue };
+        let p = t.key_path(key);
+        let Some(mut m) = Tbl::of(cx, p.clone(), mv) else {
+            ok = false;
+            continue;
+        };
+        for (name, value, span) in m.entries() {
+            let ip = format!("{p}.{name}");
+            let Some(n) = header_name(cx, &ip, name, span.clone(), toward) else {
+                ok = false;
+                continue;
+            };
+            let Some(s) = as_str(cx, &ip, value) else {
+                ok = false;
+                continue;
+            };
+            match template(cx, &ip, s, value.span()) {
+                Some(tpl) => {
+                    if list.iter().any(|(k, _)| *k == n) {
+                        cx.err(&ip, span, format!("\"{name}\" is given twice"));
+                        ok = false;
+                    }
+                    list.push((n, tpl));
+                }
+                None => ok = false,
+            }
+        }
+    }
+    if let Some(rv) = t.get("remove") {
+        let p = t.key_path("remove");
+        match as_str_list(cx, &p, rv, false) {
+            Some(items) => {
+                for (ip, name, span) in items {
+                    match header_name(cx, &ip, name, span, toward) {
+                        Some(n) => rules.remove.push(n),
+                        None => ok = false,
+                    }
+                }
+            }
+            None => ok = false,
+        }
+    }
+    for (n, _) in rules
+        .set
+        .iter()
+        .filter(|(n, _)| rules.add.iter().any(|(a, _)| a == n))
+    {
+        cx.err(
+            &t.path,
+            v.span(),
+            format!("\"{n}\" is both set and added: set replaces, add appends; choose one"),
+        );
+        ok = false;
+    }
+    t.finish(cx);
+    ok.then_some(rules)
+}
+
+/// A byte count: an integer, or nginx's spelling (`"8m"`, `"512k"`, `"1g"`, `"0"`).
+pub(crate) fn size(cx: &mut Cx, path: &str, v: &Value) -> Option<u64> {
+    match v.get_ref() {
+        DeValue::Integer(_) => as_int_in(cx, path, v, 0, i64::MAX).map(|n| n as u64),
+        DeValue::String(s) => match parse_size(s) {
+            Some(n) => Some(n),
+            None => {
+                cx.err(
+                    path,
+                    v.span(),
+                    format!("\"{s}\" is not a size (bytes, or a number with k, m or g: \"8m\")"),
+                );
+                None
+            }
+        },
+        _ => {
+            crate::reader::type_err(cx, path, v, "a number of bytes or a size like \"8m\"");
+            None
+        }
+    }
+}
+
+/// `123`, `8k`, `8m`, `1g` (either case; nginx's units: powers of 1024).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (digits, mult) = match s.as_bytes().last()? {
+        b'k' | b'K' => (&s[..s.len() - 1], 1u64 << 10),
+        b'm' | b'M' => (&s[..s.len() - 1], 1 << 20),
+        b'g' | b'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u64>().ok()?.checked_mul(mult)
+}
+
+/// `cors = { allow_origins, allow_methods, allow_headers, expose_headers, allow_credentials,
+/// max_age }`; defaults as ingress-nginx's (methods and headers), origins required.
+pub(crate) fn cors(cx: &mut Cx, path: &str, v: &Value) -> Option<CorsConfig> {
+    let mut t = Tbl::of(cx, path.to_string(), v)?;
+    let mut ok = true;
+    let mut origins = Vec::new();
+    match t.get("allow_origins") {
+        None => {
+            cx.err(
+                path,
+                v.span(),
+                "missing key \"allow_origins\" (the origins a browser may call from, or [\"*\"])",
+            );
+            ok = false;
+        }
+        Some(ov) => match as_str_list(cx, &t.key_path("allow_origins"), ov, true) {
+            Some(items) if items.is_empty() => {
+                cx.err(
+                    &t.key_path("allow_origins"),
+                    ov.span(),
+                    "no origin: name at least one, or \"*\"",
+                );
+                ok = false;
+            }
+            Some(items) => {
+                for (ip, o, span) in items {
+                    match origin_rule(o) {
+                        Ok(r) => origins.push(r),
+                        Err(why) => {
+                            cx.err(&ip, span, format!("\"{o}\" {why}"));
+                            ok = false;
+                        }
+                    }
+                }
+            }
+            None => ok = false,
+        },
+    }
+    let mut list = |t: &mut Tbl, key: &str, default: &[&str], method: bool| -> Vec<String> {
+        let Some(lv) = t.get(key) else {
+            return default.iter().map(|s| s.to_string()).collect();
+        };
+        let p = t.key_path(key);
+        let Some(items) = as_str_list(cx, &p, lv, true) else {
+            ok = false;
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (ip, s, span) in items {
+            let s = s.trim();
+            if s == "*" || (http_token(s) && !s.is_empty()) {
+                out.push(if method {
+                    s.to_ascii_uppercase()
+                } else {
+                    s.to_string()
+                });
+            } else {
+                cx.err(
+                    &ip,
+                    span,
+                    format!(
+                        "\"{s}\" is not {}",
+                        if method {
+                            "an HTTP method"
+                        } else {
+                            "a header name"
+                        }
+                    ),
+                );
+                ok = false;
+            }
+        }
+        out
+    };
+    let allow_methods = list(
+        &mut t,
+        "allow_methods",
+        &["GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"],
+        true,
+    );
+    let allow_headers = list(
+        &mut t,
+        "allow_headers",
+        &[
+            "DNT",
+            "Keep-Alive",
+            "User-Agent",
+            "X-Requested-With",
+            "If-Modified-Since",
+            "Cache-Control",
+            "Content-Type",
+            "Range",
+            "Authorization",
+        ],
+        false,
+    );
+    let expose_headers = list(&mut t, "expose_headers", &[], false);
+    let allow_credentials = match t.get("allow_credentials") {
+        Some(bv) => as_bool(cx, &t.key_path("allow_credentials"), bv).unwrap_or(false),
+        None => false,
+    };
+    let max_age = t.get("max_age").and_then(|mv| match mv.get_ref() {
+        DeValue::String(_) => {
+            crate::scalars::duration(cx, &t.key_path("max_age"), mv).map(|d| d.as_secs())
+        }
+        _ => as_int_in(cx, &t.key_path("max_age"), mv, 0, 86_400 * 365).map(|n| n as u64),
+    });
+    if allow_credentials {
+        let wild = origins.contains(&OriginRule::Any)
+            || allow_methods.iter().any(|m| m == "*")
+            || allow_headers.iter().any(|h| h == "*")
+            || expose_headers.iter().any(|h| h == "*");
+        if wild {
+            cx.err(
+                &t.key_path("allow_credentials"),
+                v.span(),
+                "a wildcard (\"*\") cannot go with allow_credentials = true: browsers refuse it, and reflecting any origin with credentials would let every site read the caller's data; list the origins",
+            );
+            ok = false;
+        }
+    }
+    t.finish(cx);
+    ok.then_some(CorsConfig {
+        allow_origins: origins,
+        allow_methods,
+        allow_headers,
+        expose_headers,
+        allow_credentials,
+        max_age,
+    })
+}
+
+/// One `allow_origins` entry: `*`, `scheme://host[:port]`, or `scheme://*.suffix[:port]`.
+pub fn origin_rule(o: &str) -> Result<OriginRule, &'static str> {
+    if o == "*" {
+        return Ok(OriginRule::Any);
+    }
+    let lower = o.to_ascii_lowercase();
+    if lower == "null" {
+        return Err("is the origin of sandboxed frames and local files: any page can send it, so it cannot be allowed");
+    }
+    if let Some((scheme, rest)) = lower.split_once("://*.") {
+        let probe = format!("{scheme}://x.{rest}");
+        let Some((s, host, port)) = split_origin(&probe) else {
+            return Err("is not an origin (scheme://host[:port], or scheme://*.domain[:port])");
+        };
+        let suffix = &host[2..];
+        if !suffix.contains('.') {
+            return Err("names every subdomain of a top-level domain: name a domain of your own");
+        }
+        return Ok(OriginRule::Subdomains {
+            scheme: s.to_string(),
+            suffix: suffix.to_string(),
+            port,
+        });
+    }
+    match split_origin(&lower) {
+        Some(_) if !lower.ends_with('/') => Ok(OriginRule::Exact(lower)),
+        _ => Err("is not an origin (scheme://host[:port], no path; or scheme://*.domain[:port]; or \"*\")"),
+    }
+}
+
+/// Reads a route's edge keys from `r`; `None` when one is wrong (reported).
+pub(crate) fn route(cx: &mut Cx, r: &mut Tbl) -> Option<EdgeConfig> {
+    let mut e = EdgeConfig::default();
+    let mut ok = true;
+    if let Some(v) = r.get("max_body_bytes") {
+        e.max_body_bytes = size(cx, &r.key_path("max_body_bytes"), v);
+        ok &= e.max_body_bytes.is_some();
+    }
+    if let Some(v) = r.get("cors") {
+        e.cors = cors(cx, &r.key_path("cors"), v);
+        ok &= e.cors.is_some();
+    }
+    for (key, toward) in [
+        ("request_headers", Toward::Upstream),
+        ("response_headers", Toward::Client),
+    ] {
+        if let Some(v) = r.get(key) {
+            match header_rules(cx, &r.key_path(key), v, toward) {
+                Some(rules) if toward == Toward::Upstream => e.request_headers = rules,
+                Some(rules) => e.response_headers = rules,
+                None => ok = false,
+            }
+        }
+    }
+    if let Some(v) = r.get("upstream_host") {
+        let p = r.key_path("upstream_host");
+        match as_str(cx, &p, v) {
+            Some(h) if authority(h) => e.upstream_host = Some(h.to_ascii_lowercase()),
+            Some(h) => {
+                cx.err(
+                    &p,
+                    v.span(),
+                    format!("\"{h}\" is not a host name (with an optional :port)"),
+                );
+                ok = false;
+            }
+            None => ok = false,
+        }
+    }
+    if let Some(v) = r.get("x_forwarded_prefix") {
+        let p = r.key_path("x_forwarded_prefix");
+        match v.get_ref() {
+            DeValue::Boolean(true) => e.x_forwarded_prefix = Some(String::new()),
+            DeValue::Boolean(false) => {}
+            DeValue::String(s)
+                if s.starts_with('/')
+                    && template(cx, &p, s, v.span()).is_some()
+                    && !s.contains('$') =>
+            {
+                e.x_forwarded_prefix = Some(s.to_string())
+            }
+            _ => {
+                cx.err(&p, v.span(), "x_forwarded_prefix is true (the prefix strip_prefix takes off) or a path starting with \"/\"");
+                ok = false;
+            }
+        }
+    }
+    if let Some(v) = r.get("compress") {
+        e.compress = as_bool(cx, &r.key_path("compress"), v).unwrap_or(false);
+    }
+    if let Some(v) = r.get("limit_rate") {
+        e.limit_rate = size(cx, &r.key_path("limit_rate"), v).unwrap_or_else(|| {
+            ok = false;
+            0
+        });
+    }
+    if let Some(v) = r.get("limit_rate_after") {
+        e.limit_rate_after = size(cx, &r.key_path("limit_rate_after"), v).unwrap_or_else(|| {
+            ok = false;
+            0
+        });
+    }
+    if let Some(v) = r.get("www_redirect") {
+        e.www_redirect = as_bool(cx, &r.key_path("www_redirect"), v).unwrap_or(false);
+    }
+    ok.then_some(e)
+}
+
+/// `host[:port]`: a DNS name (or an IP address) and an optional port.
+fn authority(s: &str) -> bool {
+    let (host, port) = match s.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => (h, Some(p)),
+        _ => (s, None),
+    };
+    port.is_none_or(|p| p.parse::<u16>().is_ok_and(|n| n > 0))
+        && (crate::scalars::dns_name(host) || host.parse::<std::net::Ipv4Addr>().is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_match_exactly_or_by_subdomain() {
+        let exact = origin_rule("https://App.Example.com").expect("an origin");
+        assert!(exact.admits("https://app.example.com"));
+        assert!(exact.admits("HTTPS://APP.EXAMPLE.COM"));
+        for no in [
+            "https://app.example.com.evil.net",
+            "http://app.example.com",
+            "https://app.example.com:8443",
+            "https://xapp.example.com",
+            "null",
+            "",
+            "https://app.example.com/",
+            "https://user@app.example.com",
+        ] {
+            assert!(!exact.admits(no), "{no}");
+        }
+        let sub = origin_rule("https://*.example.com").expect("a pattern");
+        for yes in [
+            "https://a.example.com",
+            "https://a.b.example.com",
+            "https://A-1.Example.COM",
+        ] {
+            assert!(sub.admits(yes), "{yes}");
+        }
+        for no in [
+            "https://example.com",
+            "https://.example.com",
+            "https://evilexample.com",
+            "https://a.example.com.evil.net",
+            "http://a.example.com",
+            "https://a.example.com:444",
+            "https://a..example.com",
+            "https://a_b.example.com",
+            "null",
+        ] {
+            assert!(!sub.admits(no), "{no}");
+        }
+        assert!(origin_rule("null").is_err());
+        assert!(origin_rule("https://*.com").is_err());
+        assert!(origin_rule("https://a.com/path").is_err());
+        assert!(origin_rule("ftp://a.com").is_err());
+        assert!(origin_rule("https://a.com:99999").is_err());
+        assert_eq!(origin_rule("*"), Ok(OriginRule::Any));
+    }
+
+    #[test]
+    fn sizes_in_nginx_units() {
+        assert_eq!(parse_size("0"), Some(0));
+        assert_eq!(parse_size("8m"), Some(8 << 20));
+        assert_eq!(parse_size("8M"), Some(8 << 20));
+        assert_eq!(parse_size("512k"), Some(512 << 10));
+        assert_eq!(parse_size("1g"), Some(1 << 30));
+        assert_eq!(parse_size("100"), Some(100));
+        for bad in ["", "m", "-1", "1.5m", "1t", "1 m", "99999999999999999999g"] {
+            assert_eq!(parse_size(bad), None, "{bad}");
+        }
+    }
+}

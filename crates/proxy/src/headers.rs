@@ -1,0 +1,215 @@
+//! Header rules (`request_headers` / `response_headers`, docs/edge.md), compiled: the
+//! server's rules then the route's, names parsed once, constant values made once. Applied
+//! before the gateway writes its own fields, so a rule can never forge one (the config
+//! refuses them at load as well).
+
+use crate::respond::Head;
+use http::{HeaderName, HeaderValue};
+use pingora::http::{RequestHeader, ResponseHeader};
+use std::net::IpAddr;
+use tollgate_config::{HeaderPart, HeaderRules, HeaderTemplate, HeaderVar};
+
+/// A value: made once, or filled per request.
+#[derive(Debug)]
+enum Val {
+    Const(HeaderValue),
+    Vars(HeaderTemplate),
+}
+
+#[derive(Debug, Default)]
+pub struct RulesRt {
+    set: Vec<(HeaderName, Val)>,
+    add: Vec<(HeaderName, Val)>,
+    remove: Vec<HeaderName>,
+}
+
+/// What a rule's variables read.
+pub struct Vars<'a> {
+    pub client_ip: IpAddr,
+    pub request_id: &'a HeaderValue,
+    /// The request, for `$host` (its canonical host, made only when a value names it).
+    pub req: Option<&'a RequestHeader>,
+    pub route: &'a str,
+    pub secure: bool,
+}
+
+impl Vars<'_> {
+    /// The host the request was routed by: lower case, without port.
+    fn host(&self) -> Option<std::borrow::Cow<'_, str>> {
+        let req = self.req?;
+        let raw = match req.uri.authority() {
+            Some(a) => a.as_str(),
+            None => req.headers.get(http::header::HOST)?.to_str().ok()?,
+        };
+        crate::normalize::normalize_host(raw).ok()
+    }
+}
+
+impl RulesRt {
+    /// The server's rules, then the route's (a route's `set` of a name replaces the server's
+    /// rule for it); `None` when there are none.
+    pub fn build(server: &HeaderRules, route: &HeaderRules) -> Option<Box<RulesRt>> {
+        if server.is_empty() && route.is_empty() {
+            return None;
+        }
+        let mut rt = RulesRt::default();
+        let mut push = |rules: &HeaderRules| {
+            for n in &rules.remove {
+                if let Ok(n) = HeaderName::from_bytes(n.as_bytes()) {
+                    rt.set.retain(|(k, _)| *k != n);
+                    rt.add.retain(|(k, _)| *k != n);
+                    rt.remove.push(n);
+                }
+            }
+            for (list, out) in [(&rules.set, 0), (&rules.add, 1)] {
+                for (n, tpl) in list {
+                    let Ok(name) = HeaderName::from_bytes(n.as_bytes()) else {
+                        continue;
+                    };
+                    let val = match tpl.as_slice() {
+                        [HeaderPart::Lit(s)] => match HeaderValue::from_str(s) {
+                            Ok(v) => Val::Const(v),
+                            Err(_) => continue,
+                        },
+                        _ => Val::Vars(tpl.clone()),
+                    };
+                    if out == 0 {
+                        rt.set.retain(|(k, _)| *k != name);
+                        rt.add.retain(|(k, _)| *k != name);
+                        rt.set.push((name, val));
+                    } else {
+                        rt.add.push((name, val));
+                    }
+                }
+            }
+        };
+        push(server);
+        push(route);
+        Some(Box::new(rt))
+    }
+
+    fn value(v: &Val, vars: &Vars) -> Option<HeaderValue> {
+        match v {
+            Val::Const(c) => Some(c.clone()),
+            Val::Vars(parts) => {
+                let mut out = String::with_capacity(64);
+                for p in parts {
+                    match p {
+                        HeaderPart::Lit(s) => out.push_str(s),
+                        HeaderPart::Var(HeaderVar::ClientIp) => {
+                            use std::fmt::Write;
+                            let _ = write!(out, "{}", vars.client_ip);
+                        }
+                        HeaderPart::Var(HeaderVar::RequestId) => {
+                            out.push_str(vars.request_id.to_str().unwrap_or(""))
+                        }
+                        HeaderPart::Var(HeaderVar::Host) => {
+                            out.push_str(vars.host().as_deref().unwrap_or(""))
+                        }
+                        HeaderPart::Var(HeaderVar::Route) => out.push_str(vars.route),
+                        HeaderPart::Var(HeaderVar::Scheme) => {
+                            out.push_str(if vars.secure { "https" } else { "http" })
+                        }
+                    }
+                }
+                // What a variable wrote may not be a value (a route name outside ASCII):
+                // the field is left out rather than written broken.
+                HeaderValue::from_str(&out).ok()
+            }
+        }
+    }
+
+    /// Toward the upstream.
+    pub fn apply_request(&self, req: &mut RequestHeader, vars: &Vars) {
+        for n in &self.remove {
+            req.remove_header(n);
+        }
+        for (n, v) in &self.set {
+            if let Some(v) = Self::value(v, vars) {
+                let _ = req.insert_header(n.clone(), v);
+            }
+        }
+        for (n, v) in &self.add {
+            if let Some(v) = Self::value(v, vars) {
+                let _ = req.append_header(n.clone(), v);
+            }
+        }
+    }
+
+    /// Toward the client, on an upstream's response.
+    pub fn apply_response(&self, resp: &mut ResponseHeader, vars: &Vars) {
+        for n in &self.remove {
+            resp.remove_header(n);
+        }
+        for (n, v) in &self.set {
+            if let Some(v) = Self::value(v, vars) {
+                let _ = resp.insert_header(n.clone(), v);
+            }
+        }
+        for (n, v) in &self.add {
+            if let Some(v) = Self::value(v, vars) {
+                let _ = resp.append_header(n.clone(), v);
+            }
+        }
+    }
+
+    /// Toward the client, on an answer made at the edge (nothing to remove: the gateway
+    /// wrote every field).
+    pub fn apply_head(&self, head: &mut Head, vars: &Vars) {
+        for (n, v) in self.set.iter().chain(&self.add) {
+            if let Some(v) = Self::value(v, vars) {
+                head.put_named(n, &v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tollgate_config::HeaderPart::*;
+
+    #[test]
+    fn route_rules_replace_the_servers_and_variables_fill_in() {
+        let server = HeaderRules {
+            set: vec![("x-env".into(), vec![Lit("stage".into())])],
+            add: vec![("x-a".into(), vec![Lit("1".into())])],
+            remove: vec!["x-debug".into()],
+        };
+        let route = HeaderRules {
+            set: vec![
+                ("x-env".into(), vec![Lit("prod".into())]),
+                (
+                    "x-who".into(),
+                    vec![
+                        Var(HeaderVar::ClientIp),
+                        Lit(" via ".into()),
+                        Var(HeaderVar::Route),
+                    ],
+                ),
+            ],
+            add: vec![],
+            remove: vec!["x-a".into()],
+        };
+        let rt = RulesRt::build(&server, &route).expect("rules");
+        let mut req = RequestHeader::build("GET", b"/", None).expect("test input");
+        req.insert_header("x-debug", "1").expect("test input");
+        req.insert_header("x-env", "client").expect("test input");
+        req.insert_header("x-a", "client").expect("test input");
+        let id = HeaderValue::from_static("id1");
+        let vars = Vars {
+            client_ip: "192.0.2.7".parse().expect("test input"),
+            request_id: &id,
+            req: None,
+            route: "api",
+            secure: false,
+        };
+        rt.apply_request(&mut req, &vars);
+        assert!(req.headers.get("x-debug").is_none());
+        assert!(req.headers.get("x-a").is_none());
+        let env: Vec<_> = req.headers.get_all("x-env").iter().collect();
+        assert_eq!(env, vec!["prod"]);
+        assert_eq!(req.headers["x-who"], "192.0.2.7 via api");
+        assert!(RulesRt::build(&HeaderRules::default(), &HeaderRules::default()).is_none());
+    }
+}

@@ -1,0 +1,606 @@
+//! End-to-end tests of the edge features (issue 28), with real processes: body caps on
+//! declared, chunked and lying bodies (the upstream counts what it was sent), CORS preflights
+//! answered at the edge and never limited, header rules both ways and the spellings a client
+//! tries around them, host aliases and www redirects, compression negotiated and skipped,
+//! and bandwidth held to its rate.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tollgate_testkit::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
+
+/// A raw upstream that counts every byte it is sent (head and body) and answers 200 only
+/// once the request's peer stops sending (or after 2 s): what the gateway forwarded, exactly.
+fn counting_upstream() -> (u16, Arc<AtomicUsize>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut c) = conn else { continue };
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut buf = [0u8; 16384];
+                while let Ok(n) = c.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    s.fetch_add(n, Ordering::SeqCst);
+                }
+                let _ = c.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+            });
+        }
+    });
+    (port, seen)
+}
+
+/// Sends `head` then `body` on one connection; the whole answer the gateway wrote.
+fn raw(port: u16, head: &str, body: &[u8]) -> String {
+    let mut c = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    c.write_all(head.as_bytes()).expect("head");
+    // The gateway may answer and close before the body is all in: that is the point.
+    for piece in body.chunks(4096) {
+        if c.write_all(piece).is_err() {
+            break;
+        }
+    }
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn chunked(total: usize, piece: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut left = total;
+    while left > 0 {
+        let n = left.min(piece);
+        out.extend_from_slice(format!("{n:x}\r\n").as_bytes());
+        out.extend(std::iter::repeat_n(b'a', n));
+        out.extend_from_slice(b"\r\n");
+        left -= n;
+    }
+    out.extend_from_slice(b"0\r\n\r\n");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn body_caps_on_declared_chunked_and_lying_bodies() {
+    let be = Backend::start().await.expect("backend");
+    let (count_port, seen) = counting_upstream();
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"max_body_bytes = 1000
+
+[upstreams.app]
+targets = ["{be}"]
+[upstreams.counting]
+targets = ["127.0.0.1:{count_port}"]
+read_timeout = "5s"
+
+[limits.tight]
+key = "client_ip"
+rate = "2/m"
+burst = 2
+
+[[routes]]
+name = "counting"
+path_prefix = "/count"
+upstream = "counting"
+
+[[routes]]
+name = "bigger"
+path_prefix = "/bigger"
+max_body_bytes = "2k"
+upstream = "app"
+
+[[routes]]
+name = "uncapped"
+path_prefix = "/uncapped"
+max_body_bytes = 0
+upstream = "app"
+
+[[routes]]
+name = "limited"
+path_prefix = "/limited"
+limits = ["tight"]
+tarpit = {{ delay = "200ms", max_concurrent = 4 }}
+upstream = "app"
+
+[[routes]]
+name = "app"
+path_prefix = "/"
+upstream = "app"
+"#,
+            be = be.addr
+        ),
+    );
+    let _gw = running(BIN.as_ref(), &toml, port, admin).await;
+    let host = format!("127.0.0.1:{port}");
+    tokio::task::spawn_blocking(move || {
+        // A declared length over the cap: 413 before a byte is read or an upstream chosen,
+        // and the connection closed (its body is never read as a next request).
+        let hits = be.hits();
+        let a = raw(
+            port,
+            &format!("POST /x HTTP/1.1\r\nHost: {host}\r\nContent-Length: 1001\r\n\r\n"),
+            &[b'a'; 1001],
+        );
+        assert!(a.starts_with("HTTP/1.1 413"), "{a}");
+        assert!(a.contains("BODY_TOO_LARGE"), "{a}");
+        assert!(a.contains("application/problem+json"), "{a}");
+        assert_eq!(a.matches("HTTP/1.1").count(), 1, "one answer only: {a}");
+        assert_eq!(be.hits(), hits, "the upstream was never asked");
+        // At the cap: served.
+        let a = raw(
+            port,
+            &format!("POST /x HTTP/1.1\r\nHost: {host}\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n"),
+            &[b'a'; 1000],
+        );
+        assert!(a.starts_with("HTTP/1.1 200"), "{a}");
+        // A route's own cap, larger or none.
+        let a = raw(
+            port,
+            &format!("POST /bigger HTTP/1.1\r\nHost: {host}\r\nContent-Length: 2048\r\nConnection: close\r\n\r\n"),
+            &[b'a'; 2048],
+        );
+        assert!(a.starts_with("HTTP/1.1 200"), "{a}");
+        let a = raw(
+            port,
+            &format!("POST /bigger HTTP/1.1\r\nHost: {host}\r\nContent-Length: 2049\r\n\r\n"),
+            &[b'a'; 2049],
+        );
+        assert!(a.starts_with("HTTP/1.1 413"), "{a}");
+        let a = raw(
+            port,
+            &format!("POST /uncapped HTTP/1.1\r\nHost: {host}\r\nContent-Length: 100000\r\nConnection: close\r\n\r\n"),
+            &[b'a'; 100_000],
+        );
+        assert!(a.starts_with("HTTP/1.1 200"), "{a}");
+
+        // A chunked body is counted as it streams: cut at the cap, 413, and the upstream
+        // was sent no more than the cap (plus the head and the chunk framing).
+        let body = chunked(50_000, 300);
+        let a = raw(
+            port,
+            &format!("POST /count HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            &body,
+        );
+        assert!(a.starts_with("HTTP/1.1 413"), "{a}");
+        assert!(a.contains("BODY_TOO_LARGE"), "{a}");
+        std::thread::sleep(Duration::from_millis(300));
+        let upstream_got = seen.load(Ordering::SeqCst);
+        assert!(upstream_got < 1000 + 1024, "the upstream was sent {upstream_got} bytes");
+
+        // A body that lies about its length: the declared length is all that is read as
+        // body; what follows is not a request (400 while the first still waits for its
+        // upstream), and never reaches the upstream.
+        let before = seen.load(Ordering::SeqCst);
+        let a = raw(
+            port,
+            &format!("POST /count HTTP/1.1\r\nHost: {host}\r\nContent-Length: 10\r\n\r\n"),
+            &[b'z'; 5000],
+        );
+        assert!(a.starts_with("HTTP/1.1 200") || a.starts_with("HTTP/1.1 400"), "{a}");
+        std::thread::sleep(Duration::from_millis(300));
+        let sent = seen.load(Ordering::SeqCst) - before;
+        assert!(sent < 10 + 1024, "the upstream was sent {sent} bytes");
+        // Content-Length and Transfer-Encoding together: the chunked framing is read (RFC
+        // 9112 6.3), counted, and the connection closed; never the declared 5 bytes.
+        let before = seen.load(Ordering::SeqCst);
+        let a = raw(
+            port,
+            &format!("POST /count HTTP/1.1\r\nHost: {host}\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            &chunked(5000, 500),
+        );
+        assert!(a.starts_with("HTTP/1.1 400") || a.starts_with("HTTP/1.1 413"), "{a}");
+        assert!(a.contains("connection: close"), "{a}");
+        std::thread::sleep(Duration::from_millis(300));
+        let sent = seen.load(Ordering::SeqCst) - before;
+        assert!(sent < 1000 + 1024, "the upstream was sent {sent} bytes");
+
+        // Raced with refusals and a tarpit: an oversized body is refused for its size first
+        // (no token spent), whatever the limit says.
+        for _ in 0..4 {
+            let a = raw(
+                port,
+                &format!("POST /limited HTTP/1.1\r\nHost: {host}\r\nContent-Length: 5000\r\n\r\n"),
+                &[b'a'; 5000],
+            );
+            assert!(a.starts_with("HTTP/1.1 413"), "{a}");
+        }
+        let a = raw(
+            port,
+            &format!("POST /limited HTTP/1.1\r\nHost: {host}\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"),
+            b"small",
+        );
+        assert!(a.starts_with("HTTP/1.1 200"), "the limit's tokens were not spent by 413s: {a}");
+    })
+    .await
+    .expect("raw client");
+    let m = metrics(admin).await;
+    assert!(
+        metric(
+            &m,
+            "http_requests_rejected_total",
+            &["reason=\"body_too_large\"", "route=\"app\""]
+        ) >= 1.0,
+        "{m}"
+    );
+    assert!(
+        metric(
+            &m,
+            "http_requests_rejected_total",
+            &["reason=\"body_too_large\"", "route=\"counting\""]
+        ) >= 1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_preflights_at_the_edge_and_fields_on_every_answer() {
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.app]
+targets = ["{be}"]
+
+[limits.one]
+key = "client_ip"
+rate = "1/m"
+burst = 1
+
+[[routes]]
+name = "api"
+path_prefix = "/"
+upstream = "app"
+limits = ["one"]
+cors = {{ allow_origins = ["https://app.example.com", "https://*.example.org"], allow_methods = ["GET", "POST"], allow_headers = ["X-Token"], expose_headers = ["X-Total"], allow_credentials = true, max_age = 600 }}
+"#,
+            be = be.addr
+        ),
+    );
+    let _gw = running(BIN.as_ref(), &toml, port, admin).await;
+    let preflight = |origin: &'static str| async move {
+        let mut c = Conn::open(port).await.expect("conn");
+        c.send(
+            "OPTIONS",
+            "/orders",
+            &[
+                ("origin", origin),
+                ("access-control-request-method", "POST"),
+            ],
+            "",
+        )
+        .await
+        .expect("preflight")
+    };
+    // Allowed origins (any case), many times: 204 every time, never a 429, never proxied.
+    for origin in [
+        "https://app.example.com",
+        "https://APP.example.com",
+        "https://a.b.example.org",
+    ] {
+        for _ in 0..3 {
+            let r = preflight(origin).await;
+            assert_eq!(r.status, 204, "{r:?}");
+            assert_eq!(r.header("access-control-allow-origin"), Some(origin));
+            assert_eq!(r.header("access-control-allow-credentials"), Some("true"));
+            assert_eq!(r.header("access-control-allow-methods"), Some("GET, POST"));
+            assert_eq!(r.header("access-control-allow-headers"), Some("X-Token"));
+            assert_eq!(r.header("access-control-max-age"), Some("600"));
+            assert!(r.header("vary").is_some_and(|v| v.contains("Origin")));
+        }
+    }
+    // Origins not allowed: answered, with no CORS field at all.
+    for origin in [
+        "null",
+        "https://app.example.com.evil.net",
+        "https://evilapp.example.com",
+        "http://app.example.com",
+        "https://example.org",
+        "https://app.example.com:444",
+    ] {
+        let r = preflight(origin).await;
+        assert_eq!(r.status, 204, "{origin}");
+        assert_eq!(r.header("access-control-allow-origin"), None, "{origin}");
+        assert_eq!(
+            r.header("access-control-allow-credentials"),
+            None,
+            "{origin}"
+        );
+    }
+    assert_eq!(be.hits(), 0, "no preflight reached the upstream");
+    // An actual call: the origin echoed (never `*` with credentials), Vary, the exposed fields.
+    let r = get(port, "/orders", &[("origin", "https://app.example.com")])
+        .await
+        .expect("get");
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("https://app.example.com")
+    );
+    assert_eq!(r.header("access-control-allow-credentials"), Some("true"));
+    assert_eq!(r.header("access-control-expose-headers"), Some("X-Total"));
+    assert!(r.header("vary").is_some_and(|v| v.contains("Origin")));
+    // The limit's refusal carries them too: the page can read its 429.
+    let r = get(port, "/orders", &[("origin", "https://app.example.com")])
+        .await
+        .expect("get");
+    assert_eq!(r.status, 429);
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("https://app.example.com")
+    );
+    // A disallowed origin's refusal names no origin.
+    let r = get(port, "/orders", &[("origin", "https://evil.net")])
+        .await
+        .expect("get");
+    assert_eq!(r.header("access-control-allow-origin"), None);
+    // Two Origin fields: neither is believed.
+    let mut c = Conn::open(port).await.expect("conn");
+    let r = c
+        .send(
+            "OPTIONS",
+            "/",
+            &[
+                ("origin", "https://app.example.com"),
+                ("origin", "https://evil.net"),
+                ("access-control-request-method", "GET"),
+            ],
+            "",
+        )
+        .await
+        .expect("two origins");
+    assert_eq!(r.header("access-control-allow-origin"), None);
+    let m = metrics(admin).await;
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_cors_preflights_total",
+            &["route=\"api\"", "result=\"allowed\""]
+        ),
+        9.0
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_cors_preflights_total",
+            &["route=\"api\"", "result=\"refused\""]
+        ),
+        7.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_rules_both_ways_upstream_host_prefix_aliases_and_www() {
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"request_headers = {{ set = {{ "X-Env" = "prod" }}, remove = ["X-Debug"] }}
+response_headers = {{ set = {{ "X-Frame-Options" = "DENY" }} }}
+
+[upstreams.app]
+targets = ["{be}"]
+
+[[routes]]
+name = "api"
+host = ["api.example.com", "api.example.net"]
+path_prefix = "/app/"
+strip_prefix = "/app"
+x_forwarded_prefix = true
+upstream_host = "internal.svc"
+upstream = "app"
+request_headers = {{ set = {{ "X-Who" = "$client_ip via $route ($scheme, $host) $$5" }}, add = {{ "X-Tag" = "a" }}, remove = ["Cookie"] }}
+response_headers = {{ set = {{ "Cache-Control" = "no-store" }}, remove = ["X-Powered-By"] }}
+
+[[routes]]
+name = "site"
+host = "example.com"
+www_redirect = true
+path_prefix = "/"
+upstream = "app"
+
+[[routes]]
+name = "www-named"
+host = "www.example.net"
+www_redirect = true
+path_prefix = "/"
+respond = {{ status = 200, body = "www" }}
+"#,
+            be = be.addr
+        ),
+    );
+    let _gw = running(BIN.as_ref(), &toml, port, admin).await;
+    for host in ["api.example.com", "API.example.net."] {
+        let r = get(
+            port,
+            "/app/v1/x?q=1",
+            &[
+                ("host", host),
+                ("x-env", "client"),
+                ("x-debug", "1"),
+                ("cookie", "s=1"),
+                ("x-tag", "client"),
+                ("x-forwarded-prefix", "/forged"),
+                ("x_forwarded_prefix", "/forged2"),
+            ],
+        )
+        .await
+        .expect("get");
+        assert_eq!(r.status, 200, "{r:?}");
+        let j = r.json();
+        let h = &j["headers"];
+        assert_eq!(j["path"], "/v1/x?q=1");
+        assert_eq!(h["x-env"], "prod", "set replaces the client's");
+        assert!(h.get("x-debug").is_none());
+        assert!(h.get("cookie").is_none());
+        assert_eq!(h["x-tag"], "client, a", "add appends");
+        let want_host = host.to_ascii_lowercase();
+        let want_host = want_host.trim_end_matches('.');
+        assert_eq!(
+            h["x-who"],
+            format!("127.0.0.1 via api (http, {want_host}) $5")
+        );
+        assert_eq!(h["host"], "internal.svc");
+        assert_eq!(
+            h["x-forwarded-prefix"], "/app",
+            "the gateway's, never the client's"
+        );
+        assert!(h["x-forwarded-for"]
+            .as_str()
+            .is_some_and(|v| v.ends_with("127.0.0.1")));
+        assert_eq!(r.header("x-frame-options"), Some("DENY"));
+        assert_eq!(r.header("cache-control"), Some("no-store"));
+    }
+    // Another host: no route.
+    let r = get(port, "/app/v1", &[("host", "api.example.org")])
+        .await
+        .expect("get");
+    assert_eq!(r.status, 404);
+    // www redirects: the other spelling answers 308 to the named host, port, path and
+    // query kept; the named host is served.
+    let r = get(
+        port,
+        "/p/a?x=1&y=%20",
+        &[("host", &format!("www.example.com:{port}"))],
+    )
+    .await
+    .expect("get");
+    assert_eq!(r.status, 308, "{r:?}");
+    assert_eq!(
+        r.header("location"),
+        Some(format!("http://example.com:{port}/p/a?x=1&y=%20").as_str())
+    );
+    let r = get(port, "/p", &[("host", "example.com")])
+        .await
+        .expect("get");
+    assert_eq!(r.status, 200);
+    let r = get(port, "/q?z", &[("host", "example.net")])
+        .await
+        .expect("get");
+    assert_eq!(r.status, 308);
+    assert_eq!(r.header("location"), Some("http://www.example.net/q?z"));
+    let r = get(port, "/q", &[("host", "www.example.net")])
+        .await
+        .expect("get");
+    assert_eq!((r.status, r.body.as_str()), (200, "www"));
+    // Neither spelling of another name.
+    let r = get(port, "/", &[("host", "www.www.example.com")])
+        .await
+        .expect("get");
+    assert_eq!(r.status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compression_negotiated_and_skipped_and_bandwidth_held() {
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.app]
+targets = ["{be}"]
+
+[[routes]]
+name = "zip"
+path_prefix = "/zip"
+compress = true
+upstream = "app"
+
+[[routes]]
+name = "slow"
+path_prefix = "/big"
+limit_rate = 200000
+limit_rate_after = 100000
+upstream = "app"
+"#,
+            be = be.addr
+        ),
+    );
+    let _gw = running(BIN.as_ref(), &toml, port, admin).await;
+    let pad = "p".repeat(2000);
+    let path = format!("/zip/{pad}");
+    let url = format!("http://127.0.0.1:{port}{path}");
+    // curl decodes what it asked for: the JSON answer comes back whole.
+    for (accept, coding) in [
+        ("gzip", "gzip"),
+        ("br", "br"),
+        ("zstd", "zstd"),
+        ("gzip, br;q=0.5", "gzip"),
+    ] {
+        let out = Command::new("curl")
+            .args(["-s", "-D", "-", "--compressed", "-H"])
+            .arg(format!("Accept-Encoding: {accept}"))
+            .arg(&url)
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+        assert!(
+            text.contains(&format!("content-encoding: {coding}\r\n")),
+            "{accept}: {text}"
+        );
+        assert!(text.contains("vary: accept-encoding"), "{text}");
+        assert!(text.contains(&pad), "the body decodes whole");
+    }
+    // Skipped: nothing acceptable, q=0, HEAD, a 206, an answer already encoded.
+    for accept in ["identity", "gzip;q=0", ""] {
+        let r = get(port, &path, &[("accept-encoding", accept)])
+            .await
+            .expect("get");
+        assert_eq!(r.header("content-encoding"), None, "{accept}");
+        assert!(r.body.contains(&pad));
+    }
+    let r = get(
+        port,
+        &path,
+        &[("accept-encoding", "gzip"), ("x-want-status", "206")],
+    )
+    .await
+    .expect("get");
+    assert_eq!((r.status, r.header("content-encoding")), (206, None));
+    let mut c = Conn::open(port).await.expect("conn");
+    let r = c
+        .send("HEAD", &path, &[("accept-encoding", "gzip")], "")
+        .await
+        .expect("head");
+    assert_eq!(r.header("content-encoding"), None);
+    // A short answer is not worth it.
+    let r = get(
+        port,
+        "/zip",
+        &[("accept-encoding", "gzip"), ("x-want-status", "404")],
+    )
+    .await
+    .expect("get");
+    assert_eq!(r.header("content-encoding"), None);
+
+    // Bandwidth: 100 kB fast, then 200 kB/s.
+    let t0 = Instant::now();
+    let r = get(port, "/big?bytes=700000", &[]).await.expect("big");
+    let took = t0.elapsed().as_secs_f64();
+    assert_eq!(r.body.len(), 700_000);
+    let rate = 600_000.0 / took;
+    assert!(
+        (180_000.0..=220_000.0).contains(&rate),
+        "{rate:.0} B/s over {took:.2} s"
+    );
+}
