@@ -392,11 +392,13 @@ key = "client_ip"
 algorithm = "concurrency"
 burst = 2
 slot_timeout = "3s"
+# Uploads this large are allowed here (the default body cap is 1 MiB).
 [[routes]]
 name = "upload"
 path_prefix = "/"
 upstream = "app"
 limits = ["inflight"]
+max_body_bytes = 0
 "#,
             be = be.addr
         ),
