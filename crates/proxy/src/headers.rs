@@ -121,34 +121,26 @@ impl RulesRt {
 
     /// Toward the upstream.
     pub fn apply_request(&self, req: &mut RequestHeader, vars: &Vars) {
-        for n in &self.remove {
-            req.remove_header(n);
-        }
-        for (n, v) in &self.set {
-            if let Some(v) = Self::value(v, vars) {
-                let _ = req.insert_header(n.clone(), v);
-            }
-        }
-        for (n, v) in &self.add {
-            if let Some(v) = Self::value(v, vars) {
-                let _ = req.append_header(n.clone(), v);
-            }
-        }
+        self.apply(req, vars);
     }
 
     /// Toward the client, on an upstream's response.
     pub fn apply_response(&self, resp: &mut ResponseHeader, vars: &Vars) {
+        self.apply(resp, vars);
+    }
+
+    fn apply(&self, head: &mut impl HeaderMapMut, vars: &Vars) {
         for n in &self.remove {
-            resp.remove_header(n);
+            head.remove(n);
         }
         for (n, v) in &self.set {
             if let Some(v) = Self::value(v, vars) {
-                let _ = resp.insert_header(n.clone(), v);
+                head.insert(n.clone(), v);
             }
         }
         for (n, v) in &self.add {
             if let Some(v) = Self::value(v, vars) {
-                let _ = resp.append_header(n.clone(), v);
+                head.append(n.clone(), v);
             }
         }
     }
@@ -161,6 +153,37 @@ impl RulesRt {
                 head.put_named(n, &v);
             }
         }
+    }
+}
+
+/// A request or response head a rule writes to.
+trait HeaderMapMut {
+    fn remove(&mut self, n: &HeaderName);
+    fn insert(&mut self, n: HeaderName, v: HeaderValue);
+    fn append(&mut self, n: HeaderName, v: HeaderValue);
+}
+
+impl HeaderMapMut for RequestHeader {
+    fn remove(&mut self, n: &HeaderName) {
+        self.remove_header(n);
+    }
+    fn insert(&mut self, n: HeaderName, v: HeaderValue) {
+        let _ = self.insert_header(n, v);
+    }
+    fn append(&mut self, n: HeaderName, v: HeaderValue) {
+        let _ = self.append_header(n, v);
+    }
+}
+
+impl HeaderMapMut for ResponseHeader {
+    fn remove(&mut self, n: &HeaderName) {
+        self.remove_header(n);
+    }
+    fn insert(&mut self, n: HeaderName, v: HeaderValue) {
+        let _ = self.insert_header(n, v);
+    }
+    fn append(&mut self, n: HeaderName, v: HeaderValue) {
+        let _ = self.append_header(n, v);
     }
 }
 
