@@ -101,18 +101,12 @@ pub(crate) fn push_ip(out: &mut Vec<u8>, ip: IpAddr) {
 pub(crate) const DRAIN_LIMIT: u64 = 64 * 1024;
 pub(crate) const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// The request declares a body over `cap`.
-fn over_cap(session: &Session, cap: u64) -> bool {
-    session
-        .req_header()
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .is_some_and(|n| n > cap)
+pub(crate) async fn drain_small_body(session: &mut Session) {
+    drain_body_up_to(session, DRAIN_LIMIT).await
 }
 
-pub(crate) async fn drain_small_body(session: &mut Session) {
+/// [`drain_small_body`] for bodies of at most `limit` bytes.
+async fn drain_body_up_to(session: &mut Session, limit: u64) {
     if session.is_body_done() {
         return;
     }
@@ -122,7 +116,7 @@ pub(crate) async fn drain_small_body(session: &mut Session) {
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .is_some_and(|n| n <= DRAIN_LIMIT);
+        .is_some_and(|n| n <= limit);
     if small {
         // A client that stalls mid-body loses its connection, nothing else.
         let _ = tokio::time::timeout(DRAIN_TIMEOUT, session.drain_request_body()).await;
@@ -378,12 +372,12 @@ impl Gateway {
                 crate::shaping::edge_answer(s, ctx, session, &mut head);
             }
         }
-        if ctx.max_body > 0 && ctx.body_bytes == 0 && over_cap(session, ctx.max_body) {
-            // Never read a body the route would refuse: the connection closes instead.
-            session.set_keepalive(None);
-        } else {
-            drain_small_body(session).await;
-        }
+        // Never read a body over the route's cap (a 413): the connection closes instead.
+        let limit = match ctx.max_body {
+            0 => DRAIN_LIMIT,
+            cap => cap.min(DRAIN_LIMIT),
+        };
+        drain_body_up_to(session, limit).await;
         // The wire path writes to the HTTP/1 session itself, past Pingora's downstream modules:
         // Tollgate registers none (init_downstream_modules).
         match (head, session.downstream_session.as_mut()) {
