@@ -438,14 +438,16 @@ max_body_bytes = 0
     };
     let a = tokio::spawn(upload());
     let b = tokio::spawn(upload());
-    // Both slots held: a third request on the key is refused while the uploads run.
+    // Both uploads admitted (their heads reached the upstream) before the key asks again: a
+    // third request sent earlier could take a slot first and leave an upload refused.
     assert!(
-        eventually(Duration::from_secs(2), || async {
-            get(port, "/other", &[])
-                .await
-                .is_ok_and(|r| r.status == 429)
-        })
-        .await,
+        eventually(Duration::from_secs(3), || async { be.hits() >= 2 }).await,
+        "both uploads reach the upstream"
+    );
+    // Both slots held: a third request on the key is refused while the uploads run.
+    assert_eq!(
+        get(port, "/other", &[]).await.expect("req").status,
+        429,
         "two uploads hold both slots"
     );
     let (ra, ta) = a.await.expect("upload a");
