@@ -11,6 +11,7 @@
 
 mod abuse;
 mod auth;
+mod balance;
 mod edge;
 mod files;
 mod hardening;
@@ -29,6 +30,9 @@ mod types;
 mod upstreams;
 mod values;
 
+pub use balance::{
+    Affinity, Balance, HashKey, Retry, RetryOn, RETRY_BUDGET_DEFAULT, RETRY_ON_DEFAULT,
+};
 pub use edge::{
     origin_rule, parse_size, CorsConfig, EdgeConfig, HeaderPart, HeaderRules, HeaderTemplate,
     HeaderVar, OriginRule, COMPRESS_MIN_BYTES, DEFAULT_MAX_BODY_BYTES,

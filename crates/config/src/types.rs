@@ -391,6 +391,13 @@ pub struct UpstreamConfig {
     pub h2: bool,
     /// Active TCP health check; `None` disables it (targets are then always considered up).
     pub health_check: Option<HealthCheck>,
+    /// How a target is chosen (docs/upstreams.md, "Balancing").
+    pub balance: crate::Balance,
+    /// With `balance = "hash"`: what is hashed.
+    pub hash_key: Option<crate::HashKey>,
+    pub affinity: Option<crate::Affinity>,
+    /// `None`: a failed connection tries the next target (nothing was sent), nothing else.
+    pub retry: Option<crate::Retry>,
 }
 
 /// One `host:port` of an upstream.

@@ -50,6 +50,10 @@ pub(crate) fn read(cx: &mut Cx, mut t: Tbl, base: &Path) -> Vec<(String, Upstrea
                 timeout: Duration::from_secs(1),
             }),
             resolve_every: Duration::from_secs(5),
+            balance: Default::default(),
+            hash_key: None,
+            affinity: None,
+            retry: None,
         };
         match u.get("targets") {
             Some(tv) => {
@@ -118,8 +122,41 @@ pub(crate) fn read(cx: &mut Cx, mut t: Tbl, base: &Path) -> Vec<(String, Upstrea
                 _ => type_err(cx, &hp, hv, "a table { interval, timeout } or false"),
             }
         }
+        balancing(cx, &mut u, &mut up);
         u.finish(cx);
         out.push((name.to_string(), up));
     }
     out
+}
+
+/// `balance`, `hash_key`, `affinity`, `retry`.
+fn balancing(cx: &mut Cx, u: &mut Tbl, up: &mut UpstreamConfig) {
+    use crate::balance;
+    let bv = u.get("balance");
+    if let Some(v) = bv {
+        up.balance = balance::balance(cx, &u.key_path("balance"), v).unwrap_or_default();
+    }
+    let hk = u.get("hash_key");
+    if let Some(v) = hk {
+        up.hash_key = balance::hash_key(cx, &u.key_path("hash_key"), v);
+    }
+    match (up.balance, hk) {
+        (crate::Balance::Hash, None) => cx.err(
+            &u.key_path("balance"),
+            bv.map_or(u.span.clone(), |v| v.span()),
+            "balance = \"hash\" needs hash_key (what to hash, e.g. \"client_ip\" or \"cookie:session\")",
+        ),
+        (b, Some(v)) if b != crate::Balance::Hash => cx.err(
+            &u.key_path("hash_key"),
+            v.span(),
+            "hash_key is read only with balance = \"hash\"",
+        ),
+        _ => {}
+    }
+    if let Some(v) = u.get("affinity") {
+        up.affinity = balance::affinity(cx, &u.key_path("affinity"), v);
+    }
+    if let Some(v) = u.get("retry") {
+        up.retry = balance::retry(cx, &u.key_path("retry"), v);
+    }
 }

@@ -48,6 +48,10 @@ tls = { ca = "ca.pem", client_cert = { cert = "c.pem", key = "c.key" } }
 health_check = { interval = "2s", timeout = "1s" }
 [upstreams.canary]
 targets = ["127.0.0.1:3001"]
+balance = "hash"
+hash_key = "cookie:session"
+affinity = { cookie = "route", max_age = "1h", path = "/", secure = true, secret = "0123456789abcdef" }
+retry = { attempts = 2, on = ["connect", "timeout", "502", "503", "504"], budget = 0.2 }
 [limits.rated]
 key = "client_ip"
 rate = "1/s"

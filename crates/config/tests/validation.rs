@@ -876,3 +876,79 @@ fn edge_keys_refuse_what_walks_around_the_gateway() {
     assert_eq!(c.routes[0].aliases, vec!["*.b.example.com".to_string()]);
     assert_eq!(ok("").server.max_body_bytes, 1 << 20);
 }
+
+/// Balancing keys: each mistake named with its key and line; what cannot work is refused.
+#[test]
+fn balancing_keys_name_their_mistakes() {
+    let with = |extra: &str| {
+        problems(&format!(
+            "[upstreams.a]\ntargets = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\n{extra}\n[[routes]]\npath_prefix = \"/\"\nupstream = \"a\"\n"
+        ))
+    };
+    for (extra, want) in [
+        (
+            r#"balance = "random""#,
+            "f.toml: upstreams.a.balance: \"random\": expected \"round_robin\", \"least_request\", \"ewma\" or \"hash\" (line 3)",
+        ),
+        (
+            r#"balance = "hash""#,
+            "f.toml: upstreams.a.balance: balance = \"hash\" needs hash_key (what to hash, e.g. \"client_ip\" or \"cookie:session\") (line 3)",
+        ),
+        (
+            r#"hash_key = "client_ip""#,
+            "f.toml: upstreams.a.hash_key: hash_key is read only with balance = \"hash\" (line 3)",
+        ),
+        (
+            "balance = \"hash\"\nhash_key = \"cookie:\"",
+            "f.toml: upstreams.a.hash_key: \"cookie:\": expected \"client_ip\", \"path\", \"uri\", \"header:NAME\", \"cookie:NAME\" or \"query:NAME\" (line 4)",
+        ),
+        (
+            r#"affinity = { cookie = "a b" }"#,
+            "f.toml: upstreams.a.affinity.cookie: \"a b\" is not a cookie name (line 3)",
+        ),
+        (
+            r#"affinity = { secret = "short" }"#,
+            "f.toml: upstreams.a.affinity.secret: needs at least 16 characters (line 3)",
+        ),
+        (
+            r#"affinity = { path = "/a;b" }"#,
+            "f.toml: upstreams.a.affinity.path: \"/a;b\": a cookie path starts with '/' and holds no space, ';' or control (line 3)",
+        ),
+        (
+            r#"retry = { on = ["500"] }"#,
+            "f.toml: upstreams.a.retry.on[0]: \"500\": expected \"connect\", \"timeout\", \"502\", \"503\" or \"504\" (line 3)",
+        ),
+        (
+            r#"retry = { budget = 1.5 }"#,
+            "f.toml: upstreams.a.retry.budget: a ratio from 0.0 to 1.0 (retries per request) (line 3)",
+        ),
+        (
+            r#"retry = { attempts = 50 }"#,
+            "f.toml: upstreams.a.retry.attempts: must be between 0 and 10, got 50 (line 3)",
+        ),
+        (
+            r#"retry = { tries = 2 }"#,
+            "f.toml: upstreams.a.retry.tries: unknown key (line 3)",
+        ),
+    ] {
+        let got = with(extra);
+        assert!(got.iter().any(|p| p == want), "{extra}: {got:#?}");
+    }
+    // What is written is what runs.
+    assert!(
+        !problems("[upstreams.a]\ntargets = [\"127.0.0.1:1\"]\nbalance = \"hash\"\nhash_key = \"Header:X\"\n").is_empty(),
+        "key sources are lower case"
+    );
+    let cfg = ok(
+        "[upstreams.a]\ntargets = [\"127.0.0.1:1\"]\nbalance = \"hash\"\nhash_key = \"header:X-User\"\naffinity = { max_age = \"1h\", secure = true }\nretry = { attempts = 2, on = [\"connect\", \"503\"], budget = 0.25 }\n",
+    );
+    let u = &cfg.upstreams[0];
+    assert_eq!(u.balance, tollgate_config::Balance::Hash);
+    assert_eq!(u.hash_key, Some(tollgate_config::HashKey::Header("x-user".into())));
+    let a = u.affinity.as_ref().expect("affinity");
+    assert_eq!((a.cookie.as_str(), a.path.as_str(), a.secure), ("route", "/", Some(true)));
+    assert_eq!(a.max_age, Some(std::time::Duration::from_secs(3600)));
+    let r = u.retry.expect("retry");
+    assert_eq!((r.attempts, r.budget), (2, 0.25));
+    assert!(r.on.connect && r.on.s503 && !r.on.timeout && !r.on.s502);
+}

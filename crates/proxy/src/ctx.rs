@@ -100,6 +100,9 @@ pub struct Ctx {
     /// its tries.
     pub upstream: Option<usize>,
     pub tries: usize,
+    /// Targets tried, the pick in flight, the affinity pin (upstreams with a policy, affinity
+    /// or retries only).
+    pub balance: Option<Box<crate::balance::BalanceCtx>>,
     /// Request body bytes passed on so far, and when the first came, for `min_body_rate`.
     pub body_bytes: u64,
     pub body_started: Option<Instant>,
@@ -134,6 +137,7 @@ impl Ctx {
             slot_deadline: None,
             upstream: None,
             tries: 0,
+            balance: None,
             body_bytes: 0,
             body_started: None,
         }

@@ -36,6 +36,7 @@
 pub mod access;
 pub mod admin;
 pub mod auth;
+pub mod balance;
 pub mod connections;
 pub mod cors;
 pub mod ctx;

@@ -47,6 +47,10 @@ pub struct Metrics {
     pub cors_preflights: IntCounterVec,
     /// `tollgate_compressed_responses_total{route,encoding}`.
     pub compressed: IntCounterVec,
+    /// `tollgate_upstream_retries_total{upstream,on}`: attempts made again on another target.
+    pub upstream_retries: IntCounterVec,
+    /// `tollgate_upstream_retry_budget_exhausted_total{upstream}`: retries the budget refused.
+    pub upstream_retry_budget_exhausted: IntCounterVec,
 }
 
 /// A metric registered in `r` as it is made: no family can be made and left unregistered.
@@ -146,6 +150,8 @@ impl Metrics {
             connections_refused: counters(&r, "tollgate_connections_refused_total", "Connections closed unread at accept: over max_connections or max_connections_per_client.", &["reason"])?,
             cors_preflights: counters(&r, "tollgate_cors_preflights_total", "CORS preflights answered at the edge (never proxied), by route and result: allowed (with the route's CORS fields), refused (an origin not allowed: no CORS field).", &["route", "result"])?,
             compressed: counters(&r, "tollgate_compressed_responses_total", "Upstream answers compressed at the edge (compress = true), by route and encoding (gzip, br, zstd).", &["route", "encoding"])?,
+            upstream_retries: counters(&r, "tollgate_upstream_retries_total", "Requests tried again on another target, by upstream and the failure retried on (connect, timeout, 502, 503, 504).", &["upstream", "on"])?,
+            upstream_retry_budget_exhausted: counters(&r, "tollgate_upstream_retry_budget_exhausted_total", "Retries not made because the upstream's retry budget (retry.budget) was spent.", &["upstream"])?,
             registry: r,
         };
         // Labels that exist from the start: an alert on increase() sees the first one.

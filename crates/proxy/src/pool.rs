@@ -16,10 +16,10 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use pingora::upstreams::peer::HttpPeer;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tollgate_config::UpstreamConfig;
+use tollgate_config::{Balance, UpstreamConfig};
 
 /// Upstream connections idle longer than this are closed rather than reused.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -31,8 +31,14 @@ pub struct Target {
     /// `host:port` as written in the config.
     pub name: String,
     pub addr: SocketAddr,
+    /// Stable across instances and reloads (what an affinity cookie names).
+    pub id: u64,
     healthy: AtomicBool,
     peer: HttpPeer,
+    /// Requests in flight (counted for `least_request` and `ewma` only).
+    pub(crate) active: AtomicUsize,
+    /// Peak-EWMA latency to the response head, in microseconds (`ewma` only).
+    pub(crate) ewma_us: AtomicU64,
 }
 
 impl Target {
@@ -69,6 +75,20 @@ pub struct Pool {
     settled: AtomicBool,
     resolving: AtomicBool,
     due: Mutex<Instant>,
+    /// `balance = "hash"`: the Ketama ring over every target (healthy or not).
+    ring: ArcSwap<Option<pingora_ketama::Continuum>>,
+    pub affinity: Option<crate::balance::Affinities>,
+    pub budget: Option<crate::balance::RetryBudget>,
+}
+
+/// What one choice of target must respect.
+pub struct Choice<'a> {
+    /// The `hash_key` bytes of the request (`balance = "hash"`).
+    pub hash: Option<&'a [u8]>,
+    /// The target a valid affinity cookie names.
+    pub pinned: Option<u64>,
+    /// Targets this request already tried.
+    pub tried: &'a [u64],
 }
 
 impl Pool {
@@ -95,6 +115,14 @@ impl Pool {
             resolved: Mutex::new(resolved),
             resolving: AtomicBool::new(false),
             due: Mutex::new(Instant::now()),
+            ring: ArcSwap::from_pointee(None),
+            affinity: cfg
+                .affinity
+                .as_ref()
+                .map(|a| crate::balance::Affinities::new(&cfg.name, a)),
+            budget: cfg
+                .retry
+                .map(|r| crate::balance::RetryBudget::new(r.budget)),
         };
         pool.rebuild(&pool.resolved.lock());
         pool
@@ -137,6 +165,72 @@ impl Pool {
             .map(|i| &targets[start.wrapping_add(i) % n])
             .find(|t| t.healthy())
             .map(f)
+    }
+
+    /// Whether a request needs [`Pool::choose`] (a policy, affinity or retries) rather than
+    /// the round robin of [`Pool::select_peer`].
+    pub fn chooses(&self) -> bool {
+        self.cfg.balance != Balance::RoundRobin || self.affinity.is_some() || self.cfg.retry.is_some()
+    }
+
+    pub fn config(&self) -> &UpstreamConfig {
+        &self.cfg
+    }
+
+    /// The target for one attempt: the pinned one while it is healthy (and untried), else by
+    /// the upstream's policy among the healthy targets not tried yet. The pick counts itself
+    /// in flight for the policies that read it.
+    pub fn choose(&self, c: &Choice) -> Option<crate::balance::Pick> {
+        let targets = self.targets.load();
+        let ok = |t: &Target| t.healthy() && !c.tried.contains(&t.id);
+        let counted = matches!(self.cfg.balance, Balance::LeastRequest | Balance::Ewma);
+        let pick = |t: &Arc<Target>| crate::balance::Pick::new(t.clone(), counted);
+        if let Some(id) = c.pinned {
+            if let Some(t) = targets.iter().find(|t| t.id == id && ok(t)) {
+                return Some(pick(t));
+            }
+        }
+        let n = targets.len();
+        if n == 0 {
+            return None;
+        }
+        // A retry does not move the turn: the next request still gets the next target.
+        let start = if c.tried.is_empty() {
+            self.next.fetch_add(1, Ordering::Relaxed)
+        } else {
+            self.next.load(Ordering::Relaxed)
+        };
+        let in_turn = (0..n).map(|i| &targets[start.wrapping_add(i) % n]);
+        let chosen = match self.cfg.balance {
+            Balance::RoundRobin => in_turn.clone().find(|t| ok(t)),
+            Balance::LeastRequest => in_turn
+                .clone()
+                .filter(|t| ok(t))
+                .min_by_key(|t| t.active.load(Ordering::Relaxed)),
+            Balance::Ewma => in_turn
+                .clone()
+                .filter(|t| ok(t))
+                .min_by_key(|t| crate::balance::ewma_score(t)),
+            Balance::Hash => match (c.hash, self.ring.load().as_ref()) {
+                (Some(key), Some(ring)) => ring
+                    .node_iter(key)
+                    .take(n * 160)
+                    .filter_map(|a| targets.iter().find(|t| t.addr == *a))
+                    .find(|t| ok(t))
+                    .or_else(|| in_turn.clone().find(|t| ok(t))),
+                _ => in_turn.clone().find(|t| ok(t)),
+            },
+        };
+        chosen.map(pick)
+    }
+
+    /// Healthy targets this request has not tried yet.
+    pub fn untried(&self, tried: &[u64]) -> usize {
+        self.targets
+            .load()
+            .iter()
+            .filter(|t| t.healthy() && !tried.contains(&t.id))
+            .count()
     }
 
     /// Takes over what `old` (the same upstream before a reload) knew: the addresses its
@@ -279,11 +373,22 @@ impl Pool {
                     Arc::new(Target {
                         name: t.written.clone(),
                         addr,
+                        id: crate::balance::target_id(&t.written, addr),
                         healthy: AtomicBool::new(true),
                         peer: peer(&self.cfg, addr, self.tls.get(i), self.preserve_case),
+                        active: AtomicUsize::new(0),
+                        ewma_us: AtomicU64::new(0),
                     })
                 }));
             }
+        }
+        if self.cfg.balance == Balance::Hash {
+            let buckets: Vec<pingora_ketama::Bucket> = next
+                .iter()
+                .map(|t| pingora_ketama::Bucket::new(t.addr, 1))
+                .collect();
+            self.ring
+                .store(Arc::new(Some(pingora_ketama::Continuum::new(&buckets))));
         }
         self.targets.store(Arc::new(next));
     }
@@ -373,6 +478,10 @@ mod tests {
             tls: None,
             h2: false,
             health_check: None,
+            balance: Balance::RoundRobin,
+            hash_key: None,
+            affinity: None,
+            retry: None,
         }
     }
 
@@ -399,6 +508,121 @@ mod tests {
         }
         assert!(pool.select().is_none());
         assert!(Pool::new(&upstream(&[]), &[], false).select().is_none());
+    }
+
+    fn ports(pool: &Pool, picks: &[crate::balance::Pick]) -> Vec<u16> {
+        let _ = pool;
+        picks.iter().map(|p| p.target.addr.port()).collect()
+    }
+
+    fn choose(pool: &Pool, hash: Option<&[u8]>, pinned: Option<u64>, tried: &[u64]) -> Option<crate::balance::Pick> {
+        pool.choose(&Choice { hash, pinned, tried })
+    }
+
+    #[test]
+    fn least_request_takes_the_target_with_the_fewest_in_flight() {
+        let addrs: Vec<SocketAddr> = (1..=3).map(|p| SocketAddr::from(([127, 0, 0, 1], p))).collect();
+        let mut cfg = upstream(&addrs);
+        cfg.balance = Balance::LeastRequest;
+        let pool = Pool::new(&cfg, &[], false);
+        // Three held picks land on three targets; a fourth joins one of them.
+        let held: Vec<_> = (0..3).filter_map(|_| choose(&pool, None, None, &[])).collect();
+        let mut p = ports(&pool, &held);
+        p.sort();
+        assert_eq!(p, [1, 2, 3]);
+        // Target 2's requests end: the next two go there first, one at a time.
+        let (two, rest): (Vec<_>, Vec<_>) = held.into_iter().partition(|p| p.target.addr.port() == 2);
+        drop(two);
+        let next = choose(&pool, None, None, &[]).expect("a pick");
+        assert_eq!(next.target.addr.port(), 2);
+        assert_eq!(pool.targets().iter().map(|t| t.active.load(Ordering::Relaxed)).sum::<usize>(), 3);
+        drop((next, rest));
+        assert!(pool.targets().iter().all(|t| t.active.load(Ordering::Relaxed) == 0));
+    }
+
+    #[test]
+    fn ewma_avoids_the_slow_target_until_it_recovers() {
+        let addrs: Vec<SocketAddr> = (1..=2).map(|p| SocketAddr::from(([127, 0, 0, 1], p))).collect();
+        let mut cfg = upstream(&addrs);
+        cfg.balance = Balance::Ewma;
+        let pool = Pool::new(&cfg, &[], false);
+        let slow = choose(&pool, None, None, &[]).expect("pick");
+        let slow_port = slow.target.addr.port();
+        slow.observe(500_000);
+        drop(slow);
+        let fast = choose(&pool, None, None, &[]).expect("pick");
+        assert_ne!(fast.target.addr.port(), slow_port);
+        fast.observe(2_000);
+        drop(fast);
+        for _ in 0..20 {
+            let p = choose(&pool, None, None, &[]).expect("pick");
+            assert_ne!(p.target.addr.port(), slow_port);
+            p.observe(2_000);
+        }
+    }
+
+    #[test]
+    fn hashing_keeps_keys_on_their_target_and_moves_only_a_leavers_share() {
+        let addrs: Vec<SocketAddr> = (1..=3).map(|p| SocketAddr::from(([127, 0, 0, 1], p))).collect();
+        let mut cfg = upstream(&addrs);
+        cfg.balance = Balance::Hash;
+        let pool = Pool::new(&cfg, &[], false);
+        let keys: Vec<String> = (0..3000).map(|i| format!("user-{i}")).collect();
+        let before: Vec<u16> = keys
+            .iter()
+            .map(|k| choose(&pool, Some(k.as_bytes()), None, &[]).expect("pick").target.addr.port())
+            .collect();
+        for port in 1..=3 {
+            let share = before.iter().filter(|p| **p == port).count();
+            assert!((700..1300).contains(&share), "target {port} holds {share} of 3000");
+        }
+        // The same key again: the same target.
+        assert!(keys.iter().zip(&before).all(|(k, p)| {
+            choose(&pool, Some(k.as_bytes()), None, &[]).map(|x| x.target.addr.port()) == Some(*p)
+        }));
+        // Target 3 leaves rotation: only its keys move.
+        pool.set_health(&pool.targets()[2], false);
+        let mut moved = 0;
+        for (k, p) in keys.iter().zip(&before) {
+            let now = choose(&pool, Some(k.as_bytes()), None, &[]).expect("pick").target.addr.port();
+            assert_ne!(now, 3);
+            if now != *p {
+                assert_eq!(*p, 3, "{k} moved from a target that stayed");
+                moved += 1;
+            }
+        }
+        assert_eq!(moved, before.iter().filter(|p| **p == 3).count());
+        // Without the key: round robin.
+        assert!(choose(&pool, None, None, &[]).is_some());
+    }
+
+    #[test]
+    fn a_pin_holds_while_its_target_is_healthy_and_retries_leave_tried_targets() {
+        let addrs: Vec<SocketAddr> = (1..=3).map(|p| SocketAddr::from(([127, 0, 0, 1], p))).collect();
+        let mut cfg = upstream(&addrs);
+        cfg.retry = Some(tollgate_config::Retry {
+            attempts: 2,
+            on: tollgate_config::RETRY_ON_DEFAULT,
+            budget: 0.2,
+        });
+        let pool = Pool::new(&cfg, &[], false);
+        assert!(pool.chooses());
+        let t2 = pool.targets()[1].id;
+        for _ in 0..5 {
+            assert_eq!(choose(&pool, None, Some(t2), &[]).expect("pick").target.id, t2);
+        }
+        // An unknown id, or the pinned target down or tried: the policy's choice.
+        assert!(choose(&pool, None, Some(12345), &[]).is_some());
+        pool.set_health(&pool.targets()[1], false);
+        assert_ne!(choose(&pool, None, Some(t2), &[]).expect("pick").target.id, t2);
+        pool.set_health(&pool.targets()[1], true);
+        let tried = [t2, pool.targets()[0].id];
+        assert_eq!(choose(&pool, None, Some(t2), &tried).expect("pick").target.addr.port(), 3);
+        assert_eq!(pool.untried(&tried), 1);
+        let all: Vec<u64> = pool.targets().iter().map(|t| t.id).collect();
+        assert!(choose(&pool, None, None, &all).is_none());
+        // Ids are stable: a new pool for the same targets gives the same ones.
+        assert_eq!(Pool::new(&cfg, &[], false).targets()[1].id, t2);
     }
 
     #[test]

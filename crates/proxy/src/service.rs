@@ -3,13 +3,15 @@
 //! Phase by phase:
 //! - `request_filter`: request id, route (404 if none), client address, limits (429 if refused),
 //!   built-in responders. Answers written here end the request (`Ok(true)`).
-//! - `upstream_peer`: the next healthy target of the chosen upstream's pool, round robin (none
-//!   healthy: 502; a name that never resolved: 503, from `fail_to_proxy`).
+//! - `upstream_peer`: the next healthy target of the chosen upstream's pool, round robin or by
+//!   its policy and affinity cookie (none healthy: 502; a name that never resolved: 503, from
+//!   `fail_to_proxy`).
 //! - `upstream_request_filter`: X-Request-Id, X-Forwarded-For, X-Forwarded-Proto and the shadow
 //!   marker toward the upstream; a client cannot forge the marker.
 //! - `response_filter`: X-Request-Id and the RateLimit fields toward the client.
-//! - `fail_to_connect` / `fail_to_proxy`: another target on connect failure; problem+json for
-//!   what cannot be proxied (502 unreachable, 504 too slow).
+//! - `fail_to_connect`, `error_while_proxy`, `upstream_response_filter`: another target on a
+//!   failure the upstream's `retry` names (without one: on connect failure); problem+json from
+//!   `fail_to_proxy` for what cannot be proxied (502 unreachable, 504 too slow).
 //! - `logging`: metrics, and the access log line when enabled.
 
 use crate::ctx::{new_request_id, Ctx};
@@ -44,7 +46,7 @@ impl ProxyHttp for Gateway {
         crate::stages::run(self, session, ctx).await
     }
 
-    async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
+    async fn upstream_peer(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
         // Chosen by request_filter for every request that gets here.
         let (Some(rt), Some(u)) = (&ctx.rt, ctx.upstream) else {
             return Err(Error::explain(
@@ -53,7 +55,24 @@ impl ProxyHttp for Gateway {
             ));
         };
         ctx.tries += 1;
-        let Some(peer) = rt.upstreams[u].pool.select_peer() else {
+        let pool = &rt.upstreams[u].pool;
+        let peer = if pool.chooses() {
+            // A policy, affinity or retries: the pick is kept for its whole attempt.
+            let rt = rt.clone();
+            let client = ctx.client.unwrap_or(ctx.peer);
+            let b = ctx.balance.get_or_insert_with(Default::default);
+            crate::balance::attempt(
+                &rt.upstreams[u].pool,
+                session.req_header(),
+                client,
+                ctx.canonical_path.as_deref(),
+                b,
+                ctx.tries == 1,
+            )
+        } else {
+            pool.select_peer()
+        };
+        let Some(peer) = peer else {
             let mut e = Error::explain(
                 ErrorType::ConnectNoRoute,
                 "no healthy target in the upstream pool",
@@ -66,20 +85,133 @@ impl ProxyHttp for Gateway {
 
     fn fail_to_connect(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         _peer: &HttpPeer,
         ctx: &mut Ctx,
         mut e: Box<Error>,
     ) -> Box<Error> {
-        // Try the next target: as many times as the pool has targets.
-        let targets = match (&ctx.rt, ctx.upstream) {
-            (Some(rt), Some(u)) => rt.upstreams[u].pool.len(),
-            _ => 0,
+        let Some((rt, u)) = ctx.rt.as_ref().zip(ctx.upstream) else {
+            return e;
         };
-        if ctx.tries < targets {
-            e.set_retry(true);
+        let pool = &rt.upstreams[u].pool;
+        if let Some(p) = ctx.balance.as_ref().and_then(|b| b.pick.as_ref()) {
+            // A target that cannot be reached is as slow as its connect timeout.
+            p.observe(pool.config().connect_timeout.as_micros() as u64);
+        }
+        let retry = if pool.config().retry.is_some() {
+            let plain = retryable_request(session, ctx);
+            crate::balance::may_retry(
+                pool,
+                ctx.balance.as_deref(),
+                ctx.tries,
+                plain,
+                crate::balance::Failure::Connect,
+                &self.shared.metrics,
+            )
+        } else {
+            // No retry policy: the next target, as many times as the pool has targets
+            // (nothing was sent).
+            ctx.tries < pool.len()
+        };
+        e.set_retry(retry);
+        e
+    }
+
+    /// A failure after the connection: retried when `retry.on` names a timeout and the
+    /// request may be retried (see [`crate::balance::may_retry`]), or when a status was
+    /// refused for a retry in `upstream_response_filter`; otherwise Pingora's rule (an
+    /// idempotent request on a reused connection the upstream had closed).
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<Error>,
+        ctx: &mut Ctx,
+        client_reused: bool,
+    ) -> Box<Error> {
+        let mut e = e.more_context(format!("Peer: {peer}"));
+        let decided_status = matches!(e.etype(), ErrorType::HTTPStatus(_))
+            && *e.esource() == ErrorSource::Upstream
+            && e.retry();
+        if decided_status {
+            return e;
+        }
+        if let (Some(rt), Some(u)) = (&ctx.rt, ctx.upstream) {
+            let pool = &rt.upstreams[u].pool;
+            if let Some(p) = ctx.balance.as_ref().and_then(|b| b.pick.as_ref()) {
+                if *e.etype() == ErrorType::ReadTimedout {
+                    p.observe(pool.config().read_timeout.as_micros() as u64);
+                }
+            }
+            if pool.config().retry.is_some() {
+                let plain = retryable_request(session, ctx);
+                let timeout = matches!(e.etype(), ErrorType::ReadTimedout | ErrorType::WriteTimedout)
+                    && *e.esource() == ErrorSource::Upstream;
+                let retry = timeout
+                    && session.response_written().is_none()
+                    && crate::balance::may_retry(
+                        pool,
+                        ctx.balance.as_deref(),
+                        ctx.tries,
+                        plain,
+                        crate::balance::Failure::Timeout,
+                        &self.shared.metrics,
+                    );
+                if retry {
+                    e.set_retry(true);
+                    return e;
+                }
+            }
+        }
+        if !session.req_header().method.is_idempotent() || session.as_ref().retry_buffer_truncated()
+        {
+            e.set_retry(false);
+        } else {
+            e.retry.decide_reuse(client_reused);
         }
         e
+    }
+
+    /// `ewma`: the latency to the response head; `retry.on` statuses: an answer retried on
+    /// another target is dropped here, before a byte of it reaches the client.
+    async fn upstream_response_filter(
+        &self,
+        session: &mut Session,
+        resp: &mut ResponseHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        let Some(b) = ctx.balance.as_deref() else {
+            return Ok(());
+        };
+        if let Some(p) = &b.pick {
+            p.observe(p.started.elapsed().as_micros() as u64);
+        }
+        let code = resp.status.as_u16();
+        if !matches!(code, 502..=504) {
+            return Ok(());
+        }
+        let (Some(rt), Some(u)) = (&ctx.rt, ctx.upstream) else {
+            return Ok(());
+        };
+        let pool = &rt.upstreams[u].pool;
+        let plain = retryable_request(session, ctx);
+        if crate::balance::may_retry(
+            pool,
+            Some(b),
+            ctx.tries,
+            plain,
+            crate::balance::Failure::Status(code),
+            &self.shared.metrics,
+        ) {
+            let mut e = Error::explain(
+                ErrorType::HTTPStatus(code),
+                "upstream answered a status retry.on names",
+            );
+            e.esource = ErrorSource::Upstream;
+            e.set_retry(true);
+            return Err(e);
+        }
+        Ok(())
     }
 
     async fn upstream_request_filter(
@@ -245,6 +377,9 @@ impl ProxyHttp for Gateway {
             session.set_read_timeout(None);
         }
         ctx.add_limit_headers(resp);
+        if let Some(b) = ctx.balance.as_deref() {
+            pin(ctx, b, resp)?;
+        }
         if let Some(a) = &ctx.auth {
             for c in &a.passed.cookies {
                 resp.append_header(http::header::SET_COOKIE, c.clone())?;
@@ -523,6 +658,24 @@ impl ProxyHttp for Gateway {
             );
         }
     }
+}
+
+/// A request that may be sent again: idempotent, with no body (none declared, none passed on).
+fn retryable_request(session: &mut Session, ctx: &Ctx) -> bool {
+    session.req_header().method.is_idempotent() && ctx.body_bytes == 0 && session.is_body_empty()
+}
+
+/// Affinity: the client is (re)pinned to the target that answered unless its cookie named it.
+fn pin(ctx: &Ctx, b: &crate::balance::BalanceCtx, resp: &mut ResponseHeader) -> Result<()> {
+    let (Some(rt), Some(u), Some(p)) = (&ctx.rt, ctx.upstream, &b.pick) else {
+        return Ok(());
+    };
+    if let Some(a) = &rt.upstreams[u].pool.affinity {
+        if b.pinned != Some(p.target.id) {
+            resp.append_header(http::header::SET_COOKIE, a.set_cookie(p.target.id, ctx.secure))?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,0 +1,267 @@
+//! An upstream's balancing keys (docs/upstreams.md): `balance`, `hash_key`, `affinity` and
+//! `retry`. One reader per key, called by the `[upstreams.NAME]` reader.
+
+use crate::reader::{as_str, as_str_list, type_err, Cx, Tbl, Value};
+use crate::scalars::{duration, http_token};
+use std::time::Duration;
+use toml::de::DeValue;
+
+/// How a request's target is chosen among the healthy ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Balance {
+    #[default]
+    RoundRobin,
+    /// The target with the fewest requests in flight.
+    LeastRequest,
+    /// The target with the lowest recent latency (peak EWMA) times its requests in flight.
+    Ewma,
+    /// Consistent (Ketama) hashing of `hash_key`: a target leaving moves only its share.
+    Hash,
+}
+
+/// What `balance = "hash"` hashes. A request without it is balanced round robin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashKey {
+    /// The client address (as `client_ip` keys read it).
+    ClientIp,
+    /// A request header (lower-case name).
+    Header(String),
+    /// A cookie of the request.
+    Cookie(String),
+    /// A query parameter.
+    Query(String),
+    /// The canonical path, without the query.
+    Path,
+    /// The path and the query (nginx's `$request_uri`).
+    Uri,
+}
+
+/// `affinity = { cookie, max_age, path, secure, secret }`: a signed cookie pins a client to the
+/// target that answered it while that target is healthy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Affinity {
+    pub cookie: String,
+    /// `None`: a session cookie.
+    pub max_age: Option<Duration>,
+    pub path: String,
+    /// `None`: `Secure` when the request came over TLS.
+    pub secure: Option<bool>,
+    /// The key the cookie is signed with. Every instance of a fleet needs the same one to
+    /// honour the others' cookies; without it each process draws its own.
+    pub secret: Option<String>,
+}
+
+/// The failures a request may be retried on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RetryOn {
+    pub connect: bool,
+    pub timeout: bool,
+    pub s502: bool,
+    pub s503: bool,
+    pub s504: bool,
+}
+
+impl RetryOn {
+    pub fn status(&self, code: u16) -> bool {
+        match code {
+            502 => self.s502,
+            503 => self.s503,
+            504 => self.s504,
+            _ => false,
+        }
+    }
+}
+
+/// `retry = { attempts, on, budget }` (docs/upstreams.md): an idempotent request without a body
+/// tries another target, within a budget that is a ratio of the upstream's requests.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Retry {
+    /// Tries after the first one.
+    pub attempts: u32,
+    pub on: RetryOn,
+    /// Retries per request, at most, over the upstream's traffic (0.2: one retry for every
+    /// five requests).
+    pub budget: f64,
+}
+
+/// The default `retry.on` (ingress-nginx's `proxy-next-upstream: error timeout`).
+pub const RETRY_ON_DEFAULT: RetryOn = RetryOn {
+    connect: true,
+    timeout: true,
+    s502: false,
+    s503: false,
+    s504: false,
+};
+pub const RETRY_BUDGET_DEFAULT: f64 = 0.2;
+
+pub(crate) fn balance(cx: &mut Cx, path: &str, v: &Value) -> Option<Balance> {
+    Some(match as_str(cx, path, v)? {
+        "round_robin" => Balance::RoundRobin,
+        "least_request" => Balance::LeastRequest,
+        "ewma" => Balance::Ewma,
+        "hash" => Balance::Hash,
+        other => {
+            cx.err(
+                path,
+                v.span(),
+                format!("\"{other}\": expected \"round_robin\", \"least_request\", \"ewma\" or \"hash\""),
+            );
+            return None;
+        }
+    })
+}
+
+pub(crate) fn hash_key(cx: &mut Cx, path: &str, v: &Value) -> Option<HashKey> {
+    let s = as_str(cx, path, v)?;
+    let named = |prefix: &str| s.strip_prefix(prefix).map(str::trim).filter(|n| !n.is_empty());
+    let k = match s {
+        "client_ip" => Some(HashKey::ClientIp),
+        "path" => Some(HashKey::Path),
+        "uri" => Some(HashKey::Uri),
+        _ if s.starts_with("header:") => named("header:")
+            .filter(|h| http_token(h))
+            .map(|h| HashKey::Header(h.to_ascii_lowercase())),
+        _ if s.starts_with("cookie:") => named("cookie:")
+            .filter(|c| http_token(c))
+            .map(|c| HashKey::Cookie(c.to_string())),
+        _ if s.starts_with("query:") => named("query:").map(|q| HashKey::Query(q.to_string())),
+        _ => None,
+    };
+    if k.is_none() {
+        cx.err(
+            path,
+            v.span(),
+            format!("\"{s}\": expected \"client_ip\", \"path\", \"uri\", \"header:NAME\", \"cookie:NAME\" or \"query:NAME\""),
+        );
+    }
+    k
+}
+
+pub(crate) fn affinity(cx: &mut Cx, path: &str, v: &Value) -> Option<Affinity> {
+    let mut t = Tbl::of(cx, path.to_string(), v)?;
+    let mut ok = true;
+    let cookie = match t.get("cookie") {
+        None => "route".to_string(),
+        Some(cv) => match as_str(cx, &t.key_path("cookie"), cv) {
+            Some(c) if http_token(c) && !c.is_empty() => c.to_string(),
+            Some(c) => {
+                cx.err(&t.key_path("cookie"), cv.span(), format!("\"{c}\" is not a cookie name"));
+                ok = false;
+                String::new()
+            }
+            None => {
+                ok = false;
+                String::new()
+            }
+        },
+    };
+    let mut max_age = None;
+    if let Some(mv) = t.get("max_age") {
+        max_age = duration(cx, &t.key_path("max_age"), mv);
+        ok &= max_age.is_some();
+    }
+    let mut cookie_path = "/".to_string();
+    if let Some(pv) = t.get("path") {
+        match as_str(cx, &t.key_path("path"), pv) {
+            Some(p) if p.starts_with('/') && p.bytes().all(|b| b.is_ascii_graphic() && b != b';') => {
+                cookie_path = p.to_string();
+            }
+            Some(p) => {
+                cx.err(
+                    &t.key_path("path"),
+                    pv.span(),
+                    format!("\"{p}\": a cookie path starts with '/' and holds no space, ';' or control"),
+                );
+                ok = false;
+            }
+            None => ok = false,
+        }
+    }
+    let secure = t.bool(cx, "secure");
+    let mut secret = None;
+    if let Some(sv) = t.get("secret") {
+        match as_str(cx, &t.key_path("secret"), sv) {
+            Some(s) if s.len() >= 16 => secret = Some(s.to_string()),
+            Some(_) => {
+                cx.err(&t.key_path("secret"), sv.span(), "needs at least 16 characters");
+                ok = false;
+            }
+            None => ok = false,
+        }
+    }
+    t.finish(cx);
+    ok.then_some(Affinity {
+        cookie,
+        max_age,
+        path: cookie_path,
+        secure,
+        secret,
+    })
+}
+
+pub(crate) fn retry(cx: &mut Cx, path: &str, v: &Value) -> Option<Retry> {
+    let mut t = Tbl::of(cx, path.to_string(), v)?;
+    let mut ok = true;
+    let attempts = match t.get("attempts") {
+        None => 2,
+        Some(_) => match t.int_in(cx, "attempts", 0, 10) {
+            Some(n) => n as u32,
+            None => {
+                ok = false;
+                0
+            }
+        },
+    };
+    let mut on = RETRY_ON_DEFAULT;
+    if let Some(ov) = t.get("on") {
+        on = RetryOn::default();
+        match as_str_list(cx, &t.key_path("on"), ov, false) {
+            Some(items) => {
+                for (ip, s, span) in items {
+                    match s {
+                        "connect" | "error" => on.connect = true,
+                        "timeout" => on.timeout = true,
+                        "502" => on.s502 = true,
+                        "503" => on.s503 = true,
+                        "504" => on.s504 = true,
+                        other => {
+                            cx.err(
+                                &ip,
+                                span,
+                                format!("\"{other}\": expected \"connect\", \"timeout\", \"502\", \"503\" or \"504\""),
+                            );
+                            ok = false;
+                        }
+                    }
+                }
+            }
+            None => ok = false,
+        }
+    }
+    let mut budget = RETRY_BUDGET_DEFAULT;
+    if let Some(bv) = t.get("budget") {
+        let bp = t.key_path("budget");
+        let ratio = match bv.get_ref() {
+            DeValue::Float(f) => f.as_str().replace('_', "").parse::<f64>().ok(),
+            DeValue::Integer(_) => crate::reader::as_int(cx, &bp, bv).map(|i| i as f64),
+            _ => {
+                type_err(cx, &bp, bv, "a ratio from 0.0 to 1.0 (retries per request)");
+                None
+            }
+        };
+        match ratio {
+            Some(b) if (0.0..=1.0).contains(&b) => budget = b,
+            None if !matches!(bv.get_ref(), DeValue::Float(_)) => ok = false,
+            _ => {
+                cx.err(&bp, bv.span(), "a ratio from 0.0 to 1.0 (retries per request)");
+                ok = false;
+            }
+        }
+    }
+    t.finish(cx);
+    ok.then_some(Retry {
+        attempts,
+        on,
+        budget,
+    })
+}

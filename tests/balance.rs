@@ -1,0 +1,372 @@
+//! End-to-end tests of load balancing over an upstream's targets (issue 28, item 5), with real
+//! processes: a hashed key spread over 3 targets that moves only the leaver's share, an
+//! affinity cookie that pins, refuses forgeries and re-pins when its target dies, retries that
+//! save a GET from a dead target or a 503 while a POST is never sent twice, and a retry budget
+//! that holds under a full outage.
+
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tollgate_testkit::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
+
+/// A raw upstream answering every request `status` (and closing), counting requests by method.
+fn status_upstream(status: u16) -> (u16, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let (gets, posts) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (g, p) = (gets.clone(), posts.clone());
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut c) = conn else { continue };
+            let (g, p) = (g.clone(), p.clone());
+            std::thread::spawn(move || {
+                let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                if head.starts_with(b"POST") {
+                    p.fetch_add(1, Ordering::SeqCst);
+                } else {
+                    g.fetch_add(1, Ordering::SeqCst);
+                }
+                let _ = c.write_all(
+                    format!("HTTP/1.1 {status} X\r\ncontent-length: 4\r\nconnection: close\r\n\r\nnope")
+                        .as_bytes(),
+                );
+            });
+        }
+    });
+    (port, gets, posts)
+}
+
+/// A raw upstream that reads requests and never answers, counting them.
+fn silent_upstream() -> (u16, Arc<AtomicUsize>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut c) = conn else { continue };
+            s.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                let _ = c.set_read_timeout(Some(Duration::from_secs(3)));
+                let mut buf = [0u8; 4096];
+                while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    (port, seen)
+}
+
+/// Which of `backends` answered a GET of `path` (by their hit counters).
+async fn answered_by(
+    backends: &[&Backend],
+    port: u16,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (Reply, Option<usize>) {
+    let before: Vec<usize> = backends.iter().map(|b| b.hits()).collect();
+    let r = get(port, path, headers).await.expect("request");
+    let who = backends
+        .iter()
+        .zip(&before)
+        .position(|(b, n)| b.hits() > *n);
+    (r, who)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hashed_key_spreads_over_three_targets_and_only_the_leavers_share_moves() {
+    let bes = [
+        Backend::start().await.expect("backend"),
+        Backend::start().await.expect("backend"),
+        Backend::start().await.expect("backend"),
+    ];
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.app]
+targets = ["{}", "{}", "{}"]
+balance = "hash"
+hash_key = "header:x-user"
+health_check = {{ interval = "100ms", timeout = "200ms" }}
+[[routes]]
+name = "app"
+path_prefix = "/"
+upstream = "app"
+"#,
+            bes[0].addr, bes[1].addr, bes[2].addr
+        ),
+    );
+    let _gw = running(std::path::Path::new(BIN), &toml, port, admin).await;
+    let refs: Vec<&Backend> = bes.iter().collect();
+    let users: Vec<String> = (0..90).map(|i| format!("user-{i}")).collect();
+    let mut before = Vec::new();
+    for u in &users {
+        let (r, who) = answered_by(&refs, port, "/x", &[("x-user", u)]).await;
+        assert_eq!(r.status, 200);
+        before.push(who.expect("one target answered"));
+    }
+    for t in 0..3 {
+        let n = before.iter().filter(|w| **w == t).count();
+        assert!((15..=50).contains(&n), "target {t} took {n} of 90 keys: {before:?}");
+    }
+    // The same key, again and again: the same target.
+    for (u, w) in users.iter().zip(&before).take(20) {
+        let (_, who) = answered_by(&refs, port, "/x", &[("x-user", u)]).await;
+        assert_eq!(who, Some(*w), "{u} stays on its target");
+    }
+    // Target 2 leaves (its health check fails): only its keys move.
+    let gone = bes[2].addr;
+    let [b0, b1, b2] = bes;
+    drop(b2);
+    let alive = [&b0, &b1];
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            metric(&metrics(admin).await, "tollgate_upstream_target_healthy", &[&format!("\"{gone}\"")]) == 0.0
+        })
+        .await,
+        "the leaver is out of rotation"
+    );
+    let mut moved = 0;
+    for (u, w) in users.iter().zip(&before) {
+        let (r, who) = answered_by(&alive, port, "/x", &[("x-user", u)]).await;
+        assert_eq!(r.status, 200);
+        let who = who.expect("a remaining target answered");
+        if *w == 2 {
+            moved += 1;
+        } else {
+            assert_eq!(who, *w, "{u} moved although its target stayed");
+        }
+    }
+    let share = before.iter().filter(|w| **w == 2).count();
+    assert_eq!(moved, share, "exactly the leaver's keys moved (about a third)");
+    // A request without the key is still served (round robin).
+    assert_eq!(get(port, "/x", &[]).await.expect("req").status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_affinity_cookie_pins_refuses_forgeries_and_repins_when_its_target_dies() {
+    let bes = [
+        Backend::start().await.expect("backend"),
+        Backend::start().await.expect("backend"),
+    ];
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.app]
+targets = ["{}", "{}"]
+affinity = {{ cookie = "route", max_age = "1h" }}
+health_check = {{ interval = "100ms", timeout = "200ms" }}
+[[routes]]
+name = "app"
+path_prefix = "/"
+upstream = "app"
+"#,
+            bes[0].addr, bes[1].addr
+        ),
+    );
+    let _gw = running(std::path::Path::new(BIN), &toml, port, admin).await;
+    let refs: Vec<&Backend> = bes.iter().collect();
+    let (r, first) = answered_by(&refs, port, "/", &[]).await;
+    let first = first.expect("answered");
+    let set = r.header("set-cookie").expect("pinned").to_string();
+    assert!(
+        set.starts_with("route=") && set.contains("Path=/") && set.contains("HttpOnly")
+            && set.contains("Max-Age=3600") && !set.contains("Secure"),
+        "{set}"
+    );
+    let cookie = set.split(';').next().expect("pair").to_string();
+    // Pinned: every request with the cookie goes to the same target, and is not re-pinned.
+    for _ in 0..8 {
+        let (r, who) = answered_by(&refs, port, "/", &[("cookie", &cookie)]).await;
+        assert_eq!(who, Some(first));
+        assert!(r.header("set-cookie").is_none());
+    }
+    // Forged: another id with the real tag, a flipped tag, an oversized value, the cookie
+    // twice. None is honoured; each answer pins afresh (a valid cookie of its own).
+    let value = cookie.trim_start_matches("route=");
+    let other_id = format!("{:016x}{}", u64::from_str_radix(&value[..16], 16).expect("hex") ^ 1, &value[16..]);
+    let mut flipped = value.to_string();
+    let last = flipped.pop().expect("digit");
+    flipped.push(if last == '0' { '1' } else { '0' });
+    let oversized = format!("{value}{}", "a".repeat(8000));
+    for forged in [
+        format!("route={other_id}"),
+        format!("route={flipped}"),
+        format!("route={oversized}"),
+        format!("{cookie}; {cookie}"),
+    ] {
+        let r = get(port, "/", &[("cookie", &forged)]).await.expect("req");
+        assert_eq!(r.status, 200, "{forged:.60}");
+        let re = r.header("set-cookie").expect("re-pinned").to_string();
+        assert!(re.starts_with("route=") && re.len() < 200, "{re}");
+    }
+    // The pinned target dies: the cookie (replayed for a dead target) is served by the other
+    // one, which pins the client anew; that new cookie then holds.
+    let gone = bes[first].addr;
+    let [b0, b1] = bes;
+    let survivor = if first == 0 { drop(b0); b1 } else { drop(b1); b0 };
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            metric(&metrics(admin).await, "tollgate_upstream_target_healthy", &[&format!("\"{gone}\"")]) == 0.0
+        })
+        .await,
+        "the pinned target is out of rotation"
+    );
+    let before = survivor.hits();
+    let r = get(port, "/", &[("cookie", &cookie)]).await.expect("req");
+    assert_eq!(r.status, 200);
+    assert_eq!(survivor.hits(), before + 1);
+    let re = r.header("set-cookie").expect("re-pinned").to_string();
+    let new_cookie = re.split(';').next().expect("pair").to_string();
+    assert_ne!(new_cookie, cookie);
+    let r = get(port, "/", &[("cookie", &new_cookie)]).await.expect("req");
+    assert!(r.header("set-cookie").is_none(), "the new pin holds");
+    assert_eq!(survivor.hits(), before + 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_save_a_get_from_a_dead_target_or_a_503_and_never_send_a_post_twice() {
+    let be = Backend::start().await.expect("backend");
+    let dead = free_port();
+    let (busy, busy_gets, busy_posts) = status_upstream(503);
+    let (silent, silent_seen) = silent_upstream();
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.dead_one]
+targets = ["127.0.0.1:{dead}", "{be}"]
+health_check = false
+retry = {{ attempts = 1, on = ["connect"], budget = 1.0 }}
+[upstreams.busy_one]
+targets = ["127.0.0.1:{busy}", "{be}"]
+health_check = false
+retry = {{ attempts = 1, on = ["503"], budget = 1.0 }}
+[upstreams.silent_one]
+targets = ["127.0.0.1:{silent}", "{be}"]
+health_check = false
+read_timeout = "300ms"
+retry = {{ attempts = 1, on = ["timeout"], budget = 1.0 }}
+[[routes]]
+name = "silent"
+path_prefix = "/silent"
+upstream = "silent_one"
+[[routes]]
+name = "dead"
+path_prefix = "/dead"
+upstream = "dead_one"
+[[routes]]
+name = "busy"
+path_prefix = "/busy"
+upstream = "busy_one"
+"#,
+            be = be.addr
+        ),
+    );
+    let _gw = running(std::path::Path::new(BIN), &toml, port, admin).await;
+    // Round robin alternates: every other GET meets the dead target first, and is saved.
+    for _ in 0..10 {
+        assert_eq!(get(port, "/dead/x", &[]).await.expect("req").status, 200);
+    }
+    for _ in 0..10 {
+        assert_eq!(get(port, "/busy/x", &[]).await.expect("req").status, 200);
+    }
+    assert_eq!(busy_gets.load(Ordering::SeqCst), 5, "every other GET met the 503 first");
+    // A target that never answers: the GET is tried on the other one after read_timeout.
+    for _ in 0..4 {
+        assert_eq!(get(port, "/silent/x", &[]).await.expect("req").status, 200);
+    }
+    assert_eq!(silent_seen.load(Ordering::SeqCst), 2);
+    let m = metrics(admin).await;
+    assert_eq!(metric(&m, "tollgate_upstream_retries_total", &["dead_one", "connect"]), 5.0);
+    assert_eq!(metric(&m, "tollgate_upstream_retries_total", &["busy_one", "503"]), 5.0);
+    assert_eq!(metric(&m, "tollgate_upstream_retries_total", &["silent_one", "timeout"]), 2.0);
+    // POSTs are never retried: the dead target's share fails (502), the 503 is passed on.
+    let post = |path: &'static str| async move {
+        let mut c = Conn::open(port).await.expect("conn");
+        c.send("POST", path, &[], "hi").await
+    };
+    let mut dead_posts = 0;
+    for _ in 0..10 {
+        let r = post("/dead/x").await.expect("post");
+        assert!(matches!(r.status, 200 | 502), "{}", r.status);
+        dead_posts += usize::from(r.status == 502);
+    }
+    let mut busy_answers = 0;
+    for _ in 0..10 {
+        let r = post("/busy/x").await.expect("post");
+        assert!(matches!(r.status, 200 | 503), "{}", r.status);
+        busy_answers += usize::from(r.status == 503);
+    }
+    assert_eq!(dead_posts, 5, "half the POSTs met the dead target and were not retried");
+    assert_eq!(busy_answers, 5);
+    assert_eq!(busy_posts.load(Ordering::SeqCst), 5, "each POST reached one target only");
+    let mut timed_out = 0;
+    for _ in 0..4 {
+        let r = post("/silent/x").await.expect("post");
+        assert!(matches!(r.status, 200 | 504), "{}", r.status);
+        timed_out += usize::from(r.status == 504);
+    }
+    assert_eq!(timed_out, 2, "a POST that timed out is not sent again");
+    let m = metrics(admin).await;
+    assert_eq!(metric(&m, "tollgate_upstream_retries_total", &["dead_one", "connect"]), 5.0);
+    assert_eq!(metric(&m, "tollgate_upstream_retries_total", &["busy_one", "503"]), 5.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_budget_holds_under_a_full_outage() {
+    let ups: Vec<_> = (0..3).map(|_| status_upstream(503)).collect();
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.app]
+targets = ["127.0.0.1:{}", "127.0.0.1:{}", "127.0.0.1:{}"]
+health_check = false
+retry = {{ attempts = 2, on = ["502", "503", "504"], budget = 0.2 }}
+[[routes]]
+name = "app"
+path_prefix = "/"
+upstream = "app"
+"#,
+            ups[0].0, ups[1].0, ups[2].0
+        ),
+    );
+    let _gw = running(std::path::Path::new(BIN), &toml, port, admin).await;
+    let requests = 100;
+    for _ in 0..requests {
+        assert_eq!(get(port, "/", &[]).await.expect("req").status, 503);
+    }
+    let attempts: usize = ups.iter().map(|u| u.1.load(Ordering::SeqCst)).sum();
+    assert!(
+        attempts <= requests * 12 / 10,
+        "upstream attempts {attempts} <= requests x (1 + budget) = 120"
+    );
+    assert!(attempts > requests, "the budget was used: {attempts}");
+    let m = metrics(admin).await;
+    assert_eq!(
+        metric(&m, "tollgate_upstream_retries_total", &["app", "503"]),
+        (attempts - requests) as f64
+    );
+    assert!(metric(&m, "tollgate_upstream_retry_budget_exhausted_total", &["app"]) > 0.0);
+}
