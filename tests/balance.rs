@@ -38,8 +38,10 @@ fn status_upstream(status: u16) -> (u16, Arc<AtomicUsize>, Arc<AtomicUsize>) {
                     g.fetch_add(1, Ordering::SeqCst);
                 }
                 let _ = c.write_all(
-                    format!("HTTP/1.1 {status} X\r\ncontent-length: 4\r\nconnection: close\r\n\r\nnope")
-                        .as_bytes(),
+                    format!(
+                        "HTTP/1.1 {status} X\r\ncontent-length: 4\r\nconnection: close\r\n\r\nnope"
+                    )
+                    .as_bytes(),
                 );
             });
         }
@@ -120,7 +122,10 @@ upstream = "app"
     }
     for t in 0..3 {
         let n = before.iter().filter(|w| **w == t).count();
-        assert!((15..=50).contains(&n), "target {t} took {n} of 90 keys: {before:?}");
+        assert!(
+            (15..=50).contains(&n),
+            "target {t} took {n} of 90 keys: {before:?}"
+        );
     }
     // The same key, again and again: the same target.
     for (u, w) in users.iter().zip(&before).take(20) {
@@ -134,7 +139,11 @@ upstream = "app"
     let alive = [&b0, &b1];
     assert!(
         eventually(Duration::from_secs(5), || async {
-            metric(&metrics(admin).await, "tollgate_upstream_target_healthy", &[&format!("\"{gone}\"")]) == 0.0
+            metric(
+                &metrics(admin).await,
+                "tollgate_upstream_target_healthy",
+                &[&format!("\"{gone}\"")],
+            ) == 0.0
         })
         .await,
         "the leaver is out of rotation"
@@ -151,7 +160,10 @@ upstream = "app"
         }
     }
     let share = before.iter().filter(|w| **w == 2).count();
-    assert_eq!(moved, share, "exactly the leaver's keys moved (about a third)");
+    assert_eq!(
+        moved, share,
+        "exactly the leaver's keys moved (about a third)"
+    );
     // A request without the key is still served (round robin).
     assert_eq!(get(port, "/x", &[]).await.expect("req").status, 200);
 }
@@ -186,8 +198,11 @@ upstream = "app"
     let first = first.expect("answered");
     let set = r.header("set-cookie").expect("pinned").to_string();
     assert!(
-        set.starts_with("route=") && set.contains("Path=/") && set.contains("HttpOnly")
-            && set.contains("Max-Age=3600") && !set.contains("Secure"),
+        set.starts_with("route=")
+            && set.contains("Path=/")
+            && set.contains("HttpOnly")
+            && set.contains("Max-Age=3600")
+            && !set.contains("Secure"),
         "{set}"
     );
     let cookie = set.split(';').next().expect("pair").to_string();
@@ -200,7 +215,11 @@ upstream = "app"
     // Forged: another id with the real tag, a flipped tag, an oversized value, the cookie
     // twice. None is honoured; each answer pins afresh (a valid cookie of its own).
     let value = cookie.trim_start_matches("route=");
-    let other_id = format!("{:016x}{}", u64::from_str_radix(&value[..16], 16).expect("hex") ^ 1, &value[16..]);
+    let other_id = format!(
+        "{:016x}{}",
+        u64::from_str_radix(&value[..16], 16).expect("hex") ^ 1,
+        &value[16..]
+    );
     let mut flipped = value.to_string();
     let last = flipped.pop().expect("digit");
     flipped.push(if last == '0' { '1' } else { '0' });
@@ -220,10 +239,20 @@ upstream = "app"
     // one, which pins the client anew; that new cookie then holds.
     let gone = bes[first].addr;
     let [b0, b1] = bes;
-    let survivor = if first == 0 { drop(b0); b1 } else { drop(b1); b0 };
+    let survivor = if first == 0 {
+        drop(b0);
+        b1
+    } else {
+        drop(b1);
+        b0
+    };
     assert!(
         eventually(Duration::from_secs(5), || async {
-            metric(&metrics(admin).await, "tollgate_upstream_target_healthy", &[&format!("\"{gone}\"")]) == 0.0
+            metric(
+                &metrics(admin).await,
+                "tollgate_upstream_target_healthy",
+                &[&format!("\"{gone}\"")],
+            ) == 0.0
         })
         .await,
         "the pinned target is out of rotation"
@@ -235,7 +264,9 @@ upstream = "app"
     let re = r.header("set-cookie").expect("re-pinned").to_string();
     let new_cookie = re.split(';').next().expect("pair").to_string();
     assert_ne!(new_cookie, cookie);
-    let r = get(port, "/", &[("cookie", &new_cookie)]).await.expect("req");
+    let r = get(port, "/", &[("cookie", &new_cookie)])
+        .await
+        .expect("req");
     assert!(r.header("set-cookie").is_none(), "the new pin holds");
     assert_eq!(survivor.hits(), before + 2);
 }
@@ -289,16 +320,37 @@ upstream = "busy_one"
     for _ in 0..10 {
         assert_eq!(get(port, "/busy/x", &[]).await.expect("req").status, 200);
     }
-    assert_eq!(busy_gets.load(Ordering::SeqCst), 5, "every other GET met the 503 first");
+    assert_eq!(
+        busy_gets.load(Ordering::SeqCst),
+        5,
+        "every other GET met the 503 first"
+    );
     // A target that never answers: the GET is tried on the other one after read_timeout.
     for _ in 0..4 {
         assert_eq!(get(port, "/silent/x", &[]).await.expect("req").status, 200);
     }
     assert_eq!(silent_seen.load(Ordering::SeqCst), 2);
     let m = metrics(admin).await;
-    assert_eq!(metric(&m, "tollgate_upstream_retries_total", &["dead_one", "connect"]), 5.0);
-    assert_eq!(metric(&m, "tollgate_upstream_retries_total", &["busy_one", "503"]), 5.0);
-    assert_eq!(metric(&m, "tollgate_upstream_retries_total", &["silent_one", "timeout"]), 2.0);
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_upstream_retries_total",
+            &["dead_one", "connect"]
+        ),
+        5.0
+    );
+    assert_eq!(
+        metric(&m, "tollgate_upstream_retries_total", &["busy_one", "503"]),
+        5.0
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_upstream_retries_total",
+            &["silent_one", "timeout"]
+        ),
+        2.0
+    );
     // POSTs are never retried: the dead target's share fails (502), the 503 is passed on.
     let post = |path: &'static str| async move {
         let mut c = Conn::open(port).await.expect("conn");
@@ -316,9 +368,16 @@ upstream = "busy_one"
         assert!(matches!(r.status, 200 | 503), "{}", r.status);
         busy_answers += usize::from(r.status == 503);
     }
-    assert_eq!(dead_posts, 5, "half the POSTs met the dead target and were not retried");
+    assert_eq!(
+        dead_posts, 5,
+        "half the POSTs met the dead target and were not retried"
+    );
     assert_eq!(busy_answers, 5);
-    assert_eq!(busy_posts.load(Ordering::SeqCst), 5, "each POST reached one target only");
+    assert_eq!(
+        busy_posts.load(Ordering::SeqCst),
+        5,
+        "each POST reached one target only"
+    );
     let mut timed_out = 0;
     for _ in 0..4 {
         let r = post("/silent/x").await.expect("post");
@@ -327,8 +386,18 @@ upstream = "busy_one"
     }
     assert_eq!(timed_out, 2, "a POST that timed out is not sent again");
     let m = metrics(admin).await;
-    assert_eq!(metric(&m, "tollgate_upstream_retries_total", &["dead_one", "connect"]), 5.0);
-    assert_eq!(metric(&m, "tollgate_upstream_retries_total", &["busy_one", "503"]), 5.0);
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_upstream_retries_total",
+            &["dead_one", "connect"]
+        ),
+        5.0
+    );
+    assert_eq!(
+        metric(&m, "tollgate_upstream_retries_total", &["busy_one", "503"]),
+        5.0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -368,5 +437,11 @@ upstream = "app"
         metric(&m, "tollgate_upstream_retries_total", &["app", "503"]),
         (attempts - requests) as f64
     );
-    assert!(metric(&m, "tollgate_upstream_retry_budget_exhausted_total", &["app"]) > 0.0);
+    assert!(
+        metric(
+            &m,
+            "tollgate_upstream_retry_budget_exhausted_total",
+            &["app"]
+        ) > 0.0
+    );
 }

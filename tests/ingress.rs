@@ -604,3 +604,88 @@ async fn classes_hosts_duplicate_prefixes_and_defaults_route_as_ingress_nginx() 
         assert_eq!(want.hits(), before + 1, "{host}{path}");
     }
 }
+
+/// The edge annotations of ingress-nginx's documentation import with exit 0 and behave as
+/// documented: CORS preflights answered at the edge, the body cap, the www redirect, the
+/// upstream's Host, aliases, X-Forwarded-Prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documented_edge_annotations_import_cleanly_and_behave() {
+    let (code, toml, stderr) = import("edge-docs.yaml", &[]);
+    assert_eq!(code, 0, "{stderr}\n{toml}");
+    assert!(stderr.contains("headless"), "{stderr}");
+    let [web, shop] = backends().await;
+    let s = serve(
+        &toml,
+        &[("http-svc.default", &web), ("shop-svc.default", &shop)],
+    )
+    .await;
+    // CORS: a preflight from an allowed origin is answered here; the upstream never sees it.
+    let before = web.hits();
+    let pre = request_from(
+        "127.0.0.1".parse().expect("ip"),
+        s.port,
+        "OPTIONS",
+        "/orders",
+        &[
+            ("host", "api.example.com"),
+            ("origin", "https://origin-site.com:4443"),
+            ("access-control-request-method", "PUT"),
+        ],
+        "",
+    )
+    .await
+    .expect("preflight");
+    assert_eq!(pre.status, 204);
+    assert_eq!(
+        pre.header("access-control-allow-origin"),
+        Some("https://origin-site.com:4443")
+    );
+    assert_eq!(pre.header("access-control-max-age"), Some("600"));
+    assert_eq!(web.hits(), before, "never proxied");
+    let other = s
+        .get(
+            "api.example.com",
+            "/",
+            &[("origin", "https://origin-site.com.evil.net")],
+        )
+        .await;
+    assert_eq!(other.status, 200);
+    assert!(other.header("access-control-allow-origin").is_none());
+    // proxy-body-size 8m: a declared 9 MB body is 413 before a byte goes upstream.
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", s.port)).expect("connect");
+    use std::io::{Read, Write};
+    c.write_all(b"POST /up HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 9000000\r\n\r\n")
+        .expect("head");
+    c.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let mut answer = vec![0u8; 512];
+    let n = c.read(&mut answer).expect("answer");
+    assert!(
+        answer[..n].starts_with(b"HTTP/1.1 413"),
+        "{}",
+        String::from_utf8_lossy(&answer[..n])
+    );
+    assert_eq!(web.hits(), before + 1, "only the allowed GET above");
+    // from-to-www-redirect: the bare name answers 308 to www, path and query kept.
+    let r = s.get("example.com", "/a/b?x=1", &[]).await;
+    assert_eq!(r.status, 308);
+    assert_eq!(r.header("location"), Some("http://www.example.com/a/b?x=1"));
+    // upstream-vhost: the upstream is sent that Host.
+    let r = s.get("www.example.com", "/", &[]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["headers"]["host"], "internal.example.com");
+    // server-alias: both aliases reach the shop; x-forwarded-prefix is sent, a client's
+    // own copy replaced.
+    for host in ["shop.example.com", "shop.example.net", "store.example.com"] {
+        let before = shop.hits();
+        let r = s
+            .get(
+                host,
+                "/cart",
+                &[("x-forwarded-prefix", "/evil"), ("x-user", "u1")],
+            )
+            .await;
+        assert_eq!(r.status, 200, "{host}");
+        assert_eq!(shop.hits(), before + 1, "{host}");
+        assert_eq!(r.json()["headers"]["x-forwarded-prefix"], "/shop");
+    }
+}

@@ -113,7 +113,11 @@ pub(crate) fn balance(cx: &mut Cx, path: &str, v: &Value) -> Option<Balance> {
 
 pub(crate) fn hash_key(cx: &mut Cx, path: &str, v: &Value) -> Option<HashKey> {
     let s = as_str(cx, path, v)?;
-    let named = |prefix: &str| s.strip_prefix(prefix).map(str::trim).filter(|n| !n.is_empty());
+    let named = |prefix: &str| {
+        s.strip_prefix(prefix)
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+    };
     let k = match s {
         "client_ip" => Some(HashKey::ClientIp),
         "path" => Some(HashKey::Path),
@@ -145,7 +149,11 @@ pub(crate) fn affinity(cx: &mut Cx, path: &str, v: &Value) -> Option<Affinity> {
         Some(cv) => match as_str(cx, &t.key_path("cookie"), cv) {
             Some(c) if http_token(c) && !c.is_empty() => c.to_string(),
             Some(c) => {
-                cx.err(&t.key_path("cookie"), cv.span(), format!("\"{c}\" is not a cookie name"));
+                cx.err(
+                    &t.key_path("cookie"),
+                    cv.span(),
+                    format!("\"{c}\" is not a cookie name"),
+                );
                 ok = false;
                 String::new()
             }
@@ -163,14 +171,18 @@ pub(crate) fn affinity(cx: &mut Cx, path: &str, v: &Value) -> Option<Affinity> {
     let mut cookie_path = "/".to_string();
     if let Some(pv) = t.get("path") {
         match as_str(cx, &t.key_path("path"), pv) {
-            Some(p) if p.starts_with('/') && p.bytes().all(|b| b.is_ascii_graphic() && b != b';') => {
+            Some(p)
+                if p.starts_with('/') && p.bytes().all(|b| b.is_ascii_graphic() && b != b';') =>
+            {
                 cookie_path = p.to_string();
             }
             Some(p) => {
                 cx.err(
                     &t.key_path("path"),
                     pv.span(),
-                    format!("\"{p}\": a cookie path starts with '/' and holds no space, ';' or control"),
+                    format!(
+                        "\"{p}\": a cookie path starts with '/' and holds no space, ';' or control"
+                    ),
                 );
                 ok = false;
             }
@@ -183,7 +195,11 @@ pub(crate) fn affinity(cx: &mut Cx, path: &str, v: &Value) -> Option<Affinity> {
         match as_str(cx, &t.key_path("secret"), sv) {
             Some(s) if s.len() >= 16 => secret = Some(s.to_string()),
             Some(_) => {
-                cx.err(&t.key_path("secret"), sv.span(), "needs at least 16 characters");
+                cx.err(
+                    &t.key_path("secret"),
+                    sv.span(),
+                    "needs at least 16 characters",
+                );
                 ok = false;
             }
             None => ok = false,
@@ -253,7 +269,11 @@ pub(crate) fn retry(cx: &mut Cx, path: &str, v: &Value) -> Option<Retry> {
             Some(b) if (0.0..=1.0).contains(&b) => budget = b,
             None if !matches!(bv.get_ref(), DeValue::Float(_)) => ok = false,
             _ => {
-                cx.err(&bp, bv.span(), "a ratio from 0.0 to 1.0 (retries per request)");
+                cx.err(
+                    &bp,
+                    bv.span(),
+                    "a ratio from 0.0 to 1.0 (retries per request)",
+                );
                 ok = false;
             }
         }

@@ -287,7 +287,12 @@ fn snippets_and_waf_make_their_routes_answer_403_and_name_the_annotation() {
         text.contains("server-snippet of Ingress shop/shop-web"),
         "{text}"
     );
-    assert_eq!(warned(&i, "proxy-body-size"), 1);
+    assert_eq!(
+        warned(&i, "proxy-body-size"),
+        0,
+        "translated: {:#?}",
+        i.warnings
+    );
     // enable-modsecurity "false" protects nothing.
     assert!(matches!(
         route(&c, "default.public.1").action,
@@ -1309,21 +1314,45 @@ fn hostile_input_never_aborts_the_file_and_never_writes_config() {
 #[test]
 fn warnings_are_printed_once_however_many_ingresses_share_them() {
     let i = run(&fixture("affinity.yaml"));
-    config(&i);
+    let c = config(&i);
     assert_once(&i);
-    assert_eq!(warned(&i, "affinity"), 1, "{:#?}", i.warnings);
-    assert_eq!(warned(&i, "proxy-body-size"), 1, "{:#?}", i.warnings);
-    let body = i
+    assert_eq!(warned(&i, "proxy-buffering"), 1, "{:#?}", i.warnings);
+    let buffering = i
         .warnings
         .iter()
-        .find(|w| w.contains("proxy-body-size"))
+        .find(|w| w.contains("proxy-buffering"))
         .expect("warning");
     assert!(
-        body.contains("default/nginx-test,") || body.contains("default/nginx-test "),
-        "{body}"
+        buffering.contains("default/nginx-test,") || buffering.contains("default/nginx-test "),
+        "{buffering}"
     );
-    assert!(body.contains("default/nginx-test-2"), "{body}");
+    assert!(buffering.contains("default/nginx-test-2"), "{buffering}");
     assert!(i.denied.is_empty());
+    // The documented affinity example: one upstream per way of balancing the Service, each
+    // with its cookie; the body caps per route; CORS with ingress-nginx's defaults.
+    assert_eq!(c.upstreams.len(), 2, "{}", i.toml);
+    let sticky = c
+        .upstreams
+        .iter()
+        .filter_map(|u| u.affinity.as_ref())
+        .find(|a| a.cookie == "route")
+        .expect("session-cookie-name route");
+    assert_eq!(sticky.max_age, Some(std::time::Duration::from_secs(172800)));
+    assert!(c
+        .upstreams
+        .iter()
+        .filter_map(|u| u.affinity.as_ref())
+        .any(|a| a.cookie == "INGRESSCOOKIE" && a.max_age.is_none()));
+    let r1 = route(&c, "default.nginx-test.1");
+    assert_eq!(r1.edge.max_body_bytes, Some(8 << 20));
+    let cors = r1.edge.cors.as_ref().expect("enable-cors");
+    assert!(!cors.allow_credentials, "never credentials with \"*\"");
+    assert_eq!(cors.max_age, Some(1_728_000));
+    assert_eq!(
+        route(&c, "default.nginx-test-2.1").edge.max_body_bytes,
+        Some(1 << 20)
+    );
+    assert_eq!(warned(&i, "headless"), 2, "{:#?}", i.warnings);
 }
 
 // --- TLS (as before the split) ------------------------------------------------------------

@@ -944,9 +944,15 @@ fn balancing_keys_name_their_mistakes() {
     );
     let u = &cfg.upstreams[0];
     assert_eq!(u.balance, tollgate_config::Balance::Hash);
-    assert_eq!(u.hash_key, Some(tollgate_config::HashKey::Header("x-user".into())));
+    assert_eq!(
+        u.hash_key,
+        Some(tollgate_config::HashKey::Header("x-user".into()))
+    );
     let a = u.affinity.as_ref().expect("affinity");
-    assert_eq!((a.cookie.as_str(), a.path.as_str(), a.secure), ("route", "/", Some(true)));
+    assert_eq!(
+        (a.cookie.as_str(), a.path.as_str(), a.secure),
+        ("route", "/", Some(true))
+    );
     assert_eq!(a.max_age, Some(std::time::Duration::from_secs(3600)));
     let r = u.retry.expect("retry");
     assert_eq!((r.attempts, r.budget), (2, 0.25));

@@ -79,7 +79,8 @@ pub(crate) fn ewma_score(t: &Target) -> u128 {
 /// A target's id: the same for its name and address on every instance and after reloads.
 pub(crate) fn target_id(name: &str, addr: std::net::SocketAddr) -> u64 {
     use std::hash::Hasher;
-    let mut h = siphasher::sip::SipHasher13::new_with_keys(0x6166_6669_6e69_7479, 0x7461_7267_6574_6964);
+    let mut h =
+        siphasher::sip::SipHasher13::new_with_keys(0x6166_6669_6e69_7479, 0x7461_7267_6574_6964);
     h.write(name.as_bytes());
     h.write_u8(0xff);
     h.write(addr.to_string().as_bytes());
@@ -99,7 +100,10 @@ pub(crate) fn hash_input(
             IpAddr::V4(a) => a.octets().to_vec(),
             IpAddr::V6(a) => a.octets().to_vec(),
         }),
-        HashKey::Header(name) => req.headers.get(name.as_str()).map(|v| v.as_bytes().to_vec()),
+        HashKey::Header(name) => req
+            .headers
+            .get(name.as_str())
+            .map(|v| v.as_bytes().to_vec()),
         HashKey::Cookie(name) => single_cookie(req, name).map(|v| v.as_bytes().to_vec()),
         HashKey::Query(name) => form_urlencoded::parse(query?.as_bytes())
             .find_map(|(k, v)| (k == name.as_str()).then(|| v.into_owned().into_bytes())),
@@ -190,7 +194,9 @@ impl Affinities {
             return None;
         }
         let (id, tag) = v.split_once('.')?;
-        let id = u64::from_str_radix(id, 16).ok().filter(|_| id.len() == 16)?;
+        let id = u64::from_str_radix(id, 16)
+            .ok()
+            .filter(|_| id.len() == 16)?;
         let mut got = [0u8; 16];
         for (i, b) in got.iter_mut().enumerate() {
             *b = u8::from_str_radix(tag.get(2 * i..2 * i + 2)?, 16).ok()?;
@@ -270,7 +276,9 @@ impl RetryBudget {
     /// Takes one retry's worth, when there is one.
     pub fn take(&self) -> bool {
         self.milli
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| m.checked_sub(1000))
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| {
+                m.checked_sub(1000)
+            })
             .is_ok()
     }
 }
@@ -424,16 +432,29 @@ mod tests {
         let forged = format!("{:016x}{}", 43, &v[16..]);
         assert_eq!(a.pinned(&req(&[&format!("route={forged}")])), None);
         let mut flipped = v.clone().into_bytes();
-        flipped[COOKIE_LEN - 1] = if flipped[COOKIE_LEN - 1] == b'0' { b'1' } else { b'0' };
+        flipped[COOKIE_LEN - 1] = if flipped[COOKIE_LEN - 1] == b'0' {
+            b'1'
+        } else {
+            b'0'
+        };
         let flipped = String::from_utf8(flipped).expect("ascii");
         assert_eq!(a.pinned(&req(&[&format!("route={flipped}")])), None);
-        assert_eq!(a.pinned(&req(&[&format!("route={v}{}", "0".repeat(4000))])), None);
+        assert_eq!(
+            a.pinned(&req(&[&format!("route={v}{}", "0".repeat(4000))])),
+            None
+        );
         assert_eq!(a.pinned(&req(&["route=0000000000000001.00"])), None);
         // Given twice (in one field or two): names nothing.
         assert_eq!(a.pinned(&req(&[&format!("route={v}; route={v}")])), None);
-        assert_eq!(a.pinned(&req(&[&format!("route={v}"), &format!("route={v}")])), None);
+        assert_eq!(
+            a.pinned(&req(&[&format!("route={v}"), &format!("route={v}")])),
+            None
+        );
         // Another upstream's or another secret's cookie is not this one's.
-        assert_eq!(aff(Some("another secret, long")).pinned(&req(&[&format!("route={v}")])), None);
+        assert_eq!(
+            aff(Some("another secret, long")).pinned(&req(&[&format!("route={v}")])),
+            None
+        );
         let other = Affinities::new("other", &a.cfg);
         assert_eq!(other.pinned(&req(&[&format!("route={v}")])), None);
     }
@@ -442,8 +463,17 @@ mod tests {
     fn the_set_cookie_field_carries_the_configured_attributes() {
         let a = aff(None);
         let c = a.set_cookie(7, true);
-        assert!(c.starts_with(&format!("route={}; Path=/; HttpOnly; SameSite=Lax", a.value(7))), "{c}");
-        assert!(c.contains("; Max-Age=3600") && c.ends_with("; Secure"), "{c}");
+        assert!(
+            c.starts_with(&format!(
+                "route={}; Path=/; HttpOnly; SameSite=Lax",
+                a.value(7)
+            )),
+            "{c}"
+        );
+        assert!(
+            c.contains("; Max-Age=3600") && c.ends_with("; Secure"),
+            "{c}"
+        );
         assert!(!a.set_cookie(7, false).contains("Secure"));
     }
 
@@ -482,12 +512,33 @@ mod tests {
         let ip: IpAddr = "10.0.0.1".parse().expect("ip");
         let mut r = req(&["session=abc"]);
         r.append_header("x-user", "u1").expect("h");
-        assert_eq!(hash_input(&HashKey::Header("x-user".into()), &r, ip, None), Some(b"u1".to_vec()));
-        assert_eq!(hash_input(&HashKey::Cookie("session".into()), &r, ip, None), Some(b"abc".to_vec()));
-        assert_eq!(hash_input(&HashKey::Query("x".into()), &r, ip, None), Some(b"1".to_vec()));
-        assert_eq!(hash_input(&HashKey::Uri, &r, ip, Some("/a")), Some(b"/a?x=1".to_vec()));
-        assert_eq!(hash_input(&HashKey::Path, &r, ip, Some("/a")), Some(b"/a".to_vec()));
-        assert_eq!(hash_input(&HashKey::ClientIp, &r, ip, None), Some(vec![10, 0, 0, 1]));
-        assert_eq!(hash_input(&HashKey::Header("x-none".into()), &r, ip, None), None);
+        assert_eq!(
+            hash_input(&HashKey::Header("x-user".into()), &r, ip, None),
+            Some(b"u1".to_vec())
+        );
+        assert_eq!(
+            hash_input(&HashKey::Cookie("session".into()), &r, ip, None),
+            Some(b"abc".to_vec())
+        );
+        assert_eq!(
+            hash_input(&HashKey::Query("x".into()), &r, ip, None),
+            Some(b"1".to_vec())
+        );
+        assert_eq!(
+            hash_input(&HashKey::Uri, &r, ip, Some("/a")),
+            Some(b"/a?x=1".to_vec())
+        );
+        assert_eq!(
+            hash_input(&HashKey::Path, &r, ip, Some("/a")),
+            Some(b"/a".to_vec())
+        );
+        assert_eq!(
+            hash_input(&HashKey::ClientIp, &r, ip, None),
+            Some(vec![10, 0, 0, 1])
+        );
+        assert_eq!(
+            hash_input(&HashKey::Header("x-none".into()), &r, ip, None),
+            None
+        );
     }
 }

@@ -170,7 +170,9 @@ impl Pool {
     /// Whether a request needs [`Pool::choose`] (a policy, affinity or retries) rather than
     /// the round robin of [`Pool::select_peer`].
     pub fn chooses(&self) -> bool {
-        self.cfg.balance != Balance::RoundRobin || self.affinity.is_some() || self.cfg.retry.is_some()
+        self.cfg.balance != Balance::RoundRobin
+            || self.affinity.is_some()
+            || self.cfg.retry.is_some()
     }
 
     pub fn config(&self) -> &UpstreamConfig {
@@ -515,34 +517,59 @@ mod tests {
         picks.iter().map(|p| p.target.addr.port()).collect()
     }
 
-    fn choose(pool: &Pool, hash: Option<&[u8]>, pinned: Option<u64>, tried: &[u64]) -> Option<crate::balance::Pick> {
-        pool.choose(&Choice { hash, pinned, tried })
+    fn choose(
+        pool: &Pool,
+        hash: Option<&[u8]>,
+        pinned: Option<u64>,
+        tried: &[u64],
+    ) -> Option<crate::balance::Pick> {
+        pool.choose(&Choice {
+            hash,
+            pinned,
+            tried,
+        })
     }
 
     #[test]
     fn least_request_takes_the_target_with_the_fewest_in_flight() {
-        let addrs: Vec<SocketAddr> = (1..=3).map(|p| SocketAddr::from(([127, 0, 0, 1], p))).collect();
+        let addrs: Vec<SocketAddr> = (1..=3)
+            .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
+            .collect();
         let mut cfg = upstream(&addrs);
         cfg.balance = Balance::LeastRequest;
         let pool = Pool::new(&cfg, &[], false);
         // Three held picks land on three targets; a fourth joins one of them.
-        let held: Vec<_> = (0..3).filter_map(|_| choose(&pool, None, None, &[])).collect();
+        let held: Vec<_> = (0..3)
+            .filter_map(|_| choose(&pool, None, None, &[]))
+            .collect();
         let mut p = ports(&pool, &held);
         p.sort();
         assert_eq!(p, [1, 2, 3]);
         // Target 2's requests end: the next two go there first, one at a time.
-        let (two, rest): (Vec<_>, Vec<_>) = held.into_iter().partition(|p| p.target.addr.port() == 2);
+        let (two, rest): (Vec<_>, Vec<_>) =
+            held.into_iter().partition(|p| p.target.addr.port() == 2);
         drop(two);
         let next = choose(&pool, None, None, &[]).expect("a pick");
         assert_eq!(next.target.addr.port(), 2);
-        assert_eq!(pool.targets().iter().map(|t| t.active.load(Ordering::Relaxed)).sum::<usize>(), 3);
+        assert_eq!(
+            pool.targets()
+                .iter()
+                .map(|t| t.active.load(Ordering::Relaxed))
+                .sum::<usize>(),
+            3
+        );
         drop((next, rest));
-        assert!(pool.targets().iter().all(|t| t.active.load(Ordering::Relaxed) == 0));
+        assert!(pool
+            .targets()
+            .iter()
+            .all(|t| t.active.load(Ordering::Relaxed) == 0));
     }
 
     #[test]
     fn ewma_avoids_the_slow_target_until_it_recovers() {
-        let addrs: Vec<SocketAddr> = (1..=2).map(|p| SocketAddr::from(([127, 0, 0, 1], p))).collect();
+        let addrs: Vec<SocketAddr> = (1..=2)
+            .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
+            .collect();
         let mut cfg = upstream(&addrs);
         cfg.balance = Balance::Ewma;
         let pool = Pool::new(&cfg, &[], false);
@@ -563,18 +590,29 @@ mod tests {
 
     #[test]
     fn hashing_keeps_keys_on_their_target_and_moves_only_a_leavers_share() {
-        let addrs: Vec<SocketAddr> = (1..=3).map(|p| SocketAddr::from(([127, 0, 0, 1], p))).collect();
+        let addrs: Vec<SocketAddr> = (1..=3)
+            .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
+            .collect();
         let mut cfg = upstream(&addrs);
         cfg.balance = Balance::Hash;
         let pool = Pool::new(&cfg, &[], false);
         let keys: Vec<String> = (0..3000).map(|i| format!("user-{i}")).collect();
         let before: Vec<u16> = keys
             .iter()
-            .map(|k| choose(&pool, Some(k.as_bytes()), None, &[]).expect("pick").target.addr.port())
+            .map(|k| {
+                choose(&pool, Some(k.as_bytes()), None, &[])
+                    .expect("pick")
+                    .target
+                    .addr
+                    .port()
+            })
             .collect();
         for port in 1..=3 {
             let share = before.iter().filter(|p| **p == port).count();
-            assert!((700..1300).contains(&share), "target {port} holds {share} of 3000");
+            assert!(
+                (700..1300).contains(&share),
+                "target {port} holds {share} of 3000"
+            );
         }
         // The same key again: the same target.
         assert!(keys.iter().zip(&before).all(|(k, p)| {
@@ -584,7 +622,11 @@ mod tests {
         pool.set_health(&pool.targets()[2], false);
         let mut moved = 0;
         for (k, p) in keys.iter().zip(&before) {
-            let now = choose(&pool, Some(k.as_bytes()), None, &[]).expect("pick").target.addr.port();
+            let now = choose(&pool, Some(k.as_bytes()), None, &[])
+                .expect("pick")
+                .target
+                .addr
+                .port();
             assert_ne!(now, 3);
             if now != *p {
                 assert_eq!(*p, 3, "{k} moved from a target that stayed");
@@ -598,7 +640,9 @@ mod tests {
 
     #[test]
     fn a_pin_holds_while_its_target_is_healthy_and_retries_leave_tried_targets() {
-        let addrs: Vec<SocketAddr> = (1..=3).map(|p| SocketAddr::from(([127, 0, 0, 1], p))).collect();
+        let addrs: Vec<SocketAddr> = (1..=3)
+            .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
+            .collect();
         let mut cfg = upstream(&addrs);
         cfg.retry = Some(tollgate_config::Retry {
             attempts: 2,
@@ -609,15 +653,28 @@ mod tests {
         assert!(pool.chooses());
         let t2 = pool.targets()[1].id;
         for _ in 0..5 {
-            assert_eq!(choose(&pool, None, Some(t2), &[]).expect("pick").target.id, t2);
+            assert_eq!(
+                choose(&pool, None, Some(t2), &[]).expect("pick").target.id,
+                t2
+            );
         }
         // An unknown id, or the pinned target down or tried: the policy's choice.
         assert!(choose(&pool, None, Some(12345), &[]).is_some());
         pool.set_health(&pool.targets()[1], false);
-        assert_ne!(choose(&pool, None, Some(t2), &[]).expect("pick").target.id, t2);
+        assert_ne!(
+            choose(&pool, None, Some(t2), &[]).expect("pick").target.id,
+            t2
+        );
         pool.set_health(&pool.targets()[1], true);
         let tried = [t2, pool.targets()[0].id];
-        assert_eq!(choose(&pool, None, Some(t2), &tried).expect("pick").target.addr.port(), 3);
+        assert_eq!(
+            choose(&pool, None, Some(t2), &tried)
+                .expect("pick")
+                .target
+                .addr
+                .port(),
+            3
+        );
         assert_eq!(pool.untried(&tried), 1);
         let all: Vec<u64> = pool.targets().iter().map(|t| t.id).collect();
         assert!(choose(&pool, None, None, &all).is_none());

@@ -145,8 +145,10 @@ impl ProxyHttp for Gateway {
             }
             if pool.config().retry.is_some() {
                 let plain = retryable_request(session, ctx);
-                let timeout = matches!(e.etype(), ErrorType::ReadTimedout | ErrorType::WriteTimedout)
-                    && *e.esource() == ErrorSource::Upstream;
+                let timeout = matches!(
+                    e.etype(),
+                    ErrorType::ReadTimedout | ErrorType::WriteTimedout
+                ) && *e.esource() == ErrorSource::Upstream;
                 let retry = timeout
                     && session.response_written().is_none()
                     && crate::balance::may_retry(
@@ -672,7 +674,10 @@ fn pin(ctx: &Ctx, b: &crate::balance::BalanceCtx, resp: &mut ResponseHeader) -> 
     };
     if let Some(a) = &rt.upstreams[u].pool.affinity {
         if b.pinned != Some(p.target.id) {
-            resp.append_header(http::header::SET_COOKIE, a.set_cookie(p.target.id, ctx.secure))?;
+            resp.append_header(
+                http::header::SET_COOKIE,
+                a.set_cookie(p.target.id, ctx.secure),
+            )?;
         }
     }
     Ok(())

@@ -39,22 +39,18 @@ const fn a(name: &'static str, treatment: Treatment, why: &'static str) -> Annot
 
 use Treatment::{Approximate, Exact, Ignored, Refused};
 
-const BALANCING: &str =
-    "load balancing and stickiness: Tollgate reaches the Service, which spreads requests";
 const BUFFERING: &str = "nginx buffering and connection details: Tollgate streams";
-const RETRIES: &str = "retries to other endpoints: Tollgate reaches the Service, not its endpoints";
 const RESPONSE: &str = "it rewrites responses, not who may reach the route";
 const UPSTREAM_TLS: &str = "Tollgate verifies upstream certificates against the system's roots by default, stricter than ingress-nginx: set the upstream's tls for a private CA or client certificate";
 const TELEMETRY: &str = "logging and tracing";
 const REDIRECTS: &str = "redirect details";
-const CORS: &str = "CORS headers: without them browsers refuse cross-origin reads";
 const MIRROR: &str = "request mirroring: the mirror gets nothing";
 
 /// Sorted by name.
 const ALL: &[Annotation] = &[
-    a("affinity", Ignored, BALANCING),
-    a("affinity-canary-behavior", Ignored, BALANCING),
-    a("affinity-mode", Ignored, BALANCING),
+    a("affinity", Approximate, ""),
+    a("affinity-canary-behavior", Approximate, ""),
+    a("affinity-mode", Approximate, ""),
     a("allowlist-source-range", Exact, ""),
     a("app-root", Exact, ""),
     a("auth-always-set-cookie", Approximate, ""),
@@ -105,12 +101,12 @@ const ALL: &[Annotation] = &[
     a("client-body-buffer-size", Ignored, BUFFERING),
     a("configuration-snippet", Refused, ""),
     a("connection-proxy-header", Ignored, BUFFERING),
-    a("cors-allow-credentials", Ignored, CORS),
-    a("cors-allow-headers", Ignored, CORS),
-    a("cors-allow-methods", Ignored, CORS),
-    a("cors-allow-origin", Ignored, CORS),
-    a("cors-expose-headers", Ignored, CORS),
-    a("cors-max-age", Ignored, CORS),
+    a("cors-allow-credentials", Approximate, ""),
+    a("cors-allow-headers", Approximate, ""),
+    a("cors-allow-methods", Approximate, ""),
+    a("cors-allow-origin", Approximate, ""),
+    a("cors-expose-headers", Approximate, ""),
+    a("cors-max-age", Approximate, ""),
     a(
         "custom-headers",
         Ignored,
@@ -125,7 +121,7 @@ const ALL: &[Annotation] = &[
     a("denylist-source-range", Exact, ""),
     a("disable-proxy-intercept-errors", Ignored, "error pages"),
     a("enable-access-log", Ignored, TELEMETRY),
-    a("enable-cors", Ignored, CORS),
+    a("enable-cors", Approximate, ""),
     a("enable-global-auth", Refused, ""),
     a("enable-modsecurity", Refused, ""),
     a("enable-opentelemetry", Ignored, TELEMETRY),
@@ -142,11 +138,7 @@ const ALL: &[Annotation] = &[
         "FastCGI: HTTP is spoken to the upstream, which refuses it",
     ),
     a("force-ssl-redirect", Exact, ""),
-    a(
-        "from-to-www-redirect",
-        Ignored,
-        "the other name gets no route (404)",
-    ),
+    a("from-to-www-redirect", Exact, ""),
     a("hsts", Approximate, ""),
     a("hsts-include-subdomains", Approximate, ""),
     a("hsts-max-age", Approximate, ""),
@@ -159,20 +151,12 @@ const ALL: &[Annotation] = &[
     a("limit-allowlist", Approximate, ""),
     a("limit-burst-multiplier", Exact, ""),
     a("limit-connections", Exact, ""),
-    a(
-        "limit-rate",
-        Ignored,
-        "bandwidth per connection, not access",
-    ),
-    a(
-        "limit-rate-after",
-        Ignored,
-        "bandwidth per connection, not access",
-    ),
+    a("limit-rate", Exact, ""),
+    a("limit-rate-after", Exact, ""),
     a("limit-rpm", Exact, ""),
     a("limit-rps", Exact, ""),
     a("limit-whitelist", Approximate, ""),
-    a("load-balance", Ignored, BALANCING),
+    a("load-balance", Approximate, ""),
     a("mirror-host", Ignored, MIRROR),
     a("mirror-request-body", Ignored, MIRROR),
     a("mirror-target", Ignored, MIRROR),
@@ -187,11 +171,7 @@ const ALL: &[Annotation] = &[
     a("permanent-redirect", Exact, ""),
     a("permanent-redirect-code", Exact, ""),
     a("preserve-trailing-slash", Ignored, REDIRECTS),
-    a(
-        "proxy-body-size",
-        Ignored,
-        "Tollgate sets no cap on request bodies: the upstream must bound what it reads",
-    ),
+    a("proxy-body-size", Exact, ""),
     a("proxy-buffer-size", Ignored, BUFFERING),
     a("proxy-buffering", Ignored, BUFFERING),
     a("proxy-buffers-number", Ignored, BUFFERING),
@@ -201,9 +181,9 @@ const ALL: &[Annotation] = &[
     a("proxy-cookie-path", Ignored, RESPONSE),
     a("proxy-http-version", Ignored, BUFFERING),
     a("proxy-max-temp-file-size", Ignored, BUFFERING),
-    a("proxy-next-upstream", Ignored, RETRIES),
-    a("proxy-next-upstream-timeout", Ignored, RETRIES),
-    a("proxy-next-upstream-tries", Ignored, RETRIES),
+    a("proxy-next-upstream", Approximate, ""),
+    a("proxy-next-upstream-timeout", Ignored, "a time bound on all tries: each attempt keeps the upstream's timeouts, and retries are bounded by attempts and the budget"),
+    a("proxy-next-upstream-tries", Approximate, ""),
     a("proxy-read-timeout", Exact, ""),
     a("proxy-redirect-from", Ignored, RESPONSE),
     a("proxy-redirect-to", Ignored, RESPONSE),
@@ -223,26 +203,18 @@ const ALL: &[Annotation] = &[
         Ignored,
         "`any` lets a client in by either its address or its credentials; Tollgate asks both (stricter)",
     ),
-    a(
-        "server-alias",
-        Ignored,
-        "the alias names get no route (404)",
-    ),
+    a("server-alias", Exact, ""),
     a("server-snippet", Refused, ""),
     a("service-upstream", Exact, ""),
-    a("session-cookie-change-on-failure", Ignored, BALANCING),
-    a(
-        "session-cookie-conditional-samesite-none",
-        Ignored,
-        BALANCING,
-    ),
-    a("session-cookie-domain", Ignored, BALANCING),
-    a("session-cookie-expires", Ignored, BALANCING),
-    a("session-cookie-max-age", Ignored, BALANCING),
-    a("session-cookie-name", Ignored, BALANCING),
-    a("session-cookie-path", Ignored, BALANCING),
-    a("session-cookie-samesite", Ignored, BALANCING),
-    a("session-cookie-secure", Ignored, BALANCING),
+    a("session-cookie-change-on-failure", Approximate, ""),
+    a("session-cookie-conditional-samesite-none", Approximate, ""),
+    a("session-cookie-domain", Approximate, ""),
+    a("session-cookie-expires", Approximate, ""),
+    a("session-cookie-max-age", Approximate, ""),
+    a("session-cookie-name", Approximate, ""),
+    a("session-cookie-path", Approximate, ""),
+    a("session-cookie-samesite", Approximate, ""),
+    a("session-cookie-secure", Approximate, ""),
     a(
         "ssl-ciphers",
         Ignored,
@@ -266,18 +238,14 @@ const ALL: &[Annotation] = &[
     ),
     a("temporal-redirect", Exact, ""),
     a("temporal-redirect-code", Exact, ""),
-    a("upstream-hash-by", Ignored, BALANCING),
-    a("upstream-hash-by-subset", Ignored, BALANCING),
-    a("upstream-hash-by-subset-size", Ignored, BALANCING),
-    a(
-        "upstream-vhost",
-        Ignored,
-        "the Host header sent to the upstream",
-    ),
+    a("upstream-hash-by", Approximate, ""),
+    a("upstream-hash-by-subset", Approximate, ""),
+    a("upstream-hash-by-subset-size", Approximate, ""),
+    a("upstream-vhost", Exact, ""),
     a("use-port-in-redirects", Ignored, REDIRECTS),
     a("use-regex", Approximate, ""),
     a("whitelist-source-range", Exact, ""),
-    a("x-forwarded-prefix", Ignored, "a header to the upstream"),
+    a("x-forwarded-prefix", Exact, ""),
 ];
 
 /// Every annotation the import knows, sorted by name.

@@ -155,6 +155,10 @@ fn upstreams(out: &mut String, ups: &BTreeMap<UpKey, String>) {
         if k.proto.h2() {
             out.push_str("# backend-protocol GRPC/GRPCS: HTTP/2 to the targets.\nh2 = true\n");
         }
+        let b = &k.balancing;
+        for line in [&b.balance, &b.affinity, &b.retry].into_iter().flatten() {
+            let _ = writeln!(out, "{line}");
+        }
     }
 }
 
@@ -195,7 +199,7 @@ fn route(out: &mut String, p: &Plan, r: &Route, redirect: Option<bool>, covering
     refusal_comment(out, covering, denied);
     let _ = writeln!(out, "[[routes]]\nname = {}", q(&r.name));
     if let Some(h) = &r.host {
-        let _ = writeln!(out, "host = {}", q(h));
+        let _ = writeln!(out, "{}", super::edge::host_line(&s.edge, h));
     }
     let _ = writeln!(out, "{} = {}", r.matcher.key(), q(r.matcher.text()));
     if r.is_regex() {
@@ -231,6 +235,7 @@ fn route(out: &mut String, p: &Plan, r: &Route, redirect: Option<bool>, covering
             if let Some(c) = canary {
                 canary_line(out, p, c);
             }
+            super::edge::lines(out, &s.edge, r.host.as_deref());
         }
     }
     match redirect {

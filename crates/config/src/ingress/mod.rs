@@ -9,7 +9,8 @@
 //! 2. `class`: only `--ingress-class` (and Ingresses without a class), in ingress-nginx's
 //!    merge order (oldest first, then namespace and name), so the file's order never matters.
 //! 3. `settings`: each production Ingress's annotations by family (`limits`, `access`,
-//!    `timeouts`, `rewrite`, `tls`, `protect`); the `catalogue` names every other one.
+//!    `timeouts`, `rewrite`, `tls`, `protect`, `auth`, `edge`, `balancing`); the `catalogue`
+//!    names every other one.
 //! 4. `routes`: rules, host defaults and `app-root` as routes (`paths` for the matchers); then
 //!    `canary` attaches the canary Ingresses to the production routes they share.
 //! 5. `deny`: the routes whose protection could not be kept.
@@ -20,11 +21,13 @@
 
 mod access;
 mod auth;
+mod balancing;
 mod canary;
 mod catalogue;
 mod class;
 mod deny;
 mod depth;
+mod edge;
 mod emit;
 mod hosts;
 mod limits;
@@ -117,6 +120,7 @@ fn upstream_of(ing: &Ingress, s: &Settings, b: &Backend) -> UpKey {
         backend: b.clone(),
         proto: s.proto,
         timeouts: s.timeouts,
+        balancing: s.balancing.clone(),
     }
 }
 
@@ -146,6 +150,7 @@ pub fn import(yaml: &str, opts: &Options) -> Result<Imported, ImportError> {
         ings.into_iter().partition(|i| canary::is_canary(i, &mut w));
     let mut settings: Vec<Settings> = prod.iter().map(|i| settings::read(i, &mut w)).collect();
     let tls = tls::decide(&prod, &mut settings, &mut w);
+    hosts::aliases(&prod, &mut settings, &mut w);
     let mut routes = routes::build(&prod, &settings, upstream_of, &mut w);
     canary::attach(&canaries, &mut routes, &settings, upstream_of, &mut w);
     unique_names(&mut routes);

@@ -6,7 +6,7 @@ use super::catalogue::{self, Treatment};
 use super::objects::Ingress;
 use super::text::{comment, Warnings};
 use super::upstreams::{Proto, Timeouts};
-use super::{access, auth, limits, protect, rewrite, timeouts, tls};
+use super::{access, auth, balancing, edge, limits, protect, rewrite, timeouts, tls};
 use std::collections::BTreeSet;
 
 /// An Ingress's annotations, remembering which were read.
@@ -128,6 +128,10 @@ pub(super) struct Settings {
     pub refusals: Vec<Refusal>,
     /// Protections of every route of its hosts (`server-snippet`: nginx's server block).
     pub host_refusals: Vec<Refusal>,
+    /// Body cap, CORS, aliases, www redirect, upstream Host, X-Forwarded-Prefix, bandwidth.
+    pub edge: edge::EdgeOut,
+    /// The upstream's balancing, affinity and retries.
+    pub balancing: balancing::Balancing,
 }
 
 impl Default for Settings {
@@ -150,6 +154,8 @@ impl Default for Settings {
             auth: None,
             refusals: Vec::new(),
             host_refusals: Vec::new(),
+            edge: Default::default(),
+            balancing: Default::default(),
         }
     }
 }
@@ -165,6 +171,8 @@ pub(super) fn read(ing: &Ingress, w: &mut Warnings) -> Settings {
     tls::read(&mut a, &mut s, w);
     auth::read(&mut a, &mut s, w);
     protect::read(&mut a, &mut s, w);
+    edge::read(&mut a, &mut s, w);
+    balancing::read(&mut a, &mut s, w);
     for key in super::canary::KEYS {
         if key != "canary" && a.get(key).is_some() {
             w.push(format!(

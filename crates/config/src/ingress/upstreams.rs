@@ -59,6 +59,8 @@ pub(super) struct UpKey {
     pub backend: Backend,
     pub proto: Proto,
     pub timeouts: Timeouts,
+    /// `balance`, `hash_key`, `affinity`, `retry` lines (an Ingress's balancing annotations).
+    pub balancing: super::balancing::Balancing,
 }
 
 impl UpKey {
@@ -132,6 +134,7 @@ mod tests {
                 read,
                 ..Timeouts::DEFAULT
             },
+            balancing: Default::default(),
         }
     }
 
