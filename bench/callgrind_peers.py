@@ -26,12 +26,15 @@ Traffic only to 127.0.0.1; every loop is bounded in count and time; every proces
 stopped (SIGINT, then SIGKILL) on the way out.
 
 Usage: bench/callgrind_peers.py [tollgate-binary]   (default: target/release/tollgate)
+With EDGE=1 Tollgate is also measured on routes with issue 28's edge features, each against a
+route with none at all: /n (max_body_bytes = 0: no body cap either), /h (one request and one
+response header rule), /r (an upstream with balance = "least_request" and retry).
 With AUTH=1 Tollgate is also measured on routes that require authentication, each request
 carrying its credentials: /j (auth = { jwt = "required" }, an HS256 token: after the first
 request, a cached verification) and /b (auth = { basic = ... }, a bcrypt hash made by htpasswd:
 bcrypt once per credential, then cached); each is reported against the allowed route.
 
-Environment: KA=2000,6000  CONNS=2  DENY_RATE=1  PROXIES=tollgate,bare,nginx,haproxy,caddy  AUTH=0
+Environment: KA=2000,6000  CONNS=2  DENY_RATE=1  PROXIES=tollgate,bare,nginx,haproxy,caddy  AUTH=0  EDGE=0
              BARE=path of bench/bare-pingora's binary (default target/release/bare-pingora)
              KEEP=dir-to-keep-outputs
 """
@@ -47,6 +50,7 @@ CONNS = int(os.environ.get("CONNS", "2"))
 DENY_RATE = int(os.environ.get("DENY_RATE", "1"))
 PROXIES = os.environ.get("PROXIES", "tollgate,bare,nginx,haproxy,caddy").split(",")
 AUTH = os.environ.get("AUTH", "0") == "1"
+EDGE = os.environ.get("EDGE", "0") == "1"
 JWT_SECRET = "callgrind-secret-of-32-bytes-or-more"
 
 
@@ -160,10 +164,33 @@ path_prefix = "/b"
 upstream = "be"
 auth = {{ basic = {{ htpasswd = "{users}" }} }}
 """
+    edge = ""
+    if EDGE:
+        edge = f"""[upstreams.be_lr]
+targets = ["127.0.0.1:{be}"]
+health_check = false
+balance = "least_request"
+retry = {{ attempts = 1, on = ["connect", "503"] }}
+[[routes]]
+name = "nocap"
+path_prefix = "/n"
+upstream = "be"
+max_body_bytes = 0
+[[routes]]
+name = "headers"
+path_prefix = "/h"
+upstream = "be"
+request_headers = {{ set = {{ "X-Env" = "prod" }} }}
+response_headers = {{ set = {{ "X-Frame-Options" = "DENY" }} }}
+[[routes]]
+name = "balanced"
+path_prefix = "/r"
+upstream = "be_lr"
+"""
     open(conf, "w").write(f"""[server]
 listen = ["127.0.0.1:{port}"]
 threads = 1
-{auth}[upstreams.be]
+{auth}{edge}[upstreams.be]
 targets = ["127.0.0.1:{be}"]
 health_check = false
 [[routes]]
@@ -269,7 +296,8 @@ def main():
     print(f"outputs in {TMP}; tollgate {TG}; KA={KA} CONNS={CONNS} DENY_RATE={DENY_RATE}/s",
           flush=True)
     both = [("allowed", "/a"), ("denied", "/d")]
-    tg_scenarios = both + [("limited", "/l")] + ([("jwt", "/j"), ("basic", "/b")] if AUTH else [])
+    tg_scenarios = both + [("limited", "/l")] + ([("jwt", "/j"), ("basic", "/b")] if AUTH else []) \
+        + ([("nocap", "/n"), ("headers", "/h"), ("balanced", "/r")] if EDGE else [])
     plan = {"tollgate": (tollgate_conf, tg_scenarios), "nginx": (nginx_cmd, both),
             "haproxy": (haproxy_cmd, both), "caddy": (caddy_cmd, [("allowed", "/a")]),
             "bare": (bare_cmd, both)}
@@ -336,9 +364,15 @@ def main():
         if key in tg and "allowed" in tg:
             t, a = per_request(tg[key])[0], per_request(tg["allowed"])[0]
             print(f"tollgate, {what}: {t:,.0f} Ir, +{t - a:,.0f} ({t / a - 1:+.1%}) over no auth")
+    for key, what in (("nocap", "a route with no body cap (max_body_bytes = 0)"),
+                      ("headers", "one request and one response header rule"),
+                      ("balanced", "least_request with retry")):
+        if key in tg and "allowed" in tg:
+            t, a = per_request(tg[key])[0], per_request(tg["allowed"])[0]
+            print(f"tollgate, {what}: {t:,.0f} Ir, {t - a:+,.0f} ({t / a - 1:+.1%}) vs the allowed route")
     for name in PROXIES:
         if name in results:
-            for key in ("allowed", "limited", "denied", "jwt", "basic"):
+            for key in ("allowed", "limited", "denied", "jwt", "basic", "nocap", "headers", "balanced"):
                 if key in results[name]:
                     _, dsecs, _ = per_request(results[name][key])
                     bound = dsecs * results[name]["idle_per_s"] / (KA[1] - KA[0])

@@ -73,7 +73,7 @@ fn chunked(total: usize, piece: usize) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn body_caps_on_declared_chunked_and_lying_bodies() {
-    let be = Backend::start().await.expect("backend");
+    let be = Arc::new(Backend::start().await.expect("backend"));
     let (count_port, seen) = counting_upstream();
     let (port, admin) = (free_port(), free_port());
     let toml = serving_one_thread(
@@ -127,6 +127,7 @@ upstream = "app"
     );
     let _gw = running(BIN.as_ref(), &toml, port, admin).await;
     let host = format!("127.0.0.1:{port}");
+    let outer = (be.clone(), seen.clone());
     tokio::task::spawn_blocking(move || {
         // A declared length over the cap: 413 before a byte is read or an upstream chosen,
         // and the connection closed (its body is never read as a next request).
@@ -228,6 +229,68 @@ upstream = "app"
     })
     .await
     .expect("raw client");
+    let (be, seen) = outer;
+    // HTTP/2 (h2c): a declared length over the cap is 413; a body streamed without one is
+    // counted as it arrives and cut at the cap, the upstream sent no more than the cap.
+    let h2 = |len: Option<usize>, total: usize, path: &'static str| async move {
+        use http_body_util::BodyExt;
+        let stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+        let (mut send, conn) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(stream),
+        )
+        .await
+        .map_err(std::io::Error::other)?;
+        tokio::spawn(conn);
+        let chunks: Vec<Result<hyper::body::Frame<bytes::Bytes>, std::io::Error>> = (0..total
+            / 500)
+            .map(|_| {
+                Ok(hyper::body::Frame::data(bytes::Bytes::from(vec![
+                    b'a';
+                    500
+                ])))
+            })
+            .collect();
+        let body = http_body_util::StreamBody::new(futures_util::stream::iter(chunks));
+        let mut req = hyper::Request::builder()
+            .method("POST")
+            .uri(format!("http://127.0.0.1:{port}{path}"));
+        if let Some(n) = len {
+            req = req.header("content-length", n);
+        }
+        let req = req.body(body).map_err(std::io::Error::other)?;
+        match tokio::time::timeout(Duration::from_secs(5), send.send_request(req)).await {
+            Ok(Ok(resp)) => {
+                let status = resp.status().as_u16();
+                let body = resp
+                    .into_body()
+                    .collect()
+                    .await
+                    .map(|b| b.to_bytes())
+                    .unwrap_or_default();
+                Ok::<_, std::io::Error>((status, String::from_utf8_lossy(&body).into_owned()))
+            }
+            // The stream reset once the cap was crossed after the answer began: no status.
+            Ok(Err(e)) => Ok((0, e.to_string())),
+            Err(_) => Err(std::io::Error::other("no answer in 5 s")),
+        }
+    };
+    let hits = be.hits();
+    let (status, body) = h2(Some(5000), 5000, "/x").await.expect("h2 declared");
+    assert_eq!(status, 413, "{body}");
+    assert!(body.contains("BODY_TOO_LARGE"), "{body}");
+    assert_eq!(be.hits(), hits, "the upstream was never asked");
+    let before = seen.load(Ordering::SeqCst);
+    let (status, body) = h2(None, 50_000, "/count").await.expect("h2 streamed");
+    assert!(status == 413 || status == 0, "{status} {body}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = seen.load(Ordering::SeqCst) - before;
+    assert!(
+        sent < 1000 + 1024,
+        "the upstream was sent {sent} bytes over h2"
+    );
+    let (status, _) = h2(None, 1000, "/x").await.expect("h2 at the cap");
+    assert_eq!(status, 200, "a streamed body at the cap passes");
     let m = metrics(admin).await;
     assert!(
         metric(

@@ -105,17 +105,23 @@ pub(crate) async fn drain_small_body(session: &mut Session) {
     drain_body_up_to(session, DRAIN_LIMIT).await
 }
 
+/// The request's declared body length: `None` without `Content-Length`, `Some(None)` when it
+/// is not a number (Pingora refuses those before any phase; kept for safety), else the length.
+pub(crate) fn declared_length(req: &pingora::http::RequestHeader) -> Option<Option<u64>> {
+    req.headers.get(http::header::CONTENT_LENGTH).map(|v| {
+        std::str::from_utf8(v.as_bytes())
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+    })
+}
+
 /// [`drain_small_body`] for bodies of at most `limit` bytes.
 async fn drain_body_up_to(session: &mut Session, limit: u64) {
     if session.is_body_done() {
         return;
     }
-    let small = session
-        .req_header()
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
+    let small = declared_length(session.req_header())
+        .flatten()
         .is_some_and(|n| n <= limit);
     if small {
         // A client that stalls mid-body loses its connection, nothing else.
@@ -152,11 +158,7 @@ pub(crate) async fn read_key_body(
     limit: usize,
 ) -> std::result::Result<Option<crate::identity::ParsedBody>, (Problem, &'static str)> {
     let req = session.req_header();
-    let declared = req
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
+    let declared = declared_length(req).flatten();
     if declared.is_some_and(|n| n > limit as u64) {
         return Err((
             Problem::PayloadTooLarge,

@@ -5,7 +5,7 @@
 
 use crate::respond::Head;
 use http::{HeaderName, HeaderValue};
-use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::http::{RequestHeader, ResponseHeader, StaticHeaderName};
 use std::net::IpAddr;
 use tollgate_config::{HeaderPart, HeaderRules, HeaderTemplate, HeaderVar};
 
@@ -18,7 +18,8 @@ enum Val {
 
 #[derive(Debug, Default)]
 pub struct RulesRt {
-    set: Vec<(HeaderName, Val)>,
+    /// Inserted under a name parsed once (no parse, no allocation per request).
+    set: Vec<(StaticHeaderName, Val)>,
     add: Vec<(HeaderName, Val)>,
     remove: Vec<HeaderName>,
 }
@@ -56,7 +57,7 @@ impl RulesRt {
         let mut push = |rules: &HeaderRules| {
             for n in &rules.remove {
                 if let Ok(n) = HeaderName::from_bytes(n.as_bytes()) {
-                    rt.set.retain(|(k, _)| *k != n);
+                    rt.set.retain(|(k, _)| *k.name() != n);
                     rt.add.retain(|(k, _)| *k != n);
                     rt.remove.push(n);
                 }
@@ -74,9 +75,9 @@ impl RulesRt {
                         _ => Val::Vars(tpl.clone()),
                     };
                     if out == 0 {
-                        rt.set.retain(|(k, _)| *k != name);
+                        rt.set.retain(|(k, _)| *k.name() != name);
                         rt.add.retain(|(k, _)| *k != name);
-                        rt.set.push((name, val));
+                        rt.set.push((interned(&name), val));
                     } else {
                         rt.add.push((name, val));
                     }
@@ -135,7 +136,7 @@ impl RulesRt {
         }
         for (n, v) in &self.set {
             if let Some(v) = Self::value(v, vars) {
-                head.insert(n.clone(), v);
+                head.insert(n, v);
             }
         }
         for (n, v) in &self.add {
@@ -148,7 +149,8 @@ impl RulesRt {
     /// Toward the client, on an answer made at the edge (nothing to remove: the gateway
     /// wrote every field).
     pub fn apply_head(&self, head: &mut Head, vars: &Vars) {
-        for (n, v) in self.set.iter().chain(&self.add) {
+        let set = self.set.iter().map(|(n, v)| (n.name(), v));
+        for (n, v) in set.chain(self.add.iter().map(|(n, v)| (n, v))) {
             if let Some(v) = Self::value(v, vars) {
                 head.put_named(n, &v);
             }
@@ -156,10 +158,28 @@ impl RulesRt {
     }
 }
 
+/// The rule's name as a [`StaticHeaderName`]: each distinct name is leaked once per process
+/// (a config names a few; reloads reuse them), so inserting it costs no parse or allocation.
+fn interned(name: &HeaderName) -> StaticHeaderName {
+    static NAMES: std::sync::Mutex<std::collections::BTreeSet<&'static str>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    let s: &'static str = match names.get(name.as_str()) {
+        Some(s) => s,
+        None => {
+            let leaked: &'static str = Box::leak(name.as_str().to_string().into_boxed_str());
+            names.insert(leaked);
+            leaked
+        }
+    };
+    // A parsed HeaderName is lower case and valid: `new` cannot panic on it.
+    StaticHeaderName::new(s)
+}
+
 /// A request or response head a rule writes to.
 trait HeaderMapMut {
     fn remove(&mut self, n: &HeaderName);
-    fn insert(&mut self, n: HeaderName, v: HeaderValue);
+    fn insert(&mut self, n: &StaticHeaderName, v: HeaderValue);
     fn append(&mut self, n: HeaderName, v: HeaderValue);
 }
 
@@ -167,8 +187,8 @@ impl HeaderMapMut for RequestHeader {
     fn remove(&mut self, n: &HeaderName) {
         self.remove_header(n);
     }
-    fn insert(&mut self, n: HeaderName, v: HeaderValue) {
-        let _ = self.insert_header(n, v);
+    fn insert(&mut self, n: &StaticHeaderName, v: HeaderValue) {
+        self.insert_static_header(n, v);
     }
     fn append(&mut self, n: HeaderName, v: HeaderValue) {
         let _ = self.append_header(n, v);
@@ -179,8 +199,8 @@ impl HeaderMapMut for ResponseHeader {
     fn remove(&mut self, n: &HeaderName) {
         self.remove_header(n);
     }
-    fn insert(&mut self, n: HeaderName, v: HeaderValue) {
-        let _ = self.insert_header(n, v);
+    fn insert(&mut self, n: &StaticHeaderName, v: HeaderValue) {
+        self.insert_static_header(n, v);
     }
     fn append(&mut self, n: HeaderName, v: HeaderValue) {
         let _ = self.append_header(n, v);

@@ -357,17 +357,43 @@ impl ProxyHttp for Gateway {
         // gateway writes below always win.
         if let (Some(rt), Some(r)) = (&ctx.rt, ctx.route) {
             if let Some(s) = rt.routes[r].shaping.as_deref() {
-                let mut sc = ctx.shaping.take().unwrap_or_default();
+                let kept = ctx.shaping.take();
                 let vars = crate::shaping::vars(ctx, session);
-                sc.response(s, session.req_header(), resp, &vars);
-                if let Some(enc) = sc.encoding() {
-                    self.shared
-                        .metrics
-                        .compressed
-                        .with_label_values(&[&rt.routes[r].name, enc])
-                        .inc();
+                match kept {
+                    Some(mut sc) => {
+                        sc.response(s, session.req_header(), resp, &vars);
+                        if let Some(enc) = sc.encoding() {
+                            self.shared
+                                .metrics
+                                .compressed
+                                .with_label_values(&[&rt.routes[r].name, enc])
+                                .inc();
+                        }
+                        ctx.shaping = Some(sc);
+                    }
+                    // Nothing for the body to do (no compression, no bandwidth, no CORS
+                    // origin): the response state lives on the stack, nothing allocated.
+                    None if !s.shapes_body() => {
+                        crate::shaping::ShapingCtx::default().response(
+                            s,
+                            session.req_header(),
+                            resp,
+                            &vars,
+                        );
+                    }
+                    None => {
+                        let mut sc = Box::<crate::shaping::ShapingCtx>::default();
+                        sc.response(s, session.req_header(), resp, &vars);
+                        if let Some(enc) = sc.encoding() {
+                            self.shared
+                                .metrics
+                                .compressed
+                                .with_label_values(&[&rt.routes[r].name, enc])
+                                .inc();
+                        }
+                        ctx.shaping = Some(sc);
+                    }
                 }
-                ctx.shaping = Some(sc);
             }
         }
         resp.insert_static_header(&names::X_REQUEST_ID, ctx.request_id.clone());
@@ -390,10 +416,11 @@ impl ProxyHttp for Gateway {
         Ok(())
     }
 
-    /// Compression and `limit_rate` on a route with them.
+    /// Compression and `limit_rate` on a route with them; never on an upgraded connection (a
+    /// WebSocket's frames are not a download: pacing them would only add latency).
     fn response_body_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         body: &mut Option<Bytes>,
         end_of_stream: bool,
         ctx: &mut Ctx,
@@ -401,6 +428,9 @@ impl ProxyHttp for Gateway {
         let (Some(sc), Some(rt), Some(r)) = (ctx.shaping.as_deref_mut(), &ctx.rt, ctx.route) else {
             return Ok(None);
         };
+        if session.was_upgraded() {
+            return Ok(None);
+        }
         match rt.routes[r].shaping.as_deref() {
             Some(s) => Ok(sc.body(s, body, end_of_stream)),
             None => Ok(None),

@@ -77,6 +77,12 @@ impl ShapingRt {
         used.then(|| Box::new(rt))
     }
 
+    /// Whether a response body is worked on (compression, bandwidth): its state must outlive
+    /// the response head.
+    pub fn shapes_body(&self) -> bool {
+        self.compress || self.rate > 0
+    }
+
     /// The compression an answer may get: the client's acceptable codings (q > 0) among
     /// zstd, br and gzip, best first, as one Accept-Encoding for Pingora's compressor (which
     /// reads no q-values: `gzip;q=0` must not become gzip).

@@ -17,16 +17,7 @@ use pingora::prelude::*;
 
 pub async fn run(gw: &Gateway, session: &mut Session, ctx: &mut Ctx, cap: u64) -> Result<Step> {
     ctx.max_body = cap;
-    let declared = session
-        .req_header()
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .map(|v| {
-            std::str::from_utf8(v.as_bytes())
-                .ok()
-                .and_then(|s| s.trim().parse::<u64>().ok())
-        });
-    match declared {
+    match crate::edge::declared_length(session.req_header()) {
         // No length: counted as it streams. A length that is not a number never gets here
         // (Pingora refuses it); should one, it is refused too.
         None => Ok(Step::Next),
