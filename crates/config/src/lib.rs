@@ -22,6 +22,7 @@ mod parse;
 mod plans;
 mod reader;
 mod redis;
+mod rls;
 mod routes;
 mod scalars;
 mod server;
@@ -39,6 +40,7 @@ pub use edge::{
 };
 pub use files::MAX_FILE_BYTES;
 pub use reader::Problem;
+pub use rls::{RlsConfig, RlsRule, MAX_DESCRIPTOR_ENTRIES};
 pub use routes::{path_regex, rewrite_warnings};
 pub use types::*;
 pub use values::{parse_duration, parse_rate};

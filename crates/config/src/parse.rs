@@ -100,6 +100,11 @@ fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>>
     let tls = table(&mut cx, &mut root, "tls", |cx, t| {
         crate::tls::read(cx, t, base)
     });
+    let plan_limits: Vec<&str> = plan_modes.iter().map(|(n, _)| n.as_str()).collect();
+    let rls = table(&mut cx, &mut root, "rls", |cx, t| {
+        crate::rls::read(cx, t, &limits, &plan_limits)
+    })
+    .flatten();
     if let Some(s) = &server {
         listeners_check(&mut cx, s, tls.is_some(), &routes);
     }
@@ -127,6 +132,7 @@ fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>>
         tls,
         auth: auths.into_iter().flatten().collect(),
         files,
+        rls,
     })
 }
 

@@ -273,6 +273,18 @@ fn route_limits(
             Some(idx) if limit_idx.contains(&idx) => {
                 cx.err(&ip, span, format!("limit \"{l}\" is listed twice"));
             }
+            Some(idx)
+                if limits[idx]
+                    .1
+                    .as_ref()
+                    .is_some_and(|c| c.key.contains(&KeySource::Descriptor)) =>
+            {
+                cx.err(
+                    &ip,
+                    span,
+                    format!("limit \"{l}\" is keyed by \"descriptor\", which only [[rls.rules]] give: a route has no descriptor"),
+                );
+            }
             Some(idx) => limit_idx.push(idx),
             None => {
                 let known: Vec<_> = limits.iter().map(|(n, _)| n.as_str()).collect();

@@ -28,6 +28,8 @@ pub struct Config {
     /// Files the config read besides itself (list files, key files): a change to any of them
     /// is a change to the config.
     pub files: Vec<PathBuf>,
+    /// `[rls]`: Envoy's rate limit service API on these limits.
+    pub rls: Option<crate::RlsConfig>,
 }
 
 /// Access lists (`[access]`, or a route's `access`, which adds to the server's).
@@ -727,6 +729,8 @@ pub enum KeySource {
     /// The consumer the route's authentication named (an API key's consumer, a basic-auth
     /// user).
     Consumer,
+    /// `[rls]` only: the values of the descriptor entries a rule matched, in order.
+    Descriptor,
 }
 
 impl KeySource {
@@ -745,6 +749,7 @@ impl KeySource {
             KeySource::Body(f) => format!("body:{f}"),
             KeySource::ClientCert => "client_cert".into(),
             KeySource::Consumer => "consumer".into(),
+            KeySource::Descriptor => "descriptor".into(),
         }
     }
 }
@@ -758,6 +763,9 @@ pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     let tls = |c: &Config| c.tls.as_ref().map(|t| t.min_version);
     if tls(old) != tls(new) {
         changed.push("tls.min_version");
+    }
+    if old.rls.as_ref().map(|r| r.listen) != new.rls.as_ref().map(|r| r.listen) {
+        changed.push("rls.listen");
     }
     if old.redis.as_ref().map(RedisSettings::restart_only)
         != new.redis.as_ref().map(RedisSettings::restart_only)

@@ -52,6 +52,15 @@ balance = "hash"
 hash_key = "cookie:session"
 affinity = { cookie = "route", max_age = "1h", path = "/", secure = true, secret = "0123456789abcdef" }
 retry = { attempts = 2, on = ["connect", "timeout", "502", "503", "504"], budget = 0.2 }
+[limits.by_descriptor]
+key = "descriptor"
+rate = "10/s"
+[rls]
+listen = "127.0.0.1:8081"
+[[rls.rules]]
+domain = "edge"
+descriptor = [{ key = "remote_address", value = "10.0.0.1" }]
+limits = ["by_descriptor"]
 [limits.rated]
 key = "client_ip"
 rate = "1/s"
@@ -202,6 +211,7 @@ fn every_key_a_reference_table_lists_is_accepted() {
         "abuse",
         "auth",
         "edge",
+        "rls",
     ] {
         let text = std::fs::read_to_string(
             Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../docs/{page}.md")),

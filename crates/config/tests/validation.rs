@@ -958,3 +958,60 @@ fn balancing_keys_name_their_mistakes() {
     assert_eq!((r.attempts, r.budget), (2, 0.25));
     assert!(r.on.connect && r.on.s503 && !r.on.timeout && !r.on.s502);
 }
+
+/// `[rls]`: each mistake named with its key and line.
+#[test]
+fn rls_rules_name_their_mistakes() {
+    let base = "[limits.d]\nkey = \"descriptor\"\nrate = \"1/s\"\n[limits.ip]\nkey = \"client_ip\"\nrate = \"1/s\"\n[limits.c]\nkey = \"descriptor\"\nalgorithm = \"concurrency\"\nburst = 2\n";
+    let with = |extra: &str| problems(&format!("{base}{extra}\n"));
+    for (extra, want) in [
+        (
+            "[rls]\nlisten = \"nowhere\"",
+            "f.toml: rls.listen: not an address:port (e.g. \"127.0.0.1:8081\") (line 12)",
+        ),
+        (
+            "[rls]\nlisten = \"127.0.0.1:8081\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [{ key = \"a\" }]\nlimits = [\"nope\"]",
+            "f.toml: rls.rules[0].limits[0]: unknown limit \"nope\" (line 16)",
+        ),
+        (
+            "[rls]\nlisten = \"127.0.0.1:8081\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [{ key = \"a\" }]\nlimits = [\"ip\"]",
+            "f.toml: rls.rules[0].limits[0]: limit \"ip\" is keyed by client_ip: a rule's limits are keyed by \"descriptor\" (the matched entries' values) or \"global\" (line 16)",
+        ),
+        (
+            "[rls]\nlisten = \"127.0.0.1:8081\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [{ key = \"a\" }]\nlimits = [\"c\"]",
+            "f.toml: rls.rules[0].limits[0]: limit \"c\" counts requests in flight: the rate limit service never learns when a request ends (line 16)",
+        ),
+        (
+            "[rls]\nlisten = \"127.0.0.1:8081\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = []\nlimits = [\"d\"]",
+            "f.toml: rls.rules[0].descriptor: from 1 to 16 entries ({ key, value }), got 0 (line 15)",
+        ),
+        (
+            "[rls]\nlisten = \"127.0.0.1:8081\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [{ key = \"a\", value = \"\" }]\nlimits = [\"d\"]",
+            "f.toml: rls.rules[0].descriptor[0].value: an empty value matches nothing: leave \"value\" out to match any (line 15)",
+        ),
+        (
+            "[rls]\nlisten = \"127.0.0.1:8081\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [{ key = \"a\", val = \"x\" }]\nlimits = [\"d\"]",
+            "f.toml: rls.rules[0].descriptor[0].val: unknown key (line 15)",
+        ),
+        (
+            "[upstreams.u]\ntargets = [\"127.0.0.1:1\"]\n[[routes]]\npath_prefix = \"/\"\nupstream = \"u\"\nlimits = [\"d\"]",
+            "f.toml: routes[0].limits[0]: limit \"d\" is keyed by \"descriptor\", which only [[rls.rules]] give: a route has no descriptor (line 16)",
+        ),
+    ] {
+        let got = with(extra);
+        assert!(got.iter().any(|p| p == want), "{extra}: {got:#?}");
+    }
+    let cfg = ok(&format!(
+        "{base}[rls]\nlisten = \"127.0.0.1:8081\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [{{ key = \"remote_address\" }}, {{ key = \"path\", value = \"/login\" }}]\nlimits = [\"d\"]\n"
+    ));
+    let rls = cfg.rls.expect("rls");
+    assert_eq!(rls.listen.port(), 8081);
+    assert_eq!(
+        rls.rules[0].descriptor,
+        [
+            ("remote_address".to_string(), None),
+            ("path".to_string(), Some("/login".to_string()))
+        ]
+    );
+    assert_eq!(rls.rules[0].limits, ["d"]);
+}

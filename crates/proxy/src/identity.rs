@@ -96,6 +96,8 @@ pub struct KeyInput<'a> {
     pub body: Option<&'a ParsedBody>,
     /// The consumer the route's authentication named.
     pub consumer: Option<&'a str>,
+    /// `[rls]`: the values of the descriptor entries the rule matched.
+    pub descriptor: Option<&'a [&'a str]>,
 }
 
 /// A request body read for `body:FIELD` keys.
@@ -245,6 +247,12 @@ fn write_key(
             KeySource::Global => {}
             KeySource::ClientCert => h.write(input.client_cert?),
             KeySource::Consumer => h.write(input.consumer?.as_bytes()),
+            KeySource::Descriptor => {
+                for v in input.descriptor? {
+                    h.write(v.as_bytes());
+                    h.write_u8(0xfe);
+                }
+            }
             KeySource::Body(field) => h.write(&input.body?.get(field)?),
             KeySource::Jwt(claim) => match input.claims?.get(claim.as_str())? {
                 serde_json::Value::String(v) => h.write(v.as_bytes()),
@@ -390,6 +398,7 @@ mod tests {
             claims: None,
             body: None,
             consumer: None,
+            descriptor: None,
         };
         let a = h.key(&[KeySource::Query("a".into())], &input, 64);
         let mut r2 = RequestHeader::build("GET", b"/x?a=Ab", None).expect("request");
@@ -404,6 +413,7 @@ mod tests {
             claims: None,
             body: None,
             consumer: None,
+            descriptor: None,
         };
         assert!(a.is_some());
         assert_eq!(
@@ -434,6 +444,7 @@ mod tests {
             claims: None,
             body: None,
             consumer: None,
+            descriptor: None,
         };
         assert_eq!(a, h.key(&[KeySource::Query("a".into())], &input3, 64));
     }

@@ -22,6 +22,7 @@
 //! - [`pool`]: an upstream's targets, chosen round robin among the healthy, and the peers
 //!   they are reached through; [`housekeeping`]: the background jobs (active health checks, Redis
 //!   probes, block sync, lease sweeps, slot renewals).
+//! - [`rls`]: Envoy's rate limit service (gRPC) on the same limits and policy.
 //! - [`tls`]: certificates by SNI, client certificates, upstream TLS.
 //! - [`logguard`]: what the libraries underneath may write to the log.
 //!
@@ -50,6 +51,7 @@ pub mod normalize;
 pub mod policy;
 pub mod pool;
 pub mod respond;
+pub mod rls;
 pub mod routing;
 pub mod runtime;
 pub mod service;

@@ -47,6 +47,14 @@ pub struct Metrics {
     pub cors_preflights: IntCounterVec,
     /// `tollgate_compressed_responses_total{route,encoding}`.
     pub compressed: IntCounterVec,
+    /// `tollgate_rls_requests_total{domain,code}`: ShouldRateLimit calls (`domain` is a
+    /// configured one, or `""`), by answer (`ok`, `over_limit`, `invalid`).
+    pub rls_requests: IntCounterVec,
+    /// `tollgate_rls_descriptors_total{domain,result}`: descriptors decided (`limited`) or
+    /// matching no rule (`unknown`).
+    pub rls_descriptors: IntCounterVec,
+    /// `tollgate_rls_decision_seconds`: one ShouldRateLimit call, decided.
+    pub rls_seconds: prometheus::Histogram,
     /// `tollgate_upstream_retries_total{upstream,on}`: attempts made again on another target.
     pub upstream_retries: IntCounterVec,
     /// `tollgate_upstream_retry_budget_exhausted_total{upstream}`: retries the budget refused.
@@ -150,6 +158,21 @@ impl Metrics {
             connections_refused: counters(&r, "tollgate_connections_refused_total", "Connections closed unread at accept: over max_connections or max_connections_per_client.", &["reason"])?,
             cors_preflights: counters(&r, "tollgate_cors_preflights_total", "CORS preflights answered at the edge (never proxied), by route and result: allowed (with the route's CORS fields), refused (an origin not allowed: no CORS field).", &["route", "result"])?,
             compressed: counters(&r, "tollgate_compressed_responses_total", "Upstream answers compressed at the edge (compress = true), by route and encoding (gzip, br, zstd).", &["route", "encoding"])?,
+            rls_requests: counters(&r, "tollgate_rls_requests_total", "Rate limit service calls (envoy.service.ratelimit.v3), by configured domain (\"\" for others) and answer (ok, over_limit, invalid).", &["domain", "code"])?,
+            rls_descriptors: counters(&r, "tollgate_rls_descriptors_total", "Rate limit service descriptors, by configured domain and whether a rule limited them (limited) or none matched (unknown).", &["domain", "result"])?,
+            rls_seconds: register(
+                &r,
+                prometheus::Histogram::with_opts(
+                    HistogramOpts::new(
+                        "tollgate_rls_decision_seconds",
+                        "Time to decide one rate limit service call, Redis included.",
+                    )
+                    .buckets(vec![
+                        0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                        0.05, 0.1, 0.25,
+                    ]),
+                )?,
+            )?,
             upstream_retries: counters(&r, "tollgate_upstream_retries_total", "Requests tried again on another target, by upstream and the failure retried on (connect, timeout, 502, 503, 504).", &["upstream", "on"])?,
             upstream_retry_budget_exhausted: counters(&r, "tollgate_upstream_retry_budget_exhausted_total", "Retries not made because the upstream's retry budget (retry.budget) was spent.", &["upstream"])?,
             registry: r,

@@ -85,6 +85,10 @@ pub struct Plan {
     pending: u32,
     /// Of those, the ones whose cached refusal just expired (this request is the probe).
     probes: u32,
+    /// Units this request spends on each limit (1; an RLS request's `hits_addend`).
+    cost: u64,
+    /// Leased positions asked from Redis exactly (a cost over 1 is not taken from a lease).
+    exact: u32,
 }
 
 impl Plan {
@@ -199,7 +203,7 @@ fn limit_key(rt: &Runtime, l: &LimitRt, hasher: &KeyHasher, input: &KeyInput) ->
 /// nothing global is asked.
 fn settle_refused(rt: &Runtime, p: &mut Plan) {
     give_back(rt, p);
-    let limits = &rt.routes[p.route].cfg.limits;
+    let limits = rt.limits_of(p.route);
     for (pos, &lj) in limits.iter().enumerate() {
         if p.pending & (1 << pos) == 0 {
             continue;
@@ -227,7 +231,24 @@ pub fn decide_local(
     now: Nanos,
     unix: Nanos,
 ) -> Plan {
-    let limits = &rt.routes[route].cfg.limits;
+    decide_local_units(rt, route, hasher, input, plan, now, unix, 1)
+}
+
+/// [`decide_local`] for the limit set `set` (a route, or an RLS rule: see
+/// [`Runtime::limits_of`]), each limit spending `cost` units.
+#[allow(clippy::too_many_arguments)]
+pub fn decide_local_units(
+    rt: &Runtime,
+    route: usize,
+    hasher: &KeyHasher,
+    input: &KeyInput,
+    plan: usize,
+    now: Nanos,
+    unix: Nanos,
+    cost: u64,
+) -> Plan {
+    let cost = cost.max(1);
+    let limits = rt.limits_of(route);
     let mut p = Plan {
         v: Verdict::default(),
         route,
@@ -237,9 +258,11 @@ pub fn decide_local(
         taken: 0,
         taken_global: 0,
         taken_lease: 0,
-        want: [1; MAX_LIMITS_PER_ROUTE],
+        want: [cost; MAX_LIMITS_PER_ROUTE],
         pending: 0,
         probes: 0,
+        cost,
+        exact: 0,
     };
 
     for (pos, &li) in limits.iter().enumerate() {
@@ -264,7 +287,7 @@ pub fn decide_local(
         }
         let mut from_lease = false;
         let d = match &l.state {
-            LimitState::Local(limiter) => limiter.acquire(key, l.time(now, unix), 1),
+            LimitState::Local(limiter) => limiter.acquire(key, l.time(now, unix), cost),
             LimitState::Global(g) => match from_memory(g, key, pos, &mut p) {
                 Some((d, leased)) => {
                     from_lease = leased;
@@ -320,7 +343,11 @@ fn from_memory(g: &GlobalRt, key: u64, pos: usize, p: &mut Plan) -> Option<(Deci
         }
         cached => {
             let probe = cached == Cached::Probe;
-            match g.leases.as_ref().map(|ls| ls.take(key, now)) {
+            let leases = g.leases.as_ref().filter(|_| p.cost == 1);
+            if g.leases.is_some() && p.cost > 1 {
+                p.exact |= 1 << pos;
+            }
+            match leases.map(|ls| ls.take(key, now)) {
                 Some(Take::Spent { remaining, reset }) => {
                     if probe {
                         g.cache.remove(key);
@@ -360,13 +387,7 @@ fn later_refusals(
     input: &KeyInput,
 ) {
     let (now, unix) = (p.now, p.unix);
-    for (pos2, &lj) in rt.routes[p.route]
-        .cfg
-        .limits
-        .iter()
-        .enumerate()
-        .skip(pos + 1)
-    {
+    for (pos2, &lj) in rt.limits_of(p.route).iter().enumerate().skip(pos + 1) {
         let l2 = &rt.limits[lj];
         if l2.shadow || l2.cfg.plan.is_some_and(|pl| pl != plan) {
             continue;
@@ -396,7 +417,7 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
     if let Some(v) = p.settled() {
         return v;
     }
-    let limits = &rt.routes[p.route].cfg.limits;
+    let limits = rt.limits_of(p.route);
     let mut calls = Vec::with_capacity(p.pending.count_ones() as usize);
     for (pos, &li) in limits.iter().enumerate() {
         if p.pending & (1 << pos) == 0 {
@@ -404,6 +425,7 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
         }
         if let LimitState::Global(g) = &rt.limits[li].state {
             let want = p.want[pos];
+            let exact = p.exact & (1 << pos) != 0;
             let key = GlobalKey {
                 limit: &g.name,
                 key: p.keys[pos],
@@ -413,14 +435,14 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
                 known: p.probes & (1 << pos) != 0,
             };
             calls.push(async move {
-                let r = if let Some(leases) = &g.leases {
+                let r = if let (Some(leases), false) = (&g.leases, exact) {
                     // The store records the slices' ttl: refusals elsewhere are not cached
                     // past the time their units may come back.
                     let ttl = std::time::Duration::from_nanos(leases.policy().ttl);
                     g.store.lease(&g.spec, key, want, ttl).await
                 } else {
                     g.store
-                        .acquire(&g.spec, key, 1)
+                        .acquire(&g.spec, key, want)
                         .await
                         .map(|decision| Leased {
                             decision,
@@ -502,7 +524,7 @@ fn answered(
         Decision::Allow {
             remaining, reset, ..
         } => {
-            match &g.leases {
+            match g.leases.as_ref().filter(|_| p.exact & (1 << pos) == 0) {
                 Some(leases) => {
                     p.taken_lease |= 1 << pos;
                     let lapse = lapse.map(|l| l.as_nanos().min(u64::MAX as u128) as u64);
@@ -614,7 +636,9 @@ fn undecided(
         });
     }
     let share = |p: &mut Plan| {
-        let d = g.fallback.acquire(key, l.time(now, clock.unix_now()), 1);
+        let d = g
+            .fallback
+            .acquire(key, l.time(now, clock.unix_now()), p.cost);
         if d.is_allowed() {
             p.taken |= 1 << pos;
         }
@@ -646,15 +670,20 @@ fn undecided(
 /// global limit's local fallback), the key's lease, or Redis (in the background: nobody waits
 /// for it; also for a lease unit whose slice has ended).
 pub fn return_unit(l: &LimitRt, key: u64, t: Nanos, took: Took) {
+    return_units(l, key, t, took, 1);
+}
+
+/// [`return_unit`] for `units` units (never from a lease: a cost over 1 is not leased).
+fn return_units(l: &LimitRt, key: u64, t: Nanos, took: Took, units: u64) {
     match &l.state {
-        LimitState::Local(limiter) if took.local => limiter.refund(key, t, 1),
+        LimitState::Local(limiter) if took.local => limiter.refund(key, t, units),
         LimitState::Global(g) => {
             if took.local {
-                g.fallback.refund(key, t, 1);
+                g.fallback.refund(key, t, units);
             }
             let kept = took.lease && g.leases.as_ref().is_some_and(|ls| ls.put_back(key, t));
             if took.global || (took.lease && !kept) {
-                refund_global(g, key, 1);
+                refund_global(g, key, units);
             }
         }
         LimitState::Local(_) => {}
@@ -695,10 +724,10 @@ pub fn give_back_lease(g: &GlobalRt, key: u64, units: u64) {
 
 /// Refunds every unit this request took, because it is refused after all.
 fn give_back(rt: &Runtime, p: &mut Plan) {
-    let limits = &rt.routes[p.route].cfg.limits;
+    let limits = rt.limits_of(p.route);
     for (pos, &li) in limits.iter().enumerate() {
         let l = &rt.limits[li];
-        return_unit(l, p.keys[pos], l.time(p.now, p.unix), p.took(pos));
+        return_units(l, p.keys[pos], l.time(p.now, p.unix), p.took(pos), p.cost);
     }
     p.taken = 0;
     p.taken_global = 0;
@@ -767,6 +796,7 @@ shadow = true
             claims: None,
             body: None,
             consumer: None,
+            descriptor: None,
         };
         let v1 = decide(&rt, 0, &h, &keyed, now);
         assert_eq!(v1.denied, None);
@@ -794,6 +824,7 @@ shadow = true
             claims: None,
             body: None,
             consumer: None,
+            descriptor: None,
         };
         let admitted = (0..20)
             .filter(|_| decide(&rt, 0, &h, &anon, now).denied.is_none())
@@ -885,6 +916,7 @@ on_error = "closed"
             claims: None,
             body: None,
             consumer: None,
+            descriptor: None,
         };
         let clock = tollgate_limit::ManualClock::new(1_000_000_000_000);
         let calls = || fake.calls.load(std::sync::atomic::Ordering::SeqCst);

@@ -444,6 +444,8 @@ pub struct Runtime {
     /// `[server] preserve_header_case` as read at start (a reload keeps it, as Pingora's
     /// listeners do for the request side): the upstream pools' response side.
     preserve_case: bool,
+    /// `[[rls.rules]]`, compiled: limit set `routes.len() + i` (see [`Runtime::limits_of`]).
+    pub rls: Vec<crate::rls::RuleRt>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -593,6 +595,19 @@ fn rejected_by(
 }
 
 impl Runtime {
+    /// The limits of limit set `set`: route `set`, or past the routes the RLS rule
+    /// `set - routes.len()` (the policy decides either the same way).
+    #[inline]
+    pub fn limits_of(&self, set: usize) -> &[usize] {
+        match self.routes.get(set) {
+            Some(r) => &r.cfg.limits,
+            None => self
+                .rls
+                .get(set - self.routes.len())
+                .map_or(&[][..], |r| &r.limits[..]),
+        }
+    }
+
     /// Builds the serving state for `config`, reusing what `previous` holds where unchanged.
     pub fn build(
         config: Config,
@@ -637,8 +652,10 @@ impl Runtime {
             .collect::<Result<Vec<_>, BuildError>>()?;
         let order = crate::routing::order(routes.iter().map(|r| &r.cfg));
         let hosts = crate::routing::Hosts::new(&order);
+        let rls = crate::rls::RuleRt::build_all(&config, &limits, metrics);
 
         Ok(Self {
+            rls,
             path_rules: crate::normalize::PathRules {
                 merge_slashes: config.server.hardening.merge_slashes,
                 escaped_slashes: config.server.hardening.escaped_slashes,

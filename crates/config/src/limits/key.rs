@@ -66,6 +66,7 @@ pub(crate) fn key_source(
         "global" => KeySource::Global,
         "client_cert" => KeySource::ClientCert,
         "consumer" => KeySource::Consumer,
+        "descriptor" => KeySource::Descriptor,
         _ if s.starts_with("header:") => match named("header:") {
             Some(h) if http_token(h) => KeySource::Header(h.to_ascii_lowercase()),
             _ => {

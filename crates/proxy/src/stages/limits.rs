@@ -87,6 +87,7 @@ pub async fn run(
             .or(claims.as_ref()),
         body: body.as_ref(),
         consumer: ctx.auth.as_ref().and_then(|a| a.passed.consumer.as_deref()),
+        descriptor: None,
     };
     if let (true, Some(plans)) = (rt.routes[route].needs_plan, &rt.config.plans) {
         ctx.plan = crate::identity::plan_of(plans, &input);

