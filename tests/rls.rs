@@ -117,6 +117,9 @@ async fn descriptors_are_limited_exactly_and_the_answer_carries_the_fields() {
     let (port, admin, rls) = (free_port(), free_port(), free_port());
     let _gw = running(BIN.as_ref(), &rls_config(port, admin, rls, ""), port, admin).await;
     let mut c = client(rls).await;
+    // /readyz covers the rate limit service's listener.
+    let ready = get(admin, "/readyz", &[]).await.expect("readyz");
+    assert_eq!(ready.status, 200, "{}", ready.body);
     // By remote address: 50 of 2,000 pass, each address on its own.
     let mut admitted = 0;
     for _ in 0..2000 {

@@ -200,10 +200,18 @@ impl ServeHttp for Admin {
                     Some(j) if !j.ready() => b"jwks: fetching\n",
                     _ => b"",
                 };
+                // The rate limit service, when configured, must be taking calls.
+                let rls: &[u8] = match &rt.config.rls {
+                    Some(_) if !self.shared.rls_serving.load(Ordering::Relaxed) => {
+                        b"rls: not serving\n"
+                    }
+                    _ => b"",
+                };
                 let state: &[u8] = if self.draining.load(Ordering::Relaxed) {
                     b"draining\n"
                 } else if !settled
                     || !jwks.is_empty()
+                    || !rls.is_empty()
                     || self.shared.store.as_ref().is_some_and(|s| !s.ready())
                 {
                     b"starting\n"
@@ -214,7 +222,7 @@ impl ServeHttp for Admin {
                 reply(
                     status,
                     "text/plain",
-                    [state, redis, jwks, &upstreams].concat(),
+                    [state, redis, jwks, rls, &upstreams].concat(),
                 )
             }
             "/metrics" => {

@@ -27,6 +27,8 @@ pub struct Shared {
     pub connections: Arc<crate::connections::Connections>,
     /// The TLS listeners' certificates (`[tls]` at start), renewed in place.
     pub tls: Option<Arc<crate::tls::Certificates>>,
+    /// The rate limit service (`[rls]`) is accepting calls.
+    pub rls_serving: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -64,6 +66,7 @@ impl Shared {
         };
         let runtime = Runtime::build(config, None, store.as_ref(), &metrics)?;
         Ok(Self {
+            rls_serving: std::sync::atomic::AtomicBool::new(false),
             tls,
             runtime: ArcSwap::from_pointee(runtime),
             connections: Arc::new(crate::connections::Connections::new(

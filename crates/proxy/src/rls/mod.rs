@@ -416,12 +416,15 @@ impl pingora::services::background::BackgroundService for RlsServer {
         };
         let incoming = tokio_stream_listener(listener);
         tracing::info!(event = "rls_serving", listen = ?addr, "rate limit service (gRPC) serving");
+        let serving = &self.shared.rls_serving;
+        serving.store(true, std::sync::atomic::Ordering::Relaxed);
         let served = tonic::transport::Server::builder()
             .add_service(RateLimitServiceServer::new(Rls::new(self.shared.clone())))
             .serve_with_incoming_shutdown(incoming, async move {
                 let _ = shutdown.changed().await;
             })
             .await;
+        serving.store(false, std::sync::atomic::Ordering::Relaxed);
         if let Err(e) = served {
             tracing::error!(event = "rls_failed", error = %e, "the rate limit service stopped");
         }
