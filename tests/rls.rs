@@ -474,3 +474,111 @@ async fn envoy_fleets_share_one_limit_and_fail_as_envoy_documents() {
     assert_eq!(through(&open, "192.0.2.50", &[]).await.status, 200);
     assert_eq!(through(&closed, "192.0.2.51", &[]).await.status, 500);
 }
+
+/// envoyproxy/ratelimit's example configs import (exit 0, `check` clean) and answer as that
+/// service answers the same descriptors: fixed windows per minute, a value's own limit over
+/// its key's, 0 refusing all, unlimited and shadow never refusing, unknown descriptors OK;
+/// and with `--algorithm sliding_window` the same counts within a window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_ratelimit_configs_import_and_answer_as_that_service() {
+    let redis = RedisServer::start().expect("redis");
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/envoy-ratelimit/example.yaml");
+    for algorithm in ["fixed_window", "sliding_window"] {
+        let out = std::process::Command::new(BIN)
+            .arg("import-envoy-ratelimit")
+            .arg(&fixture)
+            .args(["--algorithm", algorithm, "--redis-url", &redis.url()])
+            .output()
+            .expect("run import");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let toml = String::from_utf8(out.stdout).expect("utf-8");
+        let (port, admin, rls) = (free_port(), free_port(), free_port());
+        let toml = format!(
+            "[server]\nlisten = [\"127.0.0.1:{port}\"]\nadmin = \"127.0.0.1:{admin}\"\nthreads = 1\n{}",
+            toml.replace("0.0.0.0:8081", &format!("127.0.0.1:{rls}"))
+        );
+        // The fixed windows are a minute long from the epoch, as the service's: never start
+        // within three seconds of a minute's end (a bounded wait, for wall-clock windows).
+        let into_minute = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs()
+            % 60;
+        if into_minute >= 57 {
+            tokio::time::sleep(Duration::from_secs(61 - into_minute)).await;
+        }
+        let _gw = running(BIN.as_ref(), &toml, port, admin).await;
+        let mut c = client(rls).await;
+        let admitted = |c: &mut Client,
+                        domain: &'static str,
+                        e: &'static [(&'static str, &'static str)],
+                        n: usize| {
+            let mut c = c.clone();
+            async move {
+                let mut ok = 0;
+                for _ in 0..n {
+                    ok += usize::from(!over(&ask(&mut c, call(domain, e, 0)).await));
+                }
+                ok
+            }
+        };
+        assert_eq!(
+            admitted(
+                &mut c,
+                "rl",
+                &[("source_cluster", "proxy"), ("destination_cluster", "mock")],
+                5
+            )
+            .await,
+            1
+        );
+        assert_eq!(admitted(&mut c, "rl", &[("foo", "x")], 5).await, 2);
+        assert_eq!(
+            admitted(&mut c, "rl", &[("foo", "y")], 5).await,
+            2,
+            "each value its own count"
+        );
+        assert_eq!(
+            admitted(&mut c, "rl", &[("foo", "x"), ("bar", "q")], 6).await,
+            3
+        );
+        assert_eq!(
+            admitted(&mut c, "rl", &[("foo", "x"), ("bar", "banned")], 5).await,
+            0
+        );
+        assert_eq!(
+            admitted(&mut c, "rl", &[("foo", "x"), ("bay", "z")], 50).await,
+            50
+        );
+        assert_eq!(
+            admitted(&mut c, "rl", &[("foo", "x"), ("baz", "shady")], 10).await,
+            10,
+            "shadow"
+        );
+        assert_eq!(admitted(&mut c, "rl", &[("qux", "any")], 50).await, 50);
+        assert_eq!(
+            admitted(&mut c, "mongo_cps", &[("database", "users")], 8).await,
+            5
+        );
+        assert_eq!(
+            admitted(&mut c, "mongo_cps", &[("database", "default")], 8).await,
+            5
+        );
+        assert_eq!(
+            admitted(&mut c, "mongo_cps", &[("database", "other")], 8).await,
+            8,
+            "no rule: OK"
+        );
+        // The over-limit status names the limit as the service does (per minute).
+        let r = ask(&mut c, call("mongo_cps", &[("database", "users")], 0)).await;
+        let l = r.statuses[0].current_limit.as_ref().expect("limit");
+        assert_eq!(
+            (l.requests_per_unit, l.unit),
+            (5, 2),
+            "{algorithm}: 5 per MINUTE"
+        );
+        redis.cli(&["FLUSHALL"]);
+    }
+}

@@ -75,6 +75,26 @@ enum Command {
         #[arg(long)]
         allow_insecure: bool,
     },
+    /// Translate envoyproxy/ratelimit's configuration (YAML, one domain per document or file)
+    /// into [rls] rules and their limits: TOML on stdout (or --output), what is not exact on
+    /// stderr.
+    ImportEnvoyRatelimit {
+        /// The service's config files (its runtime directory's YAML files).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Write the config to this file instead of stdout (checked before it is written).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// The algorithm of every limit (fixed_window counts as envoyproxy/ratelimit does).
+        #[arg(long, default_value = "fixed_window")]
+        algorithm: String,
+        /// [redis] url to write.
+        #[arg(long, default_value = "redis://127.0.0.1:6379")]
+        redis_url: String,
+        /// [rls] listen to write.
+        #[arg(long, default_value = "0.0.0.0:8081")]
+        listen: String,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -100,6 +120,21 @@ fn main() {
                 allow_insecure,
             },
         ),
+        Command::ImportEnvoyRatelimit {
+            files,
+            output,
+            algorithm,
+            redis_url,
+            listen,
+        } => import_envoy_ratelimit(
+            &files,
+            output.as_deref(),
+            &tollgate_config::envoy_ratelimit::Options {
+                algorithm,
+                redis_url,
+                listen,
+            },
+        ),
         Command::Run {
             config,
             upgrade,
@@ -116,6 +151,52 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+fn import_envoy_ratelimit(
+    files: &[PathBuf],
+    output: Option<&Path>,
+    opts: &tollgate_config::envoy_ratelimit::Options,
+) -> i32 {
+    let mut text = String::new();
+    for f in files {
+        match std::fs::read_to_string(f) {
+            Ok(s) => {
+                // One document per file at least: files are joined as YAML documents.
+                text.push_str("\n---\n");
+                text.push_str(&s);
+            }
+            Err(e) => {
+                eprintln!("{}: cannot read the file: {e}", f.display());
+                return 2;
+            }
+        }
+    }
+    let imported = match tollgate_config::envoy_ratelimit::import(&text, opts) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("tollgate: {e}");
+            return 2;
+        }
+    };
+    if let Err(e) = tollgate_config::check_str(&imported.toml, "import-envoy-ratelimit output") {
+        eprintln!("tollgate: the translation does not validate:\n{e}");
+        return 2;
+    }
+    for w in &imported.warnings {
+        eprintln!("warning: {w}");
+    }
+    match output {
+        Some(out) => {
+            if let Err(e) = std::fs::write(out, &imported.toml) {
+                eprintln!("{}: cannot write: {e}", out.display());
+                return 2;
+            }
+            eprintln!("{}: {} rules", out.display(), imported.rules);
+        }
+        None => print!("{}", imported.toml),
+    }
+    0
 }
 
 fn import_ingress(

@@ -13,6 +13,7 @@ mod abuse;
 mod auth;
 mod balance;
 mod edge;
+pub mod envoy_ratelimit;
 mod files;
 mod hardening;
 pub mod ingress;

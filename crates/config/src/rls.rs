@@ -25,8 +25,12 @@ pub struct RlsRule {
     /// The entries a descriptor must have, in order: a key, and the value when one is named
     /// (otherwise any value, which is then part of the key).
     pub descriptor: Vec<(String, Option<String>)>,
-    /// Limit names (`[limits.NAME]`), each keyed by `descriptor` or `global`.
+    /// Limit names (`[limits.NAME]`), each keyed by `descriptor` or `global`; empty: the
+    /// descriptor is never limited (envoyproxy/ratelimit's `unlimited`).
     pub limits: Vec<String>,
+    /// Every matching descriptor is over the limit (envoyproxy/ratelimit's
+    /// `requests_per_unit: 0`).
+    pub deny: bool,
     /// 1-based position among the rules (for names in metrics and messages).
     pub line: usize,
 }
@@ -183,20 +187,26 @@ fn rule(
         }
     }
     let mut names = Vec::new();
+    let deny = t.bool(cx, "deny").unwrap_or(false);
     match t.get("limits") {
+        None if deny => {}
         None => {
             cx.err(
                 path,
                 v.span(),
-                "missing key \"limits\" (the limits a matching descriptor meets)",
+                "missing key \"limits\" (the limits a matching descriptor meets; [] for none, deny = true to refuse every one)",
             );
             ok = false;
         }
         Some(lv) => {
             let lp = format!("{path}.limits");
             let items = as_str_list(cx, &lp, lv, false).unwrap_or_default();
-            if items.is_empty() {
-                cx.err(&lp, lv.span(), "name at least one limit");
+            if deny && !items.is_empty() {
+                cx.err(
+                    &lp,
+                    lv.span(),
+                    "deny = true refuses every matching descriptor: its limits would never count",
+                );
                 ok = false;
             }
             for (ip, name, span) in items {
@@ -249,6 +259,7 @@ fn rule(
         domain,
         descriptor,
         limits: names,
+        deny,
         line,
     })
 }

@@ -1015,3 +1015,25 @@ fn rls_rules_name_their_mistakes() {
     );
     assert_eq!(rls.rules[0].limits, ["d"]);
 }
+
+#[test]
+fn rls_rules_may_be_unlimited_or_deny_all() {
+    let base =
+        "[limits.d]\nkey = \"descriptor\"\nrate = \"1/s\"\n[rls]\nlisten = \"127.0.0.1:8081\"\n";
+    let cfg = ok(&format!("{base}[[rls.rules]]\ndomain = \"e\"\ndescriptor = [{{ key = \"a\" }}]\nlimits = []\n[[rls.rules]]\ndomain = \"e\"\ndescriptor = [{{ key = \"b\" }}]\ndeny = true\n"));
+    let rules = &cfg.rls.expect("rls").rules;
+    assert!(rules[0].limits.is_empty() && !rules[0].deny);
+    assert!(rules[1].deny);
+    let got = problems(&format!("{base}[[rls.rules]]\ndomain = \"e\"\ndescriptor = [{{ key = \"a\" }}]\ndeny = true\nlimits = [\"d\"]\n"));
+    assert!(
+        got.iter().any(|p| p == "f.toml: rls.rules[0].limits: deny = true refuses every matching descriptor: its limits would never count (line 10)"),
+        "{got:#?}"
+    );
+    let got = problems(&format!(
+        "{base}[[rls.rules]]\ndomain = \"e\"\ndescriptor = [{{ key = \"a\" }}]\n"
+    ));
+    assert!(
+        got.iter().any(|p| p.contains("missing key \"limits\"")),
+        "{got:#?}"
+    );
+}

@@ -16,7 +16,7 @@ use super::ImportError;
 pub const MAX_DEPTH: usize = 128;
 
 /// Refuses `yaml` nested deeper than [`MAX_DEPTH`], naming the first line that goes deeper.
-pub(super) fn check(yaml: &str) -> Result<(), ImportError> {
+pub(crate) fn check(yaml: &str) -> Result<(), ImportError> {
     let mut scan = Scan::default();
     for (n, line) in yaml.split('\n').enumerate() {
         let line = line.strip_suffix('\r').unwrap_or(line);

@@ -119,6 +119,14 @@ impl Rls {
                 .rls_descriptors
                 .with_label_values(&[domain, "limited"])
                 .inc();
+            if rt.rls[ri].deny {
+                out.overall_code = Code::OverLimit as i32;
+                out.statuses.push(DescriptorStatus {
+                    code: Code::OverLimit as i32,
+                    ..Default::default()
+                });
+                continue;
+            }
             let values: Vec<&str> = d.entries.iter().map(|e| e.value.as_str()).collect();
             let v = self.verdict(&rt, ri, &values, cost).await;
             let (status, s) = status(&rt, ri, &v);

@@ -13,8 +13,10 @@ use tollgate_config::Config;
 pub struct RuleRt {
     pub domain: String,
     pub entries: Vec<(String, Option<String>)>,
-    /// Indexes into `Runtime::limits`.
+    /// Indexes into `Runtime::limits` (empty: never limited).
     pub limits: Vec<usize>,
+    /// Every matching descriptor is over the limit.
+    pub deny: bool,
     specificity: usize,
 }
 
@@ -34,6 +36,7 @@ impl RuleRt {
                     .iter()
                     .filter_map(|n| limits.iter().position(|l| l.cfg.name == *n))
                     .collect(),
+                deny: r.deny,
                 specificity: r.specificity(),
             })
             .collect()
@@ -79,6 +82,7 @@ mod tests {
             domain: domain.into(),
             entries,
             limits: Vec::new(),
+            deny: false,
             specificity,
         }
     }
