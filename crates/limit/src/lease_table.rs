@@ -90,6 +90,33 @@ impl Leases {
         }
     }
 
+    /// The store refused `key`: how long this gateway refuses it without asking (see
+    /// [`Lease::store_refused`]). A key without a lease yet gets one, so that its dry spell is
+    /// remembered.
+    pub fn store_refused(&self, key: u64, now: Nanos, want: u64, retry_after: Nanos) -> Nanos {
+        let shard = self.shard(key);
+        if let Some(l) = shard.map.read().get(&key) {
+            return l.lock().store_refused(now, want, retry_after, &self.policy);
+        }
+        if self.policy.unit_share == 0 {
+            return retry_after;
+        }
+        let mut map = shard.map.write();
+        if map.len() >= self.sharding.cap && !map.contains_key(&key) {
+            map.retain(|_, l| !l.get_mut().is_idle(now, &self.policy));
+            if map.len() >= self.sharding.cap {
+                return retry_after;
+            }
+        }
+        let l = map.entry(key).or_insert_with(|| {
+            let mut lease = Lease::default();
+            lease.last_seen = now;
+            Mutex::new(lease)
+        });
+        l.get_mut()
+            .store_refused(now, want, retry_after, &self.policy)
+    }
+
     /// A unit `key`'s slice admitted comes back. False: its slice ended, the caller gives the
     /// unit back to the store.
     pub fn put_back(&self, key: u64, now: Nanos) -> bool {

@@ -348,6 +348,11 @@ fn from_memory(g: &GlobalRt, key: u64, pos: usize, p: &mut Plan) -> Option<(Deci
                 p.exact |= 1 << pos;
             }
             match leases.map(|ls| ls.take(key, now)) {
+                Some(Take::Wait { retry_after }) => {
+                    // Dry: refused here until a useful slice can be asked for.
+                    g.cache_hits.inc();
+                    Some((Decision::Deny { retry_after }, false))
+                }
                 Some(Take::Spent { remaining, reset }) => {
                     if probe {
                         g.cache.remove(key);
@@ -512,7 +517,8 @@ fn answered(
     match &mut d {
         Decision::Deny { retry_after } => {
             if let Some(leases) = &g.leases {
-                leases.refused(key, want);
+                // Dry: this gateway waits for a useful slice, its refusals cached meanwhile.
+                *retry_after = leases.store_refused(key, now, want, *retry_after);
             }
             if g.caches_refusals {
                 g.cache.insert(key, now.saturating_add(*retry_after), now);

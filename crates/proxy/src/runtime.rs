@@ -543,8 +543,19 @@ fn limit_state(
     // Leases carry over a reload that keeps the limit's state and its lease_max.
     let leases = cfg.lease_max.map(|max| {
         prev.and_then(|g| g.leases.clone())
-            .filter(|l| l.policy().max == max)
-            .unwrap_or_else(|| Arc::new(Leases::new(LeasePolicy::new(max), cfg.max_keys)))
+            .filter(|l| {
+                l.policy().max == max
+                    && l.policy().unit_share == {
+                        let interval = cfg.rate.period_ns() / cfg.rate.count().max(1);
+                        interval.saturating_mul(u64::from(instances).max(1))
+                    }
+            })
+            .unwrap_or_else(|| {
+                // The store brings one unit back every emission interval, shared by the fleet.
+                let interval = cfg.rate.period_ns() / cfg.rate.count().max(1);
+                let policy = LeasePolicy::refilled(max, interval, u64::from(instances));
+                Arc::new(Leases::new(policy, cfg.max_keys))
+            })
     });
     let fallback = prev
         .filter(|g| g.instances == instances)
