@@ -180,14 +180,17 @@ rate = "100/h"
     assert_eq!(codes, [200, 200, 200, 200, 200, 429, 429, 429]);
     assert_eq!(be.hits(), 5, "refused requests never reach the backend");
 
+    // The draft's fields: a bucket's quota is its capacity (5) and its window the time that
+    // capacity takes to refill (5 min), so r never exceeds q; t is when more of the quota is
+    // available (the next token, within a minute), not when the bucket is full again.
     let ok = &replies[1];
     assert_eq!(
         ok.header("ratelimit-policy"),
-        Some("\"per_ip\";q=1;w=60, \"wide\";q=100;w=3600")
+        Some("\"per_ip\";q=5;w=300, \"wide\";q=100;w=3600")
     );
     assert_eq!(
         ok.header("ratelimit"),
-        Some("\"per_ip\";r=3;t=120"),
+        Some("\"per_ip\";r=3;t=60"),
         "nearest to exhaustion"
     );
     assert_eq!(
@@ -201,7 +204,7 @@ rate = "100/h"
     assert_eq!(r.header("ratelimit"), Some("\"per_ip\";r=0;t=60"));
     assert!(r
         .header("ratelimit-policy")
-        .is_some_and(|p| p.contains("\"per_ip\";q=1;w=60")));
+        .is_some_and(|p| p.contains("\"per_ip\";q=5;w=300")));
     assert_eq!(r.header("content-type"), Some("application/problem+json"));
     let j = r.json();
     for k in ["type", "title", "detail"] {

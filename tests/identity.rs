@@ -556,17 +556,18 @@ burst = 1
     assert_eq!(ok, 4);
     let (ok, _) = admitted("/api", token("globex", "u2"), 6).await;
     assert_eq!(ok, 4);
-    // The headers list each applied policy of the caller's plan.
+    // The headers list each applied policy of the caller's plan: a bucket's capacity and the
+    // time it takes to refill (free: 2 at 1/h; enterprise: 8), a quota's count and period.
     let r = send("/api", token("umbrella", "u9")).await;
     assert_eq!(r.status, 200);
     assert_eq!(
         r.header("ratelimit-policy"),
-        Some("\"tenant\";q=1;w=3600, \"tenant_quota\";q=3;w=2592000, \"user\";q=1;w=3600")
+        Some("\"tenant\";q=2;w=7200, \"tenant_quota\";q=3;w=2592000, \"user\";q=4;w=14400")
     );
     let r = send("/api", token("globex", "u3")).await;
     assert_eq!(
         r.header("ratelimit-policy"),
-        Some("\"tenant\";q=1;w=3600, \"user\";q=1;w=3600"),
+        Some("\"tenant\";q=8;w=28800, \"user\";q=4;w=14400"),
         "globex's plan has no quota"
     );
     // The plan's monthly quota alone: free tenants have 3 a month, pro ones 100.

@@ -143,7 +143,9 @@ async fn descriptors_are_limited_exactly_and_the_answer_carries_the_fields() {
         .as_ref()
         .is_some_and(|d| d.seconds > 0));
     assert_eq!(header(&other, "ratelimit"), Some("\"per_ip\";r=49;t=3600"));
-    assert!(header(&other, "ratelimit-policy").is_some_and(|p| p.contains("\"per_ip\";q=1;w=3600")));
+    assert!(
+        header(&other, "ratelimit-policy").is_some_and(|p| p.contains("\"per_ip\";q=50;w=180000"))
+    );
     // Over the limit: Retry-After, and the status says so.
     let refused = ask(&mut c, call("edge", &[("remote_address", "10.0.0.1")], 0)).await;
     assert!(over(&refused));
@@ -448,7 +450,7 @@ async fn envoy_fleets_share_one_limit_and_fail_as_envoy_documents() {
     );
     assert!(refused
         .header("ratelimit-policy")
-        .is_some_and(|v| v.contains("\"per_ip\";q=1;w=3600")));
+        .is_some_and(|v| v.contains("\"per_ip\";q=50;w=180000")));
     assert!(refused.header("retry-after").is_some());
     // An admitted request carries them too; another client is not limited.
     let ok = through(&open, "203.0.113.8", &[]).await;

@@ -267,7 +267,10 @@ impl Ctx {
         }
         if let Some((l, remaining, reset)) = shown {
             if rt.config.server.legacy_headers {
-                out.put(&names::X_RATELIMIT_LIMIT, Value::Int(l.cfg.rate.count()));
+                out.put(
+                    &names::X_RATELIMIT_LIMIT,
+                    Value::Int(crate::respond::quota_window(&l.cfg).0),
+                );
                 out.put(&names::X_RATELIMIT_REMAINING, Value::Int(remaining));
                 out.put(&names::X_RATELIMIT_RESET, Value::Int(reset));
             }

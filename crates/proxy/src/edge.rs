@@ -712,7 +712,13 @@ impl Gateway {
             .ok();
         }
         if let Some((li, remaining, reset)) = v.nearest {
-            ctx.ratelimit = Some((li, remaining, ceil_secs(reset)));
+            let cfg = &rt.limits[li].cfg;
+            let remaining = remaining.min(cfg.burst);
+            ctx.ratelimit = Some((
+                li,
+                remaining,
+                crate::respond::reset_secs(cfg, remaining, reset),
+            ));
         }
         if v.shadow_exceeded != 0 {
             ctx.shadow_exceeded = true;

@@ -569,6 +569,35 @@ pub fn sf_string(name: &str) -> String {
     s
 }
 
+/// RateLimit-Policy's quota and window for a limit (draft-ietf-httpapi-ratelimit-headers-11):
+/// a window's count and its length; a bucket's (token, GCRA, leaky) capacity and the whole
+/// seconds it takes to refill, so that `r` (what is left of that quota) never exceeds `q`.
+pub fn quota_window(cfg: &tollgate_config::LimitConfig) -> (u64, u64) {
+    let (count, period) = (cfg.rate.count().max(1), cfg.rate.period_ns());
+    let caps = cfg.algorithm.caps();
+    if caps.window || caps.calendar {
+        (cfg.burst, period.div_ceil(1_000_000_000).max(1))
+    } else {
+        let refill = (cfg.burst as u128 * period as u128).div_ceil(count as u128);
+        (cfg.burst, (refill.div_ceil(1_000_000_000) as u64).max(1))
+    }
+}
+
+/// RateLimit's `t` in whole seconds: until more of the quota is available. A window's quota
+/// comes back at its end (`reset`); a bucket's one unit at a time, so until the next unit (at
+/// most one emission interval; 0 when the bucket is full).
+pub fn reset_secs(cfg: &tollgate_config::LimitConfig, remaining: u64, reset: u64) -> u64 {
+    let caps = cfg.algorithm.caps();
+    if caps.window || caps.calendar {
+        return tollgate_limit::ceil_secs(reset);
+    }
+    if remaining >= cfg.burst {
+        return 0;
+    }
+    let interval = cfg.rate.period_ns() / cfg.rate.count().max(1);
+    tollgate_limit::ceil_secs(reset.min(interval.max(1)))
+}
+
 /// `"name";q=Q;w=W` for RateLimit-Policy.
 pub fn policy_item(name_sf: &str, quota: u64, window_secs: u64) -> String {
     format!("{name_sf};q={quota};w={window_secs}")
@@ -595,6 +624,41 @@ fn push_ratelimit(out: &mut Vec<u8>, name_sf: &str, remaining: &str, reset_secs:
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn fields_follow_the_draft_remaining_never_over_the_quota() {
+        use super::{quota_window, reset_secs};
+        let limit = |toml: &str| {
+            let c = tollgate_config::parse_str(
+                &format!("[limits.l]\nkey = \"global\"\n{toml}\n"),
+                "t.toml",
+            )
+            .expect("config");
+            c.limits[0].clone()
+        };
+        let bucket = limit("rate = \"10/s\"\nburst = 20");
+        assert_eq!(quota_window(&bucket), (20, 2));
+        const S: u64 = 1_000_000_000;
+        // 13 left, full again in 0.7 s: the next token within 0.1 s, shown as 1 s.
+        assert_eq!(reset_secs(&bucket, 13, 7 * S / 10), 1);
+        assert_eq!(reset_secs(&bucket, 20, 0), 0, "full: nothing more to come");
+        let slow = limit("rate = \"1/m\"\nburst = 5");
+        assert_eq!(quota_window(&slow), (5, 300));
+        assert_eq!(
+            reset_secs(&slow, 3, 120 * S),
+            60,
+            "the next token, not a full bucket"
+        );
+        let gcra = limit("algorithm = \"gcra\"\nrate = \"100/h\"");
+        assert_eq!(quota_window(&gcra), (100, 3600));
+        let window = limit("algorithm = \"fixed_window\"\nrate = \"100/m\"");
+        assert_eq!(quota_window(&window), (100, 60));
+        assert_eq!(reset_secs(&window, 40, 25 * S), 25, "the window's end");
+        let sliding = limit("algorithm = \"sliding_window\"\nrate = \"5/s\"");
+        assert_eq!(quota_window(&sliding), (5, 1));
+        let leaky = limit("algorithm = \"leaky_bucket\"\nrate = \"2/s\"\nburst = 6");
+        assert_eq!(quota_window(&leaky), (6, 3));
+    }
+
     use super::*;
 
     #[test]

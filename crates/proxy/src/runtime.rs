@@ -466,10 +466,6 @@ pub enum BuildError {
     UpstreamTls { upstream: String, reason: String },
 }
 
-fn window_secs(cfg: &LimitConfig) -> u64 {
-    cfg.rate.period().as_secs().max(1)
-}
-
 fn quota_rt(
     cfg: &LimitConfig,
     previous: Option<&LimitRt>,
@@ -961,7 +957,10 @@ fn policy_headers(
                 .filter(|l| !l.shadow && l.cfg.plan.is_none_or(|p| p == plan))
                 // Requests in flight have no window to state.
                 .filter(|l| l.cfg.algorithm.caps().rated)
-                .map(|l| policy_item(&l.name_sf, l.cfg.rate.count(), window_secs(&l.cfg)))
+                .map(|l| {
+                    let (q, w) = crate::respond::quota_window(&l.cfg);
+                    policy_item(&l.name_sf, q, w)
+                })
                 .collect();
             if items.is_empty() {
                 None

@@ -251,11 +251,8 @@ impl Shown {
             .map(|&li| &rt.limits[li])
             .filter(|l| !l.shadow && l.cfg.algorithm.caps().rated)
             .map(|l| {
-                crate::respond::policy_item(
-                    &l.name_sf,
-                    l.cfg.rate.count(),
-                    l.cfg.rate.period().as_secs().max(1),
-                )
+                let (q, w) = crate::respond::quota_window(&l.cfg);
+                crate::respond::policy_item(&l.name_sf, q, w)
             })
             .collect();
         if !policy.is_empty() {
@@ -302,7 +299,9 @@ fn status(rt: &Runtime, rule: usize, v: &Verdict) -> (DescriptorStatus, Option<S
     }
     match v.nearest {
         Some((li, remaining, reset)) => {
-            let secs = ceil_secs(reset);
+            let cfg = &rt.limits[li].cfg;
+            let remaining = remaining.min(cfg.burst);
+            let secs = crate::respond::reset_secs(cfg, remaining, reset);
             (
                 DescriptorStatus {
                     code: Code::Ok as i32,
