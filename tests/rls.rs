@@ -292,6 +292,35 @@ impl Drop for Envoy {
 /// descriptor from the client's address (the last X-Forwarded-For entry, as Envoy trusts it
 /// with use_remote_address false), one from `x-tenant` when present.
 async fn envoy(backend: std::net::SocketAddr, rls: u16, failure_mode_deny: bool) -> Envoy {
+    envoy_tls(backend, rls, failure_mode_deny, None).await
+}
+
+/// [`envoy`], reaching the rate limit service over TLS (h2 by ALPN) when `tls` gives the CA to
+/// verify it and the client certificate and key to present.
+async fn envoy_tls(
+    backend: std::net::SocketAddr,
+    rls: u16,
+    failure_mode_deny: bool,
+    tls: Option<(&std::path::Path, &std::path::Path, &std::path::Path)>,
+) -> Envoy {
+    let transport = match tls {
+        None => String::new(),
+        Some((ca, cert, key)) => format!(
+            r#"
+    transport_socket:
+      name: envoy.transport_sockets.tls
+      typed_config:
+        "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext
+        sni: localhost
+        common_tls_context:
+          alpn_protocols: ["h2"]
+          validation_context: {{ trusted_ca: {{ filename: "{}" }}, match_typed_subject_alt_names: [{{ san_type: DNS, matcher: {{ exact: localhost }} }}] }}
+          tls_certificates: [{{ certificate_chain: {{ filename: "{}" }}, private_key: {{ filename: "{}" }} }}]"#,
+            ca.display(),
+            cert.display(),
+            key.display()
+        ),
+    };
     let (port, admin) = (free_port(), free_port());
     let dir = temp_dir("envoy");
     let cfg = format!(
@@ -350,7 +379,7 @@ static_resources:
         explicit_http_config: {{ http2_protocol_options: {{}} }}
     load_assignment:
       cluster_name: rls
-      endpoints: [{{ lb_endpoints: [{{ endpoint: {{ address: {{ socket_address: {{ address: 127.0.0.1, port_value: {rls} }} }} }} }}] }}]
+      endpoints: [{{ lb_endpoints: [{{ endpoint: {{ address: {{ socket_address: {{ address: 127.0.0.1, port_value: {rls} }} }} }} }}] }}]{transport}
 "#,
         bport = backend.port()
     );
@@ -583,4 +612,57 @@ async fn envoy_ratelimit_configs_import_and_answer_as_that_service() {
         );
         redis.cli(&["FLUSHALL"]);
     }
+}
+
+/// `rls.tls`: the service answers Envoy over TLS with `[tls]`'s certificate, and with
+/// `client_auth = "require"` only an Envoy presenting a certificate of the client CA: one
+/// without gets no answer, so its failure_mode_deny decides (500).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_reaches_the_service_over_mutual_tls() {
+    let be = Backend::start().await.expect("backend");
+    let dir = temp_dir("rls-tls");
+    let ca = pki::Ca::new("rls test CA").expect("CA");
+    let ca_file = ca.write(&dir, "ca.pem").expect("ca");
+    let (cert, key) = ca
+        .issue(&pki::LeafSpec::server(&["localhost"]))
+        .and_then(|l| l.write(&dir, "server"))
+        .expect("server cert");
+    let (ccert, ckey) = ca
+        .issue(&pki::LeafSpec::client("envoy"))
+        .and_then(|l| l.write(&dir, "client"))
+        .expect("client cert");
+    let other = pki::Ca::new("another CA").expect("CA");
+    let (ocert, okey) = other
+        .issue(&pki::LeafSpec::client("stranger"))
+        .and_then(|l| l.write(&dir, "stranger"))
+        .expect("stranger cert");
+    let (port, admin, rls) = (free_port(), free_port(), free_port());
+    let tls_port = free_port();
+    let toml = rls_config(port, admin, rls, "").replace(
+        "[rls]\n",
+        &format!(
+            "[tls]\ncertificates = [{{ cert = \"{}\", key = \"{}\" }}]\nclient_ca = \"{}\"\nclient_auth = \"require\"\n[rls]\ntls = true\n",
+            cert.display(),
+            key.display(),
+            ca_file.display()
+        ),
+    ).replace(
+        &format!("listen = [\"127.0.0.1:{port}\"]"),
+        &format!("listen = [\"127.0.0.1:{port}\"]\ntls_listen = [\"127.0.0.1:{tls_port}\"]"),
+    );
+    let _gw = running(BIN.as_ref(), &toml, port, admin).await;
+    let trusted = envoy_tls(be.addr, rls, true, Some((&ca_file, &ccert, &ckey))).await;
+    let stranger = envoy_tls(be.addr, rls, true, Some((&ca_file, &ocert, &okey))).await;
+    let mut admitted = 0;
+    for _ in 0..60 {
+        let r = through(&trusted, "203.0.113.20", &[]).await;
+        assert!(matches!(r.status, 200 | 429), "{}", r.status);
+        admitted += usize::from(r.status == 200);
+    }
+    assert_eq!(admitted, 50, "decided by the service, over mutual TLS");
+    assert_eq!(
+        through(&stranger, "203.0.113.21", &[]).await.status,
+        500,
+        "no certificate of the client CA: no answer"
+    );
 }

@@ -413,14 +413,21 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
         "health checks",
         Housekeeping::new(shared.clone()),
     ));
-    let rls_listen = shared.runtime.load().config.rls.as_ref().map(|r| r.listen);
-    if let Some(addr) = rls_listen {
+    let rls = shared
+        .runtime
+        .load()
+        .config
+        .rls
+        .as_ref()
+        .map(|r| (r.listen, r.tls));
+    let rls_listen = rls.map(|r| r.0);
+    if let Some((addr, tls)) = rls {
         // Bound here: an address in use fails the start, loudly.
         let listener = std::net::TcpListener::bind(addr)
             .with_context(|| format!("rls.listen {addr}: cannot listen"))?;
         server.add_service(background_service(
             "rate limit service",
-            tollgate_proxy::rls::RlsServer::new(shared.clone(), listener),
+            tollgate_proxy::rls::RlsServer::new(shared.clone(), listener, tls),
         ));
     }
 

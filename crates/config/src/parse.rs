@@ -105,6 +105,13 @@ fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>>
         crate::rls::read(cx, t, &limits, &plan_limits)
     })
     .flatten();
+    if rls.as_ref().is_some_and(|r| r.tls) && tls.is_none() {
+        cx.err(
+            "rls.tls",
+            0..0,
+            "the rate limit service's TLS uses [tls]'s certificates: add a [tls] section",
+        );
+    }
     if let Some(s) = &server {
         listeners_check(&mut cx, s, tls.is_some(), &routes);
     }

@@ -13,8 +13,11 @@ pub const MAX_DESCRIPTOR_ENTRIES: usize = 16;
 /// `[rls]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RlsConfig {
-    /// Plaintext gRPC (h2c). Read at start.
+    /// Plaintext gRPC (h2c), or TLS with `tls`. Read at start.
     pub listen: SocketAddr,
+    /// Serve the listener over TLS with `[tls]`'s certificates (and its client CA: mutual
+    /// TLS when `client_auth` asks for it). Read at start.
+    pub tls: bool,
     pub rules: Vec<RlsRule>,
 }
 
@@ -76,6 +79,7 @@ pub(crate) fn read(
             }
         },
     };
+    let tls = t.bool(cx, "tls").unwrap_or(false);
     let mut rules = Vec::new();
     if let Some(rv) = t.get("rules") {
         let rp = t.key_path("rules");
@@ -89,6 +93,7 @@ pub(crate) fn read(
     t.finish(cx);
     Some(RlsConfig {
         listen: listen?,
+        tls,
         rules,
     })
     .filter(|_| ok)

@@ -764,8 +764,8 @@ pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     if tls(old) != tls(new) {
         changed.push("tls.min_version");
     }
-    if old.rls.as_ref().map(|r| r.listen) != new.rls.as_ref().map(|r| r.listen) {
-        changed.push("rls.listen");
+    if old.rls.as_ref().map(|r| (r.listen, r.tls)) != new.rls.as_ref().map(|r| (r.listen, r.tls)) {
+        changed.push("rls.listen, rls.tls");
     }
     if old.redis.as_ref().map(RedisSettings::restart_only)
         != new.redis.as_ref().map(RedisSettings::restart_only)

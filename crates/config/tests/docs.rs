@@ -57,6 +57,7 @@ key = "descriptor"
 rate = "10/s"
 [rls]
 listen = "127.0.0.1:8081"
+tls = true
 [[rls.rules]]
 domain = "edge"
 descriptor = [{ key = "remote_address", value = "10.0.0.1" }]

@@ -1037,3 +1037,12 @@ fn rls_rules_may_be_unlimited_or_deny_all() {
         "{got:#?}"
     );
 }
+
+#[test]
+fn rls_over_tls_needs_the_tls_section() {
+    let got = problems("[rls]\nlisten = \"127.0.0.1:8081\"\ntls = true\n");
+    assert!(
+        got.iter().any(|p| p == "f.toml: rls.tls: the rate limit service's TLS uses [tls]'s certificates: add a [tls] section"),
+        "{got:#?}"
+    );
+}

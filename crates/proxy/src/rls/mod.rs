@@ -387,14 +387,17 @@ impl RateLimitService for Rls {
 pub struct RlsServer {
     shared: Arc<Shared>,
     listener: std::sync::Mutex<Option<std::net::TcpListener>>,
+    /// Over TLS with `[tls]`'s certificates (`rls.tls`).
+    tls: bool,
 }
 
 impl RlsServer {
     /// `listener`: bound at start, so an address in use fails the start, not the service.
-    pub fn new(shared: Arc<Shared>, listener: std::net::TcpListener) -> Self {
+    pub fn new(shared: Arc<Shared>, listener: std::net::TcpListener, tls: bool) -> Self {
         Self {
             shared,
             listener: std::sync::Mutex::new(Some(listener)),
+            tls,
         }
     }
 }
@@ -421,16 +424,44 @@ impl pingora::services::background::BackgroundService for RlsServer {
                 return;
             }
         };
-        let incoming = tokio_stream_listener(listener);
-        tracing::info!(event = "rls_serving", listen = ?addr, "rate limit service (gRPC) serving");
+        let tls = match (self.tls, &self.shared.tls) {
+            (false, _) => None,
+            (true, Some(certs)) => match certs.server_config() {
+                Ok(c) => Some(tokio_rustls::TlsAcceptor::from(c)),
+                Err(e) => {
+                    tracing::error!(event = "rls_listen_failed", error = %e, "the rate limit service cannot serve TLS");
+                    return;
+                }
+            },
+            (true, None) => {
+                tracing::error!(
+                    event = "rls_listen_failed",
+                    "rls.tls without [tls] at start"
+                );
+                return;
+            }
+        };
+        tracing::info!(event = "rls_serving", listen = ?addr, tls = tls.is_some(), "rate limit service (gRPC) serving");
         let serving = &self.shared.rls_serving;
         serving.store(true, std::sync::atomic::Ordering::Relaxed);
-        let served = tonic::transport::Server::builder()
-            .add_service(RateLimitServiceServer::new(Rls::new(self.shared.clone())))
-            .serve_with_incoming_shutdown(incoming, async move {
-                let _ = shutdown.changed().await;
-            })
-            .await;
+        let service = RateLimitServiceServer::new(Rls::new(self.shared.clone()));
+        let stop = async move {
+            let _ = shutdown.changed().await;
+        };
+        let served = match tls {
+            None => {
+                tonic::transport::Server::builder()
+                    .add_service(service)
+                    .serve_with_incoming_shutdown(plain_connections(listener), stop)
+                    .await
+            }
+            Some(acceptor) => {
+                tonic::transport::Server::builder()
+                    .add_service(service)
+                    .serve_with_incoming_shutdown(tls_connections(listener, acceptor), stop)
+                    .await
+            }
+        };
         serving.store(false, std::sync::atomic::Ordering::Relaxed);
         if let Err(e) = served {
             tracing::error!(event = "rls_failed", error = %e, "the rate limit service stopped");
@@ -439,7 +470,7 @@ impl pingora::services::background::BackgroundService for RlsServer {
 }
 
 /// The accepted connections of `listener`, as tonic's server takes them.
-fn tokio_stream_listener(
+fn plain_connections(
     listener: tokio::net::TcpListener,
 ) -> impl futures_util::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
     futures_util::stream::unfold(listener, |l| async move {
@@ -449,6 +480,86 @@ fn tokio_stream_listener(
         });
         Some((r, l))
     })
+}
+
+/// A TLS handshake gets this long; a client that stalls in it is dropped.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The connections of `listener` once their TLS handshake is done. Each handshake runs in a
+/// task of its own, so a client that stalls in one never holds up the others; one that fails
+/// is dropped (and logged at debug), never handed to the server.
+fn tls_connections(
+    listener: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+) -> impl futures_util::Stream<Item = std::io::Result<TlsConn>> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<TlsConn>(64);
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, peer)) = listener.accept().await else {
+                // Out of descriptors, say: try again shortly rather than spin.
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            };
+            let _ = tcp.set_nodelay(true);
+            if tx.is_closed() {
+                return;
+            }
+            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            tokio::spawn(async move {
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    Ok(Ok(tls)) => {
+                        let _ = tx.send(TlsConn(tls)).await;
+                    }
+                    Ok(Err(e)) => tracing::debug!(%peer, error = %e, "rls: TLS handshake failed"),
+                    Err(_) => tracing::debug!(%peer, "rls: TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    futures_util::stream::unfold(
+        rx,
+        |mut rx| async move { rx.recv().await.map(|c| (Ok(c), rx)) },
+    )
+}
+
+/// A TLS connection as tonic's server takes it.
+pub struct TlsConn(tokio_rustls::server::TlsStream<tokio::net::TcpStream>);
+
+impl tonic::transport::server::Connected for TlsConn {
+    type ConnectInfo = ();
+    fn connect_info(&self) -> Self::ConnectInfo {}
+}
+
+impl tokio::io::AsyncRead for TlsConn {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for TlsConn {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
 }
 
 #[cfg(test)]
