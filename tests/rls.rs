@@ -351,6 +351,9 @@ static_resources:
                     - remote_address: {{}}
                   - actions:
                     - request_headers: {{ header_name: x-tenant, descriptor_key: tenant, skip_if_absent: true }}
+                  - actions:
+                    - remote_address: {{}}
+                    - request_headers: {{ header_name: ":path", descriptor_key: path }}
           http_filters:
           - name: envoy.filters.http.ratelimit
             typed_config:
@@ -413,11 +416,15 @@ static_resources:
     e
 }
 
-/// A GET through Envoy as client `ip` (its X-Forwarded-For), with more headers.
+/// A GET of /x through Envoy as client `ip` (its X-Forwarded-For), with more headers.
 async fn through(e: &Envoy, ip: &str, headers: &[(&str, &str)]) -> Reply {
+    through_path(e, ip, "/x", headers).await
+}
+
+async fn through_path(e: &Envoy, ip: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
     let mut h = vec![("x-forwarded-for", ip)];
     h.extend_from_slice(headers);
-    get(e.port, "/x", &h).await.expect("through Envoy")
+    get(e.port, path, &h).await.expect("through Envoy")
 }
 
 /// Two Envoys, each on its own Tollgate, one global limit in one Redis: exact over 2,000
@@ -498,6 +505,24 @@ async fn envoy_fleets_share_one_limit_and_fail_as_envoy_documents() {
         tenant_ok += usize::from(r.status == 200);
     }
     assert_eq!(tenant_ok, 20);
+    // A path descriptor ([remote_address, path]): /login has its own limit of 3 per client;
+    // another path matches no rule of two entries and is limited by the address alone.
+    let mut login_ok = 0;
+    for _ in 0..10 {
+        login_ok += usize::from(
+            through_path(&open, "198.51.100.200", "/login", &[])
+                .await
+                .status
+                == 200,
+        );
+    }
+    assert_eq!(login_ok, 3);
+    assert_eq!(
+        through_path(&open, "198.51.100.200", "/about", &[])
+            .await
+            .status,
+        200
+    );
     // Tollgate gone: failure_mode_deny false lets requests through, true refuses them (500).
     drop(g1);
     drop(g2);
@@ -665,4 +690,72 @@ async fn envoy_reaches_the_service_over_mutual_tls() {
         500,
         "no certificate of the client CA: no answer"
     );
+}
+
+/// Plan limits on the service: the caller's plan from `[plans]`, whose `header:NAME` sources
+/// read the descriptor's entry NAME (here `plan`, as an Envoy `request_headers` action sends
+/// it); each plan its own rate, an unknown plan the default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rules_plan_limits_follow_the_plan_the_descriptor_names() {
+    let (port, admin, rls) = (free_port(), free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"
+[plans]
+default = "free"
+from = "header:plan"
+[plans.free]
+rate = "1/h"
+burst = 2
+[plans.pro]
+rate = "1/h"
+burst = 5
+[upstreams.app]
+targets = ["127.0.0.1:9"]
+health_check = false
+[[routes]]
+path_prefix = "/"
+upstream = "app"
+[limits.by_plan]
+key = "descriptor"
+plan = "rate"
+[rls]
+listen = "127.0.0.1:{rls}"
+[[rls.rules]]
+domain = "api"
+descriptor = [{{ key = "plan" }}, {{ key = "user" }}]
+limits = ["by_plan"]
+"#
+        ),
+    );
+    let _gw = running(BIN.as_ref(), &toml, port, admin).await;
+    let mut c = client(rls).await;
+    let count = |plan: &'static str, user: &'static str| {
+        let mut c = c.clone();
+        async move {
+            let mut ok = 0;
+            for _ in 0..8 {
+                ok += usize::from(!over(
+                    &ask(&mut c, call("api", &[("plan", plan), ("user", user)], 0)).await,
+                ));
+            }
+            ok
+        }
+    };
+    assert_eq!(count("pro", "u1").await, 5);
+    assert_eq!(count("free", "u2").await, 2);
+    assert_eq!(
+        count("platinum", "u3").await,
+        2,
+        "an unknown plan: the default"
+    );
+    let r = ask(&mut c, call("api", &[("plan", "pro"), ("user", "u9")], 0)).await;
+    assert!(
+        header(&r, "ratelimit-policy").is_some_and(|p| p.contains("q=5")),
+        "{:?}",
+        r.response_headers_to_add
+    );
+    let _ = &mut c;
 }

@@ -100,9 +100,8 @@ fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>>
     let tls = table(&mut cx, &mut root, "tls", |cx, t| {
         crate::tls::read(cx, t, base)
     });
-    let plan_limits: Vec<&str> = plan_modes.iter().map(|(n, _)| n.as_str()).collect();
     let rls = table(&mut cx, &mut root, "rls", |cx, t| {
-        crate::rls::read(cx, t, &limits, &plan_limits)
+        crate::rls::read(cx, t, &limits)
     })
     .flatten();
     if rls.as_ref().is_some_and(|r| r.tls) && tls.is_none() {

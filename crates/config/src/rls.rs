@@ -49,7 +49,6 @@ pub(crate) fn read(
     cx: &mut Cx,
     mut t: Tbl,
     limits: &[(String, Option<LimitConfig>)],
-    plan_limits: &[&str],
 ) -> Option<RlsConfig> {
     let mut ok = true;
     let listen = match t.get("listen") {
@@ -84,7 +83,7 @@ pub(crate) fn read(
     if let Some(rv) = t.get("rules") {
         let rp = t.key_path("rules");
         for (i, item) in as_array(cx, &rp, rv).unwrap_or_default().iter().enumerate() {
-            match rule(cx, &format!("{rp}[{i}]"), item, limits, plan_limits, i + 1) {
+            match rule(cx, &format!("{rp}[{i}]"), item, limits, i + 1) {
                 Some(r) => rules.push(r),
                 None => ok = false,
             }
@@ -104,7 +103,6 @@ fn rule(
     path: &str,
     v: &Value,
     limits: &[(String, Option<LimitConfig>)],
-    plan_limits: &[&str],
     line: usize,
 ) -> Option<RlsRule> {
     let mut t = Tbl::of(cx, path.to_string(), v)?;
@@ -234,9 +232,6 @@ fn rule(
                             ok = false;
                         } else if l.algorithm == tollgate_limit::AlgorithmKind::Concurrency {
                             cx.err(&ip, span, format!("limit \"{name}\" counts requests in flight: the rate limit service never learns when a request ends"));
-                            ok = false;
-                        } else if plan_limits.contains(&name) {
-                            cx.err(&ip, span, format!("limit \"{name}\" takes its rate from a plan: an RLS descriptor names no plan"));
                             ok = false;
                         } else if names.contains(&name.to_string()) {
                             cx.err(&ip, span, format!("limit \"{name}\" is listed twice"));

@@ -128,7 +128,12 @@ impl Rls {
                 continue;
             }
             let values: Vec<&str> = d.entries.iter().map(|e| e.value.as_str()).collect();
-            let v = self.verdict(&rt, ri, &values, cost).await;
+            let entries: Vec<(&str, &str)> = d
+                .entries
+                .iter()
+                .map(|e| (e.key.as_str(), e.value.as_str()))
+                .collect();
+            let v = self.verdict(&rt, ri, &values, &entries, cost).await;
             let (status, s) = status(&rt, ri, &v);
             if status.code == Code::OverLimit as i32 {
                 out.overall_code = Code::OverLimit as i32;
@@ -147,10 +152,34 @@ impl Rls {
     }
 
     /// The verdict of rule `ri`'s limits for one descriptor.
-    async fn verdict(&self, rt: &Runtime, ri: usize, values: &[&str], cost: u64) -> Verdict {
+    async fn verdict(
+        &self,
+        rt: &Runtime,
+        ri: usize,
+        values: &[&str],
+        entries: &[(&str, &str)],
+        cost: u64,
+    ) -> Verdict {
         let set = rt.routes.len() + ri;
+        // Plan limits: the caller's plan from `[plans]`, whose `header:NAME` sources read the
+        // descriptor's entry NAME (a head is built for it, only then).
+        let with_entries = match (&rt.config.plans, rt.rls[ri].needs_plan) {
+            (Some(_), true) => {
+                let mut h = self.empty.clone();
+                for (k, v) in entries {
+                    if let (Ok(n), Ok(v)) = (
+                        http::HeaderName::from_bytes(k.as_bytes()),
+                        http::HeaderValue::from_str(v),
+                    ) {
+                        let _ = h.append_header(n, v);
+                    }
+                }
+                Some(h)
+            }
+            _ => None,
+        };
         let input = KeyInput {
-            req: &self.empty,
+            req: with_entries.as_ref().unwrap_or(&self.empty),
             client_cert: None,
             client_ip: std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
             path: "",
@@ -161,13 +190,17 @@ impl Rls {
             consumer: None,
             descriptor: Some(values),
         };
+        let plan_index = match (&rt.config.plans, &with_entries) {
+            (Some(plans), Some(_)) => crate::identity::plan_of(plans, &input),
+            _ => 0,
+        };
         let clock = &self.shared.clock;
         let mut plan = decide_local_units(
             rt,
             set,
             &self.shared.hasher,
             &input,
-            0,
+            plan_index,
             clock.now(),
             clock.unix_now(),
             cost,

@@ -17,6 +17,9 @@ pub struct RuleRt {
     pub limits: Vec<usize>,
     /// Every matching descriptor is over the limit.
     pub deny: bool,
+    /// Some limit takes its rate from the caller's plan (`[plans]`, read from the
+    /// descriptor's entries).
+    pub needs_plan: bool,
     specificity: usize,
 }
 
@@ -31,11 +34,23 @@ impl RuleRt {
             .map(|r| RuleRt {
                 domain: r.domain.clone(),
                 entries: r.descriptor.clone(),
+                // A plan limit is one limit per plan under one name: every variant.
                 limits: r
                     .limits
                     .iter()
-                    .filter_map(|n| limits.iter().position(|l| l.cfg.name == *n))
+                    .flat_map(|n| {
+                        limits
+                            .iter()
+                            .enumerate()
+                            .filter(move |(_, l)| l.cfg.name == *n)
+                            .map(|(i, _)| i)
+                    })
                     .collect(),
+                needs_plan: r.limits.iter().any(|n| {
+                    limits
+                        .iter()
+                        .any(|l| l.cfg.name == *n && l.cfg.plan.is_some())
+                }),
                 deny: r.deny,
                 specificity: r.specificity(),
             })
@@ -83,6 +98,7 @@ mod tests {
             entries,
             limits: Vec::new(),
             deny: false,
+            needs_plan: false,
             specificity,
         }
     }
