@@ -183,18 +183,29 @@ fn import_envoy_ratelimit(
         eprintln!("tollgate: the translation does not validate:\n{e}");
         return 2;
     }
-    for w in &imported.warnings {
+    emit(
+        &imported.toml,
+        &imported.warnings,
+        output,
+        &format!("{} rules", imported.rules),
+    )
+}
+
+/// An import's output: its warnings on stderr, the TOML to `output` (then what was written,
+/// `what`, on stderr) or stdout. 0, or 2 when the file cannot be written.
+fn emit(toml: &str, warnings: &[String], output: Option<&Path>, what: &str) -> i32 {
+    for w in warnings {
         eprintln!("warning: {w}");
     }
     match output {
         Some(out) => {
-            if let Err(e) = std::fs::write(out, &imported.toml) {
+            if let Err(e) = std::fs::write(out, toml) {
                 eprintln!("{}: cannot write: {e}", out.display());
                 return 2;
             }
-            eprintln!("{}: {} rules", out.display(), imported.rules);
+            eprintln!("{}: {what}", out.display());
         }
-        None => print!("{}", imported.toml),
+        None => print!("{toml}"),
     }
     0
 }
@@ -234,18 +245,14 @@ fn import_ingress(
         eprintln!("tollgate: the translation does not validate (a bug; please report it):\n{e}");
         return 1;
     }
-    for w in &imported.warnings {
-        eprintln!("warning: {w}");
-    }
-    match output {
-        Some(out) => {
-            if let Err(e) = std::fs::write(out, &imported.toml) {
-                eprintln!("{}: cannot write: {e}", out.display());
-                return 2;
-            }
-            eprintln!("{}: {} routes", out.display(), imported.routes);
-        }
-        None => print!("{}", imported.toml),
+    let written = emit(
+        &imported.toml,
+        &imported.warnings,
+        output,
+        &format!("{} routes", imported.routes),
+    );
+    if written != 0 {
+        return written;
     }
     let list = |v: &[tollgate_config::ingress::Denied]| {
         v.iter()

@@ -359,16 +359,19 @@ impl ProxyHttp for Gateway {
             if let Some(s) = rt.routes[r].shaping.as_deref() {
                 let kept = ctx.shaping.take();
                 let vars = crate::shaping::vars(ctx, session);
+                let count = |sc: &crate::shaping::ShapingCtx| {
+                    if let Some(enc) = sc.encoding() {
+                        self.shared
+                            .metrics
+                            .compressed
+                            .with_label_values(&[&rt.routes[r].name, enc])
+                            .inc();
+                    }
+                };
                 match kept {
                     Some(mut sc) => {
                         sc.response(s, session.req_header(), resp, &vars);
-                        if let Some(enc) = sc.encoding() {
-                            self.shared
-                                .metrics
-                                .compressed
-                                .with_label_values(&[&rt.routes[r].name, enc])
-                                .inc();
-                        }
+                        count(&sc);
                         ctx.shaping = Some(sc);
                     }
                     // Nothing for the body to do (no compression, no bandwidth, no CORS
@@ -384,13 +387,7 @@ impl ProxyHttp for Gateway {
                     None => {
                         let mut sc = Box::<crate::shaping::ShapingCtx>::default();
                         sc.response(s, session.req_header(), resp, &vars);
-                        if let Some(enc) = sc.encoding() {
-                            self.shared
-                                .metrics
-                                .compressed
-                                .with_label_values(&[&rt.routes[r].name, enc])
-                                .inc();
-                        }
+                        count(&sc);
                         ctx.shaping = Some(sc);
                     }
                 }
