@@ -195,6 +195,11 @@ fn import_envoy_ratelimit(
 /// `what`, on stderr) or stdout. 0, or 2 when the file cannot be written.
 fn emit(toml: &str, warnings: &[String], output: Option<&Path>, what: &str) -> i32 {
     for w in warnings {
+        // Text from the input: no control character reaches the terminal.
+        let w: String = w
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
         eprintln!("warning: {w}");
     }
     match output {

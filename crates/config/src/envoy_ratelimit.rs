@@ -324,7 +324,7 @@ fn emit(rules: &[Rule], warnings: &[String], opts: &Options) -> String {
     }
     let _ = writeln!(
         out,
-        "\n# The limits are global, as envoyproxy/ratelimit's: every Tollgate instance shares them.\n[redis]\nurl = {}\n\n[rls]\nlisten = {}",
+        "\n# The limits are global, as envoyproxy/ratelimit's: every Tollgate instance shares them.\n[redis]\nurl = {}\n\n# The service trusts its callers: keep it on a private network, or add tls = true with\n# [tls] client_ca and client_auth = \"require\" (docs/rls.md).\n[rls]\nlisten = {}",
         q(&opts.redis_url),
         q(&opts.listen)
     );

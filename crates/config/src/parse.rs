@@ -101,7 +101,7 @@ fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>>
         crate::tls::read(cx, t, base)
     });
     let rls = table(&mut cx, &mut root, "rls", |cx, t| {
-        crate::rls::read(cx, t, &limits)
+        crate::rls::read(cx, t, &limits, &weights)
     })
     .flatten();
     if rls.as_ref().is_some_and(|r| r.tls) && tls.is_none() {

@@ -49,6 +49,7 @@ pub(crate) fn read(
     cx: &mut Cx,
     mut t: Tbl,
     limits: &[(String, Option<LimitConfig>)],
+    weights: &[usize],
 ) -> Option<RlsConfig> {
     let mut ok = true;
     let listen = match t.get("listen") {
@@ -83,7 +84,7 @@ pub(crate) fn read(
     if let Some(rv) = t.get("rules") {
         let rp = t.key_path("rules");
         for (i, item) in as_array(cx, &rp, rv).unwrap_or_default().iter().enumerate() {
-            match rule(cx, &format!("{rp}[{i}]"), item, limits, i + 1) {
+            match rule(cx, &format!("{rp}[{i}]"), item, limits, weights, i + 1) {
                 Some(r) => rules.push(r),
                 None => ok = false,
             }
@@ -103,6 +104,7 @@ fn rule(
     path: &str,
     v: &Value,
     limits: &[(String, Option<LimitConfig>)],
+    weights: &[usize],
     line: usize,
 ) -> Option<RlsRule> {
     let mut t = Tbl::of(cx, path.to_string(), v)?;
@@ -244,11 +246,20 @@ fn rule(
                     Some((_, None)) => ok = false,
                 }
             }
-            if names.len() > crate::MAX_LIMITS_PER_ROUTE {
+            // A plan limit counts once per plan it has a variant for, as on a route.
+            let count: usize = names
+                .iter()
+                .filter_map(|n| limits.iter().position(|(l, _)| l == n))
+                .map(|i| weights.get(i).copied().unwrap_or(1))
+                .sum();
+            if count > crate::MAX_LIMITS_PER_ROUTE {
                 cx.err(
                     &lp,
                     lv.span(),
-                    format!("at most {} limits per rule", crate::MAX_LIMITS_PER_ROUTE),
+                    format!(
+                        "at most {} limits per rule (a plan limit counts once per plan), got {count}",
+                        crate::MAX_LIMITS_PER_ROUTE
+                    ),
                 );
                 ok = false;
             }

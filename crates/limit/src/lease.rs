@@ -24,8 +24,8 @@
 //! gateway's share of the refill (the emission interval times the instances) holds a useful
 //! slice (half of `max`); then one request asks for that share, and its neighbours wait for it
 //! rather than ask each. A gateway that got less than its share asks again sooner, so a busier
-//! gateway does not take the others' share. A key stays dry until an ask finds a whole slice
-//! left (its traffic is back under the limit). No wait lasts past `ttl`, since other gateways'
+//! gateway does not take the others' share. A key stays dry until an ask finds a useful slice
+//! left besides what it took (its traffic is back under the limit). No wait lasts past `ttl`, since other gateways'
 //! unspent units come back to the store by then. Waiting only refuses more, so the bound
 //! holds; a dry key costs about `2 / max` store calls per admitted request (checked by the
 //! saturation proptest: at most 0.1 at 10x and 50x the rate, skewed traffic, 95 % of the rate
@@ -95,7 +95,7 @@ pub enum Take {
     Ask { want: u64, give_back: u64 },
     /// Refused here, without asking: the store ran dry of this key and this gateway's share
     /// of its refill holds no useful slice before `retry_after` (or an ask for one is out).
-    Wait { retry_after: Nanos },
+    Wait { retry_after: Nanos, give_back: u64 },
 }
 
 /// The store's answer to an ask that admitted.
@@ -164,6 +164,7 @@ impl Lease {
             if now < self.dry_until {
                 return Take::Wait {
                     retry_after: self.dry_until - now,
+                    give_back,
                 };
             }
             if self.asking(now, p) {
@@ -171,6 +172,7 @@ impl Lease {
                 // each ask for the unit that may have come back.
                 return Take::Wait {
                     retry_after: p.unit_share.max(1),
+                    give_back,
                 };
             }
         }
@@ -229,11 +231,11 @@ impl Lease {
     pub fn grant(&mut self, now: Nanos, want: u64, g: Grant, p: &LeasePolicy) -> u64 {
         let granted = g.granted.max(1);
         // The store gave its last units: once they are spent, wait for a useful slice. A dry
-        // key stays dry (one ask per period for this gateway's share) until the store holds
-        // a whole slice again: its traffic is back under the limit.
+        // key stays dry (one ask per period for this gateway's share) until an ask leaves half
+        // a slice in the store: its traffic is back under the limit.
         self.dry = p.unit_share > 0
             && if self.dry {
-                g.remaining < p.max
+                g.remaining < p.useful()
             } else {
                 g.remaining == 0
             };
@@ -550,6 +552,30 @@ mod tests {
             .into_iter()
             .map(|(_, t)| t)
             .collect()
+    }
+
+    /// A key driven dry, then back under its limit, is dry no longer: even with `lease_max`
+    /// as large as the burst, the requests under the limit all pass.
+    #[test]
+    fn a_dry_key_recovers_when_its_traffic_is_back_under_the_limit() {
+        let per_sec = 200;
+        let rate = Rate::new(per_sec, Duration::from_secs(1)).expect("rate");
+        let store = KeyedStore::new(TokenBucket::new(rate, per_sec), 1);
+        let p = LeasePolicy::refilled(per_sec, 1_000_000_000 / per_sec, 1);
+        // 1 s at 10x the rate, then 5 s at half of it.
+        let hot = (0..per_sec * 10).map(|_| (0u8, 500u32));
+        let calm = (0..per_sec * 5 / 2).map(|_| (0u8, 10_000u32));
+        let (admitted, _) = simulate_fleet(&store, None, 1, p, hot.chain(calm));
+        let start_calm = 1_000_000_000_000 + per_sec * 10 * 500_000;
+        let calm_admitted = admitted
+            .iter()
+            .filter(|(_, t)| *t > start_calm + 1_000_000_000)
+            .count();
+        // After the first calm second, every request passes (4 s at 100/s).
+        assert!(
+            calm_admitted >= 395,
+            "{calm_admitted} of 400 calm requests admitted"
+        );
     }
 
     /// Every interval between two admissions holds at most `bound(t)` of them.

@@ -47,7 +47,15 @@ impl Pick {
 
     /// Feeds this attempt's latency (or a failure's penalty) to the target's EWMA.
     pub fn observe(&self, sample_us: u64) {
+        let now = now_us();
+        let old = decayed(
+            self.target.ewma_us.load(Ordering::Relaxed),
+            self.target.ewma_at.load(Ordering::Relaxed),
+            now,
+        );
+        self.target.ewma_us.store(old, Ordering::Relaxed);
         observe(&self.target.ewma_us, sample_us);
+        self.target.ewma_at.store(now, Ordering::Relaxed);
     }
 }
 
@@ -66,14 +74,35 @@ fn observe(ewma: &AtomicU64, sample: u64) {
         Some(if sample >= old {
             sample
         } else {
-            old - (old - sample) * 3 / 10
+            old - ((old - sample) / 10).saturating_mul(3)
         })
     });
 }
 
+/// Microseconds since this process's first call: the EWMA's clock.
+pub(crate) fn now_us() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_micros() as u64
+}
+
+/// An EWMA of `value` fed at `at`, seen at `now`: halved for every second without a sample.
+fn decayed(value: u64, at: u64, now: u64) -> u64 {
+    let halvings = now.saturating_sub(at) / 1_000_000;
+    if halvings >= 64 {
+        0
+    } else {
+        value >> halvings
+    }
+}
+
 /// The score `ewma` balances on: lower is better.
 pub(crate) fn ewma_score(t: &Target) -> u128 {
-    (t.ewma_us.load(Ordering::Relaxed) as u128 + 1) * (t.active.load(Ordering::Relaxed) as u128 + 1)
+    let ewma = decayed(
+        t.ewma_us.load(Ordering::Relaxed),
+        t.ewma_at.load(Ordering::Relaxed),
+        now_us(),
+    );
+    (ewma as u128 + 1) * (t.active.load(Ordering::Relaxed) as u128 + 1)
 }
 
 /// A target's id: the same for its name and address on every instance and after reloads.
@@ -227,19 +256,9 @@ impl Affinities {
 fn process_key() -> &'static hmac::Key {
     static KEY: OnceLock<hmac::Key> = OnceLock::new();
     KEY.get_or_init(|| {
-        let mut k = [0u8; 32];
-        for b in &mut k {
-            *b = fastrand::u8(..);
-        }
-        // fastrand is seeded from the OS per thread; mixed with the clock for good measure.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        for (i, b) in t.to_le_bytes().iter().enumerate() {
-            k[i] ^= b;
-        }
-        hmac::Key::new(hmac::HMAC_SHA256, &k)
+        // 256 bits from the operating system's generator.
+        hmac::Key::generate(hmac::HMAC_SHA256, &ring::rand::SystemRandom::new())
+            .unwrap_or_else(|_| panic!("the operating system's random generator failed"))
     })
 }
 
@@ -293,6 +312,9 @@ pub struct BalanceCtx {
     /// The target a valid affinity cookie named.
     pub pinned: Option<u64>,
     hash: Option<Vec<u8>>,
+    /// The next attempt leaves the current target (a retry of ours). Pingora's own retry of an
+    /// idempotent request on a stale pooled connection may go to the same target again.
+    pub leave_current: bool,
 }
 
 /// Why an attempt failed, for `retry.on`.
@@ -338,7 +360,9 @@ pub fn attempt(
             b.hash = hash_input(k, req, client, path);
         }
     } else if let Some(prev) = b.pick.take() {
-        b.tried.push(prev.target.id);
+        if std::mem::take(&mut b.leave_current) {
+            b.tried.push(prev.target.id);
+        }
     }
     let pick = pool.choose(&Choice {
         hash: b.hash.as_deref(),
@@ -505,6 +529,10 @@ mod tests {
         assert_eq!(e.load(Ordering::Relaxed), 700);
         observe(&e, 5000);
         assert_eq!(e.load(Ordering::Relaxed), 5000);
+        // Without samples it halves every second: a penalised target is tried again.
+        assert_eq!(decayed(5_000_000, 0, 500_000), 5_000_000);
+        assert_eq!(decayed(5_000_000, 0, 3_000_000), 625_000);
+        assert_eq!(decayed(5_000_000, 0, 100_000_000), 0);
     }
 
     #[test]

@@ -96,8 +96,8 @@ pub struct KeyInput<'a> {
     pub body: Option<&'a ParsedBody>,
     /// The consumer the route's authentication named.
     pub consumer: Option<&'a str>,
-    /// `[rls]`: the values of the descriptor entries the rule matched.
-    pub descriptor: Option<&'a [&'a str]>,
+    /// `[rls]`: the descriptor entries the rule matched, `(key, value)`.
+    pub descriptor: Option<&'a [(&'a str, &'a str)]>,
 }
 
 /// A request body read for `body:FIELD` keys.
@@ -248,7 +248,10 @@ fn write_key(
             KeySource::ClientCert => h.write(input.client_cert?),
             KeySource::Consumer => h.write(input.consumer?.as_bytes()),
             KeySource::Descriptor => {
-                for v in input.descriptor? {
+                // Each entry's key and value: `user=X` never counts as `remote_address=X`.
+                for (k, v) in input.descriptor? {
+                    h.write(k.as_bytes());
+                    h.write_u8(0xfd);
                     h.write(v.as_bytes());
                     h.write_u8(0xfe);
                 }

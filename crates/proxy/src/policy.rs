@@ -348,8 +348,14 @@ fn from_memory(g: &GlobalRt, key: u64, pos: usize, p: &mut Plan) -> Option<(Deci
                 p.exact |= 1 << pos;
             }
             match leases.map(|ls| ls.take(key, now)) {
-                Some(Take::Wait { retry_after }) => {
+                Some(Take::Wait {
+                    retry_after,
+                    give_back,
+                }) => {
                     // Dry: refused here until a useful slice can be asked for.
+                    if give_back > 0 {
+                        give_back_lease(g, key, give_back);
+                    }
                     g.cache_hits.inc();
                     Some((Decision::Deny { retry_after }, false))
                 }

@@ -37,8 +37,11 @@ pub struct Target {
     peer: HttpPeer,
     /// Requests in flight (counted for `least_request` and `ewma` only).
     pub(crate) active: AtomicUsize,
-    /// Peak-EWMA latency to the response head, in microseconds (`ewma` only).
+    /// Peak-EWMA latency to the response head, in microseconds (`ewma` only), and when it
+    /// was last fed (microseconds of [`crate::balance::now_us`]): it halves every second
+    /// without a sample, so a target penalised once is tried again.
     pub(crate) ewma_us: AtomicU64,
+    pub(crate) ewma_at: AtomicU64,
 }
 
 impl Target {
@@ -380,6 +383,7 @@ impl Pool {
                         peer: peer(&self.cfg, addr, self.tls.get(i), self.preserve_case),
                         active: AtomicUsize::new(0),
                         ewma_us: AtomicU64::new(0),
+                        ewma_at: AtomicU64::new(0),
                     })
                 }));
             }
@@ -412,6 +416,8 @@ impl Pool {
     fn set_health(&self, t: &Target, up: bool) {
         if t.healthy.swap(up, Ordering::Relaxed) != up {
             if up {
+                // Back in rotation: its old latency says nothing of it now.
+                t.ewma_us.store(0, Ordering::Relaxed);
                 tracing::info!(event = "upstream_target_up", upstream = %self.upstream,
                     target = %t.name, address = %t.addr, "upstream target passes its health check again");
             } else {

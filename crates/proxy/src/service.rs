@@ -113,6 +113,9 @@ impl ProxyHttp for Gateway {
             // (nothing was sent).
             ctx.tries < pool.len()
         };
+        if let (true, Some(b)) = (retry, ctx.balance.as_deref_mut()) {
+            b.leave_current = true;
+        }
         e.set_retry(retry);
         e
     }
@@ -160,6 +163,9 @@ impl ProxyHttp for Gateway {
                         &self.shared.metrics,
                     );
                 if retry {
+                    if let Some(b) = ctx.balance.as_deref_mut() {
+                        b.leave_current = true;
+                    }
                     e.set_retry(true);
                     return e;
                 }
@@ -185,10 +191,16 @@ impl ProxyHttp for Gateway {
         let Some(b) = ctx.balance.as_deref() else {
             return Ok(());
         };
-        if let Some(p) = &b.pick {
-            p.observe(p.started.elapsed().as_micros() as u64);
-        }
         let code = resp.status.as_u16();
+        if let Some(p) = &b.pick {
+            let took = p.started.elapsed().as_micros() as u64;
+            // A quick 5xx is no fast target: it weighs as a second at least.
+            p.observe(if code >= 500 {
+                took.max(1_000_000)
+            } else {
+                took
+            });
+        }
         if !matches!(code, 502..=504) {
             return Ok(());
         }
@@ -205,6 +217,9 @@ impl ProxyHttp for Gateway {
             crate::balance::Failure::Status(code),
             &self.shared.metrics,
         ) {
+            if let Some(b) = ctx.balance.as_deref_mut() {
+                b.leave_current = true;
+            }
             let mut e = Error::explain(
                 ErrorType::HTTPStatus(code),
                 "upstream answered a status retry.on names",

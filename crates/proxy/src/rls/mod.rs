@@ -127,13 +127,12 @@ impl Rls {
                 });
                 continue;
             }
-            let values: Vec<&str> = d.entries.iter().map(|e| e.value.as_str()).collect();
             let entries: Vec<(&str, &str)> = d
                 .entries
                 .iter()
                 .map(|e| (e.key.as_str(), e.value.as_str()))
                 .collect();
-            let v = self.verdict(&rt, ri, &values, &entries, cost).await;
+            let v = self.verdict(&rt, ri, &entries, cost).await;
             let (status, s) = status(&rt, ri, &v);
             if status.code == Code::OverLimit as i32 {
                 out.overall_code = Code::OverLimit as i32;
@@ -156,7 +155,6 @@ impl Rls {
         &self,
         rt: &Runtime,
         ri: usize,
-        values: &[&str],
         entries: &[(&str, &str)],
         cost: u64,
     ) -> Verdict {
@@ -188,7 +186,7 @@ impl Rls {
             claims: None,
             body: None,
             consumer: None,
-            descriptor: Some(values),
+            descriptor: Some(entries),
         };
         let plan_index = match (&rt.config.plans, &with_entries) {
             (Some(plans), Some(_)) => crate::identity::plan_of(plans, &input),
@@ -481,15 +479,23 @@ impl pingora::services::background::BackgroundService for RlsServer {
         let stop = async move {
             let _ = shutdown.changed().await;
         };
+        // Dead peers are found (h2 pings), a call gets 5 s, a connection 256 streams.
+        let builder = || {
+            tonic::transport::Server::builder()
+                .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
+                .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))
+                .max_concurrent_streams(Some(256))
+                .timeout(std::time::Duration::from_secs(5))
+        };
         let served = match tls {
             None => {
-                tonic::transport::Server::builder()
+                builder()
                     .add_service(service)
                     .serve_with_incoming_shutdown(plain_connections(listener), stop)
                     .await
             }
             Some(acceptor) => {
-                tonic::transport::Server::builder()
+                builder()
                     .add_service(service)
                     .serve_with_incoming_shutdown(tls_connections(listener, acceptor), stop)
                     .await
@@ -502,16 +508,29 @@ impl pingora::services::background::BackgroundService for RlsServer {
     }
 }
 
-/// The accepted connections of `listener`, as tonic's server takes them.
+/// At most this many connections at once (plain or TLS, handshakes included).
+const MAX_CONNECTIONS: usize = 4096;
+
+/// The accepted connections of `listener`, as tonic's server takes them, each holding one of
+/// `MAX_CONNECTIONS` permits; an accept that fails (out of descriptors, say) is retried
+/// shortly rather than in a spin.
 fn plain_connections(
     listener: tokio::net::TcpListener,
-) -> impl futures_util::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
-    futures_util::stream::unfold(listener, |l| async move {
-        let r = l.accept().await.map(|(s, _)| {
-            let _ = s.set_nodelay(true);
-            s
-        });
-        Some((r, l))
+) -> impl futures_util::Stream<Item = std::io::Result<Conn<tokio::net::TcpStream>>> {
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    futures_util::stream::unfold((listener, permits), |(l, permits)| async move {
+        loop {
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                return None;
+            };
+            match l.accept().await {
+                Ok((s, _)) => {
+                    let _ = s.set_nodelay(true);
+                    return Some((Ok(Conn(s, permit)), (l, permits)));
+                }
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+            }
+        }
     })
 }
 
@@ -526,8 +545,12 @@ fn tls_connections(
     acceptor: tokio_rustls::TlsAcceptor,
 ) -> impl futures_util::Stream<Item = std::io::Result<TlsConn>> {
     let (tx, rx) = tokio::sync::mpsc::channel::<TlsConn>(64);
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::spawn(async move {
         loop {
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                return;
+            };
             let Ok((tcp, peer)) = listener.accept().await else {
                 // Out of descriptors, say: try again shortly rather than spin.
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -541,7 +564,7 @@ fn tls_connections(
             tokio::spawn(async move {
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                     Ok(Ok(tls)) => {
-                        let _ = tx.send(TlsConn(tls)).await;
+                        let _ = tx.send(Conn(tls, permit)).await;
                     }
                     Ok(Err(e)) => tracing::debug!(%peer, error = %e, "rls: TLS handshake failed"),
                     Err(_) => tracing::debug!(%peer, "rls: TLS handshake timed out"),
@@ -555,15 +578,19 @@ fn tls_connections(
     )
 }
 
-/// A TLS connection as tonic's server takes it.
-pub struct TlsConn(tokio_rustls::server::TlsStream<tokio::net::TcpStream>);
+/// A connection as tonic's server takes it, holding its permit while it lives (dropped with
+/// it: the permit is never read, only held).
+pub struct Conn<S>(S, #[allow(dead_code)] tokio::sync::OwnedSemaphorePermit);
 
-impl tonic::transport::server::Connected for TlsConn {
+/// A TLS connection.
+pub type TlsConn = Conn<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>;
+
+impl<S> tonic::transport::server::Connected for Conn<S> {
     type ConnectInfo = ();
     fn connect_info(&self) -> Self::ConnectInfo {}
 }
 
-impl tokio::io::AsyncRead for TlsConn {
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Conn<S> {
     fn poll_read(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
@@ -573,7 +600,7 @@ impl tokio::io::AsyncRead for TlsConn {
     }
 }
 
-impl tokio::io::AsyncWrite for TlsConn {
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Conn<S> {
     fn poll_write(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,

@@ -45,6 +45,8 @@ impl RuleRt {
                             .filter(move |(_, l)| l.cfg.name == *n)
                             .map(|(i, _)| i)
                     })
+                    // (The config counts them: never more than a plan can hold.)
+                    .take(tollgate_config::MAX_LIMITS_PER_ROUTE)
                     .collect(),
                 needs_plan: r.limits.iter().any(|n| {
                     limits
