@@ -202,3 +202,61 @@ impl Metrics {
         }
     }
 }
+
+#[cfg(test)]
+mod dashboard {
+    use prometheus::core::Collector;
+
+    /// Every metric deploy/grafana/tollgate.json queries is one the gateway registers: the
+    /// process's registry (proxy, Redis store and TLS families) refuses a second family of that
+    /// name. A name it accepts is one no Tollgate exports: the panel would stay empty.
+    #[test]
+    fn the_dashboard_queries_only_metrics_the_gateway_exports() {
+        let m = super::Metrics::new().expect("metrics");
+        tollgate_store::StoreMetrics::register(&m.registry).expect("store metrics");
+        crate::tls::TlsMetrics::register(&m.registry).expect("tls metrics");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../deploy/grafana/tollgate.json"
+        );
+        let dash: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("the dashboard"))
+                .expect("the dashboard is JSON");
+        let mut exprs = Vec::new();
+        for p in dash["panels"].as_array().expect("panels") {
+            for t in p["targets"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+            {
+                exprs.push(t["expr"].as_str().expect("an expr").to_string());
+            }
+        }
+        assert!(exprs.len() >= 20, "{} queries", exprs.len());
+        let re = regex::Regex::new(r"\b((?:tollgate|http)_[a-z0-9_]+)\b").expect("regex");
+        let mut names = std::collections::BTreeSet::new();
+        for e in &exprs {
+            for c in re.captures_iter(e) {
+                let n = &c[1];
+                // A histogram's series: its family is the name without the suffix.
+                let family = ["_bucket", "_count", "_sum"]
+                    .iter()
+                    .find_map(|s| n.strip_suffix(s).filter(|f| f.ends_with("_seconds")))
+                    .unwrap_or(n);
+                names.insert(family.to_string());
+            }
+        }
+        assert!(names.len() >= 25, "{names:?}");
+        for name in &names {
+            let probe = prometheus::IntGauge::new(name.as_str(), "probe").expect("a metric name");
+            assert!(!probe.desc().is_empty());
+            assert!(
+                m.registry.register(Box::new(probe)).is_err(),
+                "the dashboard queries {name}, which the gateway does not export"
+            );
+        }
+        // And the check can fail: a name nobody exports is accepted.
+        let unknown = prometheus::IntGauge::new("tollgate_no_such_metric", "probe").expect("name");
+        assert!(m.registry.register(Box::new(unknown)).is_ok());
+    }
+}
