@@ -26,12 +26,34 @@ pub struct RulesRt {
 
 /// What a rule's variables read.
 pub struct Vars<'a> {
-    pub client_ip: IpAddr,
+    /// The client's address (through trusted proxies), worked out only when a value names it.
+    pub client_ip: ClientIp<'a>,
     pub request_id: &'a HeaderValue,
     /// The request, for `$host` (its canonical host, made only when a value names it).
     pub req: Option<&'a RequestHeader>,
     pub route: &'a str,
     pub secure: bool,
+}
+
+/// The client's address: known, or to be read from the head through trusted proxies.
+pub enum ClientIp<'a> {
+    Known(IpAddr),
+    Through {
+        peer: IpAddr,
+        req: &'a RequestHeader,
+        proxies: &'a [ipnet::IpNet],
+    },
+}
+
+impl ClientIp<'_> {
+    fn get(&self) -> IpAddr {
+        match self {
+            ClientIp::Known(ip) => *ip,
+            ClientIp::Through { peer, req, proxies } => {
+                crate::identity::client_ip(*peer, req, proxies)
+            }
+        }
+    }
 }
 
 impl Vars<'_> {
@@ -99,7 +121,7 @@ impl RulesRt {
                         HeaderPart::Lit(s) => out.push_str(s),
                         HeaderPart::Var(HeaderVar::ClientIp) => {
                             use std::fmt::Write;
-                            let _ = write!(out, "{}", vars.client_ip);
+                            let _ = write!(out, "{}", vars.client_ip.get());
                         }
                         HeaderPart::Var(HeaderVar::RequestId) => {
                             out.push_str(vars.request_id.to_str().unwrap_or(""))
@@ -241,7 +263,7 @@ mod tests {
         req.insert_header("x-a", "client").expect("test input");
         let id = HeaderValue::from_static("id1");
         let vars = Vars {
-            client_ip: "192.0.2.7".parse().expect("test input"),
+            client_ip: ClientIp::Known("192.0.2.7".parse().expect("test input")),
             request_id: &id,
             req: None,
             route: "api",

@@ -259,11 +259,10 @@ impl ProxyHttp for Gateway {
                     }
                 }
             }
-            match &s.forwarded_prefix {
-                Some(p) => upstream.insert_static_header(&names::X_FORWARDED_PREFIX, p.clone()),
-                None => {
-                    upstream.remove_header(names::X_FORWARDED_PREFIX.name());
-                }
+            // A route that sends X-Forwarded-Prefix replaces the client's (an insert); others
+            // pass it on as any header (as nginx does).
+            if let Some(p) = &s.forwarded_prefix {
+                upstream.insert_static_header(&names::X_FORWARDED_PREFIX, p.clone());
             }
         }
         upstream.insert_static_header(&names::X_REQUEST_ID, ctx.request_id.clone());

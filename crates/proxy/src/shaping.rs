@@ -308,9 +308,14 @@ pub(crate) fn vars<'a>(ctx: &'a crate::ctx::Ctx, session: &'a pingora::proxy::Se
         _ => ("", &[][..]),
     };
     Vars {
-        client_ip: ctx
-            .client
-            .unwrap_or_else(|| crate::identity::client_ip(ctx.peer, req, proxies)),
+        client_ip: match ctx.client {
+            Some(ip) => crate::headers::ClientIp::Known(ip),
+            None => crate::headers::ClientIp::Through {
+                peer: ctx.peer,
+                req,
+                proxies,
+            },
+        },
         request_id: &ctx.request_id,
         req: Some(req),
         route,
