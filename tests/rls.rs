@@ -360,7 +360,7 @@ static_resources:
               "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
               domain: edge
               failure_mode_deny: {failure_mode_deny}
-              timeout: 1s
+              timeout: 5s
               rate_limit_service:
                 transport_api_version: V3
                 grpc_service:
