@@ -112,6 +112,14 @@ limits = ["tenant"]
     )
 }
 
+/// [`rls_config`] with `per_ip` global (in the config's Redis).
+fn global_per_ip(toml: String) -> String {
+    toml.replace(
+        "[limits.per_ip]\nkey = \"descriptor\"",
+        "[limits.per_ip]\nscope = \"global\"\nkey = \"descriptor\"",
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn descriptors_are_limited_exactly_and_the_answer_carries_the_fields() {
     let (port, admin, rls) = (free_port(), free_port(), free_port());
@@ -164,6 +172,12 @@ async fn descriptors_are_limited_exactly_and_the_answer_carries_the_fields() {
     assert!(!over(&ask(&mut c, t(7)).await));
     assert!(over(&ask(&mut c, t(7)).await), "14 + 7 > 20");
     assert!(!over(&ask(&mut c, t(6)).await), "14 + 6 = 20");
+    // An addend no window holds is refused, and costs the key nothing.
+    let huge = ask(&mut c, call("edge", &[("tenant", "initech")], u32::MAX)).await;
+    assert!(over(&huge));
+    assert!(!over(
+        &ask(&mut c, call("edge", &[("tenant", "initech")], 0)).await
+    ));
     // Unknown domains and descriptors are OK, never limited.
     for _ in 0..100 {
         assert!(!over(
@@ -228,24 +242,18 @@ async fn descriptors_are_limited_exactly_and_the_answer_carries_the_fields() {
 async fn two_instances_share_one_global_limit_exactly() {
     let redis = RedisServer::start().expect("redis");
     let extra = format!("[redis]\nurl = \"{}\"\n", redis.url());
-    let global = |toml: String| {
-        toml.replace(
-            "[limits.per_ip]\nkey = \"descriptor\"",
-            "[limits.per_ip]\nscope = \"global\"\nkey = \"descriptor\"",
-        )
-    };
     let (p1, a1, r1) = (free_port(), free_port(), free_port());
     let (p2, a2, r2) = (free_port(), free_port(), free_port());
     let _g1 = running(
         BIN.as_ref(),
-        &global(rls_config(p1, a1, r1, &extra)),
+        &global_per_ip(rls_config(p1, a1, r1, &extra)),
         p1,
         a1,
     )
     .await;
     let _g2 = running(
         BIN.as_ref(),
-        &global(rls_config(p2, a2, r2, &extra)),
+        &global_per_ip(rls_config(p2, a2, r2, &extra)),
         p2,
         a2,
     )
@@ -435,24 +443,18 @@ async fn envoy_fleets_share_one_limit_and_fail_as_envoy_documents() {
     let redis = RedisServer::start().expect("redis");
     let be = Backend::start().await.expect("backend");
     let extra = format!("[redis]\nurl = \"{}\"\n", redis.url());
-    let global = |toml: String| {
-        toml.replace(
-            "[limits.per_ip]\nkey = \"descriptor\"",
-            "[limits.per_ip]\nscope = \"global\"\nkey = \"descriptor\"",
-        )
-    };
     let (p1, a1, r1) = (free_port(), free_port(), free_port());
     let (p2, a2, r2) = (free_port(), free_port(), free_port());
     let g1 = running(
         BIN.as_ref(),
-        &global(rls_config(p1, a1, r1, &extra)),
+        &global_per_ip(rls_config(p1, a1, r1, &extra)),
         p1,
         a1,
     )
     .await;
     let g2 = running(
         BIN.as_ref(),
-        &global(rls_config(p2, a2, r2, &extra)),
+        &global_per_ip(rls_config(p2, a2, r2, &extra)),
         p2,
         a2,
     )
@@ -676,6 +678,15 @@ async fn envoy_reaches_the_service_over_mutual_tls() {
         &format!("listen = [\"127.0.0.1:{port}\"]\ntls_listen = [\"127.0.0.1:{tls_port}\"]"),
     );
     let _gw = running(BIN.as_ref(), &toml, port, admin).await;
+    // 200 connections that never start their handshake hold no one else up.
+    let mut idle = Vec::new();
+    for _ in 0..200 {
+        idle.push(
+            tokio::net::TcpStream::connect(("127.0.0.1", rls))
+                .await
+                .expect("connect"),
+        );
+    }
     let trusted = envoy_tls(be.addr, rls, true, Some((&ca_file, &ccert, &ckey))).await;
     let stranger = envoy_tls(be.addr, rls, true, Some((&ca_file, &ocert, &okey))).await;
     let mut admitted = 0;
@@ -685,6 +696,7 @@ async fn envoy_reaches_the_service_over_mutual_tls() {
         admitted += usize::from(r.status == 200);
     }
     assert_eq!(admitted, 50, "decided by the service, over mutual TLS");
+    drop(idle);
     assert_eq!(
         through(&stranger, "203.0.113.21", &[]).await.status,
         500,

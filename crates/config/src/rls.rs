@@ -34,8 +34,6 @@ pub struct RlsRule {
     /// Every matching descriptor is over the limit (envoyproxy/ratelimit's
     /// `requests_per_unit: 0`).
     pub deny: bool,
-    /// 1-based position among the rules (for names in metrics and messages).
-    pub line: usize,
 }
 
 impl RlsRule {
@@ -84,7 +82,7 @@ pub(crate) fn read(
     if let Some(rv) = t.get("rules") {
         let rp = t.key_path("rules");
         for (i, item) in as_array(cx, &rp, rv).unwrap_or_default().iter().enumerate() {
-            match rule(cx, &format!("{rp}[{i}]"), item, limits, weights, i + 1) {
+            match rule(cx, &format!("{rp}[{i}]"), item, limits, weights) {
                 Some(r) => rules.push(r),
                 None => ok = false,
             }
@@ -99,178 +97,190 @@ pub(crate) fn read(
     .filter(|_| ok)
 }
 
+/// One `[[rls.rules]]`: each key by its own reader.
 fn rule(
     cx: &mut Cx,
     path: &str,
     v: &Value,
     limits: &[(String, Option<LimitConfig>)],
     weights: &[usize],
-    line: usize,
 ) -> Option<RlsRule> {
     let mut t = Tbl::of(cx, path.to_string(), v)?;
-    let mut ok = true;
-    let domain = match t
-        .get("domain")
-        .map(|d| (d, as_str(cx, &format!("{path}.domain"), d)))
-    {
-        Some((_, Some(d))) if !d.is_empty() => d.to_string(),
-        Some((d, Some(_))) => {
-            cx.err(&format!("{path}.domain"), d.span(), "a domain is not empty");
-            ok = false;
-            String::new()
-        }
-        Some((_, None)) => {
-            ok = false;
-            String::new()
-        }
-        None => {
-            cx.err(path, v.span(), "missing key \"domain\"");
-            ok = false;
-            String::new()
-        }
-    };
-    let mut descriptor = Vec::new();
-    match t.get("descriptor") {
+    let domain = domain(cx, &mut t, path, v);
+    let descriptor = match t.get("descriptor") {
+        Some(dv) => descriptor(cx, &format!("{path}.descriptor"), dv),
         None => {
             cx.err(
                 path,
                 v.span(),
                 "missing key \"descriptor\" (e.g. [{ key = \"remote_address\" }])",
             );
-            ok = false;
+            None
         }
-        Some(dv) => {
-            let dp = format!("{path}.descriptor");
-            let items = as_array(cx, &dp, dv).unwrap_or_default();
-            if items.is_empty() || items.len() > MAX_DESCRIPTOR_ENTRIES {
-                cx.err(
-                    &dp,
-                    dv.span(),
-                    format!(
-                        "from 1 to {MAX_DESCRIPTOR_ENTRIES} entries ({{ key, value }}), got {}",
-                        items.len()
-                    ),
-                );
-                ok = false;
-            }
-            for (j, e) in items.iter().enumerate() {
-                let ep = format!("{dp}[{j}]");
-                let Some(mut et) = Tbl::of(cx, ep.clone(), e) else {
-                    ok = false;
-                    continue;
-                };
-                let key = match et.get("key") {
-                    Some(k) => as_str(cx, &format!("{ep}.key"), k).filter(|k| !k.is_empty()),
-                    None => None,
-                };
-                let Some(key) = key else {
-                    cx.err(&ep, e.span(), "needs a non-empty \"key\"");
-                    ok = false;
-                    et.finish(cx);
-                    continue;
-                };
-                let value = match et.get("value") {
-                    Some(val) => {
-                        match as_str(cx, &format!("{ep}.value"), val) {
-                            Some(s) if !s.is_empty() => Some(s.to_string()),
-                            Some(_) => {
-                                cx.err(&format!("{ep}.value"), val.span(), "an empty value matches nothing: leave \"value\" out to match any");
-                                ok = false;
-                                None
-                            }
-                            None => {
-                                ok = false;
-                                None
-                            }
-                        }
-                    }
-                    None => None,
-                };
-                et.finish(cx);
-                descriptor.push((key.to_string(), value));
-            }
-        }
-    }
-    let mut names = Vec::new();
+    };
     let deny = t.bool(cx, "deny").unwrap_or(false);
-    match t.get("limits") {
-        None if deny => {}
+    let names = match t.get("limits") {
+        None if deny => Some(Vec::new()),
         None => {
             cx.err(
                 path,
                 v.span(),
                 "missing key \"limits\" (the limits a matching descriptor meets; [] for none, deny = true to refuse every one)",
             );
-            ok = false;
+            None
         }
-        Some(lv) => {
-            let lp = format!("{path}.limits");
-            let items = as_str_list(cx, &lp, lv, false).unwrap_or_default();
-            if deny && !items.is_empty() {
-                cx.err(
-                    &lp,
-                    lv.span(),
-                    "deny = true refuses every matching descriptor: its limits would never count",
-                );
-                ok = false;
-            }
-            for (ip, name, span) in items {
-                match limits.iter().find(|(n, _)| n == name) {
-                    None => {
-                        cx.err(&ip, span, format!("unknown limit \"{name}\""));
-                        ok = false;
-                    }
-                    Some((_, Some(l))) => {
-                        let keyed = l
-                            .key
-                            .iter()
-                            .all(|k| matches!(k, KeySource::Descriptor | KeySource::Global));
-                        if !keyed {
-                            cx.err(
-                                &ip,
-                                span,
-                                format!("limit \"{name}\" is keyed by {}: a rule's limits are keyed by \"descriptor\" (the matched entries' values) or \"global\"", l.key.iter().map(KeySource::describe).collect::<Vec<_>>().join(" + ")),
-                            );
-                            ok = false;
-                        } else if l.algorithm == tollgate_limit::AlgorithmKind::Concurrency {
-                            cx.err(&ip, span, format!("limit \"{name}\" counts requests in flight: the rate limit service never learns when a request ends"));
-                            ok = false;
-                        } else if names.contains(&name.to_string()) {
-                            cx.err(&ip, span, format!("limit \"{name}\" is listed twice"));
-                            ok = false;
-                        } else {
-                            names.push(name.to_string());
-                        }
-                    }
-                    // The limit itself was in error: already said.
-                    Some((_, None)) => ok = false,
+        Some(lv) => rule_limits(cx, &format!("{path}.limits"), lv, limits, weights, deny),
+    };
+    t.finish(cx);
+    Some(RlsRule {
+        domain: domain?,
+        descriptor: descriptor?,
+        limits: names?,
+        deny,
+    })
+}
+
+/// `domain`: required, not empty.
+fn domain(cx: &mut Cx, t: &mut Tbl, path: &str, v: &Value) -> Option<String> {
+    let Some(d) = t.get("domain") else {
+        cx.err(path, v.span(), "missing key \"domain\"");
+        return None;
+    };
+    let dp = format!("{path}.domain");
+    match as_str(cx, &dp, d)? {
+        "" => {
+            cx.err(&dp, d.span(), "a domain is not empty");
+            None
+        }
+        s => Some(s.to_string()),
+    }
+}
+
+/// `descriptor = [{ key, value? }, ...]`: 1 to [`MAX_DESCRIPTOR_ENTRIES`] entries, each with a
+/// non-empty key and, when given, a non-empty value.
+fn descriptor(cx: &mut Cx, dp: &str, dv: &Value) -> Option<Vec<(String, Option<String>)>> {
+    let items = as_array(cx, dp, dv)?;
+    let mut ok = true;
+    if items.is_empty() || items.len() > MAX_DESCRIPTOR_ENTRIES {
+        cx.err(
+            dp,
+            dv.span(),
+            format!(
+                "from 1 to {MAX_DESCRIPTOR_ENTRIES} entries ({{ key, value }}), got {}",
+                items.len()
+            ),
+        );
+        ok = false;
+    }
+    let mut out = Vec::new();
+    for (j, e) in items.iter().enumerate() {
+        let ep = format!("{dp}[{j}]");
+        let Some(mut et) = Tbl::of(cx, ep.clone(), e) else {
+            ok = false;
+            continue;
+        };
+        let key = et
+            .get("key")
+            .and_then(|k| as_str(cx, &format!("{ep}.key"), k))
+            .filter(|k| !k.is_empty());
+        let value = match et.get("value") {
+            None => Ok(None),
+            Some(val) => match as_str(cx, &format!("{ep}.value"), val) {
+                Some("") => {
+                    cx.err(
+                        &format!("{ep}.value"),
+                        val.span(),
+                        "an empty value matches nothing: leave \"value\" out to match any",
+                    );
+                    Err(())
                 }
-            }
-            // A plan limit counts once per plan it has a variant for, as on a route.
-            let count: usize = names
-                .iter()
-                .filter_map(|n| limits.iter().position(|(l, _)| l == n))
-                .map(|i| weights.get(i).copied().unwrap_or(1))
-                .sum();
-            if count > crate::MAX_LIMITS_PER_ROUTE {
-                cx.err(
-                    &lp,
-                    lv.span(),
-                    format!(
-                        "at most {} limits per rule (a plan limit counts once per plan), got {count}",
-                        crate::MAX_LIMITS_PER_ROUTE
-                    ),
-                );
+                Some(s) => Ok(Some(s.to_string())),
+                None => Err(()),
+            },
+        };
+        et.finish(cx);
+        match (key, value) {
+            (Some(k), Ok(v)) => out.push((k.to_string(), v)),
+            (None, _) => {
+                cx.err(&ep, e.span(), "needs a non-empty \"key\"");
                 ok = false;
             }
+            (_, Err(())) => ok = false,
         }
     }
-    t.finish(cx);
-    ok.then_some(RlsRule {
-        domain,
-        descriptor,
-        limits: names,
-        deny,
-        line,
-    })
+    ok.then_some(out)
+}
+
+/// `limits`: defined limits keyed by `descriptor` or `global`, no concurrency limit, each
+/// once, at most [`crate::MAX_LIMITS_PER_ROUTE`] (a plan limit once per plan, as on a route);
+/// none with `deny`.
+fn rule_limits(
+    cx: &mut Cx,
+    lp: &str,
+    lv: &Value,
+    limits: &[(String, Option<LimitConfig>)],
+    weights: &[usize],
+    deny: bool,
+) -> Option<Vec<String>> {
+    let items = as_str_list(cx, lp, lv, false)?;
+    let mut ok = true;
+    if deny && !items.is_empty() {
+        cx.err(
+            lp,
+            lv.span(),
+            "deny = true refuses every matching descriptor: its limits would never count",
+        );
+        ok = false;
+    }
+    let mut names: Vec<String> = Vec::new();
+    for (ip, name, span) in items {
+        let why = match limits.iter().find(|(n, _)| n == name) {
+            None => Some(format!("unknown limit \"{name}\"")),
+            // The limit itself was in error: already said.
+            Some((_, None)) => {
+                ok = false;
+                continue;
+            }
+            Some((_, Some(l)))
+                if !l
+                    .key
+                    .iter()
+                    .all(|k| matches!(k, KeySource::Descriptor | KeySource::Global)) =>
+            {
+                let keys: Vec<String> = l.key.iter().map(KeySource::describe).collect();
+                Some(format!("limit \"{name}\" is keyed by {}: a rule's limits are keyed by \"descriptor\" (the matched entries' values) or \"global\"", keys.join(" + ")))
+            }
+            Some((_, Some(l))) if l.algorithm == tollgate_limit::AlgorithmKind::Concurrency => {
+                Some(format!("limit \"{name}\" counts requests in flight: the rate limit service never learns when a request ends"))
+            }
+            Some(_) if names.iter().any(|n| n == name) => {
+                Some(format!("limit \"{name}\" is listed twice"))
+            }
+            Some(_) => {
+                names.push(name.to_string());
+                None
+            }
+        };
+        if let Some(why) = why {
+            cx.err(&ip, span, why);
+            ok = false;
+        }
+    }
+    let count: usize = names
+        .iter()
+        .filter_map(|n| limits.iter().position(|(l, _)| l == n))
+        .map(|i| weights.get(i).copied().unwrap_or(1))
+        .sum();
+    if count > crate::MAX_LIMITS_PER_ROUTE {
+        cx.err(
+            lp,
+            lv.span(),
+            format!(
+                "at most {} limits per rule (a plan limit counts once per plan), got {count}",
+                crate::MAX_LIMITS_PER_ROUTE
+            ),
+        );
+        ok = false;
+    }
+    ok.then_some(names)
 }

@@ -82,6 +82,8 @@ pub struct Pool {
     ring: ArcSwap<Option<pingora_ketama::Continuum>>,
     pub affinity: Option<crate::balance::Affinities>,
     pub budget: Option<crate::balance::RetryBudget>,
+    /// A policy, affinity or retries: requests take [`Pool::choose`].
+    chooses: bool,
 }
 
 /// What one choice of target must respect.
@@ -126,6 +128,9 @@ impl Pool {
             budget: cfg
                 .retry
                 .map(|r| crate::balance::RetryBudget::new(r.budget)),
+            chooses: cfg.balance != Balance::RoundRobin
+                || cfg.affinity.is_some()
+                || cfg.retry.is_some(),
         };
         pool.rebuild(&pool.resolved.lock());
         pool
@@ -172,10 +177,9 @@ impl Pool {
 
     /// Whether a request needs [`Pool::choose`] (a policy, affinity or retries) rather than
     /// the round robin of [`Pool::select_peer`].
+    #[inline]
     pub fn chooses(&self) -> bool {
-        self.cfg.balance != Balance::RoundRobin
-            || self.affinity.is_some()
-            || self.cfg.retry.is_some()
+        self.chooses
     }
 
     pub fn config(&self) -> &UpstreamConfig {
@@ -518,8 +522,7 @@ mod tests {
         assert!(Pool::new(&upstream(&[]), &[], false).select().is_none());
     }
 
-    fn ports(pool: &Pool, picks: &[crate::balance::Pick]) -> Vec<u16> {
-        let _ = pool;
+    fn ports(picks: &[crate::balance::Pick]) -> Vec<u16> {
         picks.iter().map(|p| p.target.addr.port()).collect()
     }
 
@@ -548,7 +551,7 @@ mod tests {
         let held: Vec<_> = (0..3)
             .filter_map(|_| choose(&pool, None, None, &[]))
             .collect();
-        let mut p = ports(&pool, &held);
+        let mut p = ports(&held);
         p.sort();
         assert_eq!(p, [1, 2, 3]);
         // Target 2's requests end: the next two go there first, one at a time.

@@ -243,27 +243,7 @@ impl ProxyHttp for Gateway {
             _ => None,
         };
         if let Some(s) = shaping {
-            if let Some(rules) = &s.request_rules {
-                rules.apply_request(upstream, &crate::shaping::vars(ctx, session));
-            }
-            if let Some(h) = &s.upstream_host {
-                upstream.insert_header(http::header::HOST, h.clone())?;
-                if upstream.uri.authority().is_some() {
-                    // (An absolute-form target is sent in origin form with the Host.)
-                    let pq = upstream
-                        .uri
-                        .path_and_query()
-                        .map(|p| p.as_str().to_string());
-                    if let Some(pq) = pq {
-                        upstream.set_raw_path(pq.as_bytes())?;
-                    }
-                }
-            }
-            // A route that sends X-Forwarded-Prefix replaces the client's (an insert); others
-            // pass it on as any header (as nginx does).
-            if let Some(p) = &s.forwarded_prefix {
-                upstream.insert_static_header(&names::X_FORWARDED_PREFIX, p.clone());
-            }
+            s.request(upstream, &crate::shaping::vars(ctx, session))?;
         }
         upstream.insert_static_header(&names::X_REQUEST_ID, ctx.request_id.clone());
         if let Some(target) = &ctx.upstream_target {

@@ -77,6 +77,36 @@ impl ShapingRt {
         used.then(|| Box::new(rt))
     }
 
+    /// Toward the upstream: the header rules, `upstream_host` (an absolute-form target is then
+    /// sent in origin form) and `X-Forwarded-Prefix` (replacing the client's). Before the
+    /// gateway writes its own fields, which therefore always win.
+    pub fn request(
+        &self,
+        upstream: &mut pingora::http::RequestHeader,
+        vars: &Vars,
+    ) -> pingora::Result<()> {
+        if let Some(rules) = &self.request_rules {
+            rules.apply_request(upstream, vars);
+        }
+        if let Some(h) = &self.upstream_host {
+            upstream.insert_header(http::header::HOST, h.clone())?;
+            if upstream.uri.authority().is_some() {
+                let pq = upstream
+                    .uri
+                    .path_and_query()
+                    .map(|p| p.as_str().to_string());
+                if let Some(pq) = pq {
+                    upstream.set_raw_path(pq.as_bytes())?;
+                }
+            }
+        }
+        // Others pass the client's header on, as any header (as nginx does).
+        if let Some(p) = &self.forwarded_prefix {
+            upstream.insert_static_header(&crate::respond::names::X_FORWARDED_PREFIX, p.clone());
+        }
+        Ok(())
+    }
+
     /// Whether a response body is worked on (compression, bandwidth): its state must outlive
     /// the response head.
     pub fn shapes_body(&self) -> bool {

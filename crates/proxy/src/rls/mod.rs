@@ -87,12 +87,15 @@ impl Rls {
         Self { shared, empty }
     }
 
-    /// The answer to one call, or why it is INVALID_ARGUMENT.
-    pub async fn decide(&self, req: &RateLimitRequest) -> Result<RateLimitResponse, &'static str> {
+    /// The answer to one call on runtime `rt`, or why it is INVALID_ARGUMENT. `domain`: the
+    /// call's domain when a rule names it, else `""` (the metrics' label).
+    async fn decide(
+        &self,
+        rt: &Runtime,
+        req: &RateLimitRequest,
+        domain: &str,
+    ) -> Result<RateLimitResponse, &'static str> {
         check(req)?;
-        let rt = self.shared.runtime.load_full();
-        let known = rt.rls.iter().any(|r| r.domain == req.domain);
-        let domain = if known { req.domain.as_str() } else { "" };
         let cost = u64::from(req.hits_addend.max(1));
         let mut out = RateLimitResponse {
             overall_code: Code::Ok as i32,
@@ -132,8 +135,8 @@ impl Rls {
                 .iter()
                 .map(|e| (e.key.as_str(), e.value.as_str()))
                 .collect();
-            let v = self.verdict(&rt, ri, &entries, cost).await;
-            let (status, s) = status(&rt, ri, &v);
+            let v = self.verdict(rt, ri, &entries, cost).await;
+            let (status, s) = status(rt, ri, &v);
             if status.code == Code::OverLimit as i32 {
                 out.overall_code = Code::OverLimit as i32;
             }
@@ -145,7 +148,7 @@ impl Rls {
             out.statuses.push(status);
         }
         if let Some(s) = shown {
-            out.response_headers_to_add = s.fields(&rt);
+            out.response_headers_to_add = s.fields(rt);
         }
         Ok(out)
     }
@@ -393,20 +396,15 @@ impl RateLimitService for Rls {
     ) -> Result<Response<RateLimitResponse>, Status> {
         let start = Instant::now();
         let req = request.into_inner();
-        let known = self
-            .shared
-            .runtime
-            .load()
-            .rls
-            .iter()
-            .any(|r| r.domain == req.domain);
-        let result = self.decide(&req).await;
+        let rt = self.shared.runtime.load_full();
+        let known = rt.rls.iter().any(|r| r.domain == req.domain);
+        let domain = if known { req.domain.as_str() } else { "" };
+        let result = self.decide(&rt, &req, domain).await;
         let code = match &result {
             Ok(r) if r.overall_code == Code::OverLimit as i32 => "over_limit",
             Ok(_) => "ok",
             Err(_) => "invalid",
         };
-        let domain = if known { req.domain.as_str() } else { "" };
         let m = &self.shared.metrics;
         m.rls_requests.with_label_values(&[domain, code]).inc();
         m.rls_seconds.observe(start.elapsed().as_secs_f64());
