@@ -57,6 +57,13 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Explain what the gateway does with one request and why: its canonical form, the route
+    /// taken (and those not), access lists, authentication, each limit's key, state and
+    /// decision. Exit 0 when it would be admitted, 1 when answered otherwise, 2 on bad input.
+    Explain(ExplainArgs),
+    /// Replay access logs through the config's routes and limits on a virtual clock and report
+    /// what each limit would have admitted and refused (and at x0.5, x2, x4).
+    Simulate(SimulateArgs),
     /// Translate Kubernetes Ingress objects and their ingress-nginx annotations into a Tollgate
     /// config: TOML on stdout (or --output), what could not be translated on stderr. Exit 3
     /// when a route had to answer 403 because a protection of it has no translation.
@@ -97,6 +104,44 @@ enum Command {
     },
 }
 
+/// `tollgate explain`'s options.
+#[derive(clap::Args)]
+struct ExplainArgs {
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Read each global limit's state from this Redis node.
+    #[arg(long)]
+    redis: Option<String>,
+    /// Ask a running gateway's admin listener (http://127.0.0.1:9000): its own limits' state.
+    #[arg(long)]
+    admin: Option<String>,
+    /// The admin token (else the config's server.admin_token).
+    #[arg(long)]
+    admin_token: Option<String>,
+    /// JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// After --: METHOD URL [-H 'Name: value']... [--from ADDR] [--json]
+    #[arg(last = true, required = true, value_name = "REQUEST")]
+    request: Vec<String>,
+}
+
+/// `tollgate simulate`'s options.
+#[derive(clap::Args)]
+struct SimulateArgs {
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Access logs: Tollgate's JSON log, nginx's combined or JSON format, or CSV.
+    #[arg(required = true)]
+    logs: Vec<PathBuf>,
+    /// JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Also write a self-contained HTML report, a chart per limit.
+    #[arg(long, value_name = "OUT")]
+    html: Option<PathBuf>,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum LogFormat {
     Text,
@@ -107,6 +152,8 @@ fn main() {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Check { files } => check(&files),
+        Command::Explain(a) => explain(a),
+        Command::Simulate(a) => simulate(a),
         Command::ImportIngress {
             file,
             output,
@@ -283,6 +330,115 @@ fn import_ingress(
         return 3;
     }
     0
+}
+
+/// Loads a config for the tools (explain, simulate): `--config`, else $TOLLGATE_CONFIG, else
+/// the default; problems printed.
+fn tool_config(flag: Option<PathBuf>) -> Result<Config, i32> {
+    let path = config_path(flag);
+    tollgate_config::check_file(&path).map_err(|e| {
+        for line in e.lines() {
+            eprintln!("{line}");
+        }
+        2
+    })
+}
+
+fn explain(a: ExplainArgs) -> i32 {
+    use tollgate_proxy::explain::{split_header, Question};
+    let config = match tool_config(a.config) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let mut json = a.json;
+    let mut positional = Vec::new();
+    let mut headers = Vec::new();
+    let mut from = None;
+    let mut it = a.request.into_iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "-H" | "--header" => match it.next().map(|h| split_header(&h)) {
+                Some(Ok(h)) => headers.push(h),
+                Some(Err(e)) => return usage(&e),
+                None => return usage("-H needs 'Name: value'"),
+            },
+            "--from" => match it.next().map(|f| f.parse::<std::net::IpAddr>()) {
+                Some(Ok(ip)) => from = Some(ip),
+                _ => return usage("--from needs an IP address"),
+            },
+            "--json" => json = true,
+            _ => positional.push(arg),
+        }
+    }
+    let [method, url] = <[String; 2]>::try_from(positional)
+        .map_err(|_| ())
+        .unwrap_or_default();
+    if method.is_empty() || url.is_empty() {
+        return usage("after --, give METHOD URL (then -H 'Name: value'..., --from ADDR)");
+    }
+    let q = Question {
+        method,
+        url,
+        headers,
+        from: from.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1])),
+    };
+    let src = tollgate_proxy::explain::Source {
+        admin: a.admin,
+        token: a.admin_token,
+        redis: a.redis,
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return usage(&e.to_string()),
+    };
+    match rt.block_on(tollgate_proxy::explain::cli(config, &q, &src)) {
+        Ok(v) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            } else {
+                print!("{}", tollgate_proxy::explain::text(&v));
+            }
+            // Admitted: proxied or the route's own answer, with no refusal.
+            let answer = v["decision"]["answer"].as_str().unwrap_or_default();
+            i32::from(!matches!(answer, "proxied" | "respond"))
+        }
+        Err(e) => usage(&e),
+    }
+}
+
+fn simulate(a: SimulateArgs) -> i32 {
+    let config = match tool_config(a.config.clone()) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let name = config_path(a.config).display().to_string();
+    match tollgate_proxy::simulate::run(config, &name, &a.logs) {
+        Ok(report) => {
+            if let Some(out) = &a.html {
+                if let Err(e) = std::fs::write(out, tollgate_replay::html(&report)) {
+                    return usage(&format!("{}: {e}", out.display()));
+                }
+            }
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).unwrap_or_default()
+                );
+            } else {
+                print!("{}", tollgate_proxy::simulate::text(&report));
+            }
+            0
+        }
+        Err(e) => usage(&e),
+    }
+}
+
+fn usage(why: &str) -> i32 {
+    eprintln!("tollgate: {why}");
+    2
 }
 
 fn check(files: &[PathBuf]) -> i32 {

@@ -47,16 +47,21 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
 }
 
 impl Admin {
-    async fn blocks(&self, session: &ServerSession, path: &str) -> Response<Vec<u8>> {
-        let rt = self.shared.runtime.load_full();
+    /// The admin token's check: `Some(answer)` (403 when no token is configured, 401 when the
+    /// request's is not it) or `None` to go on.
+    fn refuse_token(
+        rt: &crate::runtime::Runtime,
+        session: &ServerSession,
+        api: &str,
+    ) -> Option<Response<Vec<u8>>> {
         let Some(token) = &rt.config.server.admin_token else {
-            return json(
+            return Some(json(
                 403,
-                serde_json::json!({"error": "the blocks API is off: set server.admin_token (or admin_token_env)"}),
-            );
+                serde_json::json!({"error": format!("the {api} API is off: set server.admin_token (or admin_token_env)")}),
+            ));
         };
-        let req = session.req_header();
-        let given = req
+        let given = session
+            .req_header()
             .headers
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -71,8 +76,51 @@ impl Admin {
                 http::header::WWW_AUTHENTICATE,
                 http::HeaderValue::from_static("Bearer realm=\"tollgate-admin\""),
             );
+            return Some(r);
+        }
+        None
+    }
+
+    /// `GET /explain?method=&url=&header=&from=`: what this gateway would do with that request
+    /// now (crate::explain), its limits' state read and never spent.
+    async fn explain(&self, session: &ServerSession) -> Response<Vec<u8>> {
+        let rt = self.shared.runtime.load_full();
+        if let Some(r) = Self::refuse_token(&rt, session, "explain") {
             return r;
         }
+        let req = session.req_header();
+        if req.method != http::Method::GET {
+            return json(
+                405,
+                serde_json::json!({"error": "GET /explain?method=GET&url=http://host/path&header=Name:%20value&from=ADDR"}),
+            );
+        }
+        let q = match crate::explain::Question::from_query(req.uri.query().unwrap_or("")) {
+            Ok(q) => q,
+            Err(e) => return json(400, serde_json::json!({ "error": e })),
+        };
+        let clock = &self.shared.clock;
+        match crate::explain::explain(
+            &rt,
+            &self.shared.hasher,
+            &self.shared.metrics,
+            &q,
+            clock.now(),
+            clock.unix_now(),
+        )
+        .await
+        {
+            Ok(v) => json(200, v),
+            Err(e) => json(400, serde_json::json!({ "error": e })),
+        }
+    }
+
+    async fn blocks(&self, session: &ServerSession, path: &str) -> Response<Vec<u8>> {
+        let rt = self.shared.runtime.load_full();
+        if let Some(r) = Self::refuse_token(&rt, session, "blocks") {
+            return r;
+        }
+        let req = session.req_header();
         let now = self.shared.clock.now();
         // One entry per limit name (a plan limit's variants share their ladder).
         let mut ladders: Vec<(&str, &crate::runtime::LadderRt)> = Vec::new();
@@ -162,6 +210,7 @@ impl ServeHttp for Admin {
             return self.blocks(session, &path).await;
         }
         match path.as_str() {
+            "/explain" => self.explain(session).await,
             "/healthz" => reply(200, "text/plain", b"ok\n".to_vec()),
             "/readyz" => {
                 // Redis being away does not make this instance unready: every instance shares
@@ -236,7 +285,7 @@ impl ServeHttp for Admin {
             _ => reply(
                 404,
                 "text/plain",
-                b"not found: try /healthz, /readyz, /metrics or /blocks\n".to_vec(),
+                b"not found: try /healthz, /readyz, /metrics, /blocks or /explain\n".to_vec(),
             ),
         }
     }

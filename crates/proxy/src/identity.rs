@@ -214,6 +214,63 @@ impl KeyHasher {
     }
 }
 
+/// A request's key under `sources` as a person reads it (`client_ip=203.0.113.0/24,
+/// header:x-user=alice`): what `tollgate explain` and `tollgate simulate` show for the hash
+/// the limits count. `None` when a source has no value (the limit does not count the request).
+/// Values are shown as the request gave them (a body field or certificate as its length).
+pub fn describe_key(sources: &[KeySource], input: &KeyInput, ipv6_prefix: u8) -> Option<String> {
+    use std::fmt::Write;
+    let ip = |ip: IpAddr| {
+        let k = key_ip(ip, ipv6_prefix);
+        match k {
+            IpAddr::V6(_) if ipv6_prefix < 128 && k != ip => format!("{k}/{ipv6_prefix}"),
+            _ => k.to_string(),
+        }
+    };
+    let text = |v: &http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
+    let mut out = String::new();
+    for (i, src) in sources.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let value = match src {
+            KeySource::ClientIp => ip(input.client_ip),
+            KeySource::Header(name) => text(input.req.headers.get(name.as_str())?),
+            KeySource::Query(name) => query_param(input.query?, name)?.into_owned(),
+            KeySource::UserAgent => text(input.req.headers.get(http::header::USER_AGENT)?),
+            KeySource::IpUa => {
+                let ua = input.req.headers.get(http::header::USER_AGENT);
+                format!(
+                    "{} {}",
+                    ip(input.client_ip),
+                    ua.map(text).unwrap_or_default()
+                )
+            }
+            KeySource::Route => input.route.to_string(),
+            KeySource::Path => input.path.to_string(),
+            KeySource::Method => input.req.method.to_string(),
+            KeySource::Global => String::new(),
+            KeySource::ClientCert => format!("({} bytes)", input.client_cert?.len()),
+            KeySource::Consumer => input.consumer?.to_string(),
+            KeySource::Descriptor => {
+                let mut d = String::new();
+                for (k, v) in input.descriptor? {
+                    let _ = write!(d, "{k}={v};");
+                }
+                d
+            }
+            KeySource::Body(field) => format!("({} bytes)", input.body?.get(field)?.len()),
+            KeySource::Jwt(claim) => match input.claims?.get(claim.as_str())? {
+                serde_json::Value::String(v) => v.clone(),
+                serde_json::Value::Null => return None,
+                other => other.to_string(),
+            },
+        };
+        let _ = write!(out, "{}={value}", src.describe());
+    }
+    Some(out)
+}
+
 // Fixed keys: the stable hash must agree between processes. Identities in Redis are therefore
 // pseudonymous (hashed), not secret from someone who can compute SipHash over every IPv4.
 const STABLE_K0: u64 = 0x746f_6c6c_6761_7465;

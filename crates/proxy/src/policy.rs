@@ -190,7 +190,12 @@ fn quota_outcome(
 }
 
 /// A request's key under a limit: global limits need the hash every instance computes alike.
-fn limit_key(rt: &Runtime, l: &LimitRt, hasher: &KeyHasher, input: &KeyInput) -> Option<u64> {
+pub(crate) fn limit_key(
+    rt: &Runtime,
+    l: &LimitRt,
+    hasher: &KeyHasher,
+    input: &KeyInput,
+) -> Option<u64> {
     if l.stable_key {
         hasher.stable_key(&l.cfg.key, input, rt.ipv6_prefix)
     } else {

@@ -117,6 +117,11 @@ impl Problem {
         }
     }
 
+    /// The machine-readable code (`RATE_LIMIT_EXCEEDED`), as the problem's `code` field.
+    pub fn code(&self) -> &'static str {
+        self.parts().2
+    }
+
     fn parts(&self) -> (&'static str, &'static str, &'static str) {
         match self {
             Problem::RateLimited => (

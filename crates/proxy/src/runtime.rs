@@ -332,7 +332,7 @@ pub struct RouteRt {
     /// `http_requests_rejected_total{reason="body_too_large",route,limit=""}`.
     pub body_refused: IntCounter,
     /// `path_regex`, compiled (anchored at the path's start).
-    regex: Option<regex::Regex>,
+    pub(crate) regex: Option<regex::Regex>,
     /// How the path sent upstream is made.
     pub rewrite: Option<crate::routing::RewriteRt>,
     /// Which requests go to the canary upstream.
@@ -423,11 +423,11 @@ pub struct Runtime {
     pub routes: Vec<RouteRt>,
     /// Route indexes in match order: exact hosts, wildcard hosts, no host; within each,
     /// exact paths, then longer prefixes, then regexes; then file order.
-    order: Vec<crate::routing::Entry>,
+    pub(crate) order: Vec<crate::routing::Entry>,
     /// The hosts routes name, and the parents of wildcard ones (`*.example.com`:
     /// `example.com`): a request for one of them meets that host's routes only (unless
     /// `host_fallthrough`).
-    hosts: crate::routing::Hosts,
+    pub(crate) hosts: crate::routing::Hosts,
     pub limits: Vec<LimitRt>,
     pub upstreams: Vec<UpstreamRt>,
     pub trusted_proxies: Vec<IpNet>,

@@ -16,12 +16,14 @@
 //! crate's.
 
 mod breaker;
+mod inspect;
 mod nodes;
 mod redis_store;
 mod scripts;
 mod tls;
 
 pub use breaker::Breaker;
+pub use inspect::inspect;
 pub use nodes::{slot, Node, Nodes};
 pub use redis_store::{RedisConfig, RedisStore, StoreMetrics, Target};
 pub use scripts::{script_source, ScriptReply, BLOCKS_KEYS};

@@ -1,0 +1,238 @@
+//! The request stages before authentication and limits, run on a request head alone (no
+//! session, no socket): what `tollgate explain` and `tollgate simulate` share with the live
+//! pipeline ([`crate::stages`]). Each step calls the same functions the stages call
+//! (canonical target, route table, rewrite, input checks, body cap, access lists), so the
+//! answers cannot drift apart; what a stage does with a live session (writing the answer,
+//! counting metrics) is left out.
+
+use crate::access::Access;
+use crate::edge::canonical_target;
+use crate::identity::client_ip;
+use crate::respond::Problem;
+use crate::routing::{RewriteRefusal, Rewritten};
+use crate::runtime::Runtime;
+use pingora::http::RequestHeader;
+use std::net::IpAddr;
+
+/// Where the front stages leave a request.
+#[derive(Debug)]
+pub struct Front {
+    /// The canonical host (lower case, no port) and path; `None` when they could not be made
+    /// canonical (then `answer` says why).
+    pub host: Option<String>,
+    pub path: Option<String>,
+    /// The client spelled the target otherwise (the upstream gets the canonical one).
+    pub respelled: bool,
+    pub route: Option<usize>,
+    /// The request was answered before authentication and limits: status, problem or kind,
+    /// detail.
+    pub answer: Option<Answer>,
+    /// What the upstream reads when the route rewrites.
+    pub rewritten: Option<Rewritten>,
+    /// The client address through trusted proxies.
+    pub client: IpAddr,
+    /// What the access lists say (`Unlisted` on a route without lists).
+    pub access: Access,
+}
+
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub kind: &'static str,
+    pub detail: String,
+}
+
+impl Answer {
+    fn problem(p: Problem, detail: impl Into<String>) -> Self {
+        Answer {
+            status: p.status(),
+            kind: p.code(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Runs stages 2 and 3 ([`crate::stages::route`], [`crate::stages::body`],
+/// [`crate::stages::access`]) on `req` from `peer`.
+pub fn front(rt: &Runtime, req: &RequestHeader, peer: IpAddr, secure: bool) -> Front {
+    let client = client_ip(peer, req, &rt.trusted_proxies);
+    let mut f = Front {
+        host: None,
+        path: None,
+        respelled: false,
+        route: None,
+        answer: None,
+        rewritten: None,
+        client,
+        access: Access::Unlisted,
+    };
+    let t = match canonical_target(req, rt.path_rules) {
+        Ok(t) => t,
+        Err((p, detail)) => {
+            f.answer = Some(Answer::problem(p, detail));
+            return f;
+        }
+    };
+    let entry = rt.route_entry(t.host.as_deref(), &t.path, req.method.as_str());
+    f.host = t.host.as_deref().map(str::to_string);
+    f.path = Some(t.path.to_string());
+    f.respelled = t.rewrite;
+    f.route = entry.map(|e| e.route);
+    let Some(entry) = entry else {
+        f.answer = Some(Answer::problem(
+            Problem::NoRoute,
+            "No route matches this request.",
+        ));
+        return f;
+    };
+    let r = &rt.routes[entry.route];
+    if !secure && r.redirects(&rt.config.server) {
+        f.answer = Some(Answer {
+            status: 308,
+            kind: "https_redirect",
+            detail: "Plaintext is redirected to HTTPS.".into(),
+        });
+        return f;
+    }
+    if entry.www {
+        f.answer = Some(Answer {
+            status: 308,
+            kind: "www_redirect",
+            detail: "The route's other spelling is redirected to its host.".into(),
+        });
+        return f;
+    }
+    if let Some(rw) = &r.rewrite {
+        match rw.apply(&t.path, req.uri.query(), rt.path_rules) {
+            Ok(target) => f.rewritten = target,
+            Err(why) => {
+                let (p, detail) = match why {
+                    RewriteRefusal::Path(r) => (Problem::BadRequest, r.detail().to_string()),
+                    RewriteRefusal::DotSegment => (
+                        Problem::BadRequest,
+                        "This route's rewrite would send the upstream a path with a dot segment."
+                            .into(),
+                    ),
+                    RewriteRefusal::Duplicate(name) => (
+                        Problem::AmbiguousRequest,
+                        format!("\"?{name}\": this route's rewrite sets this query parameter; do not give it too."),
+                    ),
+                };
+                f.answer = Some(Answer::problem(p, detail));
+                return f;
+            }
+        }
+    }
+    let query = match &f.rewritten {
+        Some(t) => t.query(),
+        None => req.uri.query(),
+    };
+    if let Some(name) = r.inputs.ambiguous(&req.headers, query) {
+        f.answer = Some(Answer::problem(
+            Problem::AmbiguousRequest,
+            format!("\"{name}\": this route reads it to identify the caller, and it is given more than once or named as hop-by-hop; give it once."),
+        ));
+        return f;
+    }
+    if r.max_body > 0 {
+        match crate::edge::declared_length(req) {
+            Some(Some(n)) if n <= r.max_body => {}
+            None => {}
+            Some(_) => {
+                f.answer = Some(Answer::problem(
+                    Problem::BodyTooLarge,
+                    format!(
+                        "The request body is larger than this route accepts ({} bytes).",
+                        r.max_body
+                    ),
+                ));
+                return f;
+            }
+        }
+    }
+    if let Some(access) = &r.access {
+        f.access = access.check(client, &req.headers);
+        if let Access::Denied(_) = f.access {
+            f.answer = Some(Answer::problem(
+                Problem::AccessDenied,
+                "Requests from this address or client software are not accepted.",
+            ));
+        }
+    }
+    f
+}
+
+impl Front {
+    /// The path (and query) the limits key on: the rewritten target's, else the canonical
+    /// path with the client's query; lower case on a case-insensitive route.
+    pub fn key_path<'a>(
+        &'a self,
+        rt: &Runtime,
+        req: &'a RequestHeader,
+    ) -> (String, Option<&'a str>) {
+        let (path, query) = match &self.rewritten {
+            Some(t) => (t.path(), t.query()),
+            None => (
+                self.path.as_deref().unwrap_or(req.uri.path()),
+                req.uri.query(),
+            ),
+        };
+        let ci = self
+            .route
+            .is_some_and(|r| rt.routes[r].cfg.case_insensitive);
+        let path = if ci {
+            path.to_ascii_lowercase()
+        } else {
+            path.to_string()
+        };
+        (path, query)
+    }
+}
+
+/// A request head as a client would send it: `url` absolute (`http://host/path?q`: the
+/// authority becomes `Host` unless a `Host` is given, an `https` URL counts as TLS) or a
+/// target starting with `/`; the target's bytes as given (no dot segment removed: curl's
+/// `--path-as-is`).
+pub fn request(
+    method: &str,
+    url: &str,
+    headers: &[(String, String)],
+) -> Result<(RequestHeader, bool), String> {
+    let (secure, authority, target) = if let Some(rest) = url
+        .strip_prefix("http://")
+        .map(|r| (false, r))
+        .or_else(|| url.strip_prefix("https://").map(|r| (true, r)))
+    {
+        let (secure, rest) = rest;
+        let cut = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (auth, target) = rest.split_at(cut);
+        let target = if target.starts_with('/') {
+            target.to_string()
+        } else {
+            format!("/{target}")
+        };
+        (secure, Some(auth), target)
+    } else if url.starts_with('/') {
+        (false, None, url.to_string())
+    } else {
+        return Err(format!(
+            "{url:?}: give an absolute URL (http://host/path) or a target starting with '/'"
+        ));
+    };
+    let mut req = RequestHeader::build(method, target.as_bytes(), None)
+        .map_err(|e| format!("{method} {target}: {e}"))?;
+    let has_host = headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host"));
+    if let (Some(a), false) = (authority, has_host) {
+        req.append_header(http::header::HOST, a)
+            .map_err(|e| format!("Host {a:?}: {e}"))?;
+    }
+    for (n, v) in headers {
+        let name = http::HeaderName::from_bytes(n.trim().as_bytes())
+            .map_err(|_| format!("{n:?} is not a header name"))?;
+        let value = http::HeaderValue::from_str(v.trim())
+            .map_err(|_| format!("the value of {n:?} is not a header value"))?;
+        req.append_header(name, value)
+            .map_err(|e| format!("{n}: {e}"))?;
+    }
+    Ok((req, secure))
+}

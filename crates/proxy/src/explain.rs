@@ -1,0 +1,648 @@
+//! `tollgate explain` and the admin `GET /explain`: what the gateway does with one request,
+//! and why, without serving it.
+//!
+//! The front stages run as the pipeline runs them ([`crate::dryrun`]); the routes not taken
+//! are each given their reason; authentication is checked by the route's own method (an auth
+//! service is named, never called); each limit's key is computed by the gateway's hasher, its
+//! state read without spending it (a local limiter's `peek`, a global limit's verdict cache and
+//! lease here; Redis is asked nothing: a global limit that would ask says so, and `tollgate
+//! explain --redis` adds the key's state there). Nothing is counted, taken or logged.
+
+use crate::access::Access;
+use crate::dryrun::{front, request, Front};
+use crate::identity::{describe_key, KeyHasher, KeyInput};
+use crate::policy::limit_key;
+use crate::runtime::{LimitState, Runtime};
+use serde_json::{json, Value};
+use std::net::IpAddr;
+use tollgate_config::{Action, PathMatch, Scope};
+use tollgate_limit::{Decision, Nanos};
+
+/// One request to explain.
+#[derive(Debug, Clone)]
+pub struct Question {
+    pub method: String,
+    /// `http(s)://host/path?query` or `/path?query`.
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    /// The TCP peer (a trusted proxy's address makes `X-Forwarded-For` count).
+    pub from: IpAddr,
+}
+
+impl Question {
+    /// From the admin API's query: `method`, `url`, `header` (repeated, `Name: value`),
+    /// `from`.
+    pub fn from_query(query: &str) -> Result<Self, String> {
+        let mut q = Question {
+            method: "GET".into(),
+            url: String::new(),
+            headers: Vec::new(),
+            from: IpAddr::from([127, 0, 0, 1]),
+        };
+        for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+            match &*k {
+                "method" => q.method = v.into_owned(),
+                "url" => q.url = v.into_owned(),
+                "header" | "h" => q.headers.push(split_header(&v)?),
+                "from" => {
+                    q.from = v
+                        .parse()
+                        .map_err(|_| format!("from={v:?} is not an IP address"))?
+                }
+                other => return Err(format!("unknown parameter {other:?}")),
+            }
+        }
+        if q.url.is_empty() {
+            return Err("url= is required (http://host/path or /path)".into());
+        }
+        Ok(q)
+    }
+}
+
+/// `Name: value` as curl's `-H` takes it.
+pub fn split_header(h: &str) -> Result<(String, String), String> {
+    let (n, v) = h
+        .split_once(':')
+        .ok_or_else(|| format!("{h:?}: a header is 'Name: value'"))?;
+    Ok((n.trim().to_string(), v.trim().to_string()))
+}
+
+/// Explains `q` under `rt` at monotonic time `now` (calendar time `unix`): the JSON that
+/// `--json` prints and [`text`] renders.
+pub async fn explain(
+    rt: &Runtime,
+    hasher: &KeyHasher,
+    metrics: &crate::metrics::Metrics,
+    q: &Question,
+    now: Nanos,
+    unix: Nanos,
+) -> Result<Value, String> {
+    let (req, secure) = request(&q.method, &q.url, &q.headers)?;
+    let f = front(rt, &req, q.from, secure);
+    let mut out = json!({
+        "request": {
+            "method": q.method,
+            "target": String::from_utf8_lossy(req.raw_path()),
+            "from": q.from.to_string(),
+            "client": f.client.to_string(),
+            "tls": secure,
+        },
+        "canonical": {"host": f.host, "path": f.path, "respelled": f.respelled},
+        "routes": routes(rt, &f, req.method.as_str()),
+        "route": f.route.map(|r| rt.routes[r].name.to_string()),
+    });
+    if let Some(t) = &f.rewritten {
+        out["upstream_target"] = json!(t.target);
+    }
+    if let Some(a) = &f.answer {
+        out["decision"] = json!({"status": a.status, "answer": a.kind, "detail": a.detail});
+        return Ok(out);
+    }
+    let Some(route) = f.route else {
+        return Ok(out);
+    };
+    let r = &rt.routes[route];
+    out["access"] = json!(match f.access {
+        Access::Unlisted => "unlisted".to_string(),
+        Access::Allowed(why) => format!("allowed ({}): the limits do not apply", why.label()),
+        Access::Denied(_) => "denied".to_string(),
+    });
+    if r.stages.cors && crate::cors::CorsRt::is_preflight(&req.method, &req.headers) {
+        out["decision"] = json!({"status": 204, "answer": "cors_preflight",
+            "detail": "A CORS preflight, answered at the edge: never limited or proxied."});
+        return Ok(out);
+    }
+    // Authentication, by the route's own method.
+    let mut consumer = None;
+    let mut claims = None;
+    let mut auth_refusal = None;
+    if let Some(ra) = &r.auth {
+        let (outcome, detail) = match &ra.auth.method {
+            crate::auth::Method::Forward(_) => (
+                "asked of the auth service".to_string(),
+                "An auth service decides each request: explain does not call it.".to_string(),
+            ),
+            _ => {
+                let areq = crate::auth::Request {
+                    head: &req,
+                    client: f.client,
+                    secure,
+                    path_and_query: "",
+                    host: None,
+                    request_id: "explain",
+                    route_name: &r.name,
+                    metrics,
+                    latency: &ra.latency,
+                };
+                match ra.auth.check(&areq, rt.jwt.as_ref()).await {
+                    Ok((passed, o)) => {
+                        consumer = passed.consumer.clone();
+                        claims = passed.claims.clone();
+                        (
+                            crate::auth::RESULTS[o as usize].to_string(),
+                            consumer
+                                .as_deref()
+                                .map(|c| format!("consumer {c}"))
+                                .unwrap_or_default(),
+                        )
+                    }
+                    Err(refusal) => {
+                        let (status, detail) = match &refusal {
+                            crate::auth::Refusal::Problem {
+                                problem, detail, ..
+                            } => (problem.status(), detail.to_string()),
+                            crate::auth::Refusal::SignIn { .. } => {
+                                (302, "redirected to sign in".to_string())
+                            }
+                        };
+                        auth_refusal = Some((status, detail.clone()));
+                        (
+                            crate::auth::RESULTS[refusal.outcome() as usize].to_string(),
+                            detail,
+                        )
+                    }
+                }
+            }
+        };
+        out["auth"] =
+            json!({"method": method_name(&ra.auth.method), "outcome": outcome, "detail": detail});
+    }
+    let counts_failures = r.counts_failures;
+    if let (Some((status, detail)), false) = (&auth_refusal, counts_failures) {
+        out["decision"] = json!({"status": status, "answer": "auth", "detail": detail});
+        return Ok(out);
+    }
+    let allow_listed = matches!(f.access, Access::Allowed(_));
+    let (path, query) = f.key_path(rt, &req);
+    let input = KeyInput {
+        req: &req,
+        client_cert: None,
+        client_ip: f.client,
+        path: &path,
+        query,
+        route: route as u32,
+        claims: claims.as_deref(),
+        body: None,
+        consumer: consumer.as_deref(),
+        descriptor: None,
+    };
+    let plan = match (r.needs_plan, &rt.config.plans) {
+        (true, Some(plans)) => {
+            let p = crate::identity::plan_of(plans, &input);
+            out["plan"] = json!(plans.names.get(p));
+            p
+        }
+        _ => 0,
+    };
+    let mut limits = Vec::new();
+    let mut refused: Option<(usize, Value)> = None;
+    let mut asks_redis = false;
+    for &li in &r.cfg.limits {
+        let l = &rt.limits[li];
+        if l.cfg.plan.is_some_and(|pl| pl != plan) {
+            continue;
+        }
+        let mut item = describe_limit(rt, li);
+        if allow_listed {
+            item["decision"] = json!("skipped: the client is allow-listed");
+            limits.push(item);
+            continue;
+        }
+        let Some(key) = limit_key(rt, l, hasher, &input) else {
+            item["key"] = Value::Null;
+            item["decision"] = json!(if r.needs_body && reads_body(&l.cfg.key) {
+                "not evaluated: its key reads the request body"
+            } else {
+                "not counted: a key source has no value in this request"
+            });
+            limits.push(item);
+            continue;
+        };
+        item["key"] = json!(describe_key(&l.cfg.key, &input, rt.ipv6_prefix));
+        item["key_hash"] = json!(format!("{key:016x}"));
+        if let LimitState::Global(_) = &l.state {
+            item["redis_key"] = json!(tollgate_store::GlobalKey {
+                limit: &l.cfg.name,
+                key,
+                known: false
+            }
+            .redis_key(l.cfg.algorithm));
+        }
+        let blocked = l
+            .ladder
+            .as_ref()
+            .and_then(|lad| lad.ladder.blocks.check(key, now));
+        let (state, verdict) = if let Some(wait) = blocked {
+            (
+                json!({"blocked_for_s": secs(wait)}),
+                Verdict::Refuse(403, "TEMPORARILY_BLOCKED", wait),
+            )
+        } else {
+            match &l.state {
+                LimitState::Local(limiter) => match limiter.peek(key, l.time(now, unix), 1) {
+                    Decision::Allow {
+                        remaining, reset, ..
+                    } => (
+                        json!({"remaining": remaining, "reset_s": secs(reset)}),
+                        Verdict::Admit,
+                    ),
+                    Decision::Deny { retry_after } => (
+                        json!({"remaining": 0, "retry_after_s": secs(retry_after)}),
+                        refusal(l.quota, &l.action, retry_after),
+                    ),
+                },
+                LimitState::Global(g) => match g.cache.peek(key, now) {
+                    Some(wait) => (
+                        json!({"verdict_cache": "refused", "retry_after_s": secs(wait)}),
+                        refusal(l.quota, &l.action, wait),
+                    ),
+                    None => {
+                        asks_redis = true;
+                        let held = g.leases.as_ref().map(|ls| ls.held());
+                        (
+                            json!({"verdict_cache": "none", "leased_units_here": held}),
+                            Verdict::Redis,
+                        )
+                    }
+                },
+            }
+        };
+        item["state"] = state;
+        item["decision"] = json!(match (&verdict, l.shadow) {
+            (Verdict::Admit, _) => "admits".to_string(),
+            (Verdict::Redis, _) => "asks Redis (no refusal is cached here)".to_string(),
+            (Verdict::Refuse(..), true) => "would refuse (shadow: admitted)".to_string(),
+            (Verdict::Refuse(s, code, _), false) => format!("refuses: {s} {code}"),
+        });
+        if let (Verdict::Refuse(status, code, wait), false, None) = (&verdict, l.shadow, &refused) {
+            refused = Some((
+                li,
+                json!({"status": status, "answer": code, "limit": l.cfg.name,
+                    "retry_after_s": secs(*wait)}),
+            ));
+        }
+        limits.push(item);
+    }
+    out["limits"] = Value::Array(limits);
+    out["decision"] = if let Some((_, d)) = refused {
+        d
+    } else if let Some((status, detail)) = auth_refusal {
+        json!({"status": status, "answer": "auth", "detail": detail})
+    } else {
+        let mut d = action(rt, route);
+        if asks_redis {
+            d["detail"] = json!(format!(
+                "{}, unless Redis refuses a global limit",
+                d["detail"].as_str().unwrap_or_default()
+            ));
+        }
+        d
+    };
+    Ok(out)
+}
+
+enum Verdict {
+    Admit,
+    Redis,
+    Refuse(u16, &'static str, Nanos),
+}
+
+fn refusal(quota: bool, action: &Action, wait: Nanos) -> Verdict {
+    match (quota, action) {
+        (true, _) => Verdict::Refuse(429, "QUOTA_EXCEEDED", wait),
+        (_, Action::Challenge) => Verdict::Refuse(429, "CHALLENGE_REQUIRED", wait),
+        (_, Action::Tarpit) => {
+            Verdict::Refuse(429, "RATE_LIMIT_EXCEEDED (after a tarpit hold)", wait)
+        }
+        (_, Action::Reject) => Verdict::Refuse(429, "RATE_LIMIT_EXCEEDED", wait),
+    }
+}
+
+fn reads_body(sources: &[tollgate_config::KeySource]) -> bool {
+    sources
+        .iter()
+        .any(|s| matches!(s, tollgate_config::KeySource::Body(_)))
+}
+
+fn action(rt: &Runtime, route: usize) -> Value {
+    match rt.route_action(route) {
+        tollgate_config::RouteAction::Upstream(u) => json!({"status": null, "answer": "proxied",
+            "detail": format!("proxied to upstream {}", rt.config.upstreams[*u].name)}),
+        tollgate_config::RouteAction::Respond { status, .. } => {
+            json!({"status": status, "answer": "respond", "detail": "the route's own answer"})
+        }
+    }
+}
+
+/// The limit's parameters as configured.
+fn describe_limit(rt: &Runtime, li: usize) -> Value {
+    let c = &rt.limits[li].cfg;
+    json!({
+        "limit": c.name,
+        "algorithm": c.algorithm.name(),
+        "rate": rate_text(c.rate.count(), c.rate.period_ns()),
+        "burst": c.burst,
+        "scope": match c.scope { Scope::Local => "local", Scope::Global => "global" },
+        "sync": match (c.scope, c.lease_max) { (Scope::Global, Some(_)) => Some("lease"), (Scope::Global, None) => Some("exact"), _ => None },
+        "key_sources": c.key.iter().map(|k| k.describe()).collect::<Vec<_>>(),
+        "shadow": rt.limits[li].shadow,
+        "plan": c.plan.and_then(|p| rt.config.plans.as_ref().and_then(|pl| pl.names.get(p).cloned())),
+    })
+}
+
+/// `10/s`, `100/min`, `5/2s`.
+pub fn rate_text(count: u64, period_ns: u64) -> String {
+    let s = period_ns as f64 / 1e9;
+    let unit = match period_ns {
+        1_000_000_000 => "s".to_string(),
+        60_000_000_000 => "min".to_string(),
+        3_600_000_000_000 => "h".to_string(),
+        86_400_000_000_000 => "day".to_string(),
+        _ => format!("{s}s"),
+    };
+    format!("{count}/{unit}")
+}
+
+fn secs(n: Nanos) -> f64 {
+    (n as f64 / 1e6).round() / 1e3
+}
+
+/// Every route in the order the table tries them, with whether it was taken and why not.
+fn routes(rt: &Runtime, f: &Front, method: &str) -> Value {
+    let (Some(path), host) = (f.path.as_deref(), f.host.as_deref()) else {
+        return json!([]);
+    };
+    let tier = rt.hosts.tier(host, rt.config.server.host_fallthrough);
+    let mut out = Vec::new();
+    let mut taken = false;
+    for e in &rt.order {
+        let r = &rt.routes[e.route];
+        let want = e.host.as_deref();
+        let why = if taken {
+            Some("an earlier route matched".to_string())
+        } else if !tier.admits(want, host) {
+            Some(match (want, host) {
+                (Some(w), Some(h)) if !crate::routing::Tier::Any.admits(Some(w), Some(h)) => {
+                    format!("host {w} (the request's is {h})")
+                }
+                (Some(w), None) => format!("host {w} (the request names none)"),
+                _ => "a route naming the request's host comes first".to_string(),
+            })
+        } else if !crate::routing::path_matches(&r.cfg, r.regex.as_ref(), path) {
+            Some(match &r.cfg.path {
+                PathMatch::Exact(p) => format!("path is exactly {p}"),
+                PathMatch::Prefix(p) => format!("path prefix {p}"),
+                PathMatch::Regex(p) => format!("path regex {p}"),
+            })
+        } else if let Some(ms) = r
+            .cfg
+            .methods
+            .as_ref()
+            .filter(|ms| !ms.iter().any(|m| m == method))
+        {
+            Some(format!("methods {}", ms.join(", ")))
+        } else {
+            None
+        };
+        let mut item = json!({"route": &*r.name, "taken": why.is_none() && !taken});
+        if let Some(w) = why {
+            item["not_taken"] = json!(w);
+        } else {
+            taken = true;
+            if e.www {
+                item["via"] = json!("its host's other spelling (www_redirect)");
+            }
+        }
+        out.push(item);
+    }
+    Value::Array(out)
+}
+
+/// The explanation as a person reads it.
+pub fn text(v: &Value) -> String {
+    use std::fmt::Write;
+    let s = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    };
+    let mut o = String::new();
+    let r = &v["request"];
+    let _ = writeln!(
+        o,
+        "request   {} {}  from {} (client {}){}",
+        s(&r["method"]),
+        s(&r["target"]),
+        s(&r["from"]),
+        s(&r["client"]),
+        if r["tls"] == true { "  TLS" } else { "" }
+    );
+    let c = &v["canonical"];
+    let _ = writeln!(
+        o,
+        "canonical host {}  path {}{}",
+        s(&c["host"]),
+        s(&c["path"]),
+        if c["respelled"] == true {
+            "  (respelled: the upstream gets this spelling)"
+        } else {
+            ""
+        }
+    );
+    if let Some(routes) = v["routes"].as_array() {
+        let _ = writeln!(o, "routes");
+        for r in routes {
+            if r["taken"] == true {
+                let _ = writeln!(
+                    o,
+                    "  * {}  taken{}",
+                    s(&r["route"]),
+                    r.get("via")
+                        .map(|v| format!(" via {}", s(v)))
+                        .unwrap_or_default()
+                );
+            } else {
+                let _ = writeln!(
+                    o,
+                    "    {}  not taken: {}",
+                    s(&r["route"]),
+                    s(&r["not_taken"])
+                );
+            }
+        }
+    }
+    if let Some(t) = v.get("upstream_target") {
+        let _ = writeln!(o, "upstream target {}", s(t));
+    }
+    if let Some(a) = v.get("access") {
+        let _ = writeln!(o, "access    {}", s(a));
+    }
+    if let Some(a) = v.get("auth") {
+        let _ = writeln!(
+            o,
+            "auth      {}: {}{}",
+            s(&a["method"]),
+            s(&a["outcome"]),
+            a["detail"]
+                .as_str()
+                .filter(|d| !d.is_empty())
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(p) = v.get("plan") {
+        let _ = writeln!(o, "plan      {}", s(p));
+    }
+    if let Some(ls) = v["limits"].as_array() {
+        let _ = writeln!(o, "limits");
+        for l in ls {
+            let _ = writeln!(
+                o,
+                "  {}  {} {} burst {} {}{}{}",
+                s(&l["limit"]),
+                s(&l["algorithm"]),
+                s(&l["rate"]),
+                s(&l["burst"]),
+                s(&l["scope"]),
+                l["sync"]
+                    .as_str()
+                    .map(|x| format!(" ({x})"))
+                    .unwrap_or_default(),
+                if l["shadow"] == true { " shadow" } else { "" }
+            );
+            if let Some(k) = l.get("key") {
+                let _ = writeln!(
+                    o,
+                    "    key    {}{}",
+                    s(k),
+                    l.get("key_hash")
+                        .map(|h| format!("  #{}", s(h)))
+                        .unwrap_or_default()
+                );
+            }
+            if let Some(k) = l.get("redis_key") {
+                let _ = writeln!(o, "    redis  {}", s(k));
+            }
+            if let Some(st) = l.get("state") {
+                let _ = writeln!(o, "    state  {}", st);
+            }
+            if let Some(st) = l.get("redis_state") {
+                let _ = writeln!(o, "    in redis {}", s(st));
+            }
+            let _ = writeln!(o, "    => {}", s(&l["decision"]));
+        }
+    }
+    let d = &v["decision"];
+    let _ = writeln!(
+        o,
+        "decision  {} {}{}{}",
+        s(&d["status"]),
+        s(&d["answer"]),
+        d.get("limit")
+            .map(|l| format!(" by {}", s(l)))
+            .unwrap_or_default(),
+        d.get("detail")
+            .map(|l| format!(": {}", s(l)))
+            .unwrap_or_default(),
+    );
+    o
+}
+
+fn method_name(m: &crate::auth::Method) -> &'static str {
+    match m {
+        crate::auth::Method::Bearer(_) => "jwt",
+        crate::auth::Method::Forward(_) => "forward",
+        crate::auth::Method::Basic(_) => "basic",
+        crate::auth::Method::ApiKey(_) => "api_key",
+    }
+}
+
+/// Where `tollgate explain` reads the limits' state from.
+pub struct Source {
+    /// A running gateway's admin listener (`http://127.0.0.1:9000`): it explains with its own
+    /// state; `token` is its admin token.
+    pub admin: Option<String>,
+    pub token: Option<String>,
+    /// A Redis node: each global limit's key is read there.
+    pub redis: Option<String>,
+}
+
+/// `tollgate explain`: the explanation of `q` under `config`, as JSON.
+pub async fn cli(
+    config: tollgate_config::Config,
+    q: &Question,
+    src: &Source,
+) -> Result<Value, String> {
+    if let Some(admin) = &src.admin {
+        let token = src
+            .token
+            .clone()
+            .or_else(|| config.server.admin_token.clone())
+            .ok_or(
+                "the admin API needs a token: --admin-token, or server.admin_token in the config",
+            )?;
+        return ask_admin(admin, &token, q).await;
+    }
+    let clock: std::sync::Arc<dyn tollgate_limit::Clock> =
+        std::sync::Arc::new(tollgate_limit::MonotonicClock::new());
+    let shared = crate::shared::Shared::new(config, clock.clone()).map_err(|e| e.to_string())?;
+    let rt = shared.runtime.load_full();
+    let mut v = explain(
+        &rt,
+        &shared.hasher,
+        &shared.metrics,
+        q,
+        clock.now(),
+        clock.unix_now(),
+    )
+    .await?;
+    v["state_from"] = json!("this process (fresh: no request counted yet)");
+    if let Some(url) = &src.redis {
+        let keys: Vec<String> = v["limits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| l["redis_key"].as_str().map(str::to_string))
+            .collect();
+        let states = tollgate_store::inspect(url, &keys).await?;
+        let mut it = states.into_iter();
+        if let Some(ls) = v["limits"].as_array_mut() {
+            for l in ls.iter_mut().filter(|l| l.get("redis_key").is_some()) {
+                l["redis_state"] = json!(it.next());
+            }
+        }
+    }
+    Ok(v)
+}
+
+async fn ask_admin(admin: &str, token: &str, q: &Question) -> Result<Value, String> {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    query
+        .append_pair("method", &q.method)
+        .append_pair("url", &q.url)
+        .append_pair("from", &q.from.to_string());
+    for (n, v) in &q.headers {
+        query.append_pair("header", &format!("{n}: {v}"));
+    }
+    let url = format!("{}/explain?{}", admin.trim_end_matches('/'), query.finish());
+    let req = http::Request::get(&url)
+        .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .map_err(|e| format!("{url}: {e}"))?;
+    let client = crate::auth::client::build(None, false)?;
+    let (parts, body) =
+        crate::auth::client::exchange(&client, req, std::time::Duration::from_secs(5), 4 << 20)
+            .await
+            .map_err(|e| format!("{admin}: {e}"))?;
+    let v: Value = serde_json::from_slice(&body).map_err(|e| format!("{admin}: {e}"))?;
+    if parts.status != 200 {
+        return Err(format!(
+            "{admin}: {} {}",
+            parts.status,
+            v["error"].as_str().unwrap_or_default()
+        ));
+    }
+    let mut v = v;
+    v["state_from"] = json!(format!("the gateway at {admin}"));
+    Ok(v)
+}

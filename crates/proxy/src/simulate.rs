@@ -1,0 +1,428 @@
+//! `tollgate simulate`: access logs replayed through a config's routes, keys and limits on a
+//! virtual clock, to see what a limit would have done before it refuses anyone.
+//!
+//! Each logged request is made into a request head ([`crate::dryrun`]), taken through the
+//! front stages the live pipeline runs (canonical target, route, rewrite, input checks, access
+//! lists), and decided by the limiters themselves ([`crate::policy::decide_local`]) at the
+//! time it was logged. A global limit is decided as the fleet decides it: one exact counter of
+//! its rate and burst (what Redis keeps for every instance together). Escalation ladders climb
+//! as they do live. The whole log is run four times: as configured, and with every limit's
+//! rate and burst scaled x0.5, x2 and x4.
+//!
+//! Not simulated (the log does not hold what they need): authentication (a `consumer` or
+//! `jwt:` key counts nothing), body keys, concurrency limits (a slot is held for a request's
+//! duration), tarpit holds and leaky-bucket queues (decided, not held), calendar quotas beyond
+//! the log's own span. Logs without a client address count every request as one client; a
+//! Tollgate log's pseudonymous client is one client per pseudonym.
+
+use crate::dryrun::front;
+use crate::identity::{describe_key, KeyHasher, KeyInput};
+use crate::policy::decide_local;
+use crate::runtime::Runtime;
+use pingora::http::RequestHeader;
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, Ipv6Addr};
+use std::path::PathBuf;
+use std::time::Duration;
+use tollgate_config::{Config, Scope};
+use tollgate_limit::Rate;
+use tollgate_replay::{
+    Client, FirstRefusal, KeyCount, LimitReport, Record, Report, Scaled, Series,
+};
+
+/// The factors every limit is also tried at.
+pub const FACTORS: [f64; 3] = [0.5, 2.0, 4.0];
+/// How many refused keys each limit lists.
+const TOP: usize = 10;
+/// The most time buckets a chart has.
+const BUCKETS: u64 = 120;
+
+/// Reads `logs`, replays them under `config` and reports per route and limit.
+pub fn run(config: Config, config_name: &str, logs: &[PathBuf]) -> Result<Report, String> {
+    let mut records = Vec::new();
+    let mut errors = 0u64;
+    let mut lines = 0u64;
+    for path in logs {
+        let mut reader =
+            tollgate_replay::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        for r in reader.by_ref() {
+            match r {
+                Ok(rec) => records.push(rec),
+                Err(e) => {
+                    errors += 1;
+                    // The first few, named; the rest counted.
+                    if errors <= 5 {
+                        eprintln!("{}: {e}", path.display());
+                    }
+                }
+            }
+        }
+        if let Some(e) = reader.io_error() {
+            return Err(format!("{}: {e}", path.display()));
+        }
+        lines += reader.lines();
+    }
+    if records.is_empty() {
+        return Err(format!(
+            "no request in {} ({lines} lines, {errors} not read)",
+            logs.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    // Several logs (a fleet's) merge into one timeline; a stable sort keeps each log's order.
+    records.sort_by_key(|r| r.time);
+    let start = records[0].time;
+    let end = records[records.len() - 1].time;
+    let span_s = (end - start) / 1_000_000_000 + 1;
+    let step = span_s.div_ceil(BUCKETS).max(1);
+    let base = Pass::run(&config, 1.0, &records, start, step)?;
+    let mut report = Report {
+        config: config_name.to_string(),
+        logs: logs.iter().map(|p| p.display().to_string()).collect(),
+        lines,
+        errors,
+        unrouted: base.unrouted,
+        start: start / 1_000_000_000,
+        end: end / 1_000_000_000,
+        limits: Vec::new(),
+    };
+    let scaled: Vec<Pass> = FACTORS
+        .iter()
+        .map(|&f| Pass::run(&config, f, &records, start, step))
+        .collect::<Result<_, _>>()?;
+    for (i, s) in base.stats.iter().enumerate() {
+        let (route, li) = base.order[i];
+        let cfg = &config.limits[li];
+        let mut top: Vec<KeyCount> = s
+            .refused_keys
+            .values()
+            .map(|(k, n)| KeyCount {
+                key: k.clone(),
+                refused: *n,
+            })
+            .collect();
+        top.sort_by(|a, b| b.refused.cmp(&a.refused).then_with(|| a.key.cmp(&b.key)));
+        top.truncate(TOP);
+        report.limits.push(LimitReport {
+            limit: cfg.name.clone(),
+            route: config.routes[route].name.clone(),
+            description: describe(cfg, &config),
+            requests: s.requests,
+            admitted: s.admitted,
+            refused: s.refused,
+            keys: s.keys.len() as u64,
+            top_refused: top,
+            first_refusal: s.first_refusal.clone(),
+            scaled: scaled
+                .iter()
+                .zip(FACTORS)
+                .map(|(p, factor)| Scaled {
+                    factor,
+                    admitted: p.stats[i].admitted,
+                    refused: p.stats[i].refused,
+                })
+                .collect(),
+            series: Series {
+                start: start / 1_000_000_000,
+                step,
+                admitted: s.series_admitted.clone(),
+                refused: s.series_refused.clone(),
+            },
+        });
+    }
+    Ok(report)
+}
+
+/// One limit on one route, counted.
+#[derive(Default)]
+struct Stats {
+    requests: u64,
+    admitted: u64,
+    /// Refused by this limit (for a shadow limit: would have been).
+    refused: u64,
+    keys: HashSet<u64>,
+    /// Refused keys: as a person reads them, and how often.
+    refused_keys: HashMap<u64, (String, u64)>,
+    first_refusal: Option<FirstRefusal>,
+    series_admitted: Vec<u64>,
+    series_refused: Vec<u64>,
+}
+
+struct Pass {
+    /// (route, limit) of each entry of `stats`, in the config's order.
+    order: Vec<(usize, usize)>,
+    stats: Vec<Stats>,
+    unrouted: u64,
+}
+
+impl Pass {
+    fn run(
+        config: &Config,
+        factor: f64,
+        records: &[Record],
+        start: u64,
+        step: u64,
+    ) -> Result<Pass, String> {
+        let detailed = factor == 1.0;
+        let config = fleet(config, factor)?;
+        let metrics = crate::metrics::Metrics::new().map_err(|e| e.to_string())?;
+        let rt = Runtime::build(config, None, None, &metrics).map_err(|e| e.to_string())?;
+        let hasher = KeyHasher::new();
+        let mut order = Vec::new();
+        let mut index = HashMap::new();
+        for (ri, r) in rt.routes.iter().enumerate() {
+            for &li in &r.cfg.limits {
+                index.insert((ri, li), order.len());
+                order.push((ri, li));
+            }
+        }
+        let mut stats: Vec<Stats> = order.iter().map(|_| Stats::default()).collect();
+        let mut unrouted = 0;
+        for rec in records {
+            let (req, peer) = head(rec);
+            let Some(req) = req else {
+                unrouted += 1;
+                continue;
+            };
+            // A logged request was served: an HTTPS redirect had already happened.
+            let f = front(&rt, &req, peer, true);
+            let (Some(route), None) = (f.route, &f.answer) else {
+                unrouted += 1;
+                continue;
+            };
+            let r = &rt.routes[route];
+            if r.cfg.limits.is_empty() || matches!(f.access, crate::access::Access::Allowed(_)) {
+                continue;
+            }
+            let (path, query) = f.key_path(&rt, &req);
+            let input = KeyInput {
+                req: &req,
+                client_cert: None,
+                client_ip: f.client,
+                path: &path,
+                query,
+                route: route as u32,
+                claims: None,
+                body: None,
+                consumer: None,
+                descriptor: None,
+            };
+            let plan_i = match (r.needs_plan, &rt.config.plans) {
+                (true, Some(plans)) => crate::identity::plan_of(plans, &input),
+                _ => 0,
+            };
+            let plan = decide_local(&rt, route, &hasher, &input, plan_i, rec.time, rec.time);
+            let v = plan.settled().unwrap_or_default();
+            let admitted = v.denied.is_none() && v.blocked.is_none();
+            let bucket = ((rec.time - start) / 1_000_000_000 / step) as usize;
+            for (pos, &li) in r.cfg.limits.iter().enumerate() {
+                let key = plan.key(pos);
+                if key == 0 {
+                    continue;
+                }
+                let l = &rt.limits[li];
+                let s = &mut stats[index[&(route, li)]];
+                s.requests += 1;
+                let bit = 1u32 << pos;
+                let refused = v.refused & bit != 0 || v.shadow_exceeded & bit != 0;
+                if detailed {
+                    s.keys.insert(key);
+                    if s.series_admitted.len() <= bucket {
+                        s.series_admitted.resize(bucket + 1, 0);
+                        s.series_refused.resize(bucket + 1, 0);
+                    }
+                }
+                if refused {
+                    s.refused += 1;
+                    if detailed {
+                        s.series_refused[bucket] += 1;
+                        let entry = s
+                            .refused_keys
+                            .entry(key)
+                            .or_insert_with(|| (shown_key(&rt, li, &input, rec), 0));
+                        entry.1 += 1;
+                        if s.first_refusal.is_none() {
+                            s.first_refusal = Some(FirstRefusal {
+                                time: rec.time,
+                                key: entry.0.clone(),
+                            });
+                        }
+                    }
+                    if let (Some(lad), false) = (&l.ladder, l.shadow) {
+                        lad.ladder.refused(key, rec.time);
+                    }
+                } else if admitted {
+                    s.admitted += 1;
+                    if detailed {
+                        s.series_admitted[bucket] += 1;
+                    }
+                }
+            }
+            // Concurrency slots are not held: what a request took comes back at once.
+            if r.holds_slots {
+                for (pos, &li) in r.cfg.limits.iter().enumerate() {
+                    let took = plan.took(pos);
+                    if took.any() && rt.limits[li].cfg.algorithm.caps().holds {
+                        crate::policy::return_unit(&rt.limits[li], plan.key(pos), rec.time, took);
+                    }
+                }
+            }
+        }
+        Ok(Pass {
+            order,
+            stats,
+            unrouted,
+        })
+    }
+}
+
+/// The config as one process of the whole fleet: global limits decided here (one exact
+/// counter, as Redis is for every instance), every rate and burst scaled by `factor`.
+fn fleet(config: &Config, factor: f64) -> Result<Config, String> {
+    let mut c = config.clone();
+    c.redis = None;
+    c.rls = None;
+    for l in &mut c.limits {
+        l.scope = Scope::Local;
+        l.lease_max = None;
+        if factor != 1.0 {
+            let period = l.rate.period_ns() as f64 / factor;
+            l.rate = Rate::new(l.rate.count(), Duration::from_nanos(period.max(1.0) as u64))
+                .map_err(|e| format!("{} x{factor}: {e}", l.name))?;
+            l.burst = ((l.burst as f64 * factor).round() as u64).max(1);
+        }
+    }
+    Ok(c)
+}
+
+/// A logged request as a head, and the address it came from.
+fn head(rec: &Record) -> (Option<RequestHeader>, IpAddr) {
+    let peer = match rec.client {
+        Some(Client::Ip(ip)) => ip,
+        Some(Client::Pseudonym(p)) => pseudonym_ip(p),
+        None => IpAddr::from([0, 0, 0, 0]),
+    };
+    let Ok(mut req) = RequestHeader::build(rec.method.as_str(), rec.target.as_bytes(), None) else {
+        return (None, peer);
+    };
+    if let Some(h) = rec.host.as_deref().filter(|h| !h.is_empty()) {
+        if req.append_header(http::header::HOST, h).is_err() {
+            return (None, peer);
+        }
+    }
+    for (n, v) in &rec.headers {
+        if n.eq_ignore_ascii_case("host") {
+            continue;
+        }
+        if let (Ok(n), Ok(v)) = (
+            http::HeaderName::from_bytes(n.as_bytes()),
+            http::HeaderValue::from_str(v),
+        ) {
+            let _ = req.append_header(n, v);
+        }
+    }
+    (Some(req), peer)
+}
+
+/// A pseudonymous client (Tollgate's log) as an address of its own: the pseudonym's top
+/// 40 bits in the 48 bits kept by any `ipv6_prefix`, under fd00::/8 (unique local).
+fn pseudonym_ip(p: u64) -> IpAddr {
+    let bits = (0xfd_u128 << 120) | (((p >> 24) as u128) << 80);
+    IpAddr::V6(Ipv6Addr::from(bits))
+}
+
+fn shown_key(rt: &Runtime, li: usize, input: &KeyInput, rec: &Record) -> String {
+    let text = describe_key(&rt.limits[li].cfg.key, input, rt.ipv6_prefix).unwrap_or_default();
+    match rec.client {
+        Some(Client::Pseudonym(p)) => {
+            text.replace(&input.client_ip.to_string(), &format!("~{p:016x}"))
+        }
+        _ => text,
+    }
+}
+
+fn describe(l: &tollgate_config::LimitConfig, config: &Config) -> String {
+    let scope = match (l.scope, l.lease_max) {
+        (Scope::Global, Some(_)) => "global, leased",
+        (Scope::Global, None) => "global",
+        (Scope::Local, _) => "local",
+    };
+    let keys: Vec<String> = l.key.iter().map(|k| k.describe()).collect();
+    let plan = l
+        .plan
+        .and_then(|p| config.plans.as_ref()?.names.get(p).cloned())
+        .map(|p| format!(", plan {p}"))
+        .unwrap_or_default();
+    let not = if l.algorithm.caps().holds {
+        " (concurrency: not simulated, slots come back at once)"
+    } else {
+        ""
+    };
+    format!(
+        "{} {} burst {}, key {}, {scope}{}{plan}{not}",
+        l.algorithm.name(),
+        crate::explain::rate_text(l.rate.count(), l.rate.period_ns()),
+        l.burst,
+        keys.join("+"),
+        if l.shadow { ", shadow" } else { "" },
+    )
+}
+
+/// The report as a person reads it in a terminal.
+pub fn text(r: &Report) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{} lines ({} not read, {} not routed or answered before the limits), {} s of traffic",
+        r.lines,
+        r.errors,
+        r.unrouted,
+        r.end.saturating_sub(r.start) + 1
+    );
+    for l in &r.limits {
+        let _ = writeln!(o, "\n{} on route {}: {}", l.limit, l.route, l.description);
+        let pct = |n: u64| {
+            if l.requests == 0 {
+                0.0
+            } else {
+                n as f64 * 100.0 / l.requests as f64
+            }
+        };
+        let _ = writeln!(
+            o,
+            "  requests {}  admitted {} ({:.1} %)  refused {} ({:.1} %)  by another limit {}  keys {}",
+            l.requests,
+            l.admitted,
+            pct(l.admitted),
+            l.refused,
+            pct(l.refused),
+            l.requests.saturating_sub(l.admitted + l.refused),
+            l.keys
+        );
+        if let Some(f) = &l.first_refusal {
+            let _ = writeln!(
+                o,
+                "  first refusal at +{:.3} s: {}",
+                (f.time / 1_000_000) as f64 / 1e3 - r.start as f64,
+                f.key
+            );
+        }
+        for k in &l.top_refused {
+            let _ = writeln!(o, "    {:>8} refused  {}", k.refused, k.key);
+        }
+        for s in &l.scaled {
+            let _ = writeln!(
+                o,
+                "  x{:<3} admitted {} refused {} ({:+})",
+                s.factor,
+                s.admitted,
+                s.refused,
+                s.refused as i64 - l.refused as i64
+            );
+        }
+    }
+    o
+}
