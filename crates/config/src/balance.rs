@@ -1,10 +1,9 @@
 //! An upstream's balancing keys (docs/upstreams.md): `balance`, `hash_key`, `affinity` and
 //! `retry`. One reader per key, called by the `[upstreams.NAME]` reader.
 
-use crate::reader::{as_str, as_str_list, type_err, Cx, Tbl, Value};
+use crate::reader::{as_str, as_str_list, Cx, Tbl, Value};
 use crate::scalars::{duration, http_token};
 use std::time::Duration;
-use toml::de::DeValue;
 
 /// How a request's target is chosen among the healthy ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -256,26 +255,9 @@ pub(crate) fn retry(cx: &mut Cx, path: &str, v: &Value) -> Option<Retry> {
     }
     let mut budget = RETRY_BUDGET_DEFAULT;
     if let Some(bv) = t.get("budget") {
-        let bp = t.key_path("budget");
-        let ratio = match bv.get_ref() {
-            DeValue::Float(f) => f.as_str().replace('_', "").parse::<f64>().ok(),
-            DeValue::Integer(_) => crate::reader::as_int(cx, &bp, bv).map(|i| i as f64),
-            _ => {
-                type_err(cx, &bp, bv, "a ratio from 0.0 to 1.0 (retries per request)");
-                None
-            }
-        };
-        match ratio {
-            Some(b) if (0.0..=1.0).contains(&b) => budget = b,
-            None if !matches!(bv.get_ref(), DeValue::Float(_)) => ok = false,
-            _ => {
-                cx.err(
-                    &bp,
-                    bv.span(),
-                    "a ratio from 0.0 to 1.0 (retries per request)",
-                );
-                ok = false;
-            }
+        match crate::scalars::ratio(cx, &t.key_path("budget"), bv) {
+            Some(b) => budget = b,
+            None => ok = false,
         }
     }
     t.finish(cx);

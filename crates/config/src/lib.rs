@@ -28,6 +28,7 @@ mod routes;
 mod scalars;
 mod server;
 mod tls;
+pub mod tracing;
 mod types;
 mod upstreams;
 mod values;
@@ -43,6 +44,7 @@ pub use files::MAX_FILE_BYTES;
 pub use reader::Problem;
 pub use rls::{RlsConfig, RlsRule, MAX_DESCRIPTOR_ENTRIES};
 pub use routes::{path_regex, rewrite_warnings};
+pub use tracing::{ClientAddress, TracingConfig, TrustContext};
 pub use types::*;
 pub use values::{parse_duration, parse_rate};
 

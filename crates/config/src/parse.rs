@@ -104,6 +104,7 @@ fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>>
         crate::rls::read(cx, t, &limits, &weights)
     })
     .flatten();
+    let tracing = table(&mut cx, &mut root, "tracing", crate::tracing::read).flatten();
     if rls.as_ref().is_some_and(|r| r.tls) && tls.is_none() {
         cx.err(
             "rls.tls",
@@ -139,6 +140,7 @@ fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>>
         auth: auths.into_iter().flatten().collect(),
         files,
         rls,
+        tracing,
     })
 }
 

@@ -27,6 +27,7 @@ pub(crate) fn server_defaults() -> ServerConfig {
         upgrade_sock: PathBuf::from("/tmp/tollgate_upgrade.sock"),
         h2c: true,
         access_log: false,
+        access_log_paths: false,
         admin_token: None,
         legacy_headers: false,
         preserve_header_case: false,
@@ -112,6 +113,9 @@ pub(crate) fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
     }
     if let Some(b) = t.bool(cx, "access_log") {
         s.access_log = b;
+    }
+    if let Some(b) = t.bool(cx, "access_log_paths") {
+        s.access_log_paths = b;
     }
     if let Some(n) = t.int_in(cx, "key_body_limit", 1, 64 * 1024) {
         s.key_body_limit = n as usize;

@@ -30,6 +30,8 @@ pub struct Config {
     pub files: Vec<PathBuf>,
     /// `[rls]`: Envoy's rate limit service API on these limits.
     pub rls: Option<crate::RlsConfig>,
+    /// `[tracing]`: OpenTelemetry traces over OTLP/HTTP.
+    pub tracing: Option<crate::tracing::TracingConfig>,
 }
 
 /// Access lists (`[access]`, or a route's `access`, which adds to the server's).
@@ -253,6 +255,10 @@ pub struct ServerConfig {
     pub h2c: bool,
     /// One structured log line per request.
     pub access_log: bool,
+    /// The access log also names each request's host and canonical path (never its query):
+    /// what `tollgate simulate` needs to replay this gateway's own log. Off by default: a
+    /// path can carry an identity.
+    pub access_log_paths: bool,
     /// Also send X-RateLimit-Limit / -Remaining / -Reset (for clients that expect them).
     pub legacy_headers: bool,
     /// Keep HTTP/1 request header names' case toward the upstream (a second header map per
@@ -796,6 +802,7 @@ impl ServerConfig {
             shadow: _,
             admin_token: _,
             access_log: _,
+            access_log_paths: _,
             legacy_headers: _,
             key_body_limit: _,
             https_redirect: _,

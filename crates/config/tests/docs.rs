@@ -58,6 +58,8 @@ rate = "10/s"
 [rls]
 listen = "127.0.0.1:8081"
 tls = true
+[tracing]
+otlp = "http://127.0.0.1:4318"
 [[rls.rules]]
 domain = "edge"
 descriptor = [{ key = "remote_address", value = "10.0.0.1" }]
@@ -213,6 +215,7 @@ fn every_key_a_reference_table_lists_is_accepted() {
         "auth",
         "edge",
         "rls",
+        "tracing",
     ] {
         let text = std::fs::read_to_string(
             Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../docs/{page}.md")),

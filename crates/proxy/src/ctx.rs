@@ -37,6 +37,8 @@ impl Drop for InFlight {
 pub struct Ctx {
     _in_flight: InFlight,
     pub start: Instant,
+    /// The request's trace (`[tracing]` only: `None` costs nothing elsewhere).
+    pub trace: Option<Box<crate::traces::TraceCtx>>,
     /// The runtime this request is decided and proxied under (a reload swaps in another for
     /// the next requests; this one keeps its own to the end).
     pub rt: Option<Arc<Runtime>>,
@@ -113,6 +115,7 @@ impl Ctx {
         Ctx {
             _in_flight: InFlight::new(),
             start: Instant::now(),
+            trace: None,
             rt: None,
             request_id: HeaderValue::from_static(""),
             peer: IpAddr::V4(Ipv4Addr::UNSPECIFIED),

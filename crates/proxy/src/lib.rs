@@ -63,6 +63,7 @@ pub mod simulate;
 pub mod slots;
 pub mod stages;
 pub mod tls;
+pub mod traces;
 
 pub use edge::Gateway;
 pub use runtime::Runtime;

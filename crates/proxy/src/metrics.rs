@@ -47,6 +47,12 @@ pub struct Metrics {
     pub cors_preflights: IntCounterVec,
     /// `tollgate_compressed_responses_total{route,encoding}`.
     pub compressed: IntCounterVec,
+    /// `tollgate_trace_spans_exported_total`: spans the collector accepted.
+    pub trace_exported: IntCounter,
+    /// `tollgate_trace_spans_dropped_total{reason}`: spans not exported (`queue_full`: the
+    /// export queue was at `max_queue`; `export_failed`: the collector refused, failed or
+    /// timed out).
+    pub trace_dropped: IntCounterVec,
     /// `tollgate_rls_requests_total{domain,code}`: ShouldRateLimit calls (`domain` is a
     /// configured one, or `""`), by answer (`ok`, `over_limit`, `invalid`).
     pub rls_requests: IntCounterVec,
@@ -158,6 +164,8 @@ impl Metrics {
             connections_refused: counters(&r, "tollgate_connections_refused_total", "Connections closed unread at accept: over max_connections or max_connections_per_client.", &["reason"])?,
             cors_preflights: counters(&r, "tollgate_cors_preflights_total", "CORS preflights answered at the edge (never proxied), by route and result: allowed (with the route's CORS fields), refused (an origin not allowed: no CORS field).", &["route", "result"])?,
             compressed: counters(&r, "tollgate_compressed_responses_total", "Upstream answers compressed at the edge (compress = true), by route and encoding (gzip, br, zstd).", &["route", "encoding"])?,
+            trace_exported: register(&r, IntCounter::new("tollgate_trace_spans_exported_total", "Trace spans the OTLP collector accepted.")?)?,
+            trace_dropped: counters(&r, "tollgate_trace_spans_dropped_total", "Trace spans not exported, by reason (queue_full: the export queue was full; export_failed: the collector refused, failed or timed out).", &["reason"])?,
             rls_requests: counters(&r, "tollgate_rls_requests_total", "Rate limit service calls (envoy.service.ratelimit.v3), by configured domain (\"\" for others) and answer (ok, over_limit, invalid).", &["domain", "code"])?,
             rls_descriptors: counters(&r, "tollgate_rls_descriptors_total", "Rate limit service descriptors, by configured domain and whether a rule limited them (limited) or none matched (unknown).", &["domain", "result"])?,
             rls_seconds: register(

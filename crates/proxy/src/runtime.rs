@@ -444,6 +444,9 @@ pub struct Runtime {
     /// `[server] preserve_header_case` as read at start (a reload keeps it, as Pingora's
     /// listeners do for the request side): the upstream pools' response side.
     preserve_case: bool,
+    /// `[tracing]`, compiled (the previous runtime's while it is unchanged: its client and
+    /// connections go on).
+    pub tracing: Option<Arc<crate::traces::TraceRt>>,
     /// `[[rls.rules]]`, compiled: limit set `routes.len() + i` (see [`Runtime::limits_of`]).
     pub rls: Vec<crate::rls::RuleRt>,
 }
@@ -460,6 +463,8 @@ pub enum BuildError {
     Tls(Vec<String>),
     #[error("route {0}: {1}")]
     Route(String, String),
+    #[error("tracing: {0}")]
+    Tracing(String),
     #[error("auth {0}: {1}")]
     Auth(String, String),
     #[error("upstreams.{upstream}.tls: {reason}")]
@@ -660,9 +665,22 @@ impl Runtime {
         let order = crate::routing::order(routes.iter().map(|r| &r.cfg));
         let hosts = crate::routing::Hosts::new(&order);
         let rls = crate::rls::RuleRt::build_all(&config, &limits, metrics);
+        let tracing = match &config.tracing {
+            None => None,
+            Some(t) => match previous
+                .and_then(|p| p.tracing.as_ref())
+                .filter(|p| p.cfg == *t)
+            {
+                Some(kept) => Some(kept.clone()),
+                None => Some(Arc::new(
+                    crate::traces::TraceRt::build(t).map_err(BuildError::Tracing)?,
+                )),
+            },
+        };
 
         Ok(Self {
             rls,
+            tracing,
             path_rules: crate::normalize::PathRules {
                 merge_slashes: config.server.hardening.merge_slashes,
                 escaped_slashes: config.server.hardening.escaped_slashes,

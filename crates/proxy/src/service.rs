@@ -246,6 +246,18 @@ impl ProxyHttp for Gateway {
             s.request(upstream, &crate::shaping::vars(ctx, session))?;
         }
         upstream.insert_static_header(&names::X_REQUEST_ID, ctx.request_id.clone());
+        if let Some(t) = ctx.trace.as_mut() {
+            // The upstream continues this trace under the gateway's upstream span; a context
+            // the gateway did not take is not passed on.
+            upstream.insert_header("traceparent", t.upstream_traceparent())?;
+            match &t.tracestate {
+                Some(ts) => upstream.insert_header("tracestate", ts.clone())?,
+                None => {
+                    upstream.remove_header("tracestate");
+                }
+            }
+            t.upstream.get_or_insert_with(std::time::Instant::now);
+        }
         if let Some(target) = &ctx.upstream_target {
             // The route rewrote the path (the query is in it already).
             upstream.set_raw_path(target.target.as_bytes())?;
@@ -646,6 +658,9 @@ impl ProxyHttp for Gateway {
             }
             _ => count_unrouted(metrics, status),
         }
+        if let Some(t) = ctx.trace.as_deref() {
+            self.end_trace(session, e, ctx, t, status);
+        }
         let access_log = ctx
             .rt
             .as_ref()
@@ -665,10 +680,29 @@ impl ProxyHttp for Gateway {
             // The client only as a pseudonym under this process's random key: one client's
             // lines can be followed, and no table of addresses turns it back into one.
             let client = self.shared.hasher.pseudonym(ctx.client.unwrap_or(ctx.peer));
+            // With access_log_paths: the host and the path as routed (canonical; never the
+            // query, which can carry secrets), for `tollgate simulate`.
+            let paths = rt.is_some_and(|rt| rt.config.server.access_log_paths);
+            let host = match paths {
+                true => req
+                    .headers
+                    .get(http::header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .or(req.uri.host())
+                    .unwrap_or(""),
+                false => "",
+            };
+            let path = match paths {
+                true => ctx.canonical_path.as_deref().unwrap_or(req.uri.path()),
+                false => "",
+            };
+            let trace_id = ctx.trace.as_ref().map(|t| t.id_hex());
             tracing::info!(
                 event = "request",
                 request_id = %ctx.request_id(),
                 method = %req.method,
+                host,
+                path,
                 route,
                 status,
                 duration_ms = elapsed.as_secs_f64() * 1000.0,
@@ -678,8 +712,71 @@ impl ProxyHttp for Gateway {
                 client = %format_args!("{client:016x}"),
                 upstream_tries = ctx.tries,
                 error = error.as_deref().unwrap_or(""),
+                trace_id = trace_id.as_deref().unwrap_or(""),
             );
         }
+    }
+}
+
+impl Gateway {
+    /// The request's spans, queued for export when it is sampled (or refused, with
+    /// `sample_refusals`).
+    fn end_trace(
+        &self,
+        session: &Session,
+        e: Option<&Error>,
+        ctx: &Ctx,
+        t: &crate::traces::TraceCtx,
+        status: u16,
+    ) {
+        let Some(rt) = &ctx.rt else { return };
+        let Some(tr) = &rt.tracing else { return };
+        let refused = matches!(
+            ctx.outcome,
+            crate::ctx::Outcome::Refused
+                | crate::ctx::Outcome::Blocked
+                | crate::ctx::Outcome::AccessDenied
+                | crate::ctx::Outcome::TarpitOverflow
+                | crate::ctx::Outcome::Challenged
+                | crate::ctx::Outcome::Unavailable
+                | crate::ctx::Outcome::Unauthenticated
+        );
+        if !t.sampled && !(refused && tr.cfg.sample_refusals) {
+            return;
+        }
+        let req = session.req_header();
+        let route = ctx.route.map(|r| &*rt.routes[r].name).unwrap_or("");
+        let limit = ctx
+            .outcome_limit
+            .map(|l| rt.limits[l].cfg.name.as_str())
+            .unwrap_or("");
+        let client = ctx.client.unwrap_or(ctx.peer);
+        let upstream = ctx.upstream.map(|u| rt.upstreams[u].cfg.name.as_str());
+        let finished = crate::traces::Finished {
+            method: req.method.as_str(),
+            path: ctx.canonical_path.as_deref().unwrap_or(req.uri.path()),
+            host: req
+                .headers
+                .get(http::header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .or(req.uri.host()),
+            route,
+            status,
+            decision: ctx.outcome.name(),
+            limit,
+            client: crate::traces::client_text(tr.cfg.client_address, client, || {
+                self.shared.hasher.pseudonym(client)
+            }),
+            request_id: ctx.request_id(),
+            upstream,
+            tries: ctx.tries as u32,
+            error: e.map(|e| e.etype().as_str().to_string()),
+            end: std::time::Instant::now(),
+        };
+        let spans = crate::traces::spans(t, &finished);
+        self.shared
+            .spans
+            .push(spans, tr.cfg.max_queue, &self.shared.metrics);
     }
 }
 

@@ -29,6 +29,8 @@ pub struct Shared {
     pub tls: Option<Arc<crate::tls::Certificates>>,
     /// The rate limit service (`[rls]`) is accepting calls.
     pub rls_serving: std::sync::atomic::AtomicBool,
+    /// Trace spans waiting for export (`[tracing]`).
+    pub spans: crate::traces::SpanQueue,
 }
 
 impl Shared {
@@ -66,6 +68,7 @@ impl Shared {
         };
         let runtime = Runtime::build(config, None, store.as_ref(), &metrics)?;
         Ok(Self {
+            spans: crate::traces::SpanQueue::default(),
             rls_serving: std::sync::atomic::AtomicBool::new(false),
             tls,
             runtime: ArcSwap::from_pointee(runtime),

@@ -38,6 +38,19 @@ impl std::fmt::Display for Failure {
 /// A client trusting `ca_pem`'s certificates, or the system's roots without one; `https_only`
 /// refuses plain http:// URLs.
 pub fn build(ca_pem: Option<&[u8]>, https_only: bool) -> Result<HttpClient, String> {
+    build_for(ca_pem, https_only)
+}
+
+/// [`build`] for requests with a body of type `B` (an OTLP export's protobuf).
+pub fn build_for<B>(
+    ca_pem: Option<&[u8]>,
+    https_only: bool,
+) -> Result<Client<HttpsConnector<HttpConnector>, B>, String>
+where
+    B: hyper::body::Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let mut roots = rustls::RootCertStore::empty();
     match ca_pem {
         Some(pem) => {
@@ -83,12 +96,17 @@ pub fn build(ca_pem: Option<&[u8]>, https_only: bool) -> Result<HttpClient, Stri
 
 /// Sends `req` and reads its answer's head and at most `max_body` bytes of body, all within
 /// `deadline`.
-pub async fn exchange(
-    client: &HttpClient,
-    req: http::Request<Empty<Bytes>>,
+pub async fn exchange<B>(
+    client: &Client<HttpsConnector<HttpConnector>, B>,
+    req: http::Request<B>,
     deadline: Duration,
     max_body: usize,
-) -> Result<(http::response::Parts, Bytes), Failure> {
+) -> Result<(http::response::Parts, Bytes), Failure>
+where
+    B: hyper::body::Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     // A HEAD answer's Content-Length is its GET's: no body follows it.
     let head = req.method() == http::Method::HEAD;
     let call = async {

@@ -15,6 +15,9 @@
 //! - [`jwks`]: `[jwt] jwks_url`'s key set fetched at start, then per its max-age (sooner
 //!   after a failure).
 //!
+//! - [`traces`]: trace spans exported to the OTLP collector every second (sooner when a
+//!   batch is full), one export at a time.
+//!
 //! Each tick reads the current runtime, so reloads are picked up. Jobs that call Redis or
 //! connect run in tasks of their own, bounded by their own timeouts: none blocks the tick.
 
@@ -23,6 +26,7 @@ mod jwks;
 mod leases;
 mod redis;
 mod slots;
+mod traces;
 mod upstreams;
 
 use crate::shared::Shared;
@@ -82,6 +86,7 @@ impl BackgroundService for Housekeeping {
         let mut block_sweep = Due::new(blocks::POLL_EVERY);
         let mut lease_sweep = Due::new(leases::SWEEP_EVERY);
         let mut slot_renewal = Due::new(slots::CHECK_EVERY);
+        let mut trace_export = Due::new(crate::traces::EXPORT_EVERY);
         loop {
             let now = Instant::now();
             if block_sweep.now(now) {
@@ -90,6 +95,7 @@ impl BackgroundService for Housekeeping {
             if lease_sweep.now(now) {
                 leases::sweep(&self.shared);
             }
+            traces::run(&self.shared, &mut trace_export, now);
             if let Some(store) = &self.shared.store {
                 probe.run(store);
                 if block_poll.now(now) {
@@ -107,6 +113,7 @@ impl BackgroundService for Housekeeping {
             tokio::select! {
                 _ = tokio::time::sleep(TICK) => {}
                 _ = shutdown.changed() => {
+                    traces::flush(&self.shared).await;
                     leases::return_all(&self.shared).await;
                     return;
                 }

@@ -109,7 +109,14 @@ pub async fn run(
     );
     let verdict = match plan.settled() {
         Some(v) => v,
-        None => decide_global(rt, &mut plan, &*gw.shared.clock).await,
+        None => {
+            let began = ctx.trace.as_ref().map(|_| Instant::now());
+            let v = decide_global(rt, &mut plan, &*gw.shared.clock).await;
+            if let (Some(t), Some(a)) = (ctx.trace.as_mut(), began) {
+                t.redis = Some((a, Instant::now()));
+            }
+            v
+        }
     };
     answer_or_admit(gw, session, ctx, rt, route, &plan, &verdict).await
 }

@@ -7,6 +7,7 @@
 //!
 //! 1. [`request`]: who asked and how: the request id, TLS, the connection's deadlines, the
 //!    head's bounds.
+//!    [`trace`]: the request's trace (`[tracing]` only): the client's context when trusted.
 //! 2. [`route`]: the canonical request (path and host), its route (404), plaintext to HTTPS
 //!    (308), the route's rewrite (400), and the inputs its keys read given once (400).
 //!    [`body`]: the route's body cap on a declared length (413, before anything is read or an
@@ -31,7 +32,7 @@
 //! rules, the upstream's Host, CORS fields, compression, bandwidth) is [`crate::shaping`],
 //! applied in the proxy phases.
 //!
-//! New capabilities (tracing) are new stages: a file here, a line in
+//! New capabilities are new stages: a file here, a line in
 //! [`run`], and a flag in [`crate::runtime::Stages`] when routes may go without it.
 
 pub mod access;
@@ -42,6 +43,7 @@ pub mod cors;
 pub mod limits;
 pub mod request;
 pub mod route;
+pub mod trace;
 
 use crate::ctx::{Ctx, Outcome};
 use crate::edge::Gateway;
@@ -56,6 +58,9 @@ pub async fn run(gw: &Gateway, session: &mut Session, ctx: &mut Ctx) -> Result<b
     ctx.rt = Some(rt.clone());
     if request::run(gw, session, ctx, &rt).await? == Step::Answered {
         return Ok(true);
+    }
+    if let Some(t) = &rt.tracing {
+        trace::run(session, ctx, t, &rt.trusted_proxies);
     }
     let route = match route::run(gw, session, ctx, &rt).await? {
         Some(route) => route,
@@ -95,7 +100,12 @@ async fn authenticated(
     rt: &std::sync::Arc<crate::runtime::Runtime>,
     route: usize,
 ) -> Result<bool> {
-    if auth::run(gw, session, ctx, rt, route).await? == Step::Answered {
+    let began = ctx.trace.as_ref().map(|_| std::time::Instant::now());
+    let step = auth::run(gw, session, ctx, rt, route).await?;
+    if let (Some(t), Some(a)) = (ctx.trace.as_mut(), began) {
+        t.auth = Some((a, std::time::Instant::now()));
+    }
+    if step == Step::Answered {
         return Ok(true);
     }
     if rt.routes[route].stages.limits

@@ -1,0 +1,221 @@
+//! `[tracing]` (docs/tracing.md): OpenTelemetry traces, exported over OTLP/HTTP (protobuf).
+
+use crate::reader::{as_str, type_err, Cx, Tbl, Value};
+use std::time::Duration;
+use toml::de::DeValue;
+
+/// `[tracing]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TracingConfig {
+    /// The collector's traces endpoint: `otlp` as written, with `/v1/traces` added when it
+    /// names no path.
+    pub endpoint: String,
+    /// The share of requests traced (0.0 to 1.0), decided on the trace id; a client's
+    /// `traceparent` (when trusted) decides for its trace.
+    pub sample: f64,
+    /// Every request the gateway refused (4xx/5xx answered at the edge by a limit, a block,
+    /// an access list or auth) is traced, whatever `sample` says.
+    pub sample_refusals: bool,
+    /// `service.name` of the resource.
+    pub service_name: String,
+    /// Sent with every export (a collector's API key).
+    pub headers: Vec<(String, String)>,
+    /// The most one export may take; past it its spans are dropped and counted.
+    pub timeout: Duration,
+    /// Spans held for export at most; more are dropped and counted, never waited for.
+    pub max_queue: usize,
+    /// Whose `traceparent` / `tracestate` continue their trace.
+    pub trust: TrustContext,
+    /// How the client's address is put on spans.
+    pub client_address: ClientAddress,
+}
+
+/// Whose trace context is taken (`trust_context`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrustContext {
+    /// Only from `[server] trusted_proxies` (the default: a client cannot choose which
+    /// traces are sampled, nor join someone else's).
+    TrustedProxies,
+    /// From anyone (a gateway behind another that always traces).
+    All,
+    /// Never: every request starts its own trace.
+    None,
+}
+
+/// `client_address`: on spans as the access log keeps it (`hashed`, the default), as it is
+/// (`plain`), or not at all (`none`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAddress {
+    Hashed,
+    Plain,
+    None,
+}
+
+pub const SAMPLE_DEFAULT: f64 = 0.01;
+pub const TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
+pub const MAX_QUEUE_DEFAULT: usize = 4096;
+
+pub(crate) fn read(cx: &mut Cx, mut t: Tbl) -> Option<TracingConfig> {
+    let mut ok = true;
+    let endpoint = match t.get("otlp") {
+        None => {
+            cx.err(
+                &t.path.clone(),
+                t.span.clone(),
+                "missing key \"otlp\" (the collector's OTLP/HTTP URL, e.g. \"http://127.0.0.1:4318\")",
+            );
+            None
+        }
+        Some(v) => endpoint(cx, &t.key_path("otlp"), v),
+    };
+    ok &= endpoint.is_some();
+    let mut sample = SAMPLE_DEFAULT;
+    if let Some(v) = t.get("sample") {
+        match crate::scalars::ratio(cx, &t.key_path("sample"), v) {
+            Some(r) => sample = r,
+            None => ok = false,
+        }
+    }
+    let sample_refusals = t.bool(cx, "sample_refusals").unwrap_or(false);
+    let service_name = match t.get("service_name") {
+        Some(v) => match as_str(cx, &t.key_path("service_name"), v) {
+            Some(s) if !s.trim().is_empty() => s.to_string(),
+            Some(_) => {
+                cx.err(&t.key_path("service_name"), v.span(), "must not be empty");
+                ok = false;
+                String::new()
+            }
+            None => {
+                ok = false;
+                String::new()
+            }
+        },
+        None => "tollgate".to_string(),
+    };
+    let mut headers = Vec::new();
+    if let Some(v) = t.get("headers") {
+        let p = t.key_path("headers");
+        match Tbl::of(cx, p.clone(), v) {
+            Some(mut m) => {
+                for (name, value, span) in m.entries() {
+                    let ip = format!("{p}.{name}");
+                    if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                        cx.err(&ip, span, format!("\"{name}\" is not a header name"));
+                        ok = false;
+                        continue;
+                    }
+                    match as_str(cx, &ip, value) {
+                        Some(s) if http::HeaderValue::from_str(s).is_ok() => {
+                            headers.push((name.to_ascii_lowercase(), s.to_string()))
+                        }
+                        Some(_) => {
+                            cx.err(&ip, value.span(), "not a header value (visible ASCII)");
+                            ok = false;
+                        }
+                        None => ok = false,
+                    }
+                }
+            }
+            None => ok = false,
+        }
+    }
+    let timeout = match t.get("timeout") {
+        Some(v) => match crate::scalars::duration(cx, &t.key_path("timeout"), v) {
+            Some(d) if !d.is_zero() && d <= Duration::from_secs(60) => d,
+            Some(_) => {
+                cx.err(&t.key_path("timeout"), v.span(), "from 1ms to 60s");
+                ok = false;
+                TIMEOUT_DEFAULT
+            }
+            None => {
+                ok = false;
+                TIMEOUT_DEFAULT
+            }
+        },
+        None => TIMEOUT_DEFAULT,
+    };
+    let max_queue = t
+        .int_in(cx, "max_queue", 1, 1 << 20)
+        .map_or(MAX_QUEUE_DEFAULT, |n| n as usize);
+    let trust = match t.get("trust_context") {
+        None => TrustContext::TrustedProxies,
+        Some(v) => match as_str(cx, &t.key_path("trust_context"), v) {
+            Some("trusted_proxies") => TrustContext::TrustedProxies,
+            Some("all") => TrustContext::All,
+            Some("none") => TrustContext::None,
+            Some(other) => {
+                cx.err(
+                    &t.key_path("trust_context"),
+                    v.span(),
+                    format!("unknown trust_context \"{other}\" (trusted_proxies, all or none)"),
+                );
+                ok = false;
+                TrustContext::TrustedProxies
+            }
+            None => {
+                ok = false;
+                TrustContext::TrustedProxies
+            }
+        },
+    };
+    let client_address = match t.get("client_address") {
+        None => ClientAddress::Hashed,
+        Some(v) => match as_str(cx, &t.key_path("client_address"), v) {
+            Some("hashed") => ClientAddress::Hashed,
+            Some("plain") => ClientAddress::Plain,
+            Some("none") => ClientAddress::None,
+            Some(other) => {
+                cx.err(
+                    &t.key_path("client_address"),
+                    v.span(),
+                    format!("unknown client_address \"{other}\" (hashed, plain or none)"),
+                );
+                ok = false;
+                ClientAddress::Hashed
+            }
+            None => {
+                ok = false;
+                ClientAddress::Hashed
+            }
+        },
+    };
+    t.finish(cx);
+    Some(TracingConfig {
+        endpoint: endpoint?,
+        sample,
+        sample_refusals,
+        service_name,
+        headers,
+        timeout,
+        max_queue,
+        trust,
+        client_address,
+    })
+    .filter(|_| ok)
+}
+
+/// An http(s) URL with a host; `/v1/traces` added when it has no path.
+fn endpoint(cx: &mut Cx, path: &str, v: &Value) -> Option<String> {
+    let s = match v.get_ref() {
+        DeValue::String(_) => as_str(cx, path, v)?,
+        _ => {
+            type_err(cx, path, v, "a URL (\"http://127.0.0.1:4318\")");
+            return None;
+        }
+    };
+    let uri: http::Uri = match s.parse() {
+        Ok(u) => u,
+        Err(_) => {
+            cx.err(path, v.span(), "not a URL (e.g. \"http://127.0.0.1:4318\")");
+            return None;
+        }
+    };
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+        cx.err(path, v.span(), "an http:// or https:// URL with a host");
+        return None;
+    }
+    Some(match uri.path() {
+        "" | "/" => format!("{}/v1/traces", s.trim_end_matches('/')),
+        _ => s.to_string(),
+    })
+}

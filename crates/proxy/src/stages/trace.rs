@@ -1,0 +1,20 @@
+//! Stage 1b, the trace: which trace this request belongs to (`[tracing]`).
+//!
+//! Reads: `traceparent` and `tracestate`, only when their sender may set them
+//! (`trust_context`: the trusted proxies by default); the peer address.
+//! Writes: `ctx.trace` (the trace id, the gateway's spans' ids, whether it is sampled); the
+//! upstream is sent the context later ([`crate::shaping`]'s upstream request), and the spans
+//! are built when the request ends (`logging`), only if sampled or refused with
+//! `sample_refusals`.
+//! Answers: never.
+//! Entered only when `[tracing]` is configured.
+
+use crate::ctx::Ctx;
+use crate::identity::trusted;
+use crate::traces::{begin, TraceRt};
+use pingora::prelude::*;
+
+pub fn run(session: &Session, ctx: &mut Ctx, t: &TraceRt, proxies: &[ipnet::IpNet]) {
+    let trusted = trusted(ctx.peer, proxies);
+    ctx.trace = Some(begin(t, session.req_header(), trusted, ctx.start));
+}
