@@ -195,7 +195,7 @@ pub async fn explain(
         _ => 0,
     };
     let mut limits = Vec::new();
-    let mut refused: Option<(usize, Value)> = None;
+    let mut refused: Option<(Nanos, Value)> = None;
     let mut asks_redis = false;
     for &li in &r.cfg.limits {
         let l = &rt.limits[li];
@@ -274,12 +274,16 @@ pub async fn explain(
             (Verdict::Refuse(..), true) => "would refuse (shadow: admitted)".to_string(),
             (Verdict::Refuse(s, code, _), false) => format!("refuses: {s} {code}"),
         });
-        if let (Verdict::Refuse(status, code, wait), false, None) = (&verdict, l.shadow, &refused) {
-            refused = Some((
-                li,
-                json!({"status": status, "answer": code, "limit": l.cfg.name,
-                    "retry_after_s": secs(*wait)}),
-            ));
+        // The refusal named is the one with the longest wait (the first, on a tie), as
+        // the gateway answers.
+        if let (Verdict::Refuse(status, code, wait), false) = (&verdict, l.shadow) {
+            if refused.as_ref().is_none_or(|(w, _)| wait > w) {
+                refused = Some((
+                    *wait,
+                    json!({"status": status, "answer": code, "limit": l.cfg.name,
+                        "retry_after_s": secs(*wait)}),
+                ));
+            }
         }
         limits.push(item);
     }
