@@ -9,6 +9,7 @@ CONFIG ?= conf/tollgate.toml
 # acceptance checks, curl for trying things out, prometheus for promtool (alert rules) and
 # python3-venv for kubernetes-validate (manifests), both checked by deploy/check.sh;
 # apache2-utils for htpasswd (basic auth's files are made by the real tool in tests/auth.rs).
+# chromium opens the simulate report headless (tests/observe.rs).
 DEB_PACKAGES := cmake build-essential pkg-config redis-server python3 python3-venv python3-grpcio openssl curl prometheus apache2-utils protobuf-compiler libprotobuf-dev chromium
 
 .PHONY: run test deps build release lint fmt acceptance bench bench-global bench-tls bench-peers bench-micro bench-access clean

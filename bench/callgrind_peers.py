@@ -34,7 +34,10 @@ carrying its credentials: /j (auth = { jwt = "required" }, an HS256 token: after
 request, a cached verification) and /b (auth = { basic = ... }, a bcrypt hash made by htpasswd:
 bcrypt once per credential, then cached); each is reported against the allowed route.
 
-Environment: KA=2000,6000  CONNS=2  DENY_RATE=1  PROXIES=tollgate,bare,nginx,haproxy,caddy  AUTH=0  EDGE=0
+With TRACING=RATIO Tollgate runs with [tracing] sample = RATIO, exporting to the backend (which
+answers every POST 200, so exports succeed and their cost is counted with the requests').
+
+Environment: KA=2000,6000  CONNS=2  DENY_RATE=1  PROXIES=tollgate,bare,nginx,haproxy,caddy  AUTH=0  EDGE=0  TRACING=
              BARE=path of bench/bare-pingora's binary (default target/release/bare-pingora)
              KEEP=dir-to-keep-outputs
 """
@@ -51,6 +54,7 @@ DENY_RATE = int(os.environ.get("DENY_RATE", "1"))
 PROXIES = os.environ.get("PROXIES", "tollgate,bare,nginx,haproxy,caddy").split(",")
 AUTH = os.environ.get("AUTH", "0") == "1"
 EDGE = os.environ.get("EDGE", "0") == "1"
+TRACING = os.environ.get("TRACING", "")
 JWT_SECRET = "callgrind-secret-of-32-bytes-or-more"
 
 
@@ -187,10 +191,14 @@ name = "balanced"
 path_prefix = "/r"
 upstream = "be_lr"
 """
+    tracing = f"""[tracing]
+otlp = "http://127.0.0.1:{be}"
+sample = {TRACING}
+""" if TRACING else ""
     open(conf, "w").write(f"""[server]
 listen = ["127.0.0.1:{port}"]
 threads = 1
-{auth}{edge}[upstreams.be]
+{tracing}{auth}{edge}[upstreams.be]
 targets = ["127.0.0.1:{be}"]
 health_check = false
 [[routes]]

@@ -22,6 +22,10 @@ use tollgate_testkit::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 
+/// The tests that compare timings (latency with and without a collector; traffic replayed on
+/// a schedule) run one at a time, not beside the others' load.
+static TIMED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// An OTLP/HTTP traces receiver on loopback: every span it was sent, decoded.
 struct Receiver {
     port: u16,
@@ -283,6 +287,7 @@ upstream = "app"
         .expect("lock")
         .iter()
         .all(|s| s == "edge-test"));
+    assert!(rx.posts.load(Ordering::SeqCst) >= 1);
 
     // A stranger's context is not taken: a new trace, not sampled (sample = 0), no tracestate.
     let (t2, p2) = ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331");
@@ -421,6 +426,7 @@ async fn load(port: u16) -> Vec<Duration> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_collector_down_or_silent_costs_no_request_time_and_drops_are_counted() {
+    let _one_at_a_time = TIMED.lock().await;
     let backend = Backend::start().await.expect("backend");
     // A collector that takes the connection and never answers: every export times out.
     let silent = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -543,6 +549,13 @@ burst = 6
 key = "header:x-user"
 rate = "1/h"
 burst = 4
+block = [{{ after = 3, within = "1h", for = "1h" }}]
+
+[limits.watch]
+key = "client_ip"
+rate = "1/h"
+burst = 3
+shadow = true
 
 [limits.per_path]
 key = ["client_ip", "path"]
@@ -554,7 +567,7 @@ name = "api"
 host = "example.com"
 path_prefix = "/api"
 upstream = "app"
-limits = ["per_ip", "per_user"]
+limits = ["watch", "per_ip", "per_user"]
 request_headers = {{ set = {{ "X-Route" = "$route" }} }}
 
 [[routes]]
@@ -637,6 +650,7 @@ request_headers = {{ set = {{ "X-Route" = "$route" }} }}
     let users = ["", "alice", "bob", "carol", "dave", "eve"];
     let mut rng = fastrand::Rng::with_seed(30);
     let mut compared = 0;
+    let mut blocked = 0;
     let mut statuses = std::collections::BTreeMap::new();
     for i in 0..1000 {
         let path = paths[rng.usize(..paths.len())];
@@ -698,6 +712,7 @@ request_headers = {{ set = {{ "X-Route" = "$route" }} }}
                 .as_array()
                 .into_iter()
                 .flatten()
+                .filter(|l| l["shadow"] == false)
                 .filter_map(|l| {
                     Some((
                         l["limit"].as_str()?.to_string(),
@@ -709,19 +724,23 @@ request_headers = {{ set = {{ "X-Route" = "$route" }} }}
             assert_eq!(rl.as_ref().map(|(_, r)| *r), min, "{ctx}");
             compared += 1;
         }
-        if status == 429 {
+        if status == 429 || r.json()["error_code"] == "TEMPORARILY_BLOCKED" {
             assert_eq!(r.json()["limit"].as_str(), d["limit"].as_str(), "{ctx}");
+            assert_eq!(r.json()["error_code"].as_str(), d["answer"].as_str(), "{ctx}");
+            blocked += (d["answer"] == "TEMPORARILY_BLOCKED") as usize;
         }
     }
     // The mix exercised every kind of answer.
     for s in [200, 204, 400, 403, 404, 429] {
         assert!(statuses.contains_key(&s), "{statuses:?}");
     }
+    assert!(blocked > 0, "a key was blocked by its ladder: {statuses:?}");
     assert!(compared > 50, "{statuses:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn simulate_reports_what_the_gateway_did_with_the_same_traffic() {
+    let _one_at_a_time = TIMED.lock().await;
     let backend = Backend::start().await.expect("backend");
     let (port, admin) = (free_port(), free_port());
     let toml = format!(
@@ -729,12 +748,14 @@ async fn simulate_reports_what_the_gateway_did_with_the_same_traffic() {
 listen = ["127.0.0.1:{port}"]
 admin = "127.0.0.1:{admin}"
 threads = 2
+access_log = true
+access_log_paths = true
 
 [upstreams.app]
 targets = ["{backend}"]
 
 [limits.per_user]
-key = "header:x-user"
+key = "client_ip"
 algorithm = "gcra"
 rate = "150/m"
 burst = 2
@@ -747,7 +768,24 @@ limits = ["per_user"]
 "#,
         backend = backend.addr,
     );
-    let gw = running(Path::new(BIN), &toml, port, admin).await;
+    let gw = GatewayProc::start_with(
+        Path::new(BIN),
+        &toml,
+        port,
+        Some(admin),
+        &["--log-format", "json"],
+    )
+    .await
+    .expect("gateway");
+    // Each client from its own address: the limit is per client, and the gateway's own log
+    // (which names clients by pseudonym, never by header) can be replayed too.
+    let source = |who: &str| {
+        IpAddr::from([127, 0, 0, match who {
+            "steady" => 2,
+            "double" => 3,
+            _ => 4,
+        }])
+    };
     // Known answers at 150/m (one every 400 ms), burst 2: "steady" exactly at the rate (all
     // admitted); "double" at twice it (every 200 ms, off the limit's grid by 100 ms, so no
     // decision is within 100 ms of an edge); "burst": 20 at once (2 admitted).
@@ -763,19 +801,27 @@ limits = ["per_user"]
         schedule.push((Duration::from_millis(2_000), "burst"));
     }
     schedule.sort_by_key(|(t, _)| *t);
-    let start_unix = unix_now() as f64 + 1.0;
     let t0 = Instant::now() + Duration::from_millis(300);
     let mut conns = std::collections::HashMap::new();
     for who in ["steady", "double", "burst"] {
-        conns.insert(who, Conn::open(port).await.expect("connect"));
+        conns.insert(who, Conn::open_from(source(who), port).await.expect("connect"));
     }
     let mut got: std::collections::HashMap<&str, (u64, u64)> = Default::default();
+    // The log holds the times the requests were sent (as a log would), a few hundred
+    // microseconds before the gateway decided them; the schedule keeps every decision far
+    // from a limit's edge, so that small gap cannot change one.
+    let mut sent = Vec::new();
     for (at, who) in &schedule {
         tokio::time::sleep_until((t0 + *at).into()).await;
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs_f64();
+        sent.push((unix, *who));
         let r = conns
             .get_mut(who)
             .expect("conn")
-            .send("GET", "/x", &[("x-user", who)], "")
+            .send("GET", "/x", &[], "")
             .await
             .expect("request");
         let e = got.entry(who).or_default();
@@ -785,18 +831,22 @@ limits = ["per_user"]
             s => panic!("{who}: {s}"),
         }
     }
+    // The gateway's own access log, once every request is in it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while gw.log_text().matches("\"event\":\"request\"").count() < schedule.len() {
+        assert!(Instant::now() < deadline, "{}", gw.log_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let own_log = gw.log_text();
     drop(gw);
     assert_eq!(got["steady"], (10, 0), "{got:?}");
     assert_eq!(got["burst"], (2, 18), "{got:?}");
 
     let dir = temp_dir("simulate");
     let log = dir.join("traffic.csv");
-    let mut csv = String::from("time,method,host,path,client,x-user\n");
-    for (at, who) in &schedule {
-        csv.push_str(&format!(
-            "{:.3},GET,127.0.0.1,/x,127.0.0.1,{who}\n",
-            start_unix + at.as_secs_f64()
-        ));
+    let mut csv = String::from("time,method,host,path,client\n");
+    for (unix, who) in &sent {
+        csv.push_str(&format!("{unix:.6},GET,127.0.0.1,/x,{}\n", source(who)));
     }
     std::fs::write(&log, csv).expect("log");
     let config = dir.join("tollgate.toml");
@@ -834,12 +884,12 @@ limits = ["per_user"]
             .as_array()
             .expect("top_refused")
             .iter()
-            .find(|k| k["key"] == format!("header:x-user={who}"))
+            .find(|k| k["key"] == format!("client_ip={}", source(who)))
             .map_or(0, |k| k["refused"].as_u64().expect("n"));
         assert_eq!(listed, *r, "{who}: {report:#}");
     }
     let first = l["first_refusal"]["key"].as_str().expect("first refusal");
-    assert_eq!(first, "header:x-user=double", "{report:#}");
+    assert_eq!(first, "client_ip=127.0.0.3", "{report:#}");
     // Doubling the limit admits more, halving it fewer.
     let scaled = l["scaled"].as_array().expect("scaled");
     let at = |f: f64| {
@@ -853,6 +903,26 @@ limits = ["per_user"]
         at(0.5) < admitted && admitted < at(2.0) && at(2.0) <= at(4.0),
         "{report:#}"
     );
+
+    // The gateway's own JSON access log replays to the same answer (its clients by
+    // pseudonym, each line's time its arrival).
+    let own = dir.join("tollgate.log");
+    std::fs::write(&own, &own_log).expect("own log");
+    let out = Command::new(BIN)
+        .arg("simulate")
+        .arg("--config")
+        .arg(&config)
+        .arg(&own)
+        .arg("--json")
+        .output()
+        .expect("simulate");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let replayed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let o = &replayed["limits"][0];
+    assert_eq!(o["requests"], 50, "{replayed:#}");
+    assert_eq!(o["admitted"], admitted, "the gateway admitted {got:?}; {replayed:#}");
+    assert_eq!(o["refused"], refused, "{replayed:#}");
+    assert_eq!(o["keys"], 3, "{replayed:#}");
 
     // The page opens in a real browser, and its charts are there.
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("observe");

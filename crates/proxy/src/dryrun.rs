@@ -31,6 +31,8 @@ pub struct Front {
     pub rewritten: Option<Rewritten>,
     /// The client address through trusted proxies.
     pub client: IpAddr,
+    /// Over TLS, or from a trusted proxy that says the client used it.
+    pub secure: bool,
     /// What the access lists say (`Unlisted` on a route without lists).
     pub access: Access,
 }
@@ -54,8 +56,15 @@ impl Answer {
 
 /// Runs stages 2 and 3 ([`crate::stages::route`], [`crate::stages::body`],
 /// [`crate::stages::access`]) on `req` from `peer`.
-pub fn front(rt: &Runtime, req: &RequestHeader, peer: IpAddr, secure: bool) -> Front {
+pub fn front(rt: &Runtime, req: &RequestHeader, peer: IpAddr, tls: bool) -> Front {
     let client = client_ip(peer, req, &rt.trusted_proxies);
+    // As `edge::is_secure`: over TLS, or from a trusted proxy that says the client used it.
+    let secure = tls
+        || (crate::identity::trusted(peer, &rt.trusted_proxies)
+            && crate::edge::forwarded_https(
+                req.headers
+                    .get(crate::respond::names::X_FORWARDED_PROTO.name()),
+            ));
     let mut f = Front {
         host: None,
         path: None,
@@ -64,6 +73,7 @@ pub fn front(rt: &Runtime, req: &RequestHeader, peer: IpAddr, secure: bool) -> F
         answer: None,
         rewritten: None,
         client,
+        secure,
         access: Access::Unlisted,
     };
     let t = match canonical_target(req, rt.path_rules) {
@@ -87,10 +97,18 @@ pub fn front(rt: &Runtime, req: &RequestHeader, peer: IpAddr, secure: bool) -> F
     };
     let r = &rt.routes[entry.route];
     if !secure && r.redirects(&rt.config.server) {
-        f.answer = Some(Answer {
-            status: 308,
-            kind: "https_redirect",
-            detail: "Plaintext is redirected to HTTPS.".into(),
+        let location =
+            crate::edge::https_location(t.host.as_deref(), &t.path, req.uri.query(), rt.https_port);
+        f.answer = Some(match location {
+            Some(l) => Answer {
+                status: 308,
+                kind: "https_redirect",
+                detail: format!("Plaintext is redirected to {}.", l.to_str().unwrap_or("HTTPS")),
+            },
+            None => Answer::problem(
+                Problem::BadRequest,
+                "This address is served over HTTPS only, and the request names no host to redirect to.",
+            ),
         });
         return f;
     }

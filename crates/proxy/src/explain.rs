@@ -117,60 +117,80 @@ pub async fn explain(
     let mut claims = None;
     let mut auth_refusal = None;
     if let Some(ra) = &r.auth {
-        let (outcome, detail) = match &ra.auth.method {
-            crate::auth::Method::Forward(_) => (
+        let areq = crate::auth::Request {
+            head: &req,
+            client: f.client,
+            secure: f.secure,
+            path_and_query: "",
+            host: None,
+            request_id: "explain",
+            route_name: &r.name,
+            metrics,
+            latency: &ra.latency,
+        };
+        let (outcome, detail) = match ra.auth.check_dry(&areq, rt.jwt.as_ref()).await {
+            None => (
                 "asked of the auth service".to_string(),
                 "An auth service decides each request: explain does not call it.".to_string(),
             ),
-            _ => {
-                let areq = crate::auth::Request {
-                    head: &req,
-                    client: f.client,
-                    secure,
-                    path_and_query: "",
-                    host: None,
-                    request_id: "explain",
-                    route_name: &r.name,
-                    metrics,
-                    latency: &ra.latency,
+            Some(Ok((passed, o))) => {
+                consumer = passed.consumer.clone();
+                claims = passed.claims.clone();
+                (
+                    crate::auth::RESULTS[o as usize].to_string(),
+                    consumer
+                        .as_deref()
+                        .map(|c| format!("consumer {c}"))
+                        .unwrap_or_default(),
+                )
+            }
+            Some(Err(refusal)) => {
+                let (status, detail) = match &refusal {
+                    crate::auth::Refusal::Problem {
+                        problem, detail, ..
+                    } => (problem.status(), detail.to_string()),
+                    crate::auth::Refusal::SignIn { .. } => {
+                        (302, "redirected to sign in".to_string())
+                    }
                 };
-                match ra.auth.check(&areq, rt.jwt.as_ref()).await {
-                    Ok((passed, o)) => {
-                        consumer = passed.consumer.clone();
-                        claims = passed.claims.clone();
-                        (
-                            crate::auth::RESULTS[o as usize].to_string(),
-                            consumer
-                                .as_deref()
-                                .map(|c| format!("consumer {c}"))
-                                .unwrap_or_default(),
-                        )
-                    }
-                    Err(refusal) => {
-                        let (status, detail) = match &refusal {
-                            crate::auth::Refusal::Problem {
-                                problem, detail, ..
-                            } => (problem.status(), detail.to_string()),
-                            crate::auth::Refusal::SignIn { .. } => {
-                                (302, "redirected to sign in".to_string())
-                            }
-                        };
-                        auth_refusal = Some((status, detail.clone()));
-                        (
-                            crate::auth::RESULTS[refusal.outcome() as usize].to_string(),
-                            detail,
-                        )
-                    }
-                }
+                // As the auth stage: a failed credential on a route whose limits count
+                // failures is answered after the limits; anything else at once.
+                let counted = matches!(
+                    refusal.outcome(),
+                    crate::auth::Outcome::Unauthenticated | crate::auth::Outcome::Forbidden
+                );
+                let held = counted && r.counts_failures && r.stages.limits;
+                auth_refusal = Some((status, detail.clone(), held));
+                (
+                    crate::auth::RESULTS[refusal.outcome() as usize].to_string(),
+                    detail,
+                )
             }
         };
         out["auth"] =
             json!({"method": method_name(&ra.auth.method), "outcome": outcome, "detail": detail});
     }
-    let counts_failures = r.counts_failures;
-    if let (Some((status, detail)), false) = (&auth_refusal, counts_failures) {
+    if let Some((status, detail, false)) = &auth_refusal {
         out["decision"] = json!({"status": status, "answer": "auth", "detail": detail});
         return Ok(out);
+    }
+    // A route's `jwt:` keys verify the bearer token in the limits stage when no auth did.
+    let mut verified = None;
+    if let (true, None, Some(v)) = (r.needs_jwt, &claims, &rt.jwt) {
+        if let Some(token) = req
+            .headers
+            .get(&v.header)
+            .and_then(|h| crate::auth::jwt::Verifier::token(h.as_bytes()))
+        {
+            match v.check(token, metrics).await {
+                Ok(c) => verified = Some(c),
+                Err(why) => {
+                    out["decision"] =
+                        json!({"status": 401, "answer": "INVALID_TOKEN", "detail": why});
+                    return Ok(out);
+                }
+            }
+        }
     }
     let allow_listed = matches!(f.access, Access::Allowed(_));
     let (path, query) = f.key_path(rt, &req);
@@ -181,7 +201,7 @@ pub async fn explain(
         path: &path,
         query,
         route: route as u32,
-        claims: claims.as_deref(),
+        claims: claims.as_deref().or(verified.as_ref()),
         body: None,
         consumer: consumer.as_deref(),
         descriptor: None,
@@ -196,6 +216,7 @@ pub async fn explain(
     };
     let mut limits = Vec::new();
     let mut refused: Option<(Nanos, Value)> = None;
+    let mut phase = Phase::Deciding;
     let mut asks_redis = false;
     for &li in &r.cfg.limits {
         let l = &rt.limits[li];
@@ -232,65 +253,90 @@ pub async fn explain(
             .ladder
             .as_ref()
             .and_then(|lad| lad.ladder.blocks.check(key, now));
-        let (state, verdict) = if let Some(wait) = blocked {
-            (
-                json!({"blocked_for_s": secs(wait)}),
-                Verdict::Refuse(403, "TEMPORARILY_BLOCKED", wait),
-            )
-        } else {
-            match &l.state {
-                LimitState::Local(limiter) => match limiter.peek(key, l.time(now, unix), 1) {
-                    Decision::Allow {
-                        remaining, reset, ..
-                    } => (
-                        json!({"remaining": remaining, "reset_s": secs(reset)}),
-                        Verdict::Admit,
-                    ),
-                    Decision::Deny { retry_after } => (
-                        json!({"remaining": 0, "retry_after_s": secs(retry_after)}),
-                        refusal(l.quota, &l.action, retry_after),
-                    ),
-                },
-                LimitState::Global(g) => match g.cache.peek(key, now) {
-                    Some(wait) => (
-                        json!({"verdict_cache": "refused", "retry_after_s": secs(wait)}),
-                        refusal(l.quota, &l.action, wait),
-                    ),
-                    None => {
-                        asks_redis = true;
-                        let held = g.leases.as_ref().map(|ls| ls.held());
-                        (
-                            json!({"verdict_cache": "none", "leased_units_here": held}),
-                            Verdict::Redis,
-                        )
-                    }
-                },
-            }
+        let (state, verdict) = match &l.state {
+            LimitState::Local(limiter) => match limiter.peek(key, l.time(now, unix), 1) {
+                Decision::Allow {
+                    remaining, reset, ..
+                } => (
+                    json!({"remaining": remaining, "reset_s": secs(reset)}),
+                    Verdict::Admit,
+                ),
+                Decision::Deny { retry_after } => (
+                    json!({"remaining": 0, "retry_after_s": secs(retry_after)}),
+                    refusal(l, retry_after),
+                ),
+            },
+            LimitState::Global(g) => match g.cache.peek(key, now) {
+                Some(wait) => (
+                    json!({"verdict_cache": "refused", "retry_after_s": secs(wait)}),
+                    refusal(l, wait),
+                ),
+                None => {
+                    let held = g.leases.as_ref().map(|ls| ls.held());
+                    (
+                        json!({"verdict_cache": "none", "leased_units_here": held}),
+                        Verdict::Redis,
+                    )
+                }
+            },
         };
         item["state"] = state;
-        item["decision"] = json!(match (&verdict, l.shadow) {
-            (Verdict::Admit, _) => "admits".to_string(),
-            (Verdict::Redis, _) => "asks Redis (no refusal is cached here)".to_string(),
-            (Verdict::Refuse(..), true) => "would refuse (shadow: admitted)".to_string(),
-            (Verdict::Refuse(s, code, _), false) => format!("refuses: {s} {code}"),
-        });
-        // The refusal named is the one with the longest wait (the first, on a tie), as
-        // the gateway answers.
-        if let (Verdict::Refuse(status, code, wait), false) = (&verdict, l.shadow) {
-            if refused.as_ref().is_none_or(|(w, _)| wait > w) {
-                refused = Some((
-                    *wait,
-                    json!({"status": status, "answer": code, "limit": l.cfg.name,
-                        "retry_after_s": secs(*wait)}),
-                ));
-            }
+        if let Some(wait) = blocked {
+            item["state"]["blocked_for_s"] = json!(secs(wait));
         }
+        // As the live step decides (policy::decide_local): in order, a block (403) or a
+        // refusal ends it; after a refusal the later enforced limits are only asked whether
+        // they would refuse for longer (no block, no shadow limit is consulted then).
+        let decision = match phase {
+            Phase::Answered => "not reached: an earlier limit blocked the key".to_string(),
+            Phase::Refused if l.shadow => "not reached: an earlier limit refused".to_string(),
+            Phase::Refused => match &verdict {
+                Verdict::Refuse(status, code, wait) => {
+                    if refused.as_ref().is_none_or(|(w, _)| wait > w) {
+                        refused = Some((
+                            *wait,
+                            json!({"status": status, "answer": code, "limit": l.cfg.name,
+                                "retry_after_s": secs(*wait)}),
+                        ));
+                    }
+                    format!("would refuse too: {status} {code}")
+                }
+                _ => "admits (an earlier limit refused)".to_string(),
+            },
+            Phase::Deciding => match (blocked, &verdict, l.shadow) {
+                (Some(wait), _, false) => {
+                    refused = Some((
+                        wait,
+                        json!({"status": 403, "answer": "TEMPORARILY_BLOCKED", "limit": l.cfg.name,
+                            "retry_after_s": secs(wait)}),
+                    ));
+                    phase = Phase::Answered;
+                    "refuses: 403 TEMPORARILY_BLOCKED (the key is blocked)".to_string()
+                }
+                (_, Verdict::Admit, _) => "admits".to_string(),
+                (_, Verdict::Redis, _) => {
+                    asks_redis = true;
+                    "asks Redis (no refusal is cached here)".to_string()
+                }
+                (_, Verdict::Refuse(..), true) => "would refuse (shadow: admitted)".to_string(),
+                (_, Verdict::Refuse(status, code, wait), false) => {
+                    refused = Some((
+                        *wait,
+                        json!({"status": status, "answer": code, "limit": l.cfg.name,
+                            "retry_after_s": secs(*wait)}),
+                    ));
+                    phase = Phase::Refused;
+                    format!("refuses: {status} {code}")
+                }
+            },
+        };
+        item["decision"] = json!(decision);
         limits.push(item);
     }
     out["limits"] = Value::Array(limits);
     out["decision"] = if let Some((_, d)) = refused {
         d
-    } else if let Some((status, detail)) = auth_refusal {
+    } else if let Some((status, detail, _)) = auth_refusal {
         json!({"status": status, "answer": "auth", "detail": detail})
     } else {
         let mut d = action(rt, route);
@@ -305,21 +351,33 @@ pub async fn explain(
     Ok(out)
 }
 
+/// Where the route's limits are, in the live step's order.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// No limit refused yet.
+    Deciding,
+    /// One refused: later ones only say whether they would refuse for longer.
+    Refused,
+    /// A blocked key answered 403: no later limit is consulted.
+    Answered,
+}
+
 enum Verdict {
     Admit,
     Redis,
     Refuse(u16, &'static str, Nanos),
 }
 
-fn refusal(quota: bool, action: &Action, wait: Nanos) -> Verdict {
-    match (quota, action) {
-        (true, _) => Verdict::Refuse(429, "QUOTA_EXCEEDED", wait),
-        (_, Action::Challenge) => Verdict::Refuse(429, "CHALLENGE_REQUIRED", wait),
-        (_, Action::Tarpit) => {
-            Verdict::Refuse(429, "RATE_LIMIT_EXCEEDED (after a tarpit hold)", wait)
-        }
-        (_, Action::Reject) => Verdict::Refuse(429, "RATE_LIMIT_EXCEEDED", wait),
-    }
+/// A refusal's answer, as the refusal template writes it (`respond::refusal`): a quota's,
+/// a challenge's (with its URL), the rate limit's otherwise. A tarpit holds the request first
+/// (and may pass it on after the hold: see the limit's tarpit).
+fn refusal(l: &crate::runtime::LimitRt, wait: Nanos) -> Verdict {
+    let code = match (l.quota, l.action, &l.cfg.challenge_url) {
+        (true, _, _) => "QUOTA_EXCEEDED",
+        (_, Action::Challenge, Some(_)) => "CHALLENGE_REQUIRED",
+        _ => "RATE_LIMIT_EXCEEDED",
+    };
+    Verdict::Refuse(429, code, wait)
 }
 
 fn reads_body(sources: &[tollgate_config::KeySource]) -> bool {
@@ -350,6 +408,7 @@ fn describe_limit(rt: &Runtime, li: usize) -> Value {
         "sync": match (c.scope, c.lease_max) { (Scope::Global, Some(_)) => Some("lease"), (Scope::Global, None) => Some("exact"), _ => None },
         "key_sources": c.key.iter().map(|k| k.describe()).collect::<Vec<_>>(),
         "shadow": rt.limits[li].shadow,
+        "action": match c.action { Action::Reject => "reject", Action::Tarpit => "tarpit", Action::Challenge => "challenge" },
         "plan": c.plan.and_then(|p| rt.config.plans.as_ref().and_then(|pl| pl.names.get(p).cloned())),
     })
 }

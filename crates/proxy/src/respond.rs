@@ -32,6 +32,8 @@ pub mod names {
     pub const SET_COOKIE: N = N::new("set-cookie");
     pub const STRICT_TRANSPORT_SECURITY: N = N::new("strict-transport-security");
     pub const X_FORWARDED_PREFIX: N = N::new("x-forwarded-prefix");
+    pub const TRACEPARENT: N = N::new("traceparent");
+    pub const TRACESTATE: N = N::new("tracestate");
     pub const VARY: N = N::new("vary");
     pub const ACAO: N = N::new("access-control-allow-origin");
     pub const ACAC: N = N::new("access-control-allow-credentials");

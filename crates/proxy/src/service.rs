@@ -249,11 +249,11 @@ impl ProxyHttp for Gateway {
         if let Some(t) = ctx.trace.as_mut() {
             // The upstream continues this trace under the gateway's upstream span; a context
             // the gateway did not take is not passed on.
-            upstream.insert_header("traceparent", t.upstream_traceparent())?;
+            upstream.insert_static_header(&names::TRACEPARENT, t.upstream_traceparent());
             match &t.tracestate {
-                Some(ts) => upstream.insert_header("tracestate", ts.clone())?,
+                Some(ts) => upstream.insert_static_header(&names::TRACESTATE, ts.clone()),
                 None => {
-                    upstream.remove_header("tracestate");
+                    upstream.remove_header(names::TRACESTATE.name());
                 }
             }
             t.upstream.get_or_insert_with(std::time::Instant::now);
@@ -742,6 +742,15 @@ impl Gateway {
                 | crate::ctx::Outcome::Unauthenticated
         );
         if !t.sampled && !(refused && tr.cfg.sample_refusals) {
+            return;
+        }
+        // Nothing is built for spans that would be dropped: a full queue, or refusals past
+        // their cap (a client can be refused at will; it cannot make the gateway trace it).
+        let n = t.span_count();
+        let queue = &self.shared.spans;
+        if !queue.room(n, tr.cfg.max_queue, &self.shared.metrics)
+            || (!t.sampled && !queue.refusal_allowed(n, &self.shared.metrics))
+        {
             return;
         }
         let req = session.req_header();

@@ -181,7 +181,7 @@ impl Pass {
         let mut stats: Vec<Stats> = order.iter().map(|_| Stats::default()).collect();
         let mut unrouted = 0;
         for rec in records {
-            let (req, peer) = head(rec);
+            let (req, peer) = head(rec, rt.ipv6_prefix);
             let Some(req) = req else {
                 unrouted += 1;
                 continue;
@@ -218,11 +218,20 @@ impl Pass {
             let admitted = v.denied.is_none() && v.blocked.is_none();
             let bucket = ((rec.time - start) / 1_000_000_000 / step) as usize;
             for (pos, &li) in r.cfg.limits.iter().enumerate() {
-                let key = plan.key(pos);
-                if key == 0 {
+                let l = &rt.limits[li];
+                if l.cfg.plan.is_some_and(|p| p != plan_i) {
                     continue;
                 }
-                let l = &rt.limits[li];
+                // The key the step computed, or (for the limits after a refusal, which the
+                // step never reached) the one it would have: each limit counts every request
+                // that has a value for its key.
+                let key = match plan.key(pos) {
+                    0 => match crate::policy::limit_key(&rt, l, &hasher, &input) {
+                        Some(k) => k,
+                        None => continue,
+                    },
+                    k => k,
+                };
                 let s = &mut stats[index[&(route, li)]];
                 s.requests += 1;
                 let bit = 1u32 << pos;
@@ -298,10 +307,10 @@ fn fleet(config: &Config, factor: f64) -> Result<Config, String> {
 }
 
 /// A logged request as a head, and the address it came from.
-fn head(rec: &Record) -> (Option<RequestHeader>, IpAddr) {
+fn head(rec: &Record, ipv6_prefix: u8) -> (Option<RequestHeader>, IpAddr) {
     let peer = match rec.client {
         Some(Client::Ip(ip)) => ip,
-        Some(Client::Pseudonym(p)) => pseudonym_ip(p),
+        Some(Client::Pseudonym(p)) => pseudonym_ip(p, ipv6_prefix),
         None => IpAddr::from([0, 0, 0, 0]),
     };
     let Ok(mut req) = RequestHeader::build(rec.method.as_str(), rec.target.as_bytes(), None) else {
@@ -318,7 +327,7 @@ fn head(rec: &Record) -> (Option<RequestHeader>, IpAddr) {
         }
         if let (Ok(n), Ok(v)) = (
             http::HeaderName::from_bytes(n.as_bytes()),
-            http::HeaderValue::from_str(v),
+            http::HeaderValue::from_bytes(v.as_bytes()),
         ) {
             let _ = req.append_header(n, v);
         }
@@ -326,11 +335,17 @@ fn head(rec: &Record) -> (Option<RequestHeader>, IpAddr) {
     (Some(req), peer)
 }
 
-/// A pseudonymous client (Tollgate's log) as an address of its own: the pseudonym's top
-/// 40 bits in the 48 bits kept by any `ipv6_prefix`, under fd00::/8 (unique local).
-fn pseudonym_ip(p: u64) -> IpAddr {
-    let bits = (0xfd_u128 << 120) | (((p >> 24) as u128) << 80);
-    IpAddr::V6(Ipv6Addr::from(bits))
+/// A pseudonymous client (Tollgate's log) as an address of its own under fd00::/8 (unique
+/// local): as many of the pseudonym's bits as the limits' `ipv6_prefix` keeps (all 64 from a
+/// /72 on; 56 at the default /64), so that each pseudonym stays one client.
+fn pseudonym_ip(p: u64, prefix: u8) -> IpAddr {
+    let room = u32::from(prefix.clamp(9, 72) - 8);
+    let kept = if room >= 64 {
+        p as u128
+    } else {
+        (p >> (64 - room)) as u128
+    };
+    IpAddr::V6(Ipv6Addr::from((0xfd_u128 << 120) | (kept << (120 - room))))
 }
 
 fn shown_key(rt: &Runtime, li: usize, input: &KeyInput, rec: &Record) -> String {
@@ -425,4 +440,27 @@ pub fn text(r: &Report) -> String {
         }
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each pseudonym stays one client: distinct pseudonyms differ in the bits the limits'
+    /// prefix keeps (checked where the prefix has room for them).
+    #[test]
+    fn pseudonyms_survive_the_ipv6_prefix() {
+        for prefix in [48u8, 56, 64, 72, 128] {
+            let a = crate::identity::key_ip(pseudonym_ip(0x0123_4567_89ab_cdef, prefix), prefix);
+            let b = crate::identity::key_ip(pseudonym_ip(0x0123_4567_89ab_cdee ^ (1 << 40), prefix), prefix);
+            assert_ne!(a, b, "/{prefix}");
+            assert!(matches!(a, IpAddr::V6(v) if v.octets()[0] == 0xfd));
+        }
+        // Every bit of the pseudonym is kept from /72 on.
+        let p = 72;
+        assert_ne!(
+            crate::identity::key_ip(pseudonym_ip(1, p), p),
+            crate::identity::key_ip(pseudonym_ip(2, p), p)
+        );
+    }
 }

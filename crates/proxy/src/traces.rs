@@ -106,8 +106,7 @@ pub struct TraceCtx {
     /// Sampled: by the parent's flag, else by `sample`.
     pub sampled: bool,
     pub tracestate: Option<HeaderValue>,
-    /// The request's start in Unix time, and as an `Instant` (spans are placed from it).
-    pub start_unix: u64,
+    /// The request's start (spans are placed from it in Unix time when they are built).
     pub start: Instant,
     pub auth: Option<(Instant, Instant)>,
     pub redis: Option<(Instant, Instant)>,
@@ -146,6 +145,14 @@ pub fn parse_traceparent(v: &[u8]) -> Option<(u128, u64, bool)> {
     Some((trace, parent, flags & 1 == 1))
 }
 
+/// `n`'s low `out.len() * 4` bits as lower-case hex, most significant first.
+fn hex_into(out: &mut [u8], mut n: u128) {
+    for c in out.iter_mut().rev() {
+        *c = b"0123456789abcdef"[(n & 0xf) as usize];
+        n >>= 4;
+    }
+}
+
 fn nonzero_u64() -> u64 {
     loop {
         let n = fastrand::u64(..);
@@ -167,12 +174,20 @@ pub fn begin(t: &TraceRt, req: &RequestHeader, trusted: bool, start: Instant) ->
         }
         _ => None,
     };
+    // Several tracestate fields are one list (W3C), passed on joined; over the length the
+    // gateway keeps, or not visible ASCII, it is dropped.
     let tracestate = given.and_then(|_| {
         let mut all = req.headers.get_all("tracestate").iter();
-        match (all.next(), all.next()) {
-            (Some(v), None) if v.len() <= MAX_TRACESTATE => Some(v.clone()),
-            _ => None,
+        let first = all.next()?;
+        let mut joined = first.as_bytes().to_vec();
+        for v in all {
+            joined.extend_from_slice(b",");
+            joined.extend_from_slice(v.as_bytes());
         }
+        let visible = joined.iter().all(|&b| (0x20..0x7f).contains(&b));
+        (visible && joined.len() <= MAX_TRACESTATE)
+            .then(|| HeaderValue::from_bytes(&joined).ok())
+            .flatten()
     });
     let (trace_id, parent, sampled) = match given {
         Some((trace, parent, sampled)) => (trace, Some(parent), sampled),
@@ -186,10 +201,6 @@ pub fn begin(t: &TraceRt, req: &RequestHeader, trusted: bool, start: Instant) ->
             (id, None, t.samples(id))
         }
     };
-    let start_unix = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
     Box::new(TraceCtx {
         trace_id,
         parent,
@@ -197,7 +208,6 @@ pub fn begin(t: &TraceRt, req: &RequestHeader, trusted: bool, start: Instant) ->
         upstream_span: nonzero_u64(),
         sampled,
         tracestate,
-        start_unix,
         start,
         auth: None,
         redis: None,
@@ -208,20 +218,25 @@ pub fn begin(t: &TraceRt, req: &RequestHeader, trusted: bool, start: Instant) ->
 impl TraceCtx {
     /// `traceparent` for the upstream: this trace, the upstream span as its parent.
     pub fn upstream_traceparent(&self) -> HeaderValue {
-        let s = format!(
-            "00-{:032x}-{:016x}-{:02x}",
-            self.trace_id, self.upstream_span, self.sampled as u8
-        );
-        HeaderValue::from_str(&s).unwrap_or_else(|_| HeaderValue::from_static(""))
+        let mut b = *b"00-00000000000000000000000000000000-0000000000000000-00";
+        hex_into(&mut b[3..35], self.trace_id);
+        hex_into(&mut b[36..52], self.upstream_span as u128);
+        b[54] = b'0' + self.sampled as u8;
+        HeaderValue::from_bytes(&b).unwrap_or_else(|_| HeaderValue::from_static(""))
     }
 
     /// The trace id as logs show it.
     pub fn id_hex(&self) -> String {
-        format!("{:032x}", self.trace_id)
+        let mut b = [0u8; 32];
+        hex_into(&mut b, self.trace_id);
+        String::from_utf8_lossy(&b).into_owned()
     }
 
-    fn at(&self, t: Instant) -> u64 {
-        self.start_unix + t.saturating_duration_since(self.start).as_nanos() as u64
+    /// The spans this request makes: its server span and one per part it crossed.
+    pub fn span_count(&self) -> usize {
+        1 + self.auth.is_some() as usize
+            + self.redis.is_some() as usize
+            + self.upstream.is_some() as usize
     }
 }
 
@@ -244,6 +259,15 @@ pub struct Finished<'a> {
 
 /// The request's spans: the server span, and a child for each part it crossed.
 pub fn spans(t: &TraceCtx, f: &Finished) -> Vec<Span> {
+    // Unix time is read once, here (never on a request that is not traced), and the
+    // request's instants placed from it.
+    let unix_end = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let at =
+        |i: Instant| unix_end.saturating_sub(f.end.saturating_duration_since(i).as_nanos() as u64);
+    let start_unix = at(t.start);
     let trace_id = t.trace_id.to_be_bytes().to_vec();
     let flags = 0x100 | (t.parent.is_some() as u32) << 9 | 1;
     let mut attrs = vec![
@@ -287,8 +311,8 @@ pub fn spans(t: &TraceCtx, f: &Finished) -> Vec<Span> {
             format!("{} {}", f.method, f.route)
         },
         kind: span::SpanKind::Server as i32,
-        start_time_unix_nano: t.start_unix,
-        end_time_unix_nano: t.at(f.end),
+        start_time_unix_nano: start_unix,
+        end_time_unix_nano: unix_end,
         attributes: attrs,
         status: Some(Status {
             message: String::new(),
@@ -308,8 +332,8 @@ pub fn spans(t: &TraceCtx, f: &Finished) -> Vec<Span> {
             flags: 0x100 | 1,
             name: name.to_string(),
             kind: kind as i32,
-            start_time_unix_nano: t.at(a),
-            end_time_unix_nano: t.at(b),
+            start_time_unix_nano: at(a),
+            end_time_unix_nano: at(b),
             attributes: attrs,
             ..Default::default()
         };
@@ -383,8 +407,10 @@ fn kv_int(key: &str, v: i64) -> KeyValue {
 }
 
 /// Spans waiting for export, at most `max_queue`.
-#[derive(Default)]
 pub struct SpanQueue {
+    epoch: Instant,
+    /// The second (since `epoch`) and the refusals traced in it.
+    refusals: parking_lot::Mutex<(u64, u32)>,
     spans: parking_lot::Mutex<Vec<Span>>,
     len: AtomicUsize,
     /// An export is under way (one at a time).
@@ -393,7 +419,57 @@ pub struct SpanQueue {
     warned: parking_lot::Mutex<Option<Instant>>,
 }
 
+/// Refusals traced per second at most (`sample_refusals`): a flood of refused requests, which
+/// a client can make at will, costs no more than this in spans.
+pub const REFUSALS_PER_SECOND: u32 = 100;
+
+impl Default for SpanQueue {
+    fn default() -> Self {
+        Self {
+            epoch: Instant::now(),
+            refusals: parking_lot::Mutex::new((0, 0)),
+            spans: parking_lot::Mutex::new(Vec::new()),
+            len: AtomicUsize::new(0),
+            exporting: AtomicBool::new(false),
+            warned: parking_lot::Mutex::new(None),
+        }
+    }
+}
+
 impl SpanQueue {
+    /// Whether `n` more spans fit under `max`; when not, they are counted as dropped
+    /// (`queue_full`) and the caller builds nothing.
+    pub fn room(&self, n: usize, max: usize, metrics: &Metrics) -> bool {
+        if self.len() + n <= max {
+            return true;
+        }
+        metrics
+            .trace_dropped
+            .with_label_values(&["queue_full"])
+            .inc_by(n as u64);
+        false
+    }
+
+    /// Whether one more refusal may be traced this second ([`REFUSALS_PER_SECOND`]); past it,
+    /// its spans are counted as dropped (`refusal_cap`).
+    pub fn refusal_allowed(&self, n: usize, metrics: &Metrics) -> bool {
+        let sec = self.epoch.elapsed().as_secs();
+        let mut w = self.refusals.lock();
+        if w.0 != sec {
+            *w = (sec, 0);
+        }
+        if w.1 < REFUSALS_PER_SECOND {
+            w.1 += 1;
+            return true;
+        }
+        drop(w);
+        metrics
+            .trace_dropped
+            .with_label_values(&["refusal_cap"])
+            .inc_by(n as u64);
+        false
+    }
+
     /// Queues a request's spans, or drops and counts them when the queue is full.
     pub fn push(&self, spans: Vec<Span>, max: usize, metrics: &Metrics) {
         let n = spans.len();
@@ -427,7 +503,12 @@ impl SpanQueue {
 
 /// Exports everything queued, [`BATCH`] spans a request; what the collector does not accept
 /// is counted as dropped. Without `[tracing]` (a reload took it away) the queue is emptied.
-pub async fn export(t: Option<&TraceRt>, queue: &SpanQueue, metrics: &Metrics) {
+pub async fn export(
+    t: Option<&TraceRt>,
+    queue: &SpanQueue,
+    metrics: &Metrics,
+    deadline: Option<Instant>,
+) {
     let spans = queue.take();
     let Some(t) = t else {
         metrics
@@ -441,8 +522,23 @@ pub async fn export(t: Option<&TraceRt>, queue: &SpanQueue, metrics: &Metrics) {
         version: env!("CARGO_PKG_VERSION").into(),
         ..Default::default()
     };
-    for batch in spans.chunks(BATCH) {
+    for (i, batch) in spans.chunks(BATCH).enumerate() {
         let n = batch.len() as u64;
+        let timeout = match deadline {
+            None => t.cfg.timeout,
+            Some(d) => match d.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => left.min(t.cfg.timeout),
+                // Out of time (at shutdown): the rest is dropped, and counted.
+                _ => {
+                    let rest = spans.len() - i * BATCH;
+                    metrics
+                        .trace_dropped
+                        .with_label_values(&["export_failed"])
+                        .inc_by(rest as u64);
+                    return;
+                }
+            },
+        };
         let body = prost::Message::encode_to_vec(&ExportTraceServiceRequest {
             resource_spans: vec![ResourceSpans {
                 resource: Some(t.resource.clone()),
@@ -461,7 +557,7 @@ pub async fn export(t: Option<&TraceRt>, queue: &SpanQueue, metrics: &Metrics) {
         for (k, v) in &t.headers {
             req.headers_mut().insert(k.clone(), v.clone());
         }
-        match crate::auth::client::exchange(&t.client, req, t.cfg.timeout, 64 << 10).await {
+        match crate::auth::client::exchange(&t.client, req, timeout, 64 << 10).await {
             Ok((parts, _)) if parts.status.is_success() => metrics.trace_exported.inc_by(n),
             failed => {
                 metrics
@@ -487,6 +583,35 @@ pub async fn export(t: Option<&TraceRt>, queue: &SpanQueue, metrics: &Metrics) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_upstream_traceparent_is_what_the_parser_reads() {
+        for (trace, span, sampled) in [
+            (1u128, 1u64, true),
+            (u128::MAX, u64::MAX, false),
+            (0x4bf92f3577b34da6a3ce929d0e0e4736, 0xf067aa0ba902b7, true),
+        ] {
+            let t = TraceCtx {
+                trace_id: trace,
+                parent: None,
+                span: 7,
+                upstream_span: span,
+                sampled,
+                tracestate: None,
+                start: Instant::now(),
+                auth: None,
+                redis: None,
+                upstream: None,
+            };
+            let v = t.upstream_traceparent();
+            assert_eq!(v.len(), 55);
+            assert_eq!(
+                parse_traceparent(v.as_bytes()),
+                Some((trace, span, sampled))
+            );
+            assert_eq!(t.id_hex(), format!("{trace:032x}"));
+        }
+    }
 
     #[test]
     fn traceparent_spellings() {

@@ -74,6 +74,16 @@ impl BasicRt {
     }
 
     pub async fn check(&self, req: &Request<'_>) -> Result<(Passed, Outcome), Refusal> {
+        self.verify(req, false).await
+    }
+
+    /// [`BasicRt::check`] for `tollgate explain`: the same answer, leaving nothing behind (no
+    /// credential cached, no turn taken from the live requests' password checks).
+    pub async fn check_dry(&self, req: &Request<'_>) -> Result<(Passed, Outcome), Refusal> {
+        self.verify(req, true).await
+    }
+
+    async fn verify(&self, req: &Request<'_>, dry: bool) -> Result<(Passed, Outcome), Refusal> {
         let Some(value) = one_header(req.head, "authorization")? else {
             return Err(self.refuse("This route needs a user name and password."));
         };
@@ -93,7 +103,11 @@ impl BasicRt {
             Some((n, h)) => (Some(n), h.clone()),
             None => (None, self.decoy.clone()),
         };
-        let ok = if htpasswd::is_slow(&hash) {
+        let ok = if dry {
+            tokio::task::spawn_blocking(move || htpasswd::verify(&hash, &password))
+                .await
+                .unwrap_or(false)
+        } else if htpasswd::is_slow(&hash) {
             // A flood of wrong passwords waits its turn, not forever: 503 past the wait.
             let turn = tokio::time::timeout(SLOW_WAIT, slow_checks().acquire()).await;
             let Ok(Ok(_turn)) = turn else {
@@ -111,8 +125,10 @@ impl BasicRt {
         let Some(name) = name.filter(|_| ok) else {
             return Err(self.refuse("The user name or password is wrong."));
         };
-        self.verified
-            .insert(key, now + CACHE_FOR, name.clone(), now);
+        if !dry {
+            self.verified
+                .insert(key, now + CACHE_FOR, name.clone(), now);
+        }
         Ok((passed(name.clone()), Outcome::Allowed))
     }
 }

@@ -180,6 +180,22 @@ impl AuthRt {
         })
     }
 
+    /// [`AuthRt::check`] for `tollgate explain`: nothing cached or counted (basic auth's
+    /// password is verified apart from the live checks); an auth service is never asked
+    /// (`None`).
+    pub async fn check_dry(
+        &self,
+        req: &Request<'_>,
+        jwt: Option<&crate::auth::jwt::Verifier>,
+    ) -> Option<Result<(Passed, Outcome), Refusal>> {
+        match &self.method {
+            Method::Bearer(b) => Some(b.check(req, jwt).await),
+            Method::Forward(_) => None,
+            Method::Basic(b) => Some(b.check_dry(req).await),
+            Method::ApiKey(k) => Some(k.check(req)),
+        }
+    }
+
     /// Checks the request.
     pub async fn check(
         &self,

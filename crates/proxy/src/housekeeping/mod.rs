@@ -113,8 +113,8 @@ impl BackgroundService for Housekeeping {
             tokio::select! {
                 _ = tokio::time::sleep(TICK) => {}
                 _ = shutdown.changed() => {
-                    traces::flush(&self.shared).await;
                     leases::return_all(&self.shared).await;
+                    traces::flush(&self.shared).await;
                     return;
                 }
             }

@@ -19,17 +19,37 @@ pub fn run(shared: &Arc<Shared>, due: &mut super::Due, now: Instant) {
     }
     let shared = shared.clone();
     tokio::spawn(async move {
+        // Cleared however the export ends (done, failed, or its task dropped).
+        let _done = Exporting(&shared);
         let rt = shared.runtime.load_full();
-        crate::traces::export(rt.tracing.as_deref(), &shared.spans, &shared.metrics).await;
-        shared.spans.exporting.store(false, Ordering::Release);
+        crate::traces::export(rt.tracing.as_deref(), &shared.spans, &shared.metrics, None).await;
     });
 }
 
-/// At shutdown: what is queued is exported once more (within the export's timeout).
+struct Exporting<'a>(&'a Shared);
+
+impl Drop for Exporting<'_> {
+    fn drop(&mut self) {
+        self.0.spans.exporting.store(false, Ordering::Release);
+    }
+}
+
+/// At shutdown, after the leases went back: what is queued is exported once more, within
+/// [`FLUSH_WITHIN`] (what is left then is counted as dropped).
 pub async fn flush(shared: &Shared) {
     if shared.spans.is_empty() {
         return;
     }
     let rt = shared.runtime.load_full();
-    crate::traces::export(rt.tracing.as_deref(), &shared.spans, &shared.metrics).await;
+    let deadline = Instant::now() + FLUSH_WITHIN;
+    crate::traces::export(
+        rt.tracing.as_deref(),
+        &shared.spans,
+        &shared.metrics,
+        Some(deadline),
+    )
+    .await;
 }
+
+/// The most the last export may take at shutdown.
+pub const FLUSH_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);

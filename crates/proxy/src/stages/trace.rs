@@ -15,6 +15,7 @@ use crate::traces::{begin, TraceRt};
 use pingora::prelude::*;
 
 pub fn run(session: &Session, ctx: &mut Ctx, t: &TraceRt, proxies: &[ipnet::IpNet]) {
-    let trusted = trusted(ctx.peer, proxies);
+    let trusted =
+        t.cfg.trust == tollgate_config::TrustContext::TrustedProxies && trusted(ctx.peer, proxies);
     ctx.trace = Some(begin(t, session.req_header(), trusted, ctx.start));
 }

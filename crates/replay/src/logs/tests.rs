@@ -76,8 +76,9 @@ fn tollgate_lines_read_exactly() {
     assert_eq!(
         records(items),
         vec![
+            // Logged at its end: it arrived duration_ms (0.4 ms) before.
             rec(
-                BASE * SEC + 123_456_000,
+                BASE * SEC + 123_456_000 - 400_000,
                 "GET",
                 Some("api.example.com"),
                 "/v1/x?a=1",

@@ -16,6 +16,7 @@ struct Line<'a> {
     path: Val<'a>,
     client: Val<'a>,
     client_ip: Val<'a>,
+    duration_ms: Val<'a>,
 }
 
 impl<'de> Fields<'de> for Line<'de> {
@@ -28,6 +29,7 @@ impl<'de> Fields<'de> for Line<'de> {
             "path" => &mut self.path,
             "client" => &mut self.client,
             "client_ip" => &mut self.client_ip,
+            "duration_ms" => &mut self.duration_ms,
             _ => {
                 map.next_value::<IgnoredAny>()?;
                 return Ok(());
@@ -44,10 +46,21 @@ pub(super) fn parse(line: &[u8]) -> Result<Parsed, String> {
         return Ok(Parsed::Skip);
     }
     let ts = l.timestamp.text().ok_or("no timestamp")?;
-    let time = time::rfc3339(ts).ok_or_else(|| format!("bad timestamp {}", show(ts)))?;
+    let end = time::rfc3339(ts).ok_or_else(|| format!("bad timestamp {}", show(ts)))?;
+    // The line is written when the request ends: it arrived `duration_ms` before.
+    let took = match l.duration_ms {
+        Val::Num(ms) if ms.is_finite() && ms > 0.0 => (ms * 1e6) as u64,
+        _ => 0,
+    };
+    let time = end.saturating_sub(took);
     let method = method(l.method.text().ok_or("no method")?)?;
     let mut host = l.host.into_text().map(String::from);
-    let target = target(l.path.text().ok_or("no path")?, &mut host)?;
+    let target = target(
+        l.path
+            .text()
+            .ok_or("no path (the gateway logs it with [server] access_log_paths = true)")?,
+        &mut host,
+    )?;
     let client = match (l.client_ip.text(), l.client.text()) {
         (Some(ip), _) => client_ip(ip)?,
         (None, Some(c)) => Some(pseudonym(c)?),
