@@ -726,7 +726,11 @@ request_headers = {{ set = {{ "X-Route" = "$route" }} }}
         }
         if status == 429 || r.json()["error_code"] == "TEMPORARILY_BLOCKED" {
             assert_eq!(r.json()["limit"].as_str(), d["limit"].as_str(), "{ctx}");
-            assert_eq!(r.json()["error_code"].as_str(), d["answer"].as_str(), "{ctx}");
+            assert_eq!(
+                r.json()["error_code"].as_str(),
+                d["answer"].as_str(),
+                "{ctx}"
+            );
             blocked += (d["answer"] == "TEMPORARILY_BLOCKED") as usize;
         }
     }
@@ -780,11 +784,16 @@ limits = ["per_user"]
     // Each client from its own address: the limit is per client, and the gateway's own log
     // (which names clients by pseudonym, never by header) can be replayed too.
     let source = |who: &str| {
-        IpAddr::from([127, 0, 0, match who {
-            "steady" => 2,
-            "double" => 3,
-            _ => 4,
-        }])
+        IpAddr::from([
+            127,
+            0,
+            0,
+            match who {
+                "steady" => 2,
+                "double" => 3,
+                _ => 4,
+            },
+        ])
     };
     // Known answers at 150/m (one every 400 ms), burst 2: "steady" exactly at the rate (all
     // admitted); "double" at twice it (every 200 ms, off the limit's grid by 100 ms, so no
@@ -804,7 +813,10 @@ limits = ["per_user"]
     let t0 = Instant::now() + Duration::from_millis(300);
     let mut conns = std::collections::HashMap::new();
     for who in ["steady", "double", "burst"] {
-        conns.insert(who, Conn::open_from(source(who), port).await.expect("connect"));
+        conns.insert(
+            who,
+            Conn::open_from(source(who), port).await.expect("connect"),
+        );
     }
     let mut got: std::collections::HashMap<&str, (u64, u64)> = Default::default();
     // The log holds the times the requests were sent (as a log would), a few hundred
@@ -916,11 +928,18 @@ limits = ["per_user"]
         .arg("--json")
         .output()
         .expect("simulate");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let replayed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     let o = &replayed["limits"][0];
     assert_eq!(o["requests"], 50, "{replayed:#}");
-    assert_eq!(o["admitted"], admitted, "the gateway admitted {got:?}; {replayed:#}");
+    assert_eq!(
+        o["admitted"], admitted,
+        "the gateway admitted {got:?}; {replayed:#}"
+    );
     assert_eq!(o["refused"], refused, "{replayed:#}");
     assert_eq!(o["keys"], 3, "{replayed:#}");
 
@@ -1074,4 +1093,74 @@ limits = ["shared"]
     let suppressed = metric(&m, "tollgate_log_lines_suppressed_total", &[]);
     println!("log lines: redis outage {outage}, 300 bad handshakes {flood}, 300 malformed requests {malformed}; suppressed and counted: {suppressed}");
     assert!(suppressed + (flood + malformed) as f64 >= 1.0, "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_refused_at_will_cannot_make_the_gateway_trace_it() {
+    let rx = receiver().await;
+    let backend = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let toml = format!(
+        r#"[server]
+listen = ["127.0.0.1:{port}"]
+admin = "127.0.0.1:{admin}"
+threads = 2
+
+[tracing]
+otlp = "http://127.0.0.1:{rx}"
+sample = 0.0
+sample_refusals = true
+
+[upstreams.app]
+targets = ["{backend}"]
+
+[limits.one]
+key = "client_ip"
+rate = "1/h"
+burst = 1
+
+[[routes]]
+path_prefix = "/"
+upstream = "app"
+limits = ["one"]
+"#,
+        rx = rx.port,
+        backend = backend.addr,
+    );
+    let _gw = running(Path::new(BIN), &toml, port, admin).await;
+    let mut conn = Conn::open(port).await.expect("connect");
+    let t0 = Instant::now();
+    let mut refused = 0u64;
+    for _ in 0..600 {
+        if conn
+            .send("GET", "/", &[], "")
+            .await
+            .expect("request")
+            .status
+            == 429
+        {
+            refused += 1;
+        }
+    }
+    let windows = t0.elapsed().as_secs() + 2;
+    assert_eq!(refused, 599);
+    // Every refusal is accounted for: traced (at most 100 a second), or counted as capped.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (traced, capped) = loop {
+        let m = metrics(admin).await;
+        let capped = metric(&m, "tollgate_trace_spans_dropped_total", &["refusal_cap"]);
+        let traced = metric(&m, "tollgate_trace_spans_exported_total", &[]);
+        if traced + capped >= 599.0 || Instant::now() > deadline {
+            break (traced, capped);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(traced + capped, 599.0);
+    assert!(
+        traced <= (100 * windows) as f64,
+        "{traced} traced in {windows} s windows"
+    );
+    assert!(capped > 0.0, "the cap held back some");
+    let received = rx.spans.lock().expect("lock").len() as f64;
+    assert_eq!(received, traced);
 }

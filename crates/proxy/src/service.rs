@@ -252,11 +252,16 @@ impl ProxyHttp for Gateway {
             upstream.insert_static_header(&names::TRACEPARENT, t.upstream_traceparent());
             match &t.tracestate {
                 Some(ts) => upstream.insert_static_header(&names::TRACESTATE, ts.clone()),
-                None => {
+                None if upstream.headers.contains_key(names::TRACESTATE.name()) => {
                     upstream.remove_header(names::TRACESTATE.name());
                 }
+                None => {}
             }
-            t.upstream.get_or_insert_with(std::time::Instant::now);
+            // Only a sampled request's upstream span is ever exported (a refusal never
+            // reaches the upstream).
+            if t.sampled {
+                t.upstream.get_or_insert_with(std::time::Instant::now);
+            }
         }
         if let Some(target) = &ctx.upstream_target {
             // The route rewrote the path (the query is in it already).

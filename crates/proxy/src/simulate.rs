@@ -452,7 +452,10 @@ mod tests {
     fn pseudonyms_survive_the_ipv6_prefix() {
         for prefix in [48u8, 56, 64, 72, 128] {
             let a = crate::identity::key_ip(pseudonym_ip(0x0123_4567_89ab_cdef, prefix), prefix);
-            let b = crate::identity::key_ip(pseudonym_ip(0x0123_4567_89ab_cdee ^ (1 << 40), prefix), prefix);
+            let b = crate::identity::key_ip(
+                pseudonym_ip(0x0123_4567_89ab_cdee ^ (1 << 40), prefix),
+                prefix,
+            );
             assert_ne!(a, b, "/{prefix}");
             assert!(matches!(a, IpAddr::V6(v) if v.octets()[0] == 0xfd));
         }

@@ -145,11 +145,15 @@ pub fn parse_traceparent(v: &[u8]) -> Option<(u128, u64, bool)> {
     Some((trace, parent, flags & 1 == 1))
 }
 
-/// `n`'s low `out.len() * 4` bits as lower-case hex, most significant first.
-fn hex_into(out: &mut [u8], mut n: u128) {
-    for c in out.iter_mut().rev() {
-        *c = b"0123456789abcdef"[(n & 0xf) as usize];
-        n >>= 4;
+/// `n`'s low `out.len() * 4` bits as lower-case hex, most significant first, a byte (two
+/// digits) at a time.
+fn hex_into(out: &mut [u8], n: u128) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = n.to_be_bytes();
+    let skip = 16 - out.len() / 2;
+    for (pair, b) in out.chunks_exact_mut(2).zip(&bytes[skip..]) {
+        pair[0] = HEX[(b >> 4) as usize];
+        pair[1] = HEX[(b & 0xf) as usize];
     }
 }
 
