@@ -457,15 +457,12 @@ fn routes(rt: &Runtime, f: &Front, method: &str) -> Value {
                 PathMatch::Prefix(p) => format!("path prefix {p}"),
                 PathMatch::Regex(p) => format!("path regex {p}"),
             })
-        } else if let Some(ms) = r
-            .cfg
-            .methods
-            .as_ref()
-            .filter(|ms| !ms.iter().any(|m| m == method))
-        {
-            Some(format!("methods {}", ms.join(", ")))
         } else {
-            None
+            r.cfg
+                .methods
+                .as_ref()
+                .filter(|ms| !ms.iter().any(|m| m == method))
+                .map(|ms| format!("methods {}", ms.join(", ")))
         };
         let mut item = json!({"route": &*r.name, "taken": why.is_none() && !taken});
         if let Some(w) = why {

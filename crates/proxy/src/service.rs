@@ -746,7 +746,7 @@ impl Gateway {
                 | crate::ctx::Outcome::Unavailable
                 | crate::ctx::Outcome::Unauthenticated
         );
-        if !t.sampled && !(refused && tr.cfg.sample_refusals) {
+        if !(t.sampled || refused && tr.cfg.sample_refusals) {
             return;
         }
         // Nothing is built for spans that would be dropped: a full queue, or refusals past
