@@ -37,7 +37,9 @@ bcrypt once per credential, then cached); each is reported against the allowed r
 With TRACING=RATIO Tollgate runs with [tracing] sample = RATIO, exporting to the backend (which
 answers every POST 200, so exports succeed and their cost is counted with the requests').
 
-Environment: KA=2000,6000  CONNS=2  DENY_RATE=1  PROXIES=tollgate,bare,nginx,haproxy,caddy  AUTH=0  EDGE=0  TRACING=
+With REQ=browser every request carries seven more fields, as a browser's or an API client's.
+
+Environment: KA=2000,6000  CONNS=2  DENY_RATE=1  PROXIES=tollgate,bare,nginx,haproxy,caddy  AUTH=0  EDGE=0  TRACING=  REQ=
              BARE=path of bench/bare-pingora's binary (default target/release/bare-pingora)
              KEEP=dir-to-keep-outputs
 """
@@ -55,6 +57,13 @@ PROXIES = os.environ.get("PROXIES", "tollgate,bare,nginx,haproxy,caddy").split("
 AUTH = os.environ.get("AUTH", "0") == "1"
 EDGE = os.environ.get("EDGE", "0") == "1"
 TRACING = os.environ.get("TRACING", "")
+# REQ=browser: every request also carries the fields a browser or an API client sends (7 more
+# than Host), for costs that depend on the head's size (a proxy's header maps).
+BROWSER = ("User-Agent: Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/131.0 Safari/537.36\r\n"
+           "Accept: application/json, text/plain, */*\r\nAccept-Encoding: gzip, deflate, br\r\n"
+           "Accept-Language: en-GB,en;q=0.9\r\nReferer: https://app.example.com/orders\r\n"
+           "Cookie: session=0123456789abcdef; theme=dark\r\nCache-Control: no-cache\r\n")
+REQ_EXTRA = BROWSER if os.environ.get("REQ", "") == "browser" else ""
 JWT_SECRET = "callgrind-secret-of-32-bytes-or-more"
 
 
@@ -84,7 +93,7 @@ class KeepAlive:
 
     def __init__(self, port, path, conns, headers=""):
         self.port, self.reconnects = port, 0
-        self.req = f"GET {path} HTTP/1.1\r\nHost: bench\r\n{headers}\r\n".encode()
+        self.req = f"GET {path} HTTP/1.1\r\nHost: bench\r\n{REQ_EXTRA}{headers}\r\n".encode()
         self.socks = [cg.connect(port, None) for _ in range(conns)]
         self.files = [s.makefile("rb") for s in self.socks]
 

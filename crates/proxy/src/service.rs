@@ -686,21 +686,17 @@ impl ProxyHttp for Gateway {
             // lines can be followed, and no table of addresses turns it back into one.
             let client = self.shared.hasher.pseudonym(ctx.client.unwrap_or(ctx.peer));
             // With access_log_paths: the host and the path as routed (canonical; never the
-            // query, which can carry secrets), for `tollgate simulate`.
+            // query, which can carry secrets), for `tollgate simulate`; with [tracing], the
+            // trace. A field that is `None` is left out of the line.
             let paths = rt.is_some_and(|rt| rt.config.server.access_log_paths);
-            let host = match paths {
-                true => req
-                    .headers
+            let host = paths.then(|| {
+                req.headers
                     .get(http::header::HOST)
                     .and_then(|h| h.to_str().ok())
                     .or(req.uri.host())
-                    .unwrap_or(""),
-                false => "",
-            };
-            let path = match paths {
-                true => ctx.canonical_path.as_deref().unwrap_or(req.uri.path()),
-                false => "",
-            };
+                    .unwrap_or("")
+            });
+            let path = paths.then(|| ctx.canonical_path.as_deref().unwrap_or(req.uri.path()));
             let trace_id = ctx.trace.as_ref().map(|t| t.id_hex());
             tracing::info!(
                 event = "request",
@@ -717,7 +713,7 @@ impl ProxyHttp for Gateway {
                 client = %format_args!("{client:016x}"),
                 upstream_tries = ctx.tries,
                 error = error.as_deref().unwrap_or(""),
-                trace_id = trace_id.as_deref().unwrap_or(""),
+                trace_id = trace_id.as_deref(),
             );
         }
     }
