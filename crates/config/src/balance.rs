@@ -255,7 +255,7 @@ pub(crate) fn retry(cx: &mut Cx, path: &str, v: &Value) -> Option<Retry> {
     }
     let mut budget = RETRY_BUDGET_DEFAULT;
     if let Some(bv) = t.get("budget") {
-        match crate::scalars::ratio(cx, &t.key_path("budget"), bv) {
+        match crate::scalars::ratio(cx, &t.key_path("budget"), bv, "retries per request") {
             Some(b) => budget = b,
             None => ok = false,
         }

@@ -37,20 +37,22 @@ pub(crate) fn duration(cx: &mut Cx, path: &str, v: &Value) -> Option<Duration> {
     }
 }
 
-/// A ratio from 0.0 to 1.0, written as a float or an integer (0, 1).
-pub(crate) fn ratio(cx: &mut Cx, path: &str, v: &Value) -> Option<f64> {
+/// A ratio from 0.0 to 1.0, written as a float or an integer (0, 1); `what` it is a ratio of
+/// goes into the error.
+pub(crate) fn ratio(cx: &mut Cx, path: &str, v: &Value, what: &str) -> Option<f64> {
+    let want = format!("a ratio from 0.0 to 1.0 ({what})");
     let r = match v.get_ref() {
         toml::de::DeValue::Float(f) => f.as_str().replace('_', "").parse::<f64>().ok(),
         toml::de::DeValue::Integer(_) => crate::reader::as_int(cx, path, v).map(|i| i as f64),
         _ => {
-            crate::reader::type_err(cx, path, v, "a ratio from 0.0 to 1.0");
+            crate::reader::type_err(cx, path, v, &want);
             return None;
         }
     };
     match r {
         Some(r) if (0.0..=1.0).contains(&r) => Some(r),
         _ => {
-            cx.err(path, v.span(), "a ratio from 0.0 to 1.0");
+            cx.err(path, v.span(), want);
             None
         }
     }

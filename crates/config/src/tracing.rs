@@ -71,7 +71,7 @@ pub(crate) fn read(cx: &mut Cx, mut t: Tbl) -> Option<TracingConfig> {
     ok &= endpoint.is_some();
     let mut sample = SAMPLE_DEFAULT;
     if let Some(v) = t.get("sample") {
-        match crate::scalars::ratio(cx, &t.key_path("sample"), v) {
+        match crate::scalars::ratio(cx, &t.key_path("sample"), v, "the share of requests traced") {
             Some(r) => sample = r,
             None => ok = false,
         }

@@ -1046,3 +1046,74 @@ fn rls_over_tls_needs_the_tls_section() {
         "{got:#?}"
     );
 }
+
+#[test]
+fn tracing_keys_name_their_mistakes() {
+    let with = |table: &str| {
+        problems(&format!(
+            "[tracing]\n{table}\n[upstreams.a]\ntargets = [\"127.0.0.1:1\"]\n[[routes]]\npath_prefix = \"/\"\nupstream = \"a\"\n"
+        ))
+    };
+    for (table, want) in [
+        (
+            "sample = 0.1",
+            "f.toml: tracing: missing key \"otlp\" (the collector's OTLP/HTTP URL, e.g. \"http://127.0.0.1:4318\") (line 1)",
+        ),
+        (
+            "otlp = \"collector:4318\"",
+            "f.toml: tracing.otlp: an http:// or https:// URL with a host (line 2)",
+        ),
+        (
+            "otlp = \"ftp://127.0.0.1:4318\"",
+            "f.toml: tracing.otlp: an http:// or https:// URL with a host (line 2)",
+        ),
+        (
+            "otlp = \"http://127.0.0.1:4318\"\nsample = 1.5",
+            "f.toml: tracing.sample: a ratio from 0.0 to 1.0 (the share of requests traced) (line 3)",
+        ),
+        (
+            "otlp = \"http://127.0.0.1:4318\"\nsample = -0.1",
+            "f.toml: tracing.sample: a ratio from 0.0 to 1.0 (the share of requests traced) (line 3)",
+        ),
+        (
+            "otlp = \"http://127.0.0.1:4318\"\ntimeout = \"0s\"",
+            "f.toml: tracing.timeout: from 1ms to 60s (line 3)",
+        ),
+        (
+            "otlp = \"http://127.0.0.1:4318\"\ntrust_context = \"everyone\"",
+            "f.toml: tracing.trust_context: unknown trust_context \"everyone\" (trusted_proxies, all or none) (line 3)",
+        ),
+        (
+            "otlp = \"http://127.0.0.1:4318\"\nclient_address = \"clear\"",
+            "f.toml: tracing.client_address: unknown client_address \"clear\" (hashed, plain or none) (line 3)",
+        ),
+        (
+            "otlp = \"http://127.0.0.1:4318\"\nheaders = { \"x-key\" = \"a\\nb\" }",
+            "f.toml: tracing.headers.x-key: not a header value (visible ASCII) (line 3)",
+        ),
+        (
+            "otlp = \"http://127.0.0.1:4318\"\nservice_name = \"\"",
+            "f.toml: tracing.service_name: must not be empty (line 3)",
+        ),
+        (
+            "otlp = \"http://127.0.0.1:4318\"\nsampel = 0.1",
+            "f.toml: tracing.sampel: unknown key (line 3)",
+        ),
+    ] {
+        let got = with(table);
+        assert!(got.iter().any(|p| p == want), "{table}: {got:#?}");
+    }
+    // The endpoint gets OTLP's path when it names none, and keeps the one it names.
+    let c = ok("[tracing]\notlp = \"http://127.0.0.1:4318\"\n");
+    let t = c.tracing.expect("[tracing]");
+    assert_eq!(t.endpoint, "http://127.0.0.1:4318/v1/traces");
+    assert_eq!(
+        (t.sample, t.sample_refusals, t.service_name.as_str()),
+        (0.01, false, "tollgate")
+    );
+    let c = ok("[tracing]\notlp = \"https://otel.example.com/custom/traces\"\nsample = 1\n");
+    assert_eq!(
+        c.tracing.expect("[tracing]").endpoint,
+        "https://otel.example.com/custom/traces"
+    );
+}
