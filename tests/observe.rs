@@ -991,6 +991,17 @@ limits = ["per_user"]
     println!("simulate report screenshot: {}", png.display());
 }
 
+/// 300 connections to `port` that each send `bytes` and close, then a moment for the log.
+async fn flood(port: u16, bytes: &[u8]) {
+    for _ in 0..300 {
+        if let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            let _ = s.write_all(bytes).await;
+            let _ = s.shutdown().await;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn faults_leave_a_handful_of_log_lines_and_the_rest_in_counters() {
     let backend = Backend::start().await.expect("backend");
@@ -1060,29 +1071,17 @@ limits = ["shared"]
 
     // A scanner's handshake flood: 300 connections that send no TLS at all.
     let before = lines();
-    for _ in 0..300 {
-        if let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", tls)).await {
-            let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await;
-            let _ = s.shutdown().await;
-        }
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let flood = lines() - before;
+    flood(tls, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    let flood_lines = lines() - before;
     assert!(
-        flood <= 45,
-        "{flood} lines for 300 bad handshakes:\n{}",
+        flood_lines <= 45,
+        "{flood_lines} lines for 300 bad handshakes:\n{}",
         gw.log_text()
     );
 
     // A burst of malformed requests.
     let before = lines();
-    for _ in 0..300 {
-        if let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
-            let _ = s.write_all(b"\x16\x03\x01 GARBAGE\r\n\r\n").await;
-            let _ = s.shutdown().await;
-        }
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    flood(port, b"\x16\x03\x01 GARBAGE\r\n\r\n").await;
     let malformed = lines() - before;
     assert!(
         malformed <= 45,
@@ -1091,8 +1090,8 @@ limits = ["shared"]
     );
     let m = metrics(admin).await;
     let suppressed = metric(&m, "tollgate_log_lines_suppressed_total", &[]);
-    println!("log lines: redis outage {outage}, 300 bad handshakes {flood}, 300 malformed requests {malformed}; suppressed and counted: {suppressed}");
-    assert!(suppressed + (flood + malformed) as f64 >= 1.0, "{m}");
+    println!("log lines: redis outage {outage}, 300 bad handshakes {flood_lines}, 300 malformed requests {malformed}; suppressed and counted: {suppressed}");
+    assert!(suppressed + (flood_lines + malformed) as f64 >= 1.0, "{m}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -181,6 +181,30 @@ pub fn front(rt: &Runtime, req: &RequestHeader, peer: IpAddr, tls: bool) -> Fron
 }
 
 impl Front {
+    /// What the limits' keys read of this request: `path` and `query` from
+    /// [`Front::key_path`], the client through trusted proxies, what authentication named.
+    pub fn key_input<'a>(
+        &self,
+        req: &'a RequestHeader,
+        (path, query): (&'a str, Option<&'a str>),
+        route: usize,
+        claims: Option<&'a crate::auth::jwt::Claims>,
+        consumer: Option<&'a str>,
+    ) -> crate::identity::KeyInput<'a> {
+        crate::identity::KeyInput {
+            req,
+            client_cert: None,
+            client_ip: self.client,
+            path,
+            query,
+            route: route as u32,
+            claims,
+            body: None,
+            consumer,
+            descriptor: None,
+        }
+    }
+
     /// The path (and query) the limits key on: the rewritten target's, else the canonical
     /// path with the client's query; lower case on a case-insensitive route.
     pub fn key_path<'a>(

@@ -10,7 +10,7 @@
 
 use crate::access::Access;
 use crate::dryrun::{front, request, Front};
-use crate::identity::{describe_key, KeyHasher, KeyInput};
+use crate::identity::{describe_key, KeyHasher};
 use crate::policy::limit_key;
 use crate::runtime::{LimitState, Runtime};
 use serde_json::{json, Value};
@@ -194,18 +194,13 @@ pub async fn explain(
     }
     let allow_listed = matches!(f.access, Access::Allowed(_));
     let (path, query) = f.key_path(rt, &req);
-    let input = KeyInput {
-        req: &req,
-        client_cert: None,
-        client_ip: f.client,
-        path: &path,
-        query,
-        route: route as u32,
-        claims: claims.as_deref().or(verified.as_ref()),
-        body: None,
-        consumer: consumer.as_deref(),
-        descriptor: None,
-    };
+    let input = f.key_input(
+        &req,
+        (&path, query),
+        route,
+        claims.as_deref().or(verified.as_ref()),
+        consumer.as_deref(),
+    );
     let plan = match (r.needs_plan, &rt.config.plans) {
         (true, Some(plans)) => {
             let p = crate::identity::plan_of(plans, &input);

@@ -197,18 +197,7 @@ impl Pass {
                 continue;
             }
             let (path, query) = f.key_path(&rt, &req);
-            let input = KeyInput {
-                req: &req,
-                client_cert: None,
-                client_ip: f.client,
-                path: &path,
-                query,
-                route: route as u32,
-                claims: None,
-                body: None,
-                consumer: None,
-                descriptor: None,
-            };
+            let input = f.key_input(&req, (&path, query), route, None, None);
             let plan_i = match (r.needs_plan, &rt.config.plans) {
                 (true, Some(plans)) => crate::identity::plan_of(plans, &input),
                 _ => 0,
