@@ -252,7 +252,7 @@ impl ProxyHttp for Gateway {
             upstream.insert_static_header(&names::TRACEPARENT, t.upstream_traceparent());
             match &t.tracestate {
                 Some(ts) => upstream.insert_static_header(&names::TRACESTATE, ts.clone()),
-                None if upstream.headers.contains_key(names::TRACESTATE.name()) => {
+                None if t.client_tracestate => {
                     upstream.remove_header(names::TRACESTATE.name());
                 }
                 None => {}

@@ -106,6 +106,8 @@ pub struct TraceCtx {
     /// Sampled: by the parent's flag, else by `sample`.
     pub sampled: bool,
     pub tracestate: Option<HeaderValue>,
+    /// The client sent `tracestate` (removed upstream unless taken).
+    pub client_tracestate: bool,
     /// The request's start (spans are placed from it in Unix time when they are built).
     pub start: Instant,
     pub auth: Option<(Instant, Instant)>,
@@ -145,16 +147,33 @@ pub fn parse_traceparent(v: &[u8]) -> Option<(u128, u64, bool)> {
     Some((trace, parent, flags & 1 == 1))
 }
 
+/// Each byte's two lower-case hex digits.
+const HEX2: [[u8; 2]; 256] = {
+    const D: &[u8; 16] = b"0123456789abcdef";
+    let mut t = [[0u8; 2]; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = [D[i >> 4], D[i & 0xf]];
+        i += 1;
+    }
+    t
+};
+
 /// `n`'s low `out.len() * 4` bits as lower-case hex, most significant first, a byte (two
 /// digits) at a time.
 fn hex_into(out: &mut [u8], n: u128) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = n.to_be_bytes();
     let skip = 16 - out.len() / 2;
-    for (pair, b) in out.chunks_exact_mut(2).zip(&bytes[skip..]) {
-        pair[0] = HEX[(b >> 4) as usize];
-        pair[1] = HEX[(b & 0xf) as usize];
+    for (pair, &b) in out.chunks_exact_mut(2).zip(&bytes[skip..]) {
+        pair.copy_from_slice(&HEX2[b as usize]);
     }
+}
+
+/// A span id from random bits: splitmix64's finaliser, never 0.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)).max(1)
 }
 
 fn nonzero_u64() -> u64 {
@@ -168,19 +187,32 @@ fn nonzero_u64() -> u64 {
 
 /// The request's trace context: the client's when `trusted` (and given once), else new.
 pub fn begin(t: &TraceRt, req: &RequestHeader, trusted: bool, start: Instant) -> Box<TraceCtx> {
-    let given = match (t.cfg.trust, trusted) {
-        (TrustContext::All, _) | (TrustContext::TrustedProxies, true) => {
+    // Which trace fields the head has, in one walk over its few names: the common request,
+    // with none, costs no hashed lookup.
+    let (mut has_parent, mut has_state) = (false, false);
+    for name in req.headers.keys() {
+        match name.as_str().len() {
+            11 => has_parent |= name == "traceparent",
+            10 => has_state |= name == "tracestate",
+            _ => {}
+        }
+    }
+    let taken = matches!(
+        (t.cfg.trust, trusted),
+        (TrustContext::All, _) | (TrustContext::TrustedProxies, true)
+    );
+    let given = (taken && has_parent)
+        .then(|| {
             let mut all = req.headers.get_all("traceparent").iter();
             match (all.next(), all.next()) {
                 (Some(v), None) => parse_traceparent(v.as_bytes()),
                 _ => None,
             }
-        }
-        _ => None,
-    };
+        })
+        .flatten();
     // Several tracestate fields are one list (W3C), passed on joined; over the length the
     // gateway keeps, or not visible ASCII, it is dropped.
-    let tracestate = given.and_then(|_| {
+    let tracestate = given.filter(|_| has_state).and_then(|_| {
         let mut all = req.headers.get_all("tracestate").iter();
         let first = all.next()?;
         let mut joined = first.as_bytes().to_vec();
@@ -193,25 +225,24 @@ pub fn begin(t: &TraceRt, req: &RequestHeader, trusted: bool, start: Instant) ->
             .then(|| HeaderValue::from_bytes(&joined).ok())
             .flatten()
     });
+    // One draw: a new trace's id, and (mixed) the gateway's two span ids.
+    let r = fastrand::u128(..);
     let (trace_id, parent, sampled) = match given {
         Some((trace, parent, sampled)) => (trace, Some(parent), sampled),
         None => {
-            let id = loop {
-                let n = fastrand::u128(..);
-                if n != 0 {
-                    break n;
-                }
-            };
+            let id = r.max(1);
             (id, None, t.samples(id))
         }
     };
+    let (span, upstream_span) = (mix(r as u64), mix((r >> 64) as u64 ^ 0x9e37_79b9_7f4a_7c15));
     Box::new(TraceCtx {
         trace_id,
         parent,
-        span: nonzero_u64(),
-        upstream_span: nonzero_u64(),
+        span,
+        upstream_span,
         sampled,
         tracestate,
+        client_tracestate: has_state,
         start,
         auth: None,
         redis: None,
@@ -602,6 +633,7 @@ mod tests {
                 upstream_span: span,
                 sampled,
                 tracestate: None,
+                client_tracestate: false,
                 start: Instant::now(),
                 auth: None,
                 redis: None,
