@@ -609,6 +609,42 @@ request_headers = {{ set = {{ "X-Route" = "$route" }} }}
         backend = backend.addr,
     );
     let _gw = running(Path::new(BIN), &toml, port, admin).await;
+    // The admin API's explain: behind the token, and strict about what it is asked.
+    let auth = format!("Bearer {token}");
+    for (query, headers, want) in [
+        ("method=GET&url=/api/x", vec![], 401),
+        (
+            "method=GET&url=/api/x",
+            vec![("authorization", "Bearer wrong-token-wrong-token")],
+            401,
+        ),
+        ("method=GET", vec![("authorization", auth.as_str())], 400),
+        (
+            "url=/x&from=not-an-address",
+            vec![("authorization", auth.as_str())],
+            400,
+        ),
+        (
+            "url=/x&limit=per_ip",
+            vec![("authorization", auth.as_str())],
+            400,
+        ),
+        (
+            "url=/x&header=no-colon",
+            vec![("authorization", auth.as_str())],
+            400,
+        ),
+        (
+            "url=relative/x",
+            vec![("authorization", auth.as_str())],
+            400,
+        ),
+    ] {
+        let r = get(admin, &format!("/explain?{query}"), &headers)
+            .await
+            .expect("explain");
+        assert_eq!(r.status, want, "{query}: {}", r.body);
+    }
     let paths = [
         "/api/x",
         "/api//x",

@@ -92,33 +92,13 @@ pub(crate) fn read(cx: &mut Cx, mut t: Tbl) -> Option<TracingConfig> {
         },
         None => "tollgate".to_string(),
     };
-    let mut headers = Vec::new();
-    if let Some(v) = t.get("headers") {
-        let p = t.key_path("headers");
-        match Tbl::of(cx, p.clone(), v) {
-            Some(mut m) => {
-                for (name, value, span) in m.entries() {
-                    let ip = format!("{p}.{name}");
-                    if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                        cx.err(&ip, span, format!("\"{name}\" is not a header name"));
-                        ok = false;
-                        continue;
-                    }
-                    match as_str(cx, &ip, value) {
-                        Some(s) if http::HeaderValue::from_str(s).is_ok() => {
-                            headers.push((name.to_ascii_lowercase(), s.to_string()))
-                        }
-                        Some(_) => {
-                            cx.err(&ip, value.span(), "not a header value (visible ASCII)");
-                            ok = false;
-                        }
-                        None => ok = false,
-                    }
-                }
-            }
-            None => ok = false,
-        }
-    }
+    let headers = match t.get("headers") {
+        Some(v) => headers(cx, &t.key_path("headers"), v).unwrap_or_else(|| {
+            ok = false;
+            Vec::new()
+        }),
+        None => Vec::new(),
+    };
     let timeout = match t.get("timeout") {
         Some(v) => match crate::scalars::duration(cx, &t.key_path("timeout"), v) {
             Some(d) if !d.is_zero() && d <= Duration::from_secs(60) => d,
@@ -137,48 +117,28 @@ pub(crate) fn read(cx: &mut Cx, mut t: Tbl) -> Option<TracingConfig> {
     let max_queue = t
         .int_in(cx, "max_queue", 1, 1 << 20)
         .map_or(MAX_QUEUE_DEFAULT, |n| n as usize);
-    let trust = match t.get("trust_context") {
-        None => TrustContext::TrustedProxies,
-        Some(v) => match as_str(cx, &t.key_path("trust_context"), v) {
-            Some("trusted_proxies") => TrustContext::TrustedProxies,
-            Some("all") => TrustContext::All,
-            Some("none") => TrustContext::None,
-            Some(other) => {
-                cx.err(
-                    &t.key_path("trust_context"),
-                    v.span(),
-                    format!("unknown trust_context \"{other}\" (trusted_proxies, all or none)"),
-                );
-                ok = false;
-                TrustContext::TrustedProxies
-            }
-            None => {
-                ok = false;
-                TrustContext::TrustedProxies
-            }
-        },
-    };
-    let client_address = match t.get("client_address") {
-        None => ClientAddress::Hashed,
-        Some(v) => match as_str(cx, &t.key_path("client_address"), v) {
-            Some("hashed") => ClientAddress::Hashed,
-            Some("plain") => ClientAddress::Plain,
-            Some("none") => ClientAddress::None,
-            Some(other) => {
-                cx.err(
-                    &t.key_path("client_address"),
-                    v.span(),
-                    format!("unknown client_address \"{other}\" (hashed, plain or none)"),
-                );
-                ok = false;
-                ClientAddress::Hashed
-            }
-            None => {
-                ok = false;
-                ClientAddress::Hashed
-            }
-        },
-    };
+    let trust = one_of(
+        cx,
+        &mut t,
+        "trust_context",
+        &[
+            ("trusted_proxies", TrustContext::TrustedProxies),
+            ("all", TrustContext::All),
+            ("none", TrustContext::None),
+        ],
+        &mut ok,
+    );
+    let client_address = one_of(
+        cx,
+        &mut t,
+        "client_address",
+        &[
+            ("hashed", ClientAddress::Hashed),
+            ("plain", ClientAddress::Plain),
+            ("none", ClientAddress::None),
+        ],
+        &mut ok,
+    );
     t.finish(cx);
     Some(TracingConfig {
         endpoint: endpoint?,
@@ -192,6 +152,58 @@ pub(crate) fn read(cx: &mut Cx, mut t: Tbl) -> Option<TracingConfig> {
         client_address,
     })
     .filter(|_| ok)
+}
+
+/// The value of `key` among `choices` (the first is the default); an unknown one is named
+/// with the choices.
+fn one_of<T: Copy>(cx: &mut Cx, t: &mut Tbl, key: &str, choices: &[(&str, T)], ok: &mut bool) -> T {
+    let default = choices[0].1;
+    let Some(v) = t.get(key) else {
+        return default;
+    };
+    let path = t.key_path(key);
+    let Some(given) = as_str(cx, &path, v) else {
+        *ok = false;
+        return default;
+    };
+    if let Some((_, c)) = choices.iter().find(|(name, _)| *name == given) {
+        return *c;
+    }
+    let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
+    let (last, rest) = names.split_last().unwrap_or((&"", &[]));
+    cx.err(
+        &path,
+        v.span(),
+        format!("unknown {key} \"{given}\" ({} or {last})", rest.join(", ")),
+    );
+    *ok = false;
+    default
+}
+
+/// `headers = { name = "value" }`: sent with each export.
+fn headers(cx: &mut Cx, p: &str, v: &Value) -> Option<Vec<(String, String)>> {
+    let mut m = Tbl::of(cx, p.to_string(), v)?;
+    let mut out = Vec::new();
+    let mut ok = true;
+    for (name, value, span) in m.entries() {
+        let ip = format!("{p}.{name}");
+        if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            cx.err(&ip, span, format!("\"{name}\" is not a header name"));
+            ok = false;
+            continue;
+        }
+        match as_str(cx, &ip, value) {
+            Some(s) if http::HeaderValue::from_str(s).is_ok() => {
+                out.push((name.to_ascii_lowercase(), s.to_string()))
+            }
+            Some(_) => {
+                cx.err(&ip, value.span(), "not a header value (visible ASCII)");
+                ok = false;
+            }
+            None => ok = false,
+        }
+    }
+    ok.then_some(out)
 }
 
 /// An http(s) URL with a host; `/v1/traces` added when it has no path.

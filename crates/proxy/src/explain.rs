@@ -113,70 +113,17 @@ pub async fn explain(
         return Ok(out);
     }
     // Authentication, by the route's own method.
-    let mut consumer = None;
-    let mut claims = None;
-    let mut auth_refusal = None;
-    if let Some(ra) = &r.auth {
-        let areq = crate::auth::Request {
-            head: &req,
-            client: f.client,
-            secure: f.secure,
-            path_and_query: "",
-            host: None,
-            request_id: "explain",
-            route_name: &r.name,
-            metrics,
-            latency: &ra.latency,
-        };
-        let (outcome, detail) = match ra.auth.check_dry(&areq, rt.jwt.as_ref()).await {
-            None => (
-                "asked of the auth service".to_string(),
-                "An auth service decides each request: explain does not call it.".to_string(),
-            ),
-            Some(Ok((passed, o))) => {
-                consumer = passed.consumer.clone();
-                claims = passed.claims.clone();
-                (
-                    crate::auth::RESULTS[o as usize].to_string(),
-                    consumer
-                        .as_deref()
-                        .map(|c| format!("consumer {c}"))
-                        .unwrap_or_default(),
-                )
-            }
-            Some(Err(refusal)) => {
-                let (status, detail) = match &refusal {
-                    crate::auth::Refusal::Problem {
-                        problem, detail, ..
-                    } => (problem.status(), detail.to_string()),
-                    crate::auth::Refusal::SignIn { .. } => {
-                        (302, "redirected to sign in".to_string())
-                    }
-                };
-                // As the auth stage: a failed credential on a route whose limits count
-                // failures is answered after the limits; anything else at once.
-                let counted = matches!(
-                    refusal.outcome(),
-                    crate::auth::Outcome::Unauthenticated | crate::auth::Outcome::Forbidden
-                );
-                let held = counted && r.counts_failures && r.stages.limits;
-                auth_refusal = Some((status, detail.clone(), held));
-                (
-                    crate::auth::RESULTS[refusal.outcome() as usize].to_string(),
-                    detail,
-                )
-            }
-        };
-        out["auth"] =
-            json!({"method": method_name(&ra.auth.method), "outcome": outcome, "detail": detail});
+    let auth = auth_step(rt, route, &req, &f, metrics).await;
+    if let Some(v) = auth.shown {
+        out["auth"] = v;
     }
-    if let Some((status, detail, false)) = &auth_refusal {
+    if let Some((status, detail, false)) = &auth.refusal {
         out["decision"] = json!({"status": status, "answer": "auth", "detail": detail});
         return Ok(out);
     }
     // A route's `jwt:` keys verify the bearer token in the limits stage when no auth did.
     let mut verified = None;
-    if let (true, None, Some(v)) = (r.needs_jwt, &claims, &rt.jwt) {
+    if let (true, None, Some(v)) = (r.needs_jwt, &auth.claims, &rt.jwt) {
         if let Some(token) = req
             .headers
             .get(&v.header)
@@ -192,14 +139,13 @@ pub async fn explain(
             }
         }
     }
-    let allow_listed = matches!(f.access, Access::Allowed(_));
     let (path, query) = f.key_path(rt, &req);
     let input = f.key_input(
         &req,
         (&path, query),
         route,
-        claims.as_deref().or(verified.as_ref()),
-        consumer.as_deref(),
+        auth.claims.as_deref().or(verified.as_ref()),
+        auth.consumer.as_deref(),
     );
     let plan = match (r.needs_plan, &rt.config.plans) {
         (true, Some(plans)) => {
@@ -209,10 +155,9 @@ pub async fn explain(
         }
         _ => 0,
     };
+    let allow_listed = matches!(f.access, Access::Allowed(_));
+    let mut walk = Walk::default();
     let mut limits = Vec::new();
-    let mut refused: Option<(Nanos, Value)> = None;
-    let mut phase = Phase::Deciding;
-    let mut asks_redis = false;
     for &li in &r.cfg.limits {
         let l = &rt.limits[li];
         if l.cfg.plan.is_some_and(|pl| pl != plan) {
@@ -248,94 +193,22 @@ pub async fn explain(
             .ladder
             .as_ref()
             .and_then(|lad| lad.ladder.blocks.check(key, now));
-        let (state, verdict) = match &l.state {
-            LimitState::Local(limiter) => match limiter.peek(key, l.time(now, unix), 1) {
-                Decision::Allow {
-                    remaining, reset, ..
-                } => (
-                    json!({"remaining": remaining, "reset_s": secs(reset)}),
-                    Verdict::Admit,
-                ),
-                Decision::Deny { retry_after } => (
-                    json!({"remaining": 0, "retry_after_s": secs(retry_after)}),
-                    refusal(l, retry_after),
-                ),
-            },
-            LimitState::Global(g) => match g.cache.peek(key, now) {
-                Some(wait) => (
-                    json!({"verdict_cache": "refused", "retry_after_s": secs(wait)}),
-                    refusal(l, wait),
-                ),
-                None => {
-                    let held = g.leases.as_ref().map(|ls| ls.held());
-                    (
-                        json!({"verdict_cache": "none", "leased_units_here": held}),
-                        Verdict::Redis,
-                    )
-                }
-            },
-        };
+        let (state, verdict) = peek(l, key, now, unix);
         item["state"] = state;
         if let Some(wait) = blocked {
             item["state"]["blocked_for_s"] = json!(secs(wait));
         }
-        // As the live step decides (policy::decide_local): in order, a block (403) or a
-        // refusal ends it; after a refusal the later enforced limits are only asked whether
-        // they would refuse for longer (no block, no shadow limit is consulted then).
-        let decision = match phase {
-            Phase::Answered => "not reached: an earlier limit blocked the key".to_string(),
-            Phase::Refused if l.shadow => "not reached: an earlier limit refused".to_string(),
-            Phase::Refused => match &verdict {
-                Verdict::Refuse(status, code, wait) => {
-                    if refused.as_ref().is_none_or(|(w, _)| wait > w) {
-                        refused = Some((
-                            *wait,
-                            json!({"status": status, "answer": code, "limit": l.cfg.name,
-                                "retry_after_s": secs(*wait)}),
-                        ));
-                    }
-                    format!("would refuse too: {status} {code}")
-                }
-                _ => "admits (an earlier limit refused)".to_string(),
-            },
-            Phase::Deciding => match (blocked, &verdict, l.shadow) {
-                (Some(wait), _, false) => {
-                    refused = Some((
-                        wait,
-                        json!({"status": 403, "answer": "TEMPORARILY_BLOCKED", "limit": l.cfg.name,
-                            "retry_after_s": secs(wait)}),
-                    ));
-                    phase = Phase::Answered;
-                    "refuses: 403 TEMPORARILY_BLOCKED (the key is blocked)".to_string()
-                }
-                (_, Verdict::Admit, _) => "admits".to_string(),
-                (_, Verdict::Redis, _) => {
-                    asks_redis = true;
-                    "asks Redis (no refusal is cached here)".to_string()
-                }
-                (_, Verdict::Refuse(..), true) => "would refuse (shadow: admitted)".to_string(),
-                (_, Verdict::Refuse(status, code, wait), false) => {
-                    refused = Some((
-                        *wait,
-                        json!({"status": status, "answer": code, "limit": l.cfg.name,
-                            "retry_after_s": secs(*wait)}),
-                    ));
-                    phase = Phase::Refused;
-                    format!("refuses: {status} {code}")
-                }
-            },
-        };
-        item["decision"] = json!(decision);
+        item["decision"] = json!(walk.step(l, blocked, &verdict));
         limits.push(item);
     }
     out["limits"] = Value::Array(limits);
-    out["decision"] = if let Some((_, d)) = refused {
+    out["decision"] = if let Some((_, d)) = walk.refused {
         d
-    } else if let Some((status, detail, _)) = auth_refusal {
+    } else if let Some((status, detail, _)) = auth.refusal {
         json!({"status": status, "answer": "auth", "detail": detail})
     } else {
         let mut d = action(rt, route);
-        if asks_redis {
+        if walk.asks_redis {
             d["detail"] = json!(format!(
                 "{}, unless Redis refuses a global limit",
                 d["detail"].as_str().unwrap_or_default()
@@ -346,10 +219,178 @@ pub async fn explain(
     Ok(out)
 }
 
+/// What the route's authentication says, by its own method (an auth service is named, never
+/// called): what explain shows, who the caller is, and a refusal (status, detail, held for
+/// the limits as the auth stage holds it on a route whose limits count failures).
+struct AuthStep {
+    shown: Option<Value>,
+    consumer: Option<std::sync::Arc<str>>,
+    claims: Option<std::sync::Arc<crate::auth::jwt::Claims>>,
+    refusal: Option<(u16, String, bool)>,
+}
+
+async fn auth_step(
+    rt: &Runtime,
+    route: usize,
+    req: &pingora::http::RequestHeader,
+    f: &Front,
+    metrics: &crate::metrics::Metrics,
+) -> AuthStep {
+    let r = &rt.routes[route];
+    let mut step = AuthStep {
+        shown: None,
+        consumer: None,
+        claims: None,
+        refusal: None,
+    };
+    let Some(ra) = &r.auth else {
+        return step;
+    };
+    let areq = crate::auth::Request {
+        head: req,
+        client: f.client,
+        secure: f.secure,
+        path_and_query: "",
+        host: None,
+        request_id: "explain",
+        route_name: &r.name,
+        metrics,
+        latency: &ra.latency,
+    };
+    let (outcome, detail) = match ra.auth.check_dry(&areq, rt.jwt.as_ref()).await {
+        None => (
+            "asked of the auth service".to_string(),
+            "An auth service decides each request: explain does not call it.".to_string(),
+        ),
+        Some(Ok((passed, o))) => {
+            let detail = passed
+                .consumer
+                .as_deref()
+                .map(|c| format!("consumer {c}"))
+                .unwrap_or_default();
+            step.consumer = passed.consumer;
+            step.claims = passed.claims;
+            (crate::auth::RESULTS[o as usize].to_string(), detail)
+        }
+        Some(Err(refusal)) => {
+            let (status, detail) = match &refusal {
+                crate::auth::Refusal::Problem {
+                    problem, detail, ..
+                } => (problem.status(), detail.to_string()),
+                crate::auth::Refusal::SignIn { .. } => (302, "redirected to sign in".to_string()),
+            };
+            // As the auth stage: a failed credential on a route whose limits count
+            // failures is answered after the limits; anything else at once.
+            let counted = matches!(
+                refusal.outcome(),
+                crate::auth::Outcome::Unauthenticated | crate::auth::Outcome::Forbidden
+            );
+            let held = counted && r.counts_failures && r.stages.limits;
+            step.refusal = Some((status, detail.clone(), held));
+            (
+                crate::auth::RESULTS[refusal.outcome() as usize].to_string(),
+                detail,
+            )
+        }
+    };
+    step.shown =
+        Some(json!({"method": method_name(&ra.auth.method), "outcome": outcome, "detail": detail}));
+    step
+}
+
+/// A limit's state for `key`, read and never spent: a local limiter's peek, a global limit's
+/// verdict cache and lease here (Redis is asked nothing).
+fn peek(l: &crate::runtime::LimitRt, key: u64, now: Nanos, unix: Nanos) -> (Value, Verdict) {
+    match &l.state {
+        LimitState::Local(limiter) => match limiter.peek(key, l.time(now, unix), 1) {
+            Decision::Allow {
+                remaining, reset, ..
+            } => (
+                json!({"remaining": remaining, "reset_s": secs(reset)}),
+                Verdict::Admit,
+            ),
+            Decision::Deny { retry_after } => (
+                json!({"remaining": 0, "retry_after_s": secs(retry_after)}),
+                refusal(l, retry_after),
+            ),
+        },
+        LimitState::Global(g) => match g.cache.peek(key, now) {
+            Some(wait) => (
+                json!({"verdict_cache": "refused", "retry_after_s": secs(wait)}),
+                refusal(l, wait),
+            ),
+            None => {
+                let held = g.leases.as_ref().map(|ls| ls.held());
+                (
+                    json!({"verdict_cache": "none", "leased_units_here": held}),
+                    Verdict::Redis,
+                )
+            }
+        },
+    }
+}
+
+/// The route's limits walked as the live step walks them (`policy::decide_local`): in order,
+/// a block (403) or a refusal ends it; after a refusal the later enforced limits are only
+/// asked whether they would refuse for longer (no block, no shadow limit is consulted then).
+/// The refusal named is the one with the longest wait.
+#[derive(Default)]
+struct Walk {
+    phase: Phase,
+    /// The refusal answered, and its wait.
+    refused: Option<(Nanos, Value)>,
+    /// A global limit with no cached refusal: Redis decides when the request comes.
+    asks_redis: bool,
+}
+
+impl Walk {
+    /// One limit's part, as explain shows it.
+    fn step(&mut self, l: &crate::runtime::LimitRt, blocked: Option<Nanos>, v: &Verdict) -> String {
+        let name = &l.cfg.name;
+        match self.phase {
+            Phase::Answered => "not reached: an earlier limit blocked the key".to_string(),
+            Phase::Refused if l.shadow => "not reached: an earlier limit refused".to_string(),
+            Phase::Refused => match v {
+                Verdict::Refuse(status, code, wait) => {
+                    if self.refused.as_ref().is_none_or(|(w, _)| wait > w) {
+                        self.refused = Some((*wait, answered(*status, code, name, *wait)));
+                    }
+                    format!("would refuse too: {status} {code}")
+                }
+                _ => "admits (an earlier limit refused)".to_string(),
+            },
+            Phase::Deciding => match (blocked, v, l.shadow) {
+                (Some(wait), _, false) => {
+                    self.refused = Some((wait, answered(403, "TEMPORARILY_BLOCKED", name, wait)));
+                    self.phase = Phase::Answered;
+                    "refuses: 403 TEMPORARILY_BLOCKED (the key is blocked)".to_string()
+                }
+                (_, Verdict::Admit, _) => "admits".to_string(),
+                (_, Verdict::Redis, _) => {
+                    self.asks_redis = true;
+                    "asks Redis (no refusal is cached here)".to_string()
+                }
+                (_, Verdict::Refuse(..), true) => "would refuse (shadow: admitted)".to_string(),
+                (_, Verdict::Refuse(status, code, wait), false) => {
+                    self.refused = Some((*wait, answered(*status, code, name, *wait)));
+                    self.phase = Phase::Refused;
+                    format!("refuses: {status} {code}")
+                }
+            },
+        }
+    }
+}
+
+/// The decision a refusing limit answers with.
+fn answered(status: u16, code: &str, limit: &str, wait: Nanos) -> Value {
+    json!({"status": status, "answer": code, "limit": limit, "retry_after_s": secs(wait)})
+}
+
 /// Where the route's limits are, in the live step's order.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
 enum Phase {
     /// No limit refused yet.
+    #[default]
     Deciding,
     /// One refused: later ones only say whether they would refuse for longer.
     Refused,

@@ -585,10 +585,13 @@ pub async fn export(
                 schema_url: String::new(),
             }],
         });
-        let mut req = http::Request::post(t.endpoint.clone())
-            .header(http::header::CONTENT_TYPE, "application/x-protobuf")
-            .body(http_body_util::Full::new(Bytes::from(body)))
-            .expect("a request from a checked URI");
+        let mut req = http::Request::new(http_body_util::Full::new(Bytes::from(body)));
+        *req.method_mut() = http::Method::POST;
+        *req.uri_mut() = t.endpoint.clone();
+        req.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/x-protobuf"),
+        );
         for (k, v) in &t.headers {
             req.headers_mut().insert(k.clone(), v.clone());
         }
