@@ -1,4 +1,4 @@
-//! Trace spans exported (`[tracing]`): the queue is drained every second, or as soon as a
+//! Trace spans exported (`[tracing]`): the queue is drained every 5 s (`EXPORT_EVERY`), or as soon as a
 //! batch is full, by one export task at a time (each of its batches bounded by `timeout`);
 //! at shutdown what is queued goes out once more.
 
@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Starts an export when spans wait and one is due (a full batch, or a second since the
+/// Starts an export when spans wait and one is due (a full batch, or `EXPORT_EVERY` since the
 /// last), unless one is under way.
 pub fn run(shared: &Arc<Shared>, due: &mut super::Due, now: Instant) {
     let q = &shared.spans;
