@@ -423,7 +423,7 @@ impl RequestHeader {
 /// fields; a larger head's first regrowth leaves room enough, and it is cloned as before.
 const CLONE_REBUILD_FIELDS: usize = 2;
 
-/// Entries free in a small head's clone (six in all with the map's rounding for one field).
+/// At least this many entries free in a small head's clone.
 const CLONE_HEADER_ROOM: usize = 4;
 
 /// `map` copied into a map with [CLONE_HEADER_ROOM] free entries when it is small: every value
@@ -432,7 +432,9 @@ fn clone_with_room<T: Clone>(map: &HMap<T>) -> HMap<T> {
     if map.len() > CLONE_REBUILD_FIELDS {
         return map.clone();
     }
-    let mut out = HMap::with_capacity(map.len() + CLONE_HEADER_ROOM);
+    // As roomy as the original (a parsed head has room, patch 0008): a smaller index table
+    // would make every later lookup probe longer.
+    let mut out = HMap::with_capacity(map.capacity().max(map.len() + CLONE_HEADER_ROOM));
     for (name, value) in map {
         out.append(name.clone(), value.clone());
     }
