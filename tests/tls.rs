@@ -1300,6 +1300,16 @@ async fn a_reload_with_certificates_that_check_refuses_changes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handshakes_in_progress_count_against_the_connection_bounds() {
     let Site { e, .. } = site("tls-bounds", "", "max_connections_per_client = 5").await;
+    let admin = e.admin;
+    // The start-up probes' connections are gone first: one the gateway had not yet seen close
+    // would hold a slot, refuse the fifth stalled client below, and then leave four open.
+    assert!(
+        eventually(Duration::from_secs(10), || async move {
+            metric(&metrics(admin).await, "tollgate_connections_open", &[]) == 0.0
+        })
+        .await,
+        "connections from start-up still open"
+    );
     // Five clients that never finish their ClientHello hold five slots...
     let mut stalled = Vec::new();
     for _ in 0..5 {
@@ -1309,12 +1319,13 @@ async fn handshakes_in_progress_count_against_the_connection_bounds() {
         s.write_all(&[0x16, 0x03, 0x01]).await.expect("write");
         stalled.push(s);
     }
-    let admin = e.admin;
     assert!(
-        eventually(Duration::from_secs(3), || async move {
+        eventually(Duration::from_secs(10), || async move {
             metric(&metrics(admin).await, "tollgate_connections_open", &[]) == 5.0
         })
-        .await
+        .await,
+        "{}",
+        metrics(admin).await
     );
     // ...so a sixth is closed at once, before any handshake.
     let t0 = Instant::now();
