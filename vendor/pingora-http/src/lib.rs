@@ -426,8 +426,9 @@ const CLONE_REBUILD_FIELDS: usize = 2;
 /// At least this many entries free in a small head's clone.
 const CLONE_HEADER_ROOM: usize = 4;
 
-/// `map` copied into a map with [CLONE_HEADER_ROOM] free entries when it is small: every value
-/// in the same order (so a value map and its case map rebuilt alike still walk in step).
+/// `map` copied, when it is small, into a map as roomy as it (at least [CLONE_HEADER_ROOM]
+/// entries free): every value in the same order (so a value map and its case map rebuilt
+/// alike still walk in step).
 fn clone_with_room<T: Clone>(map: &HMap<T>) -> HMap<T> {
     if map.len() > CLONE_REBUILD_FIELDS {
         return map.clone();

@@ -1,6 +1,6 @@
-//! Trace spans exported (`[tracing]`): the queue is drained every 5 s (`EXPORT_EVERY`), or as soon as a
-//! batch is full, by one export task at a time (each of its batches bounded by `timeout`);
-//! at shutdown what is queued goes out once more.
+//! Trace spans exported (`[tracing]`): the queue is drained every 5 s (`EXPORT_EVERY`), or
+//! as soon as a batch is full, by one export task at a time (each of its batches bounded by
+//! `timeout`); at shutdown what is queued goes out once more.
 
 use crate::shared::Shared;
 use std::sync::atomic::Ordering;
