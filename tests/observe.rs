@@ -310,6 +310,59 @@ upstream = "app"
     assert!(up.ends_with("-00"), "not sampled: {up}");
     assert_eq!(upstream_header(&r, "tracestate"), None);
 
+    // Other spellings of the names are the same fields: a trusted proxy's context is taken,
+    // its tracestate fields passed on joined, once, and one traceparent goes up.
+    let t4 = "5bf92f3577b34da6a3ce929d0e0e4736";
+    let r = request_from(
+        trusted,
+        port,
+        "GET",
+        "/x",
+        &[
+            ("TraceParent", &format!("00-{t4}-00f067aa0ba902b7-00")),
+            ("TRACESTATE", "a=1"),
+            ("tracestate", "b=2"),
+        ],
+        "",
+    )
+    .await
+    .expect("request");
+    assert_eq!(r.status, 200);
+    let up = upstream_header(&r, "traceparent").expect("traceparent");
+    assert!(
+        up.starts_with(&format!("00-{t4}-")) && !up.contains(','),
+        "{up}"
+    );
+    assert_eq!(
+        upstream_header(&r, "tracestate").as_deref(),
+        Some("a=1,b=2")
+    );
+
+    // Two traceparent fields (in two spellings) are no context (W3C): a new trace, the
+    // client's tracestate not passed on, and the upstream reads one traceparent, the gateway's.
+    let r = request_from(
+        trusted,
+        port,
+        "GET",
+        "/x",
+        &[
+            ("traceparent", &format!("00-{t4}-00f067aa0ba902b7-01")),
+            ("Traceparent", &format!("00-{t1}-00f067aa0ba902b7-01")),
+            ("tracestate", "c=3"),
+        ],
+        "",
+    )
+    .await
+    .expect("request");
+    assert_eq!(r.status, 200);
+    let up = upstream_header(&r, "traceparent").expect("traceparent");
+    assert!(
+        !up.contains(t4) && !up.contains(t1) && !up.contains(','),
+        "{up}"
+    );
+    assert_eq!(up.len(), 55, "{up}");
+    assert_eq!(upstream_header(&r, "tracestate"), None);
+
     // A refusal is traced whatever sample says: the refusing limit named.
     let first = request_from(stranger, port, "GET", "/limited", &[], "")
         .await

@@ -11,8 +11,9 @@
 //!
 //! Spans wait in a bounded queue ([`SpanQueue`], `max_queue` spans) that the housekeeping job
 //! `traces` drains every [`EXPORT_EVERY`] (sooner when a batch is full) into OTLP/HTTP
-//! exports of at most [`BATCH`] spans, over hyper's client, each within `timeout`. A full queue drops the new
-//! spans, a failed export its batch, both counted in `tollgate_trace_spans_dropped_total`:
+//! exports of at most [`BATCH`] spans, over hyper's client, each within `timeout`. A full
+//! queue drops the new spans, a failed export its batch, both counted in
+//! `tollgate_trace_spans_dropped_total`:
 //! a collector that is down or slow costs at most the queue's memory and never a request's
 //! time (a request only ever pushes under a short lock).
 
