@@ -925,21 +925,20 @@ pub(crate) fn request_target_has_forbidden_byte(path: &[u8]) -> bool {
 // TODO: change it to to_buf
 #[inline]
 pub fn http_req_header_to_wire(req: &RequestHeader) -> Option<BytesMut> {
+    let path = req.raw_path();
+    if request_target_has_forbidden_byte(path) {
+        return None;
+    }
     // Sized from the head's field count (64 bytes a field, the request line's path as it
     // is), at least 512: a fixed 512 is regrown (reallocated and copied) by every head a
     // little over it, which a browser's request with a proxy's fields added often is.
-    let estimate = 64 * (req.headers.len() + 2) + req.raw_path().len();
+    let estimate = 64 * (req.headers.len() + 2) + path.len();
     let mut buf = BytesMut::with_capacity(estimate.max(512));
 
     // Request-Line
     let method = req.method.as_str().as_bytes();
     buf.put_slice(method);
     buf.put_u8(b' ');
-
-    let path = req.raw_path();
-    if request_target_has_forbidden_byte(path) {
-        return None;
-    }
     buf.put_slice(path);
     buf.put_u8(b' ');
 
