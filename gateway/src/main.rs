@@ -81,6 +81,11 @@ enum Command {
         /// without it, instead of making them answer 403.
         #[arg(long)]
         allow_insecure: bool,
+        /// The controller's ConfigMap (NAMESPACE/NAME) among the input's objects: its keys
+        /// Tollgate maps become [server] settings. Default: ingress-nginx-controller (or
+        /// nginx-configuration), when the input holds one.
+        #[arg(long)]
+        configmap: Option<String>,
     },
     /// Translate envoyproxy/ratelimit's configuration (YAML, one domain per document or file)
     /// into [rls] rules and their limits: TOML on stdout (or --output), what is not exact on
@@ -159,12 +164,14 @@ fn main() {
             output,
             ingress_class,
             allow_insecure,
+            configmap,
         } => import_ingress(
             &file,
             output.as_deref(),
             &tollgate_config::ingress::Options {
                 ingress_class,
                 allow_insecure,
+                configmap,
             },
         ),
         Command::ImportEnvoyRatelimit {
@@ -447,7 +454,7 @@ fn check(files: &[PathBuf]) -> i32 {
         match tollgate_config::check_file(f) {
             Ok(cfg) => match certificates_ok(&cfg) {
                 Ok(()) => {
-                    for w in tollgate_config::rewrite_warnings(&cfg) {
+                    for w in tollgate_config::warnings(&cfg) {
                         eprintln!("{}: warning: {w}", f.display());
                     }
                     println!("{}: ok", f.display())
@@ -539,6 +546,9 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
     let cfg = load(&path)?;
     for w in tollgate_config::rewrite_warnings(&cfg) {
         tracing::warn!(event = "rewrite_reaches_guarded_path", "{w}");
+    }
+    for w in tollgate_config::weak_hash_warnings(&cfg) {
+        tracing::warn!(event = "weak_password_hash", "{w}");
     }
     raise_fd_limit(cfg.server.hardening.max_connections);
     if !upgrade {

@@ -20,10 +20,19 @@ fn list_file(
     span: std::ops::Range<usize>,
     base: &Path,
     files: &mut Vec<PathBuf>,
-    item: impl FnMut(&str) -> Result<(), String>,
+    mut item: impl FnMut(&str) -> Result<(), String>,
 ) {
     use crate::files::{entries, Comments};
-    entries(cx, path, file, span, base, files, Comments::Anywhere, item);
+    entries(
+        cx,
+        path,
+        file,
+        span,
+        base,
+        files,
+        Comments::Anywhere,
+        |_, e| item(e),
+    );
 }
 
 fn parse_cidr(s: &str) -> Result<ipnet::IpNet, String> {
@@ -121,7 +130,7 @@ pub fn access(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) ->
             let h = s.trim().to_ascii_lowercase();
             if h.is_empty() || !crate::scalars::http_token(&h) {
                 cx.err(&p, v.span(), format!("\"{s}\" is not a header name"));
-            } else {
+            } else if cx.client_header(&p, v.span(), &h) {
                 a.api_key_header = Some(h);
             }
         }

@@ -3,7 +3,7 @@
 //! `api_key`. Files (htpasswd, API keys) are read and checked here, at load: a hash that
 //! cannot be verified or a key given twice is a config error naming the file and line.
 
-use crate::reader::{as_str, as_str_list, join, type_err, Cx, Tbl, Value};
+use crate::reader::{as_bool, as_str, as_str_list, join, type_err, Cx, Tbl, Value};
 use crate::scalars::{duration, http_token};
 use crate::types::*;
 use std::collections::HashSet;
@@ -137,6 +137,35 @@ fn method(
             return None;
         }
     };
+    // `hide_credentials` (basic, api_key) and `forward_token` (jwt) may sit beside the method.
+    let mut hide = None;
+    if let Some(v) = t.get("hide_credentials") {
+        let hp = t.key_path("hide_credentials");
+        if m == "jwt" || m == "forward" {
+            let hint = if m == "jwt" {
+                "a bearer token is kept from the upstream with forward_token = false"
+            } else {
+                "an auth service's credentials are the service's to judge, and go on"
+            };
+            cx.err(
+                &hp,
+                v.span(),
+                format!("hide_credentials goes with basic and api_key: {hint}"),
+            );
+            return None;
+        }
+        hide = Some(as_bool(cx, &hp, v)?);
+    }
+    if m != "jwt" {
+        if let Some(v) = t.get("forward_token") {
+            cx.err(
+                &t.key_path("forward_token"),
+                v.span(),
+                "forward_token goes with jwt = \"required\" or \"optional\" (basic and api_key credentials: hide_credentials)",
+            );
+            return None;
+        }
+    }
     if m != "jwt" {
         for k in ["claims", "forward_claims"] {
             if let Some(v) = t.get(k) {
@@ -159,11 +188,11 @@ fn method(
         }
         "basic" => {
             let bt = Tbl::of(cx, p.clone(), v)?;
-            basic(cx, bt, env.base, files).map(AuthMethod::Basic)
+            basic(cx, bt, env.base, files, hide).map(AuthMethod::Basic)
         }
         _ => {
             let kt = Tbl::of(cx, p.clone(), v)?;
-            api_key(cx, kt, env.base, files).map(AuthMethod::ApiKey)
+            api_key(cx, kt, env.base, files, hide).map(AuthMethod::ApiKey)
         }
     }
 }
@@ -232,10 +261,12 @@ fn jwt(cx: &mut Cx, t: &mut Tbl, p: &str, v: &Value, env: &Env) -> Option<JwtAut
         );
         ok = false;
     }
+    let forward_token = t.bool(cx, "forward_token").unwrap_or(true);
     ok.then_some(JwtAuth {
         required,
         claims,
         forward_claims,
+        forward_token,
     })
 }
 
@@ -328,6 +359,7 @@ fn header_name(cx: &mut Cx, p: &str, v: &Value) -> Option<String> {
     Some(lower)
 }
 
+/// A list of the client's header names (sent on to an auth service).
 fn header_list(cx: &mut Cx, t: &mut Tbl, k: &str) -> Option<Vec<String>> {
     let v = t.get(k)?;
     let p = t.key_path(k);
@@ -336,6 +368,9 @@ fn header_list(cx: &mut Cx, t: &mut Tbl, k: &str) -> Option<Vec<String>> {
     for (ip, h, span) in items {
         if h.is_empty() || !http_token(h) {
             cx.err(&ip, span, format!("\"{h}\" is not a header name"));
+            continue;
+        }
+        if !cx.client_header(&ip, span, h) {
             continue;
         }
         out.push(h.to_ascii_lowercase());
@@ -486,6 +521,25 @@ fn cache_key(cx: &mut Cx, p: &str, v: &Value, ok: &mut bool) -> Vec<KeySource> {
     out
 }
 
+/// `hide_credentials` inside a basic or api_key table, or beside it (`outer`); given in
+/// both places is an error. Default: hidden (the upstream never reads a credential the gateway
+/// checked).
+fn hide_credentials(cx: &mut Cx, t: &mut Tbl, outer: Option<bool>) -> Option<bool> {
+    let Some(v) = t.get("hide_credentials") else {
+        return Some(outer.unwrap_or(true));
+    };
+    let p = t.key_path("hide_credentials");
+    if outer.is_some() {
+        cx.err(
+            &p,
+            v.span(),
+            "hide_credentials is given twice (here and beside the method): give it once",
+        );
+        return None;
+    }
+    as_bool(cx, &p, v)
+}
+
 /// Lines of an auth file (only a line starting with `#` is a comment: a hash or a key may hold
 /// one); the file when every line is good. One mounted where the config runs (an import's
 /// Secret) may be absent here.
@@ -496,7 +550,7 @@ fn lines(
     span: Range<usize>,
     base: &Path,
     files: &mut Vec<PathBuf>,
-    item: impl FnMut(&str) -> Result<(), String>,
+    item: impl FnMut(usize, &str) -> Result<(), String>,
 ) -> Option<PathBuf> {
     use crate::files::{entries, Comments};
     let full = base.join(file);
@@ -553,7 +607,14 @@ fn user_files(
 }
 
 /// `basic = { htpasswd = "FILE", realm }`.
-fn basic(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) -> Option<BasicAuth> {
+fn basic(
+    cx: &mut Cx,
+    mut t: Tbl,
+    base: &Path,
+    files: &mut Vec<PathBuf>,
+    hide: Option<bool>,
+) -> Option<BasicAuth> {
+    let hide_credentials = hide_credentials(cx, &mut t, hide);
     let realm = match t.get("realm") {
         Some(v) => {
             let p = t.key_path("realm");
@@ -582,25 +643,29 @@ fn basic(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) -> Opti
     let p = t.key_path("htpasswd");
     let file = as_str(cx, &p, v)?.to_string();
     let mut users: Vec<(String, String)> = Vec::new();
-    let mut add = |user: &str, hash: &str| -> Result<(), String> {
+    let mut weak: Vec<WeakHash> = Vec::new();
+    let mut add = |at: String, user: &str, hash: &str| -> Result<(), String> {
         if user.is_empty() {
             return Err("an empty user name".into());
         }
         if users.iter().any(|(u, _)| u == user) {
             return Err(format!("user \"{user}\" is listed twice"));
         }
-        hash_format(hash)?;
+        if let Some(why) = weakness(hash_format(hash)?, hash) {
+            weak.push(WeakHash { at, why });
+        }
         users.push((user.to_string(), hash.to_string()));
         Ok(())
     };
     let full = if base.join(&file).is_dir() && !cx.mounted_later(&base.join(&file)) {
-        user_files(cx, &p, &file, v.span(), base, files, &mut add)
+        let mut by_file = |user: &str, hash: &str| add(format!("{file}/{user}"), user, hash);
+        user_files(cx, &p, &file, v.span(), base, files, &mut by_file)
     } else {
-        lines(cx, &p, &file, v.span(), base, files, |line| {
+        lines(cx, &p, &file, v.span(), base, files, |n, line| {
             let (user, hash) = line
                 .split_once(':')
                 .ok_or("not USER:HASH (as htpasswd writes)")?;
-            add(user, hash)
+            add(format!("{file} line {n}"), user, hash)
         })
     };
     t.finish(cx);
@@ -608,7 +673,50 @@ fn basic(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) -> Opti
         file: full?,
         users,
         realm,
+        hide_credentials: hide_credentials?,
+        weak,
     })
+}
+
+/// The bcrypt cost below which a hash is named weak: OWASP's floor (htpasswd -B writes 5).
+pub const BCRYPT_COST_FLOOR: u32 = 10;
+
+/// The cost of a bcrypt hash (`$2y$NN$...`), as `hash_format` checked it.
+pub fn bcrypt_cost(hash: &str) -> Option<u32> {
+    hash.get(4..6)?.parse().ok()
+}
+
+/// Why a hash `hash_format` accepted is weak (a warning at load), or `None`. Never quotes it.
+fn weakness(format: &str, hash: &str) -> Option<String> {
+    match format {
+        "sha1" => Some(
+            "an unsalted SHA-1 ({SHA}) hash, which is guessed at billions a second: rewrite it with htpasswd -B -C 10"
+                .into(),
+        ),
+        "md5" => Some(
+            "an MD5 crypt (apr1) hash, which is guessed at millions a second: rewrite it with htpasswd -B -C 10"
+                .into(),
+        ),
+        _ => match bcrypt_cost(hash) {
+            Some(c) if c < BCRYPT_COST_FLOOR => Some(format!(
+                "bcrypt at cost {c}, under {BCRYPT_COST_FLOOR}: rewrite it with htpasswd -B -C {BCRYPT_COST_FLOOR}"
+            )),
+            _ => None,
+        },
+    }
+}
+
+/// The warnings of a config's auth files: each weak password hash by file and line.
+pub fn weak_hash_warnings(cfg: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    for a in &cfg.auth {
+        if let AuthMethod::Basic(b) = &a.method {
+            for w in &b.weak {
+                out.push(format!("auth {}: {}: {}", a.name, w.at, w.why));
+            }
+        }
+    }
+    out
 }
 
 /// The hash formats `htpasswd` writes that Tollgate verifies: bcrypt (`-B`), apr1 MD5 (`-m`,
@@ -649,13 +757,23 @@ pub fn hash_format(hash: &str) -> Result<&'static str, String> {
 }
 
 /// `api_key = { header | query, keys_file }`: lines `CONSUMER KEY`.
-fn api_key(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) -> Option<ApiKeyAuth> {
+fn api_key(
+    cx: &mut Cx,
+    mut t: Tbl,
+    base: &Path,
+    files: &mut Vec<PathBuf>,
+    hide: Option<bool>,
+) -> Option<ApiKeyAuth> {
+    let hide_credentials = hide_credentials(cx, &mut t, hide);
     let header = match t.get("header") {
         Some(v) => {
             let p = t.key_path("header");
             let h = as_str(cx, &p, v)?;
             if h.is_empty() || !http_token(h) {
                 cx.err(&p, v.span(), format!("\"{h}\" is not a header name"));
+                return None;
+            }
+            if !cx.client_header(&p, v.span(), h) {
                 return None;
             }
             Some(h.to_ascii_lowercase())
@@ -690,7 +808,7 @@ fn api_key(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) -> Op
     let file = as_str(cx, &p, v)?.to_string();
     let mut keys: Vec<(String, String)> = Vec::new();
     let mut seen = HashSet::new();
-    let full = lines(cx, &p, &file, v.span(), base, files, |line| {
+    let full = lines(cx, &p, &file, v.span(), base, files, |_, line| {
         let mut parts = line.split_ascii_whitespace();
         let (Some(consumer), Some(key), None) = (parts.next(), parts.next(), parts.next()) else {
             return Err("not CONSUMER KEY".into());
@@ -717,5 +835,6 @@ fn api_key(cx: &mut Cx, mut t: Tbl, base: &Path, files: &mut Vec<PathBuf>) -> Op
         query,
         file: full?,
         keys,
+        hide_credentials: hide_credentials?,
     })
 }

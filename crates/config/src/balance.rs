@@ -53,8 +53,13 @@ pub struct Affinity {
 /// The failures a request may be retried on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RetryOn {
+    /// Written for ingress-nginx's `error` and kept for reading: a failed connect (nothing
+    /// sent) falls over to another target in every configuration.
     pub connect: bool,
     pub timeout: bool,
+    /// The connection closed or reset before a response head came (the upstream may have
+    /// read the request).
+    pub reset: bool,
     pub s502: bool,
     pub s503: bool,
     pub s504: bool,
@@ -87,6 +92,7 @@ pub struct Retry {
 pub const RETRY_ON_DEFAULT: RetryOn = RetryOn {
     connect: true,
     timeout: true,
+    reset: true,
     s502: false,
     s503: false,
     s504: false,
@@ -234,7 +240,13 @@ pub(crate) fn retry(cx: &mut Cx, path: &str, v: &Value) -> Option<Retry> {
             Some(items) => {
                 for (ip, s, span) in items {
                     match s {
-                        "connect" | "error" => on.connect = true,
+                        "connect" => on.connect = true,
+                        // nginx's `error`: no connection, or one lost before the answer.
+                        "error" => {
+                            on.connect = true;
+                            on.reset = true;
+                        }
+                        "reset" => on.reset = true,
                         "timeout" => on.timeout = true,
                         "502" => on.s502 = true,
                         "503" => on.s503 = true,
@@ -243,7 +255,7 @@ pub(crate) fn retry(cx: &mut Cx, path: &str, v: &Value) -> Option<Retry> {
                             cx.err(
                                 &ip,
                                 span,
-                                format!("\"{other}\": expected \"connect\", \"timeout\", \"502\", \"503\" or \"504\""),
+                                format!("\"{other}\": expected \"connect\", \"error\", \"reset\", \"timeout\", \"502\", \"503\" or \"504\""),
                             );
                             ok = false;
                         }

@@ -37,7 +37,8 @@ pub(crate) enum Comments {
 /// The entries of a file the config names (at `path`, written `file`, relative to `base`): one
 /// per line, blank lines and comments skipped, each checked by `item`. The first ten bad lines
 /// are reported with the file and line (a broken file should not print a million), the rest
-/// counted. The file read and how many lines were bad; `None` when it could not be read.
+/// counted. `item` gets the line's number (from 1) and its text. The file read and how many
+/// lines were bad; `None` when it could not be read.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn entries(
     cx: &mut Cx,
@@ -47,7 +48,7 @@ pub(crate) fn entries(
     base: &Path,
     files: &mut Vec<PathBuf>,
     comments: Comments,
-    mut item: impl FnMut(&str) -> Result<(), String>,
+    mut item: impl FnMut(usize, &str) -> Result<(), String>,
 ) -> Option<(PathBuf, usize)> {
     let full = base.join(file);
     let text = match read_bounded_text(&full) {
@@ -69,7 +70,7 @@ pub(crate) fn entries(
         if entry.is_empty() {
             continue;
         }
-        if let Err(why) = item(entry) {
+        if let Err(why) = item(n + 1, entry) {
             bad += 1;
             if bad <= 10 {
                 cx.err(path, span.clone(), format!("{file} line {}: {why}", n + 1));

@@ -135,9 +135,15 @@ pub(crate) fn jwt(
         Some(v) => {
             let p = t.key_path("header");
             match as_str(cx, &p, v) {
-                Some(h) if http_token(h) => h.to_ascii_lowercase(),
-                Some(_) => {
+                Some(h) if http_token(h) && cx.client_header(&p, v.span(), h) => {
+                    h.to_ascii_lowercase()
+                }
+                Some(h) if !http_token(h) => {
                     cx.err(&p, v.span(), "needs a valid header name");
+                    ok = false;
+                    String::new()
+                }
+                Some(_) => {
                     ok = false;
                     String::new()
                 }

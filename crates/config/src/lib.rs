@@ -33,6 +33,7 @@ mod types;
 mod upstreams;
 mod values;
 
+pub use auth::{bcrypt_cost, weak_hash_warnings, BCRYPT_COST_FLOOR};
 pub use balance::{
     Affinity, Balance, HashKey, Retry, RetryOn, RETRY_BUDGET_DEFAULT, RETRY_ON_DEFAULT,
 };
@@ -44,6 +45,14 @@ pub use files::MAX_FILE_BYTES;
 pub use reader::Problem;
 pub use rls::{RlsConfig, RlsRule, MAX_DESCRIPTOR_ENTRIES};
 pub use routes::{path_regex, rewrite_warnings};
+
+/// Everything about a valid config worth an operator's look, one line each: rewrites that
+/// reach a guarded path, weak password hashes (by file and line).
+pub fn warnings(cfg: &Config) -> Vec<String> {
+    let mut out = rewrite_warnings(cfg);
+    out.extend(weak_hash_warnings(cfg));
+    out
+}
 pub use tracing::{ClientAddress, TracingConfig, TrustContext};
 pub use types::*;
 pub use values::{parse_duration, parse_rate};

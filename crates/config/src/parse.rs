@@ -46,6 +46,7 @@ fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>>
         Some(_) => table(&mut cx, &mut root, "server", server),
         None => Some(server_defaults()),
     };
+    cx.drops_underscores = !server.as_ref().is_some_and(|s| s.underscores_in_headers);
     let upstreams = table(&mut cx, &mut root, "upstreams", |cx, t| {
         crate::upstreams::read(cx, t, base)
     })

@@ -44,6 +44,9 @@ pub struct Cx<'s> {
     /// Files under this folder are mounted where the config will run (an `import-ingress`
     /// output's Secrets): one absent here is not an error.
     pub mounted_elsewhere: Option<&'static str>,
+    /// `[server] underscores_in_headers = false` (the default): a request header whose name
+    /// holds `_` is dropped before anything reads it, so a config that reads one is refused.
+    pub drops_underscores: bool,
 }
 
 impl<'s> Cx<'s> {
@@ -53,7 +56,23 @@ impl<'s> Cx<'s> {
             problems: Vec::new(),
             resolve: true,
             mounted_elsewhere: None,
+            drops_underscores: true,
         }
+    }
+
+    /// Whether the gateway will ever see a client's header `name`: one holding `_` is dropped
+    /// unless `[server] underscores_in_headers = true`, so reading it (a key, a credential)
+    /// would silently read nothing. Reported at `path`; `false` then.
+    pub fn client_header(&mut self, path: &str, span: Range<usize>, name: &str) -> bool {
+        if !(self.drops_underscores && name.contains('_')) {
+            return true;
+        }
+        self.err(
+            path,
+            span,
+            format!("\"{name}\": request headers whose names hold `_` are dropped before anything reads them ([server] underscores_in_headers = false, as nginx): write it with `-`, or set underscores_in_headers = true"),
+        );
+        false
     }
 
     /// `path` is absent here and will be mounted where the config runs.

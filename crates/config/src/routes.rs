@@ -622,6 +622,9 @@ fn canary(
             cx.err(&kp, v.span(), format!("\"{s}\" is not a valid name"));
             return None;
         }
+        if key == "header" && !cx.client_header(&kp, v.span(), s) {
+            return None;
+        }
         Some(if lower {
             s.to_ascii_lowercase()
         } else {

@@ -31,6 +31,7 @@ pub(crate) fn server_defaults() -> ServerConfig {
         admin_token: None,
         legacy_headers: false,
         preserve_header_case: false,
+        underscores_in_headers: false,
         key_body_limit: 16 * 1024,
         hardening: Hardening::default(),
         tls_listen: Vec::new(),
@@ -126,6 +127,9 @@ pub(crate) fn server(cx: &mut Cx, mut t: Tbl) -> ServerConfig {
     }
     if let Some(b) = t.bool(cx, "preserve_header_case") {
         s.preserve_header_case = b;
+    }
+    if let Some(b) = t.bool(cx, "underscores_in_headers") {
+        s.underscores_in_headers = b;
     }
     s.hardening = crate::hardening::read(cx, &mut t);
     if let Some(v) = t.get("max_body_bytes") {

@@ -265,6 +265,11 @@ pub struct ServerConfig {
     /// request); otherwise they go as HTTP/2 requests' do (standard names in their usual case,
     /// others lower-case), as Envoy and HAProxy send them.
     pub preserve_header_case: bool,
+    /// Keep request headers whose names hold `_`. Off (nginx's `underscores_in_headers off`):
+    /// they are dropped before anything reads them, as CGI, WSGI, Rack and PHP read
+    /// `X_Real_IP` as `X-Real-IP`. On: every header the gateway writes upstream also removes
+    /// the client's underscore spellings of its name.
+    pub underscores_in_headers: bool,
     /// The largest request body read for `body:FIELD` keys (bytes; at most 64 KiB, which
     /// Pingora can replay to the upstream).
     pub key_body_limit: usize,
@@ -805,6 +810,7 @@ impl ServerConfig {
             access_log_paths: _,
             legacy_headers: _,
             key_body_limit: _,
+            underscores_in_headers: _,
             https_redirect: _,
             https_port: _,
             host_fallthrough: _,
@@ -929,6 +935,8 @@ pub struct JwtAuth {
     /// (claim, header): the claim's value sent upstream in the header (lower case); a
     /// client's own copies of the header are removed first.
     pub forward_claims: Vec<(String, String)>,
+    /// The bearer token goes on to the upstream (default; Envoy jwt_authn's `forward`).
+    pub forward_token: bool,
 }
 
 /// A claim the token must carry.
@@ -973,6 +981,18 @@ pub struct BasicAuth {
     /// (user, hash) as the file holds them, every hash in a format that can be verified.
     pub users: Vec<(String, String)>,
     pub realm: String,
+    /// The `Authorization` header is removed before the upstream (default).
+    pub hide_credentials: bool,
+    /// Hashes that verify but are weak (warned about at load, by file and line).
+    pub weak: Vec<WeakHash>,
+}
+
+/// A weak password hash: where it is (`FILE line N`, or `DIR/USER`) and why it is weak, never
+/// the hash itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WeakHash {
+    pub at: String,
+    pub why: String,
 }
 
 /// `api_key = { header | query, keys_file }`.
@@ -984,4 +1004,7 @@ pub struct ApiKeyAuth {
     pub file: PathBuf,
     /// (consumer, key).
     pub keys: Vec<(String, String)>,
+    /// The key (header and query parameter, every spelling taken) is removed before the
+    /// upstream (default).
+    pub hide_credentials: bool,
 }

@@ -916,7 +916,7 @@ fn balancing_keys_name_their_mistakes() {
         ),
         (
             r#"retry = { on = ["500"] }"#,
-            "f.toml: upstreams.a.retry.on[0]: \"500\": expected \"connect\", \"timeout\", \"502\", \"503\" or \"504\" (line 3)",
+            "f.toml: upstreams.a.retry.on[0]: \"500\": expected \"connect\", \"error\", \"reset\", \"timeout\", \"502\", \"503\" or \"504\" (line 3)",
         ),
         (
             r#"retry = { budget = 1.5 }"#,

@@ -216,14 +216,16 @@ fn retry(a: &mut Anns, ctx: &str, w: &mut Warnings) -> Option<String> {
     let mut list = Vec::new();
     for t in on.unwrap_or("error timeout").split_whitespace() {
         match t {
-            "off" => return Some("# proxy-next-upstream: off\nretry = { attempts = 0 }".into()),
-            "error" => list.push("connect"),
+            // A failed connect still falls over (nothing was sent): Tollgate does so in
+            // every configuration, `off` included.
+            "off" => return Some("# proxy-next-upstream: off (a failed connect still tries the next target: nothing was sent)\nretry = { attempts = 0 }".into()),
+            "error" => list.push("error"),
             "timeout" => list.push("timeout"),
             "http_502" => list.push("502"),
             "http_503" => list.push("503"),
             "http_504" => list.push("504"),
             other => w.push(comment(&format!(
-                "{ctx}: proxy-next-upstream \"{other}\": not translated (Tollgate retries on connect, timeout, 502, 503, 504, idempotent requests without a body only)"
+                "{ctx}: proxy-next-upstream \"{other}\": not translated (Tollgate retries on error, timeout, 502, 503, 504, idempotent requests without a body only)"
             ))),
         }
     }

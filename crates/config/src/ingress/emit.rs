@@ -23,6 +23,7 @@ pub(super) struct Plan<'a> {
     pub covering: &'a [Vec<Refusal>],
     pub allow_insecure: bool,
     pub upstreams: &'a BTreeMap<UpKey, String>,
+    pub global: &'a super::global::Global,
 }
 
 pub(super) fn write(p: &Plan) -> String {
@@ -72,6 +73,15 @@ fn server(out: &mut String, p: &Plan) {
          # its Ingress's defaultBackend), never with the routes of other hosts.\n\
          host_fallthrough = false\n",
     );
+    if p.global.underscores_in_headers {
+        let _ = writeln!(
+            out,
+            "# ConfigMap {}: enable-underscores-in-headers: \"true\" (header names holding `_`\n\
+             # are kept; ingress-nginx's default, and Tollgate's, drops them).\n\
+             underscores_in_headers = true",
+            comment(p.global.from.as_deref().unwrap_or_default())
+        );
+    }
 }
 
 fn tls(out: &mut String, t: &Tls) {

@@ -5,7 +5,8 @@
 //!
 //! The stages, each a module:
 //! 1. `objects`: YAML documents (and `kind: List` items) into Ingresses; a bad host, path or
-//!    backend skips that rule or path, never the file.
+//!    backend skips that rule or path, never the file. `global`: the controller's ConfigMap,
+//!    when the input holds it, as `[server]` settings.
 //! 2. `class`: only `--ingress-class` (and Ingresses without a class), in ingress-nginx's
 //!    merge order (oldest first, then namespace and name), so the file's order never matters.
 //! 3. `settings`: each production Ingress's annotations by family (`limits`, `access`,
@@ -29,6 +30,7 @@ mod deny;
 mod depth;
 mod edge;
 mod emit;
+mod global;
 mod hosts;
 mod limits;
 mod objects;
@@ -68,6 +70,9 @@ pub struct Options {
     /// Serve routes whose protection cannot be translated, without it (a warning each),
     /// instead of making them answer 403.
     pub allow_insecure: bool,
+    /// The controller's ConfigMap (`NS/NAME`) among the input's objects; `None`: the one named
+    /// as ingress-nginx's manifests name it, when the input holds it.
+    pub configmap: Option<String>,
 }
 
 impl Default for Options {
@@ -75,6 +80,7 @@ impl Default for Options {
         Options {
             ingress_class: "nginx".into(),
             allow_insecure: false,
+            configmap: None,
         }
     }
 }
@@ -128,7 +134,9 @@ fn upstream_of(ing: &Ingress, s: &Settings, b: &Backend) -> UpKey {
 pub fn import(yaml: &str, opts: &Options) -> Result<Imported, ImportError> {
     let mut w = Warnings::default();
     depth::check(yaml)?;
-    let all = objects::read(yaml, &mut w)?;
+    let mut maps = Vec::new();
+    let all = objects::read(yaml, &mut maps, &mut w)?;
+    let global = global::decide(&maps, opts.configmap.as_deref(), &mut w);
     if all.is_empty() {
         return Err(ImportError::NoIngress(
             "no networking.k8s.io/v1 Ingress in the input".into(),
@@ -201,6 +209,7 @@ pub fn import(yaml: &str, opts: &Options) -> Result<Imported, ImportError> {
         covering: &covering,
         allow_insecure: opts.allow_insecure,
         upstreams: &upstreams,
+        global: &global,
     });
     let listed = deny::listed(&routes, &covering);
     let (denied, unprotected) = if opts.allow_insecure {

@@ -109,8 +109,13 @@ fn scalar(v: &Value) -> Option<String> {
     }
 }
 
-/// Every object of the input, and the Ingresses among them.
-pub(super) fn read(yaml: &str, w: &mut Warnings) -> Result<Vec<Ingress>, ImportError> {
+/// Every object of the input, and the Ingresses among them; its ConfigMaps into `maps` (the
+/// controller's may be among them).
+pub(super) fn read(
+    yaml: &str,
+    maps: &mut Vec<super::global::ConfigMap>,
+    w: &mut Warnings,
+) -> Result<Vec<Ingress>, ImportError> {
     let mut objects = Vec::new();
     for doc in serde_yaml_ng::Deserializer::from_str(yaml) {
         let v = <Value as serde::Deserialize>::deserialize(doc)?;
@@ -132,7 +137,9 @@ pub(super) fn read(yaml: &str, w: &mut Warnings) -> Result<Vec<Ingress>, ImportE
         let kind = str_at(obj, &["kind"]).unwrap_or("");
         let api = str_at(obj, &["apiVersion"]).unwrap_or("");
         let name = str_at(obj, &["metadata", "name"]).unwrap_or("unnamed");
-        if kind != "Ingress" {
+        if kind == "ConfigMap" && api == "v1" {
+            maps.push(super::global::ConfigMap::read(obj));
+        } else if kind != "Ingress" {
             w.push(comment(&format!("{kind} {name}: not an Ingress: skipped")));
         } else if api != "networking.k8s.io/v1" {
             w.push(comment(&format!(

@@ -68,7 +68,12 @@ pub(crate) fn key_source(
         "consumer" => KeySource::Consumer,
         "descriptor" => KeySource::Descriptor,
         _ if s.starts_with("header:") => match named("header:") {
-            Some(h) if http_token(h) => KeySource::Header(h.to_ascii_lowercase()),
+            Some(h) if http_token(h) => {
+                if !cx.client_header(path, span, h) {
+                    return None;
+                }
+                KeySource::Header(h.to_ascii_lowercase())
+            }
             _ => {
                 cx.err(
                     path,
