@@ -315,21 +315,27 @@ pub struct BalanceCtx {
     /// The next attempt leaves the current target (a retry of ours). Pingora's own retry of an
     /// idempotent request on a stale pooled connection may go to the same target again.
     pub leave_current: bool,
+    /// Retries of this request after a failure an upstream may have seen (a timeout, a reset,
+    /// a status): what `retry.attempts` bounds. Falling over after a failed connect is not one.
+    pub resent: u32,
+    /// The current attempt's upstream answered with a response head.
+    pub answered: bool,
 }
 
 /// Why an attempt failed, for `retry.on`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {
-    Connect,
     Timeout,
+    /// The connection closed or was reset before a response head.
+    Reset,
     Status(u16),
 }
 
 impl Failure {
     pub fn label(self) -> &'static str {
         match self {
-            Failure::Connect => "connect",
             Failure::Timeout => "timeout",
+            Failure::Reset => "reset",
             Failure::Status(502) => "502",
             Failure::Status(503) => "503",
             Failure::Status(504) => "504",
@@ -364,6 +370,7 @@ pub fn attempt(
             b.tried.push(prev.target.id);
         }
     }
+    b.answered = false;
     let pick = pool.choose(&Choice {
         hash: b.hash.as_deref(),
         pinned: b.pinned,
@@ -374,14 +381,44 @@ pub fn attempt(
     Some(peer)
 }
 
-/// Whether the attempt that just failed with `why` may be tried again on another target:
-/// `retry.on` names it, attempts are left, the method is idempotent, the request has no body,
-/// another healthy target is untried, and the budget has a retry. Counted either way once the
-/// budget is asked.
+/// Whether a request whose connect just failed (nothing was sent) tries another target: in
+/// every configuration, whatever its method or body, spending no retry budget and no
+/// `retry.attempts`, while a healthy target it has not tried remains (without a choosing
+/// pool, while it has made fewer attempts than the upstream has targets; Pingora's own bound,
+/// 16 attempts, caps both). A retry policy can only add to this, never take from it.
+pub fn may_fall_over(
+    pool: &Pool,
+    b: Option<&mut BalanceCtx>,
+    tries: usize,
+    metrics: &crate::metrics::Metrics,
+) -> bool {
+    let more = match b {
+        Some(b) => {
+            let mut tried = b.tried.clone();
+            tried.extend(b.pick.as_ref().map(|p| p.target.id));
+            let more = pool.untried(&tried) > 0;
+            b.leave_current |= more;
+            more
+        }
+        None => tries < pool.len(),
+    };
+    if more {
+        metrics
+            .upstream_retries
+            .with_label_values(&[pool.config().name.as_str(), "connect"])
+            .inc();
+    }
+    more
+}
+
+/// Whether the attempt that just failed with `why`, after the upstream may have read the
+/// request, is tried again on another target: `retry.on` names it, fewer than
+/// `retry.attempts` such retries were made, the method is idempotent, the request has no
+/// body, another healthy target is untried, and the budget has a retry. Counted either way
+/// once the budget is asked; on yes the current target is left and the retry counted in `b`.
 pub fn may_retry(
     pool: &Pool,
-    b: Option<&BalanceCtx>,
-    tries: usize,
+    b: Option<&mut BalanceCtx>,
     idempotent_without_body: bool,
     why: Failure,
     metrics: &crate::metrics::Metrics,
@@ -390,17 +427,16 @@ pub fn may_retry(
         return false;
     };
     let on = match why {
-        Failure::Connect => r.on.connect,
         Failure::Timeout => r.on.timeout,
+        Failure::Reset => r.on.reset,
         Failure::Status(code) => r.on.status(code),
     };
-    if !on || tries > r.attempts as usize || !idempotent_without_body {
+    let Some(b) = b else { return false };
+    if !on || b.resent >= r.attempts || !idempotent_without_body {
         return false;
     }
-    let Some(b) = b else { return false };
-    let current = b.pick.as_ref().map(|p| p.target.id);
     let mut tried = b.tried.clone();
-    tried.extend(current);
+    tried.extend(b.pick.as_ref().map(|p| p.target.id));
     if pool.untried(&tried) == 0 {
         return false;
     }
@@ -416,6 +452,8 @@ pub fn may_retry(
         .upstream_retries
         .with_label_values(&[upstream, why.label()])
         .inc();
+    b.resent += 1;
+    b.leave_current = true;
     true
 }
 

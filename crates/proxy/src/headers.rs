@@ -142,8 +142,22 @@ impl RulesRt {
         }
     }
 
-    /// Toward the upstream.
+    /// Toward the upstream. A client's underscore spellings of every name a rule sets, adds
+    /// or removes go too (present only with `[server] underscores_in_headers = true`).
     pub fn apply_request(&self, req: &mut RequestHeader, vars: &Vars) {
+        remove_spellings(req, |k| {
+            self.set
+                .iter()
+                .any(|(n, _)| underscore_spelling(k, n.name().as_str()))
+                || self
+                    .add
+                    .iter()
+                    .any(|(n, _)| underscore_spelling(k, n.as_str()))
+                || self
+                    .remove
+                    .iter()
+                    .any(|n| underscore_spelling(k, n.as_str()))
+        });
         self.apply(req, vars);
     }
 
@@ -178,6 +192,57 @@ impl RulesRt {
             }
         }
     }
+}
+
+/// Whether header name `candidate` is `name` written with `_` for some of its `-` (both lower
+/// case, as header maps hold names): CGI, WSGI, Rack and PHP read the two as one header
+/// (`HTTP_X_REAL_IP`), so a client's `X_Real_IP` can shadow the gateway's `X-Real-IP`.
+pub fn underscore_spelling(candidate: &str, name: &str) -> bool {
+    candidate.len() == name.len()
+        && candidate != name
+        && candidate
+            .bytes()
+            .zip(name.bytes())
+            .all(|(c, n)| c == n || (c == b'_' && n == b'-'))
+}
+
+/// Removes the request's headers whose names `doomed` picks among those holding `_`. Costs one
+/// look at each name when none holds `_` (always so under the default
+/// `underscores_in_headers = false`, which dropped them on arrival).
+pub fn remove_spellings(req: &mut RequestHeader, doomed: impl Fn(&str) -> bool) {
+    if !req.headers.keys().any(|k| k.as_str().contains('_')) {
+        return;
+    }
+    let names: Vec<HeaderName> = req
+        .headers
+        .keys()
+        .filter(|k| k.as_str().contains('_') && doomed(k.as_str()))
+        .cloned()
+        .collect();
+    for k in names {
+        req.remove_header(&k);
+    }
+}
+
+/// `[server] underscores_in_headers = false` (nginx's default): every request header whose
+/// name holds `_` removed on arrival, before routing, keys, auth or the upstream read the head.
+/// How many were removed (for `tollgate_request_headers_dropped_total`).
+pub fn drop_underscored(req: &mut RequestHeader) -> usize {
+    if !req.headers.keys().any(|k| k.as_str().contains('_')) {
+        return 0;
+    }
+    let names: Vec<HeaderName> = req
+        .headers
+        .keys()
+        .filter(|k| k.as_str().contains('_'))
+        .cloned()
+        .collect();
+    let mut n = 0;
+    for k in names {
+        n += req.headers.get_all(&k).iter().count();
+        req.remove_header(&k);
+    }
+    n
 }
 
 /// The rule's name as a [`StaticHeaderName`]: each distinct name is leaked once per process

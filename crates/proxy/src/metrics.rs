@@ -65,6 +65,9 @@ pub struct Metrics {
     pub upstream_retries: IntCounterVec,
     /// `tollgate_upstream_retry_budget_exhausted_total{upstream}`: retries the budget refused.
     pub upstream_retry_budget_exhausted: IntCounterVec,
+    /// `tollgate_request_headers_dropped_total{reason}`: request header fields removed on
+    /// arrival (`underscore`: a name holding `_`, with `underscores_in_headers = false`).
+    pub request_headers_dropped: IntCounterVec,
 }
 
 /// A metric registered in `r` as it is made: no family can be made and left unregistered.
@@ -181,7 +184,8 @@ impl Metrics {
                     ]),
                 )?,
             )?,
-            upstream_retries: counters(&r, "tollgate_upstream_retries_total", "Requests tried again on another target, by upstream and the failure retried on (connect, timeout, 502, 503, 504).", &["upstream", "on"])?,
+            upstream_retries: counters(&r, "tollgate_upstream_retries_total", "Requests tried again on another target, by upstream and the failure retried on (connect, reset, timeout, 502, 503, 504).", &["upstream", "on"])?,
+            request_headers_dropped: counters(&r, "tollgate_request_headers_dropped_total", "Request header fields removed on arrival, before anything read them (underscore: a name holding _, with [server] underscores_in_headers = false, as nginx).", &["reason"])?,
             upstream_retry_budget_exhausted: counters(&r, "tollgate_upstream_retry_budget_exhausted_total", "Retries not made because the upstream's retry budget (retry.budget) was spent.", &["upstream"])?,
             registry: r,
         };

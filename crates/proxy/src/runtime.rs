@@ -297,9 +297,15 @@ fn auths(
                 .filter(|a| same_jwt || !matches!(a.method, crate::auth::Method::Bearer(_)));
             match kept {
                 Some(a) => Ok(a.clone()),
-                None => crate::auth::AuthRt::build(cfg)
-                    .map(Arc::new)
-                    .map_err(|e| BuildError::Auth(cfg.name.clone(), e)),
+                None => crate::auth::AuthRt::build(
+                    cfg,
+                    config
+                        .jwt
+                        .as_ref()
+                        .map_or("authorization", |j| j.header.as_str()),
+                )
+                .map(Arc::new)
+                .map_err(|e| BuildError::Auth(cfg.name.clone(), e)),
             }
         })
         .collect()

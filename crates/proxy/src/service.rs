@@ -85,7 +85,7 @@ impl ProxyHttp for Gateway {
 
     fn fail_to_connect(
         &self,
-        session: &mut Session,
+        _session: &mut Session,
         _peer: &HttpPeer,
         ctx: &mut Ctx,
         mut e: Box<Error>,
@@ -98,32 +98,22 @@ impl ProxyHttp for Gateway {
             // A target that cannot be reached is as slow as its connect timeout.
             p.observe(pool.config().connect_timeout.as_micros() as u64);
         }
-        let retry = if pool.config().retry.is_some() {
-            let plain = retryable_request(session, ctx);
-            crate::balance::may_retry(
-                pool,
-                ctx.balance.as_deref(),
-                ctx.tries,
-                plain,
-                crate::balance::Failure::Connect,
-                &self.shared.metrics,
-            )
-        } else {
-            // No retry policy: the next target, as many times as the pool has targets
-            // (nothing was sent).
-            ctx.tries < pool.len()
-        };
-        if let (true, Some(b)) = (retry, ctx.balance.as_deref_mut()) {
-            b.leave_current = true;
-        }
+        // Nothing was sent: the next target, whatever the method, body or retry policy.
+        let retry = crate::balance::may_fall_over(
+            pool,
+            ctx.balance.as_deref_mut(),
+            ctx.tries,
+            &self.shared.metrics,
+        );
         e.set_retry(retry);
         e
     }
 
-    /// A failure after the connection: retried when `retry.on` names a timeout and the
-    /// request may be retried (see [`crate::balance::may_retry`]), or when a status was
-    /// refused for a retry in `upstream_response_filter`; otherwise Pingora's rule (an
-    /// idempotent request on a reused connection the upstream had closed).
+    /// A failure after the connection: retried when `retry.on` names it (a timeout, or the
+    /// connection lost before a response head) and the request may be retried (see
+    /// [`crate::balance::may_retry`]), or when a status was refused for a retry in
+    /// `upstream_response_filter`; otherwise Pingora's rule (an idempotent request on a reused
+    /// connection the upstream had closed).
     fn error_while_proxy(
         &self,
         peer: &HttpPeer,
@@ -146,26 +136,34 @@ impl ProxyHttp for Gateway {
                     p.observe(pool.config().read_timeout.as_micros() as u64);
                 }
             }
-            if pool.config().retry.is_some() {
+            if pool.config().retry.is_some() && session.response_written().is_none() {
                 let plain = retryable_request(session, ctx);
-                let timeout = matches!(
-                    e.etype(),
-                    ErrorType::ReadTimedout | ErrorType::WriteTimedout
-                ) && *e.esource() == ErrorSource::Upstream;
-                let retry = timeout
-                    && session.response_written().is_none()
-                    && crate::balance::may_retry(
-                        pool,
-                        ctx.balance.as_deref(),
-                        ctx.tries,
-                        plain,
-                        crate::balance::Failure::Timeout,
-                        &self.shared.metrics,
-                    );
-                if retry {
-                    if let Some(b) = ctx.balance.as_deref_mut() {
-                        b.leave_current = true;
+                let upstream = *e.esource() == ErrorSource::Upstream;
+                let answered = ctx.balance.as_ref().is_some_and(|b| b.answered);
+                let why = match e.etype() {
+                    ErrorType::ReadTimedout | ErrorType::WriteTimedout if upstream => {
+                        Some(crate::balance::Failure::Timeout)
                     }
+                    // On a pooled connection the upstream had closed, Pingora's own rule below
+                    // sends an idempotent request again, spending nothing: only a fresh
+                    // connection's loss is ours to retry.
+                    ErrorType::ConnectionClosed | ErrorType::ReadError | ErrorType::WriteError
+                        if upstream && !answered && !client_reused =>
+                    {
+                        Some(crate::balance::Failure::Reset)
+                    }
+                    _ => None,
+                };
+                let retry = why.is_some_and(|why| {
+                    crate::balance::may_retry(
+                        pool,
+                        ctx.balance.as_deref_mut(),
+                        plain,
+                        why,
+                        &self.shared.metrics,
+                    )
+                });
+                if retry {
                     e.set_retry(true);
                     return e;
                 }
@@ -188,9 +186,11 @@ impl ProxyHttp for Gateway {
         resp: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        let Some(b) = ctx.balance.as_deref() else {
+        let Some(b) = ctx.balance.as_deref_mut() else {
             return Ok(());
         };
+        b.answered = true;
+        let b = &*b;
         let code = resp.status.as_u16();
         if let Some(p) = &b.pick {
             let took = p.started.elapsed().as_micros() as u64;
@@ -211,15 +211,11 @@ impl ProxyHttp for Gateway {
         let plain = retryable_request(session, ctx);
         if crate::balance::may_retry(
             pool,
-            Some(b),
-            ctx.tries,
+            ctx.balance.as_deref_mut(),
             plain,
             crate::balance::Failure::Status(code),
             &self.shared.metrics,
         ) {
-            if let Some(b) = ctx.balance.as_deref_mut() {
-                b.leave_current = true;
-            }
             let mut e = Error::explain(
                 ErrorType::HTTPStatus(code),
                 "upstream answered a status retry.on names",
@@ -330,22 +326,20 @@ impl ProxyHttp for Gateway {
             // Other spellings of them too: CGI, WSGI, Rack and PHP read `X_User_Id` as
             // `X-User-Id` (HTTP_X_USER_ID).
             if !a.rt.owned.is_empty() {
-                let spelled: Vec<http::HeaderName> = upstream
-                    .headers
-                    .keys()
-                    .filter(|k| k.as_str().contains('_'))
-                    .filter(|k| {
-                        let dashed = k.as_str().replace('_', "-");
-                        a.rt.owned.iter().any(|o| o.as_str() == dashed)
-                    })
-                    .cloned()
-                    .collect();
-                for k in spelled {
-                    upstream.remove_header(&k);
-                }
+                crate::headers::remove_spellings(upstream, |k| {
+                    a.rt.owned
+                        .iter()
+                        .any(|o| crate::headers::underscore_spelling(k, o.as_str()))
+                });
             }
             for (name, value) in &a.passed.headers {
                 upstream.append_header(name.clone(), value.clone())?;
+            }
+            // A key read from the query leaves the target line (and so every upstream log).
+            if let Some(q) = &a.rt.strip_query {
+                if let Some(target) = crate::auth::api_key::strip_param(upstream.raw_path(), q) {
+                    upstream.set_raw_path(&target)?;
+                }
             }
         }
         // A client cannot forge the shadow marker: removed unless the gateway sets it.

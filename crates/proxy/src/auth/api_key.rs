@@ -1,7 +1,12 @@
-//! `auth = { api_key = { header | query, keys_file } }` (Kong's key-auth): each key names a
-//! consumer, the key source `consumer` of limits and plans. Missing or unknown key: 401. A key
-//! header or parameter given twice: 400. Keys are held only as keyed hashes (a lookup compares
-//! hashes, never the key's bytes one by one) and never logged.
+//! `auth = { api_key = { header | query, keys_file, hide_credentials } }` (Kong's key-auth):
+//! each key names a consumer, the key source `consumer` of limits and plans, sent upstream in
+//! `X-Consumer-Username` with the key's `X-Credential-Identifier` (which of the consumer's
+//! keys, never the key). Missing or unknown key: 401. A key given twice (two headers, two
+//! parameters, a header and a parameter, or another spelling of either): 400, whatever the
+//! keys. Keys are held only as keyed hashes (a lookup compares hashes, never the key's bytes
+//! one by one) and never logged; unless `hide_credentials = false`, the upstream never reads
+//! one (the header and the parameter are removed: [`crate::auth::AuthRt::owned`] and
+//! [`strip_param`]).
 
 use super::cache::TtlCache;
 use super::{one_header, Outcome, Passed, Refusal, Request};
@@ -11,22 +16,41 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use tollgate_config::ApiKeyAuth;
 
+/// A consumer's key, as the upstream hears of it.
+struct Credential {
+    consumer: Arc<str>,
+    /// `X-Consumer-Username` (`None` when the name cannot be a header value).
+    username: Option<HeaderValue>,
+    /// `X-Credential-Identifier`: `CONSUMER#N`, the consumer's Nth key in `keys_file`.
+    identifier: Option<HeaderValue>,
+}
+
 pub struct ApiKeyRt {
     header: Option<String>,
     query: Option<String>,
     /// Only [`TtlCache::key`] is used: the keyed hash of a key.
     hasher: TtlCache<()>,
-    consumers: HashMap<u128, Arc<str>>,
+    consumers: HashMap<u128, Credential>,
     challenge: HeaderValue,
 }
 
 impl ApiKeyRt {
     pub fn new(cfg: &ApiKeyAuth) -> Self {
         let hasher = TtlCache::new(1);
+        let mut nth: HashMap<&str, usize> = HashMap::new();
         let consumers = cfg
             .keys
             .iter()
-            .map(|(consumer, key)| (hasher.key([key.as_bytes()]), Arc::from(consumer.as_str())))
+            .map(|(consumer, key)| {
+                let n = nth.entry(consumer.as_str()).or_default();
+                *n += 1;
+                let credential = Credential {
+                    consumer: Arc::from(consumer.as_str()),
+                    username: HeaderValue::from_str(consumer).ok(),
+                    identifier: HeaderValue::from_str(&format!("{consumer}#{n}")).ok(),
+                };
+                (hasher.key([key.as_bytes()]), credential)
+            })
             .collect();
         let challenge = match (&cfg.header, &cfg.query) {
             (Some(h), _) => format!("ApiKey header=\"{h}\""),
@@ -44,13 +68,23 @@ impl ApiKeyRt {
     }
 
     pub fn check(&self, req: &Request<'_>) -> Result<(Passed, Outcome), Refusal> {
-        let mut key: Option<Vec<u8>> = None;
-        if let Some(h) = &self.header {
-            key = one_header(req.head, h)?.map(|v| v.as_bytes().to_vec());
-        }
-        if let (None, Some(q)) = (&key, &self.query) {
-            key = query_once(req.head.uri.query(), q)?;
-        }
+        let from_header = match &self.header {
+            Some(h) => one_header(req.head, h)?.map(|v| v.as_bytes().to_vec()),
+            None => None,
+        };
+        let from_query = match &self.query {
+            Some(q) => query_once(req.head.uri.query(), q)?,
+            None => None,
+        };
+        let key = match (from_header, from_query) {
+            (Some(_), Some(_)) => {
+                return Err(Refusal::problem(
+                    Problem::AmbiguousRequest,
+                    "An API key is given in both the header and the query; this route reads one to authenticate the caller, so give it once.",
+                ))
+            }
+            (h, q) => h.or(q),
+        };
         let Some(key) = key else {
             return Err(Refusal::challenge(
                 Problem::Unauthenticated,
@@ -59,13 +93,23 @@ impl ApiKeyRt {
             ));
         };
         match self.consumers.get(&self.hasher.key([key.as_slice()])) {
-            Some(consumer) => Ok((
-                Passed {
-                    consumer: Some(consumer.clone()),
-                    ..Passed::default()
-                },
-                Outcome::Allowed,
-            )),
+            Some(c) => {
+                let headers = [
+                    (super::consumer_username(), &c.username),
+                    (super::credential_identifier(), &c.identifier),
+                ]
+                .into_iter()
+                .filter_map(|(n, v)| Some((n, v.clone()?)))
+                .collect();
+                Ok((
+                    Passed {
+                        consumer: Some(c.consumer.clone()),
+                        headers,
+                        ..Passed::default()
+                    },
+                    Outcome::Allowed,
+                ))
+            }
             None => Err(Refusal::challenge(
                 Problem::Unauthenticated,
                 "The API key is not known.",
@@ -75,19 +119,127 @@ impl ApiKeyRt {
     }
 }
 
-/// The one value of query parameter `name` (percent-decoded); 400 when given twice.
+/// Whether a query parameter's name (percent-decoded) is `name` as some application reads it:
+/// ASCII case aside (ASP.NET's query is case-insensitive), and with PHP's renaming of `.`,
+/// ` ` (`+`) and `[` to `_` in `$_GET`'s keys.
+pub fn same_param(decoded: &str, name: &str) -> bool {
+    let fold = |b: u8| match b {
+        b'.' | b' ' | b'[' => b'_',
+        b => b.to_ascii_lowercase(),
+    };
+    decoded.len() == name.len()
+        && decoded
+            .bytes()
+            .zip(name.bytes())
+            .all(|(a, b)| fold(a) == fold(b))
+}
+
+/// The one value of query parameter `name` (percent-decoded): the parameter spelled exactly
+/// so; `None` when absent. 400 when it is given twice, counting every spelling
+/// [`same_param`] takes for it: the gateway and the upstream could read different ones.
 fn query_once(query: Option<&str>, name: &str) -> Result<Option<Vec<u8>>, Refusal> {
     let mut found = None;
+    let mut spellings = 0;
     for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
-        if k == name {
-            if found.is_some() {
+        if same_param(&k, name) {
+            spellings += 1;
+            if spellings > 1 {
                 return Err(Refusal::problem(
                     Problem::AmbiguousRequest,
-                    format!("The query parameter {name} is given more than once; this route reads it to authenticate the caller, so it must be given once."),
+                    format!("The query parameter {name} is given more than once (or in another spelling); this route reads it to authenticate the caller, so it must be given once."),
                 ));
             }
-            found = Some(v.as_bytes().to_vec());
+            if k == name {
+                found = Some(v.as_bytes().to_vec());
+            }
         }
     }
     Ok(found)
+}
+
+/// The request target `target` (origin form, with its query) without the parameters
+/// [`same_param`] takes for `name`, the others kept byte for byte in their order; `None` when
+/// it holds none (nothing to rewrite).
+pub fn strip_param(target: &[u8], name: &str) -> Option<Vec<u8>> {
+    let q = target.iter().position(|&b| b == b'?')?;
+    let (path, query) = (&target[..q], &target[q + 1..]);
+    let mut kept: Vec<&[u8]> = Vec::new();
+    let mut stripped = false;
+    for pair in query.split(|&b| b == b'&') {
+        let raw_name = pair.split(|&b| b == b'=').next().unwrap_or_default();
+        let decoded: String = form_urlencoded::parse(raw_name)
+            .next()
+            .map(|(k, _)| k.into_owned())
+            .unwrap_or_default();
+        if !raw_name.is_empty() && same_param(&decoded, name) {
+            stripped = true;
+        } else {
+            kept.push(pair);
+        }
+    }
+    if !stripped {
+        return None;
+    }
+    let mut out = path.to_vec();
+    let kept: Vec<&[u8]> = kept.into_iter().filter(|p| !p.is_empty()).collect();
+    if !kept.is_empty() {
+        out.push(b'?');
+        out.extend_from_slice(&kept.join(&b'&'));
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spellings_of_a_parameter() {
+        for same in [
+            "api_key", "API_KEY", "api.key", "api key", "api[key", "Api_Key",
+        ] {
+            assert!(same_param(same, "api_key"), "{same}");
+        }
+        for other in ["api-key", "apikey", "api_keys", "xapi_key", ""] {
+            assert!(!same_param(other, "api_key"), "{other}");
+        }
+    }
+
+    #[test]
+    fn one_key_parameter_or_a_400() {
+        let got = |q: &str| query_once(Some(q), "api_key").map_err(|r| r.outcome());
+        assert_eq!(got("api_key=abc&x=1").ok().flatten(), Some(b"abc".to_vec()));
+        assert_eq!(got("api%5Fkey=a%20b").ok().flatten(), Some(b"a b".to_vec()));
+        assert_eq!(got("x=1").ok().flatten(), None);
+        // Another spelling alone: not the key (401 later), and not taken.
+        assert_eq!(got("API_KEY=abc").ok().flatten(), None);
+        for twice in [
+            "api_key=a&api_key=b",
+            "api_key=a&API_KEY=b",
+            "api_key=a&api.key=b",
+            "api_key=a&api+key=b",
+            "api_key=a&api%5fkey=a",
+        ] {
+            assert!(got(twice).is_err(), "{twice}");
+        }
+    }
+
+    #[test]
+    fn the_key_leaves_the_target_and_nothing_else_does() {
+        let s = |t: &str| {
+            strip_param(t.as_bytes(), "api_key").map(|v| String::from_utf8(v).expect("utf8"))
+        };
+        assert_eq!(s("/a?api_key=k").as_deref(), Some("/a"));
+        assert_eq!(
+            s("/a?x=1&api_key=k&z=%20y").as_deref(),
+            Some("/a?x=1&z=%20y")
+        );
+        assert_eq!(s("/a?api%5Fkey=k&b=2").as_deref(), Some("/a?b=2"));
+        assert_eq!(s("/a?q=a%26b&api_key=k").as_deref(), Some("/a?q=a%26b"));
+        assert_eq!(s("/a?api_key").as_deref(), Some("/a"));
+        assert_eq!(s("/a?API.KEY=k&&x").as_deref(), Some("/a?x"));
+        assert_eq!(s("/a?x=1"), None);
+        assert_eq!(s("/a"), None);
+        assert_eq!(s("/a?api_keys=1"), None);
+    }
 }

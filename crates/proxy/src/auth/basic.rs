@@ -9,7 +9,8 @@
 //! limits (the stage runs them before answering).
 
 use super::cache::TtlCache;
-use super::{htpasswd, one_header, Outcome, Passed, Refusal, Request};
+use super::htpasswd::{self, Work};
+use super::{one_header, Outcome, Passed, Refusal, Request};
 use crate::respond::Problem;
 use base64::Engine;
 use http::HeaderValue;
@@ -37,12 +38,25 @@ fn slow_checks() -> &'static Semaphore {
     })
 }
 
+/// A user of the file.
+struct User {
+    name: Arc<str>,
+    hash: Arc<str>,
+    /// `X-Consumer-Username` and `X-Credential-Identifier` (`None` when the name cannot be a
+    /// header value).
+    header: Option<HeaderValue>,
+}
+
 pub struct BasicRt {
-    users: HashMap<String, (Arc<str>, Arc<str>)>,
-    /// Checked for unknown users: the file's first hash (of the kind the file uses).
+    users: HashMap<String, Arc<User>>,
+    /// The costliest check the file holds (its strongest kind, at its highest cost): what
+    /// every wrong password costs, whoever the user, so answer times do not tell which names
+    /// exist or which kind of hash a name has.
+    strongest: Work,
+    /// Checked for unknown users: a hash of the strongest kind and cost that verifies nothing.
     decoy: Arc<str>,
     challenge: HeaderValue,
-    verified: TtlCache<Arc<str>>,
+    verified: TtlCache<Arc<User>>,
 }
 
 impl BasicRt {
@@ -50,15 +64,25 @@ impl BasicRt {
         let users = cfg
             .users
             .iter()
-            .map(|(u, h)| (u.clone(), (Arc::from(u.as_str()), Arc::from(h.as_str()))))
+            .map(|(u, h)| {
+                let user = User {
+                    name: Arc::from(u.as_str()),
+                    hash: Arc::from(h.as_str()),
+                    header: HeaderValue::from_str(u).ok(),
+                };
+                (u.clone(), Arc::new(user))
+            })
             .collect();
-        let decoy = cfg
+        let strongest = cfg
             .users
-            .first()
-            .map_or_else(|| Arc::from(""), |(_, h)| Arc::from(h.as_str()));
+            .iter()
+            .map(|(_, h)| Work::of(h))
+            .max()
+            .unwrap_or(Work::Md5);
         Self {
             users,
-            decoy,
+            strongest,
+            decoy: Arc::from(strongest.decoy()),
             // The realm was checked at load (no quote, backslash or control character).
             challenge: HeaderValue::from_str(&format!(
                 "Basic realm=\"{}\", charset=\"UTF-8\"",
@@ -94,21 +118,33 @@ impl BasicRt {
         };
         let now = Instant::now();
         let key = self.verified.key([user.as_bytes(), password.as_slice()]);
-        if let Some(consumer) = self.verified.get(key, now) {
-            return Ok((passed(consumer), Outcome::Cached));
+        if let Some(user) = self.verified.get(key, now) {
+            return Ok((passed(&user), Outcome::Cached));
         }
-        // An unknown user costs what a known one does (a check against a hash of the file's
-        // own kind), so answer times do not tell which names exist.
-        let (name, hash) = match self.users.get(&user) {
-            Some((n, h)) => (Some(n), h.clone()),
+        // Every wrong password costs the file's costliest check: an unknown user's is made
+        // against a decoy of that kind and cost, a cheaper hash's is padded up to it. So a
+        // 401's time tells neither which names exist nor how each is hashed.
+        let (known, hash) = match self.users.get(&user) {
+            Some(u) => (Some(u), u.hash.clone()),
             None => (None, self.decoy.clone()),
         };
+        let strongest = self.strongest;
+        let check = move || {
+            let ok = htpasswd::verify(&hash, &password);
+            if !ok {
+                for decoy in Work::of(&hash).padding(strongest) {
+                    let _ = htpasswd::verify(&decoy, &password);
+                }
+            }
+            ok
+        };
         let ok = if dry {
-            tokio::task::spawn_blocking(move || htpasswd::verify(&hash, &password))
-                .await
-                .unwrap_or(false)
-        } else if htpasswd::is_slow(&hash) {
-            // A flood of wrong passwords waits its turn, not forever: 503 past the wait.
+            tokio::task::spawn_blocking(check).await.unwrap_or(false)
+        } else if htpasswd::is_slow(&self.decoy) {
+            // Any check of a file holding bcrypt may cost a bcrypt: each takes its turn off
+            // the event loop (one path for every user, so none answers sooner for skipping
+            // the queue). A flood of wrong passwords waits its turn, not forever: 503 past
+            // the wait.
             let turn = tokio::time::timeout(SLOW_WAIT, slow_checks().acquire()).await;
             let Ok(Ok(_turn)) = turn else {
                 return Err(Refusal::problem(
@@ -116,26 +152,33 @@ impl BasicRt {
                     "Too many password checks are waiting; try again shortly.",
                 ));
             };
-            tokio::task::spawn_blocking(move || htpasswd::verify(&hash, &password))
-                .await
-                .unwrap_or(false)
+            tokio::task::spawn_blocking(check).await.unwrap_or(false)
         } else {
-            htpasswd::verify(&hash, &password)
+            check()
         };
-        let Some(name) = name.filter(|_| ok) else {
+        let Some(known) = known.filter(|_| ok) else {
             return Err(self.refuse("The user name or password is wrong."));
         };
         if !dry {
             self.verified
-                .insert(key, now + CACHE_FOR, name.clone(), now);
+                .insert(key, now + CACHE_FOR, known.clone(), now);
         }
-        Ok((passed(name.clone()), Outcome::Allowed))
+        Ok((passed(known), Outcome::Allowed))
     }
 }
 
-fn passed(consumer: Arc<str>) -> Passed {
+/// The user as the consumer, named upstream as Kong's basic-auth names it.
+fn passed(user: &User) -> Passed {
+    let headers = match &user.header {
+        Some(v) => vec![
+            (super::consumer_username(), v.clone()),
+            (super::credential_identifier(), v.clone()),
+        ],
+        None => Vec::new(),
+    };
     Passed {
-        consumer: Some(consumer),
+        consumer: Some(user.name.clone()),
+        headers,
         ..Passed::default()
     }
 }

@@ -23,6 +23,8 @@ const CACHE_FOR: Duration = Duration::from_secs(300);
 
 pub struct BearerRt {
     required: bool,
+    /// `forward_token = false`: the token's header is kept from the upstream.
+    hidden: Option<HeaderName>,
     claims: Vec<ClaimRule>,
     forward: Vec<(String, HeaderName)>,
     /// Verified tokens' claims, with the remote key set they were verified under.
@@ -32,7 +34,8 @@ pub struct BearerRt {
 }
 
 impl BearerRt {
-    pub fn new(cfg: &JwtAuth) -> Result<Self, String> {
+    /// `header`: `[jwt] header`, the one the token comes in.
+    pub fn new(cfg: &JwtAuth, header: &str) -> Result<Self, String> {
         let forward = cfg
             .forward_claims
             .iter()
@@ -55,8 +58,16 @@ impl BearerRt {
         if !scopes.is_empty() {
             challenge.push_str(&format!(", scope=\"{}\"", scopes.join(" ")));
         }
+        let hidden = match cfg.forward_token {
+            true => None,
+            false => Some(
+                HeaderName::from_bytes(header.as_bytes())
+                    .map_err(|e| format!("[jwt] header: {header}: {e}"))?,
+            ),
+        };
         Ok(Self {
             required: cfg.required,
+            hidden,
             claims: cfg.claims.clone(),
             forward,
             verified: TtlCache::new(CACHED_TOKENS),
@@ -66,9 +77,13 @@ impl BearerRt {
         })
     }
 
-    /// The headers claims are sent in.
+    /// The headers claims are sent in, and the token's own with `forward_token = false`.
     pub fn owned(&self) -> Vec<HeaderName> {
-        self.forward.iter().map(|(_, h)| h.clone()).collect()
+        self.forward
+            .iter()
+            .map(|(_, h)| h.clone())
+            .chain(self.hidden.clone())
+            .collect()
     }
 
     pub async fn check(
@@ -167,12 +182,18 @@ fn keep_until(claims: &Claims, now: Instant) -> Option<Instant> {
 /// Whether the claims meet the rule.
 fn satisfied(rule: &ClaimRule, claims: &Claims) -> bool {
     match rule {
-        ClaimRule::Scopes { claim, all } => {
-            let have: Vec<&str> = match claims.get(claim) {
-                Some(Value::String(s)) => s.split_ascii_whitespace().collect(),
-                Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
-                _ => return false,
-            };
+        ClaimRule::Scopes { all, .. } => {
+            // The token's scopes: OAuth's `scope` (RFC 8693 4.2: a space-separated string) and
+            // the `scp` many identity providers write (an array, or a string), together,
+            // whichever of the two the rule was written with.
+            let mut have: Vec<&str> = Vec::new();
+            for name in ["scope", "scp"] {
+                match claims.get(name) {
+                    Some(Value::String(s)) => have.extend(s.split_ascii_whitespace()),
+                    Some(Value::Array(a)) => have.extend(a.iter().filter_map(Value::as_str)),
+                    _ => {}
+                }
+            }
             all.iter().all(|want| have.contains(&want.as_str()))
         }
         ClaimRule::OneOf { claim, any } => {

@@ -260,12 +260,22 @@ impl ForwardRt {
             .method(self.method.clone().unwrap_or_else(|| head.method.clone()))
             .uri(self.url.clone());
         let headers = b.headers_mut().ok_or_else(internal)?;
+        // A client's underscore spelling of a name the gateway states (`X_Original_URI`,
+        // reaching here only with `underscores_in_headers = true`) is never passed either: a
+        // service on CGI, WSGI, Rack or PHP reads it as the gateway's.
+        let stated = |n: &str| {
+            n.contains('_')
+                && NOT_PASSED[FRAMING..]
+                    .iter()
+                    .any(|g| crate::headers::underscore_spelling(n, g))
+        };
         let passed = |name: &HeaderName| match &self.cfg.request_headers {
             Some(list) => {
                 list.iter().any(|h| h == name.as_str())
                     && !NOT_PASSED[..FRAMING].contains(&name.as_str())
+                    && !stated(name.as_str())
             }
-            None => !NOT_PASSED.contains(&name.as_str()),
+            None => !NOT_PASSED.contains(&name.as_str()) && !stated(name.as_str()),
         };
         let mut crumbs: Vec<&[u8]> = Vec::new();
         for (name, value) in head.headers.iter() {

@@ -34,6 +34,53 @@ pub fn is_slow(hash: &str) -> bool {
     hash.starts_with("$2")
 }
 
+/// What checking a password against a hash costs, in an order: `{SHA}` < MD5 crypt < bcrypt
+/// by cost (bcrypt's work doubles with each step of its cost).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Work {
+    Sha1,
+    Md5,
+    Bcrypt(u32),
+}
+
+impl Work {
+    pub fn of(hash: &str) -> Work {
+        if hash.starts_with("$2") {
+            Work::Bcrypt(hash.get(4..6).and_then(|c| c.parse().ok()).unwrap_or(4))
+        } else if hash.starts_with('{') {
+            Work::Sha1
+        } else {
+            Work::Md5
+        }
+    }
+
+    /// A well-formed hash of this kind and cost that no password verifies (its checksum is
+    /// all zero bits, which bcrypt, MD5 crypt and SHA-1 do not output for any input anyone
+    /// can find): checking against it costs what checking a real one does.
+    pub fn decoy(self) -> String {
+        match self {
+            // 22 characters of salt, 31 of checksum, in bcrypt's base 64 ('.' is 0).
+            Work::Bcrypt(cost) => format!("$2y${cost:02}${}", ".".repeat(53)),
+            Work::Md5 => format!("$apr1$decoysal${}", ".".repeat(22)),
+            Work::Sha1 => "{SHA}AAAAAAAAAAAAAAAAAAAAAAAAAAA=".to_string(),
+        }
+    }
+
+    /// The decoy checks that bring a failed check of this work up to `target`'s: nothing when
+    /// it is as costly; bcrypt at each cost from this one's to the target's (2^c + 2^c +
+    /// 2^(c+1) + ... + 2^(C-1) = 2^C) for a cheaper bcrypt; the target's decoy for a cheaper
+    /// kind (whose own check is then a small part of the whole).
+    pub fn padding(self, target: Work) -> Vec<String> {
+        if self >= target {
+            return Vec::new();
+        }
+        match (self, target) {
+            (Work::Bcrypt(c), Work::Bcrypt(t)) => (c..t).map(|k| Work::Bcrypt(k).decoy()).collect(),
+            _ => vec![target.decoy()],
+        }
+    }
+}
+
 /// The 64 characters crypt's base 64 writes with.
 const ITOA64: &[u8; 64] = b"./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
@@ -133,6 +180,52 @@ mod tests {
             .format_for_version(bcrypt::Version::TwoY);
         assert!(verify(&b, b"secret"));
         assert!(!verify(&b, b"secreT"));
+    }
+
+    #[test]
+    fn decoys_are_well_formed_and_verify_nothing() {
+        for w in [Work::Sha1, Work::Md5, Work::Bcrypt(4), Work::Bcrypt(5)] {
+            let d = w.decoy();
+            assert_eq!(Work::of(&d), w, "{d}");
+            for pw in [&b""[..], b"password", b"\0", &[0xffu8; 80][..]] {
+                assert!(!verify(&d, pw), "{d}");
+            }
+        }
+        assert_eq!(Work::Bcrypt(10).decoy().len(), 60);
+        // A bcrypt decoy is parsed and computed, not refused early: it costs a real check.
+        let real = bcrypt::hash_with_result("x", 6)
+            .expect("hash")
+            .format_for_version(bcrypt::Version::TwoY);
+        let time = |h: &str| {
+            let t = std::time::Instant::now();
+            for _ in 0..3 {
+                let _ = verify(h, b"guess");
+            }
+            t.elapsed()
+        };
+        let (decoy, genuine) = (time(&Work::Bcrypt(6).decoy()), time(&real));
+        assert!(
+            decoy * 2 > genuine && genuine * 2 > decoy,
+            "{decoy:?} vs {genuine:?}"
+        );
+    }
+
+    #[test]
+    fn padding_brings_a_cheaper_check_to_the_strongest() {
+        assert!(Work::Bcrypt(10).padding(Work::Bcrypt(10)).is_empty());
+        assert!(Work::Bcrypt(12).padding(Work::Bcrypt(10)).is_empty());
+        let p: Vec<Work> = Work::Bcrypt(5)
+            .padding(Work::Bcrypt(8))
+            .iter()
+            .map(|h| Work::of(h))
+            .collect();
+        assert_eq!(p, [Work::Bcrypt(5), Work::Bcrypt(6), Work::Bcrypt(7)]);
+        assert_eq!(
+            Work::Md5.padding(Work::Bcrypt(10)),
+            [Work::Bcrypt(10).decoy()]
+        );
+        assert_eq!(Work::Sha1.padding(Work::Md5), [Work::Md5.decoy()]);
+        assert!(Work::Md5.padding(Work::Sha1).is_empty());
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub struct Key {
     pub key: DecodingKey,
     /// The JWK's `alg`: tokens verified with this key must name it.
     pub alg: Option<Algorithm>,
+    /// The key's kind: a token of another family's algorithm never meets it.
+    pub family: super::jwt::Family,
 }
 
 /// Why a fetch was made (the metric's `why`).
@@ -284,8 +286,12 @@ fn index(set: &JwkSet) -> Indexed {
         let (Some(kid), Ok(key)) = (&j.common.key_id, DecodingKey::from_jwk(j)) else {
             continue;
         };
+        let family = match j.algorithm {
+            AlgorithmParameters::RSA(_) => super::jwt::Family::Rsa,
+            _ => super::jwt::Family::Ec,
+        };
         material.push(serde_json::to_string(j).unwrap_or_default());
-        out.insert(kid.clone(), Key { key, alg });
+        out.insert(kid.clone(), Key { key, alg, family });
     }
     material.sort();
     (out, material)

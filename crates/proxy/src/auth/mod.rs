@@ -138,12 +138,43 @@ pub struct Request<'a> {
     pub latency: &'a prometheus::Histogram,
 }
 
+/// The headers Kong's auth plugins name a consumer in: a client's own copies are removed on
+/// every route whose auth names consumers (an upstream moved from Kong trusts them), and the
+/// gateway sets the first two.
+pub const CONSUMER_HEADERS: [&str; 7] = [
+    "x-consumer-username",
+    "x-credential-identifier",
+    "x-consumer-id",
+    "x-consumer-custom-id",
+    "x-anonymous-consumer",
+    "x-consumer-groups",
+    "x-authenticated-groups",
+];
+
+/// `X-Consumer-Username`.
+pub fn consumer_username() -> HeaderName {
+    HeaderName::from_static(CONSUMER_HEADERS[0])
+}
+
+/// `X-Credential-Identifier`.
+pub fn credential_identifier() -> HeaderName {
+    HeaderName::from_static(CONSUMER_HEADERS[1])
+}
+
+fn consumer_headers() -> impl Iterator<Item = HeaderName> {
+    CONSUMER_HEADERS.iter().map(|h| HeaderName::from_static(h))
+}
+
 /// One compiled auth.
 pub struct AuthRt {
     pub cfg: AuthConfig,
     pub method: Method,
-    /// Headers this auth writes upstream (the client's copies are always removed first).
+    /// Headers this auth writes upstream, or keeps from it (a credential the gateway checked):
+    /// the client's copies, in every spelling, are always removed first.
     pub owned: Vec<HeaderName>,
+    /// A query parameter a credential was read from: removed from the upstream's target, in
+    /// every spelling the gateway counts as it (`hide_credentials`).
+    pub strip_query: Option<String>,
 }
 
 pub enum Method {
@@ -154,10 +185,12 @@ pub enum Method {
 }
 
 impl AuthRt {
-    pub fn build(cfg: &AuthConfig) -> Result<Self, String> {
+    /// `jwt_header`: `[jwt] header`, where bearer tokens come from.
+    pub fn build(cfg: &AuthConfig, jwt_header: &str) -> Result<Self, String> {
+        let mut strip_query = None;
         let (method, owned) = match &cfg.method {
             AuthMethod::Jwt(j) => {
-                let b = bearer::BearerRt::new(j)?;
+                let b = bearer::BearerRt::new(j, jwt_header)?;
                 let owned = b.owned();
                 (Method::Bearer(b), owned)
             }
@@ -166,17 +199,33 @@ impl AuthRt {
                 let owned = fr.owned();
                 (Method::Forward(Box::new(fr)), owned)
             }
-            AuthMethod::Basic(b) => (
-                Method::Basic(basic::BasicRt::new(b)),
-                // The credentials stop here: the upstream never sees a password.
-                vec![http::header::AUTHORIZATION],
-            ),
-            AuthMethod::ApiKey(k) => (Method::ApiKey(api_key::ApiKeyRt::new(k)), Vec::new()),
+            AuthMethod::Basic(b) => {
+                let mut owned: Vec<HeaderName> = consumer_headers().collect();
+                // The credentials stop here by default: the upstream never sees a password.
+                if b.hide_credentials {
+                    owned.push(http::header::AUTHORIZATION);
+                }
+                (Method::Basic(basic::BasicRt::new(b)), owned)
+            }
+            AuthMethod::ApiKey(k) => {
+                let mut owned: Vec<HeaderName> = consumer_headers().collect();
+                if k.hide_credentials {
+                    if let Some(h) = &k.header {
+                        owned.push(
+                            HeaderName::from_bytes(h.as_bytes())
+                                .map_err(|e| format!("api_key.header: {h}: {e}"))?,
+                        );
+                    }
+                    strip_query = k.query.clone();
+                }
+                (Method::ApiKey(api_key::ApiKeyRt::new(k)), owned)
+            }
         };
         Ok(Self {
             cfg: cfg.clone(),
             method,
             owned,
+            strip_query,
         })
     }
 
@@ -212,17 +261,25 @@ impl AuthRt {
 }
 
 /// The one value of header `name`: `Ok(None)` when absent, a 400 when given twice (the gateway
-/// and the upstream could read different ones).
+/// and the upstream could read different ones), its underscore spelling counting as a second
+/// copy (CGI, WSGI, Rack and PHP read `X_API_Key` as `X-API-Key`; such names reach here only
+/// with `[server] underscores_in_headers = true`).
 pub fn one_header<'a>(
     head: &'a RequestHeader,
     name: &str,
 ) -> Result<Option<&'a HeaderValue>, Refusal> {
     let mut all = head.headers.get_all(name).iter();
     let first = all.next();
-    if all.next().is_some() {
+    let twice = all.next().is_some()
+        || (name.contains('-')
+            && head
+                .headers
+                .keys()
+                .any(|k| crate::headers::underscore_spelling(k.as_str(), name)));
+    if twice {
         return Err(Refusal::problem(
             Problem::AmbiguousRequest,
-            format!("The header {name} is given more than once; this route reads it to authenticate the caller, so it must be given once."),
+            format!("The header {name} is given more than once (or in another spelling); this route reads it to authenticate the caller, so it must be given once."),
         ));
     }
     Ok(first)

@@ -1,7 +1,10 @@
 //! Stage 1, the request: who asked and how.
 //!
 //! Reads: the connection (peer address, TLS), the request head's `X-Request-Id` and size.
-//! Writes: `ctx.peer`, `ctx.request_id` (the client's when valid, else a new one),
+//! Writes: the head: with `[server] underscores_in_headers = false` (the default, as nginx),
+//! every header whose name holds `_` is removed first, before any stage or the upstream reads
+//! it (counted in `tollgate_request_headers_dropped_total{reason="underscore"}`);
+//! `ctx.peer`, `ctx.request_id` (the client's when valid, else a new one),
 //! `ctx.secure` and `ctx.hsts`; the connection's read and write deadlines for this request
 //! (`body_timeout`, `send_timeout`).
 //! Answers: 431 when an HTTP/2 head has more fields than `max_headers` (an HTTP/1 head over
@@ -16,6 +19,16 @@ use pingora::prelude::*;
 use std::net::{IpAddr, Ipv4Addr};
 
 pub async fn run(gw: &Gateway, session: &mut Session, ctx: &mut Ctx, rt: &Runtime) -> Result<Step> {
+    if !rt.config.server.underscores_in_headers {
+        let dropped = crate::headers::drop_underscored(session.req_header_mut());
+        if dropped > 0 {
+            gw.shared
+                .metrics
+                .request_headers_dropped
+                .with_label_values(&["underscore"])
+                .inc_by(dropped as u64);
+        }
+    }
     ctx.peer = session
         .client_addr()
         .and_then(|a| a.as_inet())
