@@ -351,16 +351,15 @@ upstream = "busy_one"
         ),
         2.0
     );
-    // POSTs are never retried: the dead target's share fails (502), the 503 is passed on.
+    // A POST whose connect failed was never sent: it falls over too (and spends no budget).
+    // One the upstream may have read is never sent again: the 503 is passed on.
     let post = |path: &'static str| async move {
         let mut c = Conn::open(port).await.expect("conn");
         c.send("POST", path, &[], "hi").await
     };
-    let mut dead_posts = 0;
     for _ in 0..10 {
         let r = post("/dead/x").await.expect("post");
-        assert!(matches!(r.status, 200 | 502), "{}", r.status);
-        dead_posts += usize::from(r.status == 502);
+        assert_eq!(r.status, 200, "{}", r.body);
     }
     let mut busy_answers = 0;
     for _ in 0..10 {
@@ -368,10 +367,6 @@ upstream = "busy_one"
         assert!(matches!(r.status, 200 | 503), "{}", r.status);
         busy_answers += usize::from(r.status == 503);
     }
-    assert_eq!(
-        dead_posts, 5,
-        "half the POSTs met the dead target and were not retried"
-    );
     assert_eq!(busy_answers, 5);
     assert_eq!(
         busy_posts.load(Ordering::SeqCst),
@@ -392,7 +387,8 @@ upstream = "busy_one"
             "tollgate_upstream_retries_total",
             &["dead_one", "connect"]
         ),
-        5.0
+        10.0,
+        "five GETs and five POSTs fell over"
     );
     assert_eq!(
         metric(&m, "tollgate_upstream_retries_total", &["busy_one", "503"]),
