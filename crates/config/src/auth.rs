@@ -56,7 +56,75 @@ pub(crate) fn named(
 
 /// A route's `auth`: the name of an `[auth.NAME]` table, or a table of its own (pushed onto
 /// `auths`, named after the route). The index into `auths`; `Err(())` when the key is wrong.
+///
+/// The route may also say `hide_credentials` or `forward_token` itself, beside `auth`: a
+/// named table is then taken as this route's own copy with that setting.
 pub(crate) fn route(
+    cx: &mut Cx,
+    r: &mut Tbl,
+    route_name: &str,
+    env: &Env,
+    auths: &mut Vec<Option<AuthConfig>>,
+    files: &mut Vec<PathBuf>,
+) -> Result<Option<usize>, ()> {
+    let mut setting = None;
+    for k in ["hide_credentials", "forward_token"] {
+        if let Some(v) = r.get(k) {
+            let kp = r.key_path(k);
+            let b = as_bool(cx, &kp, v).ok_or(())?;
+            if setting.is_some() {
+                cx.err(&kp, v.span(), "hide_credentials and forward_token: a route's auth takes one (basic and api_key: hide_credentials; jwt: forward_token)");
+                return Err(());
+            }
+            setting = Some((k, b, kp, v.span()));
+        }
+    }
+    let named = matches!(r.get("auth").map(|v| v.get_ref()), Some(DeValue::String(_)));
+    let found = route_auth(cx, r, route_name, env, auths, files)?;
+    let Some((key, value, kp, span)) = setting else {
+        return Ok(found);
+    };
+    let Some(i) = found else {
+        cx.err(
+            &kp,
+            span,
+            format!("{key} goes with the route's auth: it has none"),
+        );
+        return Err(());
+    };
+    if !named {
+        cx.err(
+            &kp,
+            span,
+            format!("{key} beside an auth table of the route's own: write it inside that table"),
+        );
+        return Err(());
+    }
+    let Some(mut own) = auths.get(i).cloned().flatten() else {
+        return Err(());
+    };
+    let applied = match (&mut own.method, key) {
+        (AuthMethod::Basic(b), "hide_credentials") => Some(&mut b.hide_credentials),
+        (AuthMethod::ApiKey(k), "hide_credentials") => Some(&mut k.hide_credentials),
+        (AuthMethod::Jwt(j), "forward_token") => Some(&mut j.forward_token),
+        _ => None,
+    };
+    let Some(slot) = applied else {
+        let what = if key == "hide_credentials" {
+            "hide_credentials goes with basic and api_key auth (a bearer token is kept from the upstream with forward_token = false)"
+        } else {
+            "forward_token goes with jwt auth (basic and api_key credentials: hide_credentials)"
+        };
+        cx.err(&kp, span, what);
+        return Err(());
+    };
+    *slot = value;
+    own.name = route_name.to_string();
+    auths.push(Some(own));
+    Ok(Some(auths.len() - 1))
+}
+
+fn route_auth(
     cx: &mut Cx,
     r: &mut Tbl,
     route_name: &str,

@@ -143,6 +143,11 @@ pub(crate) fn hash_key(cx: &mut Cx, path: &str, v: &Value) -> Option<HashKey> {
             format!("\"{s}\": expected \"client_ip\", \"path\", \"uri\", \"header:NAME\", \"cookie:NAME\" or \"query:NAME\""),
         );
     }
+    if let Some(HashKey::Header(h)) = &k {
+        if !cx.client_header(path, v.span(), h) {
+            return None;
+        }
+    }
     k
 }
 

@@ -233,6 +233,19 @@ impl ProxyHttp for Gateway {
         upstream: &mut RequestHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
+        // Kept underscores (`underscores_in_headers = true`): a client's `X_Forwarded_For`
+        // would shadow the gateway's `X-Forwarded-For` in CGI, WSGI, Rack and PHP.
+        if ctx
+            .rt
+            .as_ref()
+            .is_some_and(|rt| rt.config.server.underscores_in_headers)
+        {
+            crate::headers::remove_spellings(upstream, |k| {
+                GATEWAY_WRITES
+                    .iter()
+                    .any(|n| crate::headers::underscore_spelling(k, n))
+            });
+        }
         // The route's header rules first: what the gateway writes below always wins.
         let shaping = match (&ctx.rt, ctx.route) {
             (Some(rt), Some(r)) => rt.routes[r].shaping.as_deref(),
@@ -783,6 +796,16 @@ impl Gateway {
             .push(spans, tr.cfg.max_queue, &self.shared.metrics);
     }
 }
+
+/// The fields the gateway itself writes on every upstream request (with dashes: the ones a
+/// client's underscore spelling could shadow).
+const GATEWAY_WRITES: [&str; 5] = [
+    "x-request-id",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-prefix",
+    "x-ratelimit-shadow-exceeded",
+];
 
 /// A request that may be sent again: idempotent, with no body (none declared, none passed on).
 fn retryable_request(session: &mut Session, ctx: &Ctx) -> bool {

@@ -93,11 +93,12 @@ pub(super) fn decide(maps: &[ConfigMap], wanted: Option<&str>, w: &mut Warnings)
     };
     for (k, v) in &m.data {
         match k.as_str() {
+            // As the controller reads it (Go's strconv.ParseBool).
             "enable-underscores-in-headers" => match v.trim() {
-                "true" => g.underscores_in_headers = true,
-                "false" => {}
+                "1" | "t" | "T" | "TRUE" | "true" | "True" => g.underscores_in_headers = true,
+                "0" | "f" | "F" | "FALSE" | "false" | "False" => {}
                 other => w.push(comment(&format!(
-                    "ConfigMap {id}: enable-underscores-in-headers \"{other}\" is not true or false: ingress-nginx's default (false) kept"
+                    "ConfigMap {id}: enable-underscores-in-headers \"{other}\" is not a boolean: ingress-nginx's default (false) kept"
                 ))),
             },
             other => w.push(comment(&format!(

@@ -49,10 +49,10 @@ struct User {
 
 pub struct BasicRt {
     users: HashMap<String, Arc<User>>,
-    /// The costliest check the file holds (its strongest kind, at its highest cost): what
-    /// every wrong password costs, whoever the user, so answer times do not tell which names
-    /// exist or which kind of hash a name has.
-    strongest: Work,
+    /// The costliest check of each kind the file holds, strongest first: one of each is what
+    /// every wrong password costs, whoever the user, so answer times tell neither which names
+    /// exist nor which kind of hash a name has.
+    kinds: Arc<[Work]>,
     /// Checked for unknown users: a hash of the strongest kind and cost that verifies nothing.
     decoy: Arc<str>,
     challenge: HeaderValue,
@@ -73,15 +73,11 @@ impl BasicRt {
                 (u.clone(), Arc::new(user))
             })
             .collect();
-        let strongest = cfg
-            .users
-            .iter()
-            .map(|(_, h)| Work::of(h))
-            .max()
-            .unwrap_or(Work::Md5);
+        let kinds = Work::kinds(cfg.users.iter().map(|(_, h)| h.as_str()));
+        let strongest = kinds.first().copied().unwrap_or(Work::Md5);
         Self {
             users,
-            strongest,
+            kinds: kinds.into(),
             decoy: Arc::from(strongest.decoy()),
             // The realm was checked at load (no quote, backslash or control character).
             challenge: HeaderValue::from_str(&format!(
@@ -121,18 +117,18 @@ impl BasicRt {
         if let Some(user) = self.verified.get(key, now) {
             return Ok((passed(&user), Outcome::Cached));
         }
-        // Every wrong password costs the file's costliest check: an unknown user's is made
-        // against a decoy of that kind and cost, a cheaper hash's is padded up to it. So a
-        // 401's time tells neither which names exist nor how each is hashed.
+        // Every wrong password costs one check of each kind the file holds, at its costliest:
+        // an unknown user's own is the strongest kind's decoy, and each is padded with decoys
+        // of the rest. So a 401's time tells neither which names exist nor how each is hashed.
         let (known, hash) = match self.users.get(&user) {
             Some(u) => (Some(u), u.hash.clone()),
             None => (None, self.decoy.clone()),
         };
-        let strongest = self.strongest;
+        let kinds = self.kinds.clone();
         let check = move || {
             let ok = htpasswd::verify(&hash, &password);
             if !ok {
-                for decoy in Work::of(&hash).padding(strongest) {
+                for decoy in Work::of(&hash).padding(&kinds) {
                     let _ = htpasswd::verify(&decoy, &password);
                 }
             }

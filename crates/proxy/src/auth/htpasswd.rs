@@ -66,18 +66,41 @@ impl Work {
         }
     }
 
-    /// The decoy checks that bring a failed check of this work up to `target`'s: nothing when
-    /// it is as costly; bcrypt at each cost from this one's to the target's (2^c + 2^c +
-    /// 2^(c+1) + ... + 2^(C-1) = 2^C) for a cheaper bcrypt; the target's decoy for a cheaper
-    /// kind (whose own check is then a small part of the whole).
-    pub fn padding(self, target: Work) -> Vec<String> {
-        if self >= target {
-            return Vec::new();
+    fn same_kind(self, other: Work) -> bool {
+        std::mem::discriminant(&self) == std::mem::discriminant(&other)
+    }
+
+    /// The costliest work of each kind among `hashes`, strongest first: what every failed
+    /// check of a file costs in all ([`Work::padding`]).
+    pub fn kinds<'a>(hashes: impl Iterator<Item = &'a str>) -> Vec<Work> {
+        let mut kinds: Vec<Work> = Vec::new();
+        for w in hashes.map(Work::of) {
+            match kinds.iter_mut().find(|k| k.same_kind(w)) {
+                Some(k) => *k = (*k).max(w),
+                None => kinds.push(w),
+            }
         }
-        match (self, target) {
-            (Work::Bcrypt(c), Work::Bcrypt(t)) => (c..t).map(|k| Work::Bcrypt(k).decoy()).collect(),
-            _ => vec![target.decoy()],
+        kinds.sort_by(|a, b| b.cmp(a));
+        kinds
+    }
+
+    /// The decoy checks that bring a failed check of this work up to the whole of `kinds`
+    /// (one check of each kind at its costliest): the decoy of every other kind, and for a
+    /// cheaper bcrypt, bcrypt at each cost from this one's to the costliest (2^c + 2^c +
+    /// 2^(c+1) + ... + 2^(C-1) = 2^C). So every wrong password of a file costs the same sum,
+    /// whatever the user's hash (an unknown user's own check is the strongest kind's decoy).
+    pub fn padding(self, kinds: &[Work]) -> Vec<String> {
+        let mut out = Vec::new();
+        for &k in kinds {
+            match (self, k) {
+                (Work::Bcrypt(c), Work::Bcrypt(t)) => {
+                    out.extend((c..t).map(|n| Work::Bcrypt(n).decoy()))
+                }
+                (me, k) if me.same_kind(k) => {}
+                (_, k) => out.push(k.decoy()),
+            }
         }
+        out
     }
 }
 
@@ -211,21 +234,30 @@ mod tests {
     }
 
     #[test]
-    fn padding_brings_a_cheaper_check_to_the_strongest() {
-        assert!(Work::Bcrypt(10).padding(Work::Bcrypt(10)).is_empty());
-        assert!(Work::Bcrypt(12).padding(Work::Bcrypt(10)).is_empty());
-        let p: Vec<Work> = Work::Bcrypt(5)
-            .padding(Work::Bcrypt(8))
-            .iter()
-            .map(|h| Work::of(h))
-            .collect();
-        assert_eq!(p, [Work::Bcrypt(5), Work::Bcrypt(6), Work::Bcrypt(7)]);
+    fn padding_makes_every_failure_cost_one_check_of_each_kind() {
+        let b8 = Work::Bcrypt(8).decoy();
+        let b5 = Work::Bcrypt(5).decoy();
+        let kinds = Work::kinds(["{SHA}x", "$apr1$a$b", &b5, &b8, "$1$s$c"].into_iter());
+        assert_eq!(kinds, [Work::Bcrypt(8), Work::Md5, Work::Sha1]);
+        let works =
+            |w: Work| -> Vec<Work> { w.padding(&kinds).iter().map(|h| Work::of(h)).collect() };
+        assert_eq!(works(Work::Bcrypt(8)), [Work::Md5, Work::Sha1]);
         assert_eq!(
-            Work::Md5.padding(Work::Bcrypt(10)),
-            [Work::Bcrypt(10).decoy()]
+            works(Work::Bcrypt(5)),
+            [
+                Work::Bcrypt(5),
+                Work::Bcrypt(6),
+                Work::Bcrypt(7),
+                Work::Md5,
+                Work::Sha1
+            ]
         );
-        assert_eq!(Work::Sha1.padding(Work::Md5), [Work::Md5.decoy()]);
-        assert!(Work::Md5.padding(Work::Sha1).is_empty());
+        assert_eq!(works(Work::Md5), [Work::Bcrypt(8), Work::Sha1]);
+        assert_eq!(works(Work::Sha1), [Work::Bcrypt(8), Work::Md5]);
+        // A file of one kind and cost pads nothing.
+        let one = Work::kinds([b8.as_str(), b8.as_str()].into_iter());
+        assert!(Work::Bcrypt(8).padding(&one).is_empty());
+        assert!(Work::Bcrypt(12).padding(&one).is_empty());
     }
 
     #[test]

@@ -12,7 +12,7 @@
 
 use base64::Engine;
 use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
-use jsonwebtoken::{decode_header, Algorithm, DecodingKey};
+use jsonwebtoken::{Algorithm, DecodingKey, Header};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use tollgate_config::JwtSettings;
@@ -23,15 +23,24 @@ pub struct Verifier {
     /// `[jwt] jwks_url`'s keys, when set (kept across reloads while the URL stays).
     pub remote: Option<std::sync::Arc<super::jwks::Jwks>>,
     algorithms: Vec<Algorithm>,
-    hmac: Option<DecodingKey>,
-    rsa: Vec<DecodingKey>,
-    ec: Vec<DecodingKey>,
-    /// JWKS keys by `kid`, with their family.
-    by_kid: HashMap<String, (DecodingKey, Family)>,
+    /// Keys without a kid, by family (the secret, `public_keys`, `jwks_file` keys without a
+    /// kid): a token naming no kid the sets know is tried against those of its family.
+    hmac: Vec<Local>,
+    rsa: Vec<Local>,
+    ec: Vec<Local>,
+    /// `jwks_file` keys by `kid`.
+    by_kid: HashMap<String, Local>,
     issuer: Option<String>,
     audience: Option<String>,
     leeway: u64,
     pub header: http::HeaderName,
+}
+
+/// A configured key: its kind, and the algorithm its JWK pinned.
+struct Local {
+    key: DecodingKey,
+    family: Family,
+    alg: Option<Algorithm>,
 }
 
 /// A key's kind, and so the algorithms it may verify: an RSA public key is never an HMAC
@@ -60,6 +69,30 @@ impl Verifier {
     /// Builds the keys; the config was checked at load time, so a key that fails here is
     /// skipped (and could not verify anything).
     pub fn new(s: &JwtSettings, remote: Option<std::sync::Arc<super::jwks::Jwks>>) -> Self {
+        let local = |key, family| Local {
+            key,
+            family,
+            alg: None,
+        };
+        let mut hmac: Vec<Local> = s
+            .secret
+            .iter()
+            .map(|x| local(DecodingKey::from_secret(x.as_bytes()), Family::Hmac))
+            .collect();
+        let mut rsa: Vec<Local> = s
+            .public_keys
+            .iter()
+            .filter(|k| k.rsa)
+            .filter_map(|k| DecodingKey::from_rsa_pem(&k.pem).ok())
+            .map(|k| local(k, Family::Rsa))
+            .collect();
+        let mut ec: Vec<Local> = s
+            .public_keys
+            .iter()
+            .filter(|k| !k.rsa)
+            .filter_map(|k| DecodingKey::from_ec_pem(&k.pem).ok())
+            .map(|k| local(k, Family::Ec))
+            .collect();
         let mut by_kid = HashMap::new();
         if let Some(set) = s
             .jwks
@@ -67,36 +100,45 @@ impl Verifier {
             .and_then(|t| serde_json::from_str::<JwkSet>(t).ok())
         {
             for k in &set.keys {
+                // As for the provider's set: only signing keys, a key's `alg` pinning the
+                // algorithm of the tokens it verifies.
+                if k.common.public_key_use == Some(jsonwebtoken::jwk::PublicKeyUse::Encryption) {
+                    continue;
+                }
+                let alg = match &k.common.key_algorithm {
+                    Some(a) => match a.to_string().parse::<Algorithm>() {
+                        Ok(a) => Some(a),
+                        Err(_) => continue,
+                    },
+                    None => None,
+                };
                 let family = match k.algorithm {
                     AlgorithmParameters::RSA(_) => Family::Rsa,
                     AlgorithmParameters::EllipticCurve(_) => Family::Ec,
                     AlgorithmParameters::OctetKey(_) => Family::Hmac,
                     AlgorithmParameters::OctetKeyPair(_) => Family::Ed,
                 };
-                if let (Some(kid), Ok(dk)) = (&k.common.key_id, DecodingKey::from_jwk(k)) {
-                    by_kid.insert(kid.clone(), (dk, family));
+                let Ok(key) = DecodingKey::from_jwk(k) else {
+                    continue;
+                };
+                let l = Local { key, family, alg };
+                match (&k.common.key_id, family) {
+                    (Some(kid), _) => {
+                        by_kid.insert(kid.clone(), l);
+                    }
+                    (None, Family::Hmac) => hmac.push(l),
+                    (None, Family::Rsa) => rsa.push(l),
+                    (None, Family::Ec) => ec.push(l),
+                    (None, Family::Ed) => {}
                 }
             }
         }
         Self {
             remote,
             algorithms: s.algorithms.clone(),
-            hmac: s
-                .secret
-                .as_ref()
-                .map(|x| DecodingKey::from_secret(x.as_bytes())),
-            rsa: s
-                .public_keys
-                .iter()
-                .filter(|k| k.rsa)
-                .filter_map(|k| DecodingKey::from_rsa_pem(&k.pem).ok())
-                .collect(),
-            ec: s
-                .public_keys
-                .iter()
-                .filter(|k| !k.rsa)
-                .filter_map(|k| DecodingKey::from_ec_pem(&k.pem).ok())
-                .collect(),
+            hmac,
+            rsa,
+            ec,
             by_kid,
             issuer: s.issuer.clone(),
             audience: s.audience.clone(),
@@ -154,7 +196,7 @@ impl Verifier {
         if token.bytes().filter(|&b| b == b'.').count() != 2 {
             return Err(Miss::Why("the token is malformed"));
         }
-        let header = decode_header(token).map_err(|_| Miss::Why("the token is malformed"))?;
+        let header = header(token).map_err(Miss::Why)?;
         if !self.algorithms.contains(&header.alg) {
             return Err(Miss::Why("the token's algorithm is not accepted"));
         }
@@ -172,18 +214,14 @@ impl Verifier {
             return self.decode(token, &k.key, k.family, alg);
         }
         let local = header.kid.as_ref().and_then(|k| self.by_kid.get(k));
-        let candidates: Vec<(&DecodingKey, Family)> = match local {
-            Some((k, f)) => vec![(k, *f)],
-            None => {
-                let family = Family::of(alg);
-                let keys: Vec<&DecodingKey> = match family {
-                    Family::Hmac => self.hmac.iter().collect(),
-                    Family::Rsa => self.rsa.iter().collect(),
-                    Family::Ec => self.ec.iter().collect(),
-                    Family::Ed => Vec::new(),
-                };
-                keys.into_iter().map(|k| (k, family)).collect()
-            }
+        let candidates: Vec<&Local> = match local {
+            Some(l) => vec![l],
+            None => match Family::of(alg) {
+                Family::Hmac => self.hmac.iter().collect(),
+                Family::Rsa => self.rsa.iter().collect(),
+                Family::Ec => self.ec.iter().collect(),
+                Family::Ed => Vec::new(),
+            },
         };
         // A kid neither set knows, with a remote set: it may be the provider's new key (even
         // when keys of its family are configured too: rotation must not wait a day).
@@ -194,8 +232,12 @@ impl Verifier {
             return Err(Miss::Why(UNKNOWN_KID));
         }
         let mut why = "no configured key verifies the token's signature";
-        for (key, family) in candidates {
-            match self.decode(token, key, family, alg) {
+        for l in candidates {
+            if l.alg.is_some_and(|a| a != alg) {
+                why = WRONG_FAMILY;
+                continue;
+            }
+            match self.decode(token, &l.key, l.family, alg) {
                 Ok(claims) => return Ok(claims),
                 // Only a signature mismatch is worth trying another key for.
                 Err(Miss::Why(w)) if w == BAD_SIGNATURE || w == WRONG_FAMILY => why = w,
@@ -226,11 +268,7 @@ impl Verifier {
             Err(_) => return Err(Miss::Why(BAD_SIGNATURE)),
         }
         let payload = message.split_once('.').map_or("", |(_, p)| p);
-        let claims = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(payload)
-            .ok()
-            .and_then(|raw| serde_json::from_slice::<Value>(&raw).ok());
-        let Some(Value::Object(claims)) = claims else {
+        let Some(claims) = object(payload) else {
             return Err(Miss::Why("the token is malformed"));
         };
         self.registered(&claims).map_err(Miss::Why)?;
@@ -263,28 +301,80 @@ impl Verifier {
         if date("nbf")?.is_some_and(|nbf| nbf > now + leeway) {
             return Err("the token is not valid yet");
         }
-        let names = |v: &Value, want: &str| match v {
-            Value::String(s) => s == want,
-            Value::Array(items) => items.iter().any(|i| i.as_str() == Some(want)),
-            _ => false,
-        };
         if let Some(iss) = &self.issuer {
+            // One issuer (RFC 7519 4.1.1: a StringOrURI), never a list to choose from.
             match claims.get("iss") {
                 None => return Err("the token has no iss claim"),
-                Some(v) if !names(v, iss) => return Err("the token's issuer is not accepted"),
-                Some(_) => {}
+                Some(Value::String(s)) if s == iss => {}
+                Some(_) => return Err("the token's issuer is not accepted"),
             }
         }
         if let Some(aud) = &self.audience {
+            // One audience, or a list naming it (4.1.3).
+            let names = |v: &Value| match v {
+                Value::String(s) => s == aud,
+                Value::Array(items) => items.iter().any(|i| i.as_str() == Some(aud)),
+                _ => false,
+            };
             match claims.get("aud") {
                 None => {
                     return Err("the token has no aud claim, and this gateway's audience is set")
                 }
-                Some(v) if !names(v, aud) => return Err("the token's audience is not accepted"),
+                Some(v) if !names(v) => return Err("the token's audience is not accepted"),
                 Some(_) => {}
             }
         }
         Ok(())
+    }
+}
+
+/// A token's header: base64url without padding, a JSON object with no member twice, and no
+/// `crit` (RFC 7515 4.1.11: extensions a recipient does not understand make the token
+/// invalid; Tollgate implements none, so `b64: false` and the like are refused).
+fn header(token: &str) -> Result<Header, &'static str> {
+    let seg = token.split('.').next().unwrap_or_default();
+    let h = object(seg).ok_or("the token is malformed")?;
+    if h.contains_key("crit") || h.contains_key("b64") {
+        return Err(
+            "the token's header names extensions (crit, b64) this gateway does not implement",
+        );
+    }
+    serde_json::from_value(Value::Object(h)).map_err(|_| "the token is malformed")
+}
+
+/// A base64url (no padding) JSON object whose members are each named once: a claim or header
+/// parameter given twice could be read one way here and another by the upstream's parser
+/// (RFC 7519 4: either refuse, or take the last; Tollgate refuses).
+fn object(segment: &str) -> Option<Claims> {
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(segment)
+        .ok()?;
+    serde_json::from_slice::<Unique>(&raw).ok().map(|u| u.0)
+}
+
+/// A JSON object read with each member name once at the top level.
+struct Unique(Claims);
+
+impl<'de> serde::Deserialize<'de> for Unique {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Unique;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Unique, A::Error> {
+                let mut out = Map::new();
+                while let Some((k, v)) = m.next_entry::<String, Value>()? {
+                    if out.contains_key(&k) {
+                        return Err(serde::de::Error::custom("a member given twice"));
+                    }
+                    out.insert(k, v);
+                }
+                Ok(Unique(out))
+            }
+        }
+        d.deserialize_map(V)
     }
 }
 

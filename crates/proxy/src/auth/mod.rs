@@ -138,10 +138,11 @@ pub struct Request<'a> {
     pub latency: &'a prometheus::Histogram,
 }
 
-/// The headers Kong's auth plugins name a consumer in: a client's own copies are removed on
-/// every route whose auth names consumers (an upstream moved from Kong trusts them), and the
-/// gateway sets the first two.
-pub const CONSUMER_HEADERS: [&str; 7] = [
+/// The headers Kong's auth plugins name a consumer in (key-auth, basic-auth, jwt, oauth2,
+/// OIDC, acl; `X-Credential-Username` is Kong 2's): a client's own copies are removed on every
+/// route with auth (an upstream moved from Kong trusts them), and basic and api_key auth set
+/// the first two.
+pub const CONSUMER_HEADERS: [&str; 11] = [
     "x-consumer-username",
     "x-credential-identifier",
     "x-consumer-id",
@@ -149,6 +150,10 @@ pub const CONSUMER_HEADERS: [&str; 7] = [
     "x-anonymous-consumer",
     "x-consumer-groups",
     "x-authenticated-groups",
+    "x-credential-username",
+    "x-authenticated-userid",
+    "x-authenticated-scope",
+    "x-userinfo",
 ];
 
 /// `X-Consumer-Username`.
@@ -191,12 +196,12 @@ impl AuthRt {
         let (method, owned) = match &cfg.method {
             AuthMethod::Jwt(j) => {
                 let b = bearer::BearerRt::new(j, jwt_header)?;
-                let owned = b.owned();
+                let owned = consumer_headers().chain(b.owned()).collect();
                 (Method::Bearer(b), owned)
             }
             AuthMethod::Forward(f) => {
                 let fr = forward::ForwardRt::new(f)?;
-                let owned = fr.owned();
+                let owned = consumer_headers().chain(fr.owned()).collect();
                 (Method::Forward(Box::new(fr)), owned)
             }
             AuthMethod::Basic(b) => {
