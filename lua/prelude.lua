@@ -18,7 +18,10 @@ local burst, cost = tonumber(ARGV[3]), tonumber(ARGV[4])
 local mode = ARGV[5]
 local delay = tonumber(ARGV[6] or '0')
 local function bad(x) return x == nil or x < 1 or x > 9007199254740991 or x ~= math.floor(x) end
-if bad(count) or bad(period) or bad(burst) or bad(cost)
+-- A cost of 0 checks without spending (a rate limit service's check-only call); a burst of 0
+-- only counts (counting_window's `requests_per_unit: 0`).
+local function bad0(x) return x == nil or x < 0 or x > 9007199254740991 or x ~= math.floor(x) end
+if bad(count) or bad(period) or bad0(burst) or bad0(cost)
     or delay == nil or delay < 0 or delay > 9007199254740991 or delay ~= math.floor(delay)
     or (mode ~= 'acquire' and mode ~= 'refund' and mode ~= 'lease' and mode ~= 'hold') then
   return redis.error_reply('ERR tollgate limiter script: bad arguments')

@@ -22,6 +22,9 @@ pub enum AlgorithmKind {
     LeakyBucket,
     /// Requests in flight per key (`burst` is the cap; no rate).
     Concurrency,
+    /// envoyproxy/ratelimit's counting: a fixed window of the whole period from the Unix
+    /// epoch, every hit counted, refused ones too ([`crate::CountingWindow`]).
+    CountingWindow,
     /// A calendar quota (`quota = "N/month"`): not named by `algorithm`, chosen by `quota`.
     Quota,
 }
@@ -29,9 +32,9 @@ pub enum AlgorithmKind {
 impl AlgorithmKind {
     /// The algorithms `algorithm = "..."` names: the table's rows but the last, the quota
     /// (chosen by `quota = "..."`; the capability test checks that this is so).
-    pub const ALL: [AlgorithmKind; 7] = {
+    pub const ALL: [AlgorithmKind; 8] = {
         let e = Self::EVERY;
-        [e[0], e[1], e[2], e[3], e[4], e[5], e[6]]
+        [e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]]
     };
 
     pub fn name(&self) -> &'static str {

@@ -20,6 +20,9 @@ pub struct Capabilities {
     pub window: bool,
     /// Periods follow the calendar (`/day` .. `/year`), not a fixed duration.
     pub calendar: bool,
+    /// Its windows are aligned on the Unix epoch: decided on calendar time
+    /// ([`crate::Clock::unix_now`]), as the calendar quotas are, not the monotonic clock.
+    pub epoch: bool,
     /// A request holds its unit while it runs and gives it back when it ends.
     pub holds: bool,
     /// A refusal lasts until a known time, so the edge may cache it until then (a freed
@@ -39,7 +42,7 @@ pub struct Capabilities {
 
 impl AlgorithmKind {
     /// Every algorithm, in the order of the store's script table.
-    pub const EVERY: [AlgorithmKind; 8] = [
+    pub const EVERY: [AlgorithmKind; 9] = [
         AlgorithmKind::TokenBucket,
         AlgorithmKind::Gcra,
         AlgorithmKind::SlidingWindow,
@@ -47,6 +50,7 @@ impl AlgorithmKind {
         AlgorithmKind::SlidingLog,
         AlgorithmKind::LeakyBucket,
         AlgorithmKind::Concurrency,
+        AlgorithmKind::CountingWindow,
         AlgorithmKind::Quota,
     ];
 
@@ -59,6 +63,7 @@ impl AlgorithmKind {
             rated: true,
             window: false,
             calendar: false,
+            epoch: false,
             holds: false,
             caches_refusals: true,
             leases: true,
@@ -117,12 +122,22 @@ impl AlgorithmKind {
                 leases: false,
                 ..BUCKET
             },
+            AlgorithmKind::CountingWindow => Capabilities {
+                name: "counting_window",
+                index: 7,
+                window: true,
+                epoch: true,
+                // Every hit counts, refused ones too: a slice's units are not the count.
+                leases: false,
+                ..BUCKET
+            },
             AlgorithmKind::Quota => Capabilities {
                 name: "quota",
-                index: 7,
+                index: 8,
                 named: false,
                 window: true,
                 calendar: true,
+                epoch: true,
                 leases: false,
                 ..BUCKET
             },

@@ -52,4 +52,6 @@ pub use script::{ScriptStep, SCRIPT_EXACT_MAX};
 pub use spec::LimitSpec;
 pub use store::{KeyedStore, LocalLimiter, StoreStats, DEFAULT_MAX_KEYS};
 pub use verdict::{Cached, VerdictCache};
-pub use windows::{FixedWindow, Log, SlidingCounts, SlidingLog, SlidingWindow, WindowCount};
+pub use windows::{
+    CountingWindow, FixedWindow, Log, SlidingCounts, SlidingLog, SlidingWindow, WindowCount,
+};

@@ -5,7 +5,7 @@ use crate::calendar::Calendar;
 use crate::concurrency::Concurrency;
 use crate::decision::Rate;
 use crate::store::{KeyedStore, LocalLimiter};
-use crate::windows::{FixedWindow, SlidingLog, SlidingWindow};
+use crate::windows::{CountingWindow, FixedWindow, SlidingLog, SlidingWindow};
 use std::sync::Arc;
 
 /// Algorithm, rate and capacity: everything that decides, nothing about keys or actions. The
@@ -15,7 +15,8 @@ use std::sync::Arc;
 pub struct LimitSpec {
     pub algorithm: AlgorithmKind,
     pub rate: Rate,
-    /// Capacity (buckets) or units per window (windows); at least 1.
+    /// Capacity (buckets) or units per window (windows); at least 1 (0 only for a
+    /// counting window, where every counted hit is over).
     pub burst: u64,
     /// Leaky bucket only: queued requests that pass without waiting (nginx's `delay=`).
     pub delay: u64,
@@ -47,6 +48,9 @@ impl LimitSpec {
             }
             AlgorithmKind::Concurrency => {
                 Arc::new(KeyedStore::new(Concurrency::new(burst), max_keys))
+            }
+            AlgorithmKind::CountingWindow => {
+                Arc::new(KeyedStore::new(CountingWindow::new(rate, burst), max_keys))
             }
             AlgorithmKind::Quota => {
                 let cal = self.calendar.unwrap_or(Calendar {

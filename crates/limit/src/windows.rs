@@ -158,6 +158,91 @@ impl Algorithm for FixedWindow {
     }
 }
 
+/// envoyproxy/ratelimit's counting (`algorithm = "counting_window"`): a fixed window of the
+/// rate's whole period, aligned on the Unix epoch (its `now` is calendar time), in which every
+/// hit counts, refused ones too (the service's `INCRBY`); a hit is over the limit when the count
+/// after it passes `limit`. So, unlike [`FixedWindow`], `acquire` changes the state even when
+/// it refuses, a refused request of many units leaves the count past the limit (and the next
+/// single unit refused too), and a check of 0 units passes at exactly the limit but not past
+/// it. `limit` may be 0 (the service's `requests_per_unit: 0`): every counted hit is over.
+#[derive(Debug, Clone, Copy)]
+pub struct CountingWindow {
+    window: Nanos,
+    limit: u64,
+}
+
+impl CountingWindow {
+    pub fn new(rate: Rate, limit: u64) -> Self {
+        Self {
+            window: rate.period_ns().max(1),
+            limit,
+        }
+    }
+
+    fn current(&self, s: &WindowCount, now: Nanos) -> (WindowCount, Nanos) {
+        let index = now / self.window;
+        let end = (index + 1).saturating_mul(self.window);
+        let left = end.saturating_sub(now).max(1);
+        if s.index == index {
+            (*s, left)
+        } else {
+            (WindowCount { index, count: 0 }, left)
+        }
+    }
+
+    fn decide(&self, s: &WindowCount, now: Nanos, cost: u64) -> (Decision, WindowCount) {
+        let (mut s, left) = self.current(s, now);
+        s.count = s.count.saturating_add(cost);
+        let d = if s.count <= self.limit {
+            Decision::Allow {
+                remaining: self.limit - s.count,
+                reset: left,
+                delay: 0,
+            }
+        } else {
+            Decision::Deny { retry_after: left }
+        };
+        (d, s)
+    }
+}
+
+impl Algorithm for CountingWindow {
+    type State = WindowCount;
+    type Cell = PairCell<WindowCount>;
+
+    fn new_state(&self, now: Nanos) -> WindowCount {
+        WindowCount {
+            index: now / self.window,
+            count: 0,
+        }
+    }
+
+    /// Counts the hit whatever the answer (the service counts every hit).
+    fn acquire(&self, state: &mut WindowCount, now: Nanos, cost: u64) -> Decision {
+        let (d, next) = self.decide(state, now, cost);
+        *state = next;
+        d
+    }
+
+    fn peek(&self, state: &WindowCount, now: Nanos, cost: u64) -> Decision {
+        self.decide(state, now, cost).0
+    }
+
+    fn refund(&self, state: &mut WindowCount, now: Nanos, cost: u64) {
+        if state.index == now / self.window {
+            state.count = state.count.saturating_sub(cost);
+        }
+    }
+
+    fn at_rest(&self, state: &WindowCount, now: Nanos) -> bool {
+        self.current(state, now).0.count == 0
+    }
+
+    fn pressure(&self, state: &WindowCount, now: Nanos) -> u64 {
+        self.current(state, now).0.count
+    }
+}
+
 /// The weighted sliding window: `count(current) + count(previous) * overlap`, where overlap is
 /// the share of the previous window still inside the sliding window ending now.
 #[derive(Debug, Clone, Copy)]

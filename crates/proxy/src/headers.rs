@@ -328,10 +328,25 @@ mod tests {
 
     #[test]
     fn underscores_are_found_wherever_they_are() {
-        for n in ["_", "x_", "_x", "x-real_ip", "abcdefg_", "abcdefgh_", "abcdefghijklmno_p"] {
+        for n in [
+            "_",
+            "x_",
+            "_x",
+            "x-real_ip",
+            "abcdefg_",
+            "abcdefgh_",
+            "abcdefghijklmno_p",
+        ] {
             assert!(has_underscore(n), "{n}");
         }
-        for n in ["", "host", "x-real-ip", "abcdefgh", "abcdefghijklmnopq", "x-\u{7f}\u{5e}"] {
+        for n in [
+            "",
+            "host",
+            "x-real-ip",
+            "abcdefgh",
+            "abcdefghijklmnopq",
+            "x-\u{7f}\u{5e}",
+        ] {
             assert!(!has_underscore(n), "{n}");
         }
         // Every position of a name of every length up to 24.

@@ -168,6 +168,8 @@ pub struct LimitRt {
     pub state: LimitState,
     /// A calendar quota: decided on calendar time, refused as QUOTA_EXCEEDED.
     pub quota: bool,
+    /// Decided on calendar time (a quota, or a counting window aligned on the Unix epoch).
+    pub epoch: bool,
     /// A quota's accounting past its count.
     pub quota_rt: Option<QuotaRt>,
     /// This limit never refuses (per-limit shadow or `[server] shadow`).
@@ -206,14 +208,15 @@ pub struct QuotaRt {
 }
 
 impl LimitRt {
-    /// The time this limit decides on: calendar time for quotas, the monotonic clock else.
+    /// The time this limit decides on: calendar time for quotas and counting windows (aligned
+    /// on the Unix epoch), the monotonic clock else.
     #[inline]
     pub fn time(
         &self,
         now: tollgate_limit::Nanos,
         unix: tollgate_limit::Nanos,
     ) -> tollgate_limit::Nanos {
-        if self.quota {
+        if self.epoch {
             unix
         } else {
             now
@@ -810,6 +813,7 @@ impl LimitRt {
             ladder,
             state: limit_state(cfg, prev, config, store, metrics)?,
             quota,
+            epoch: cfg.algorithm.caps().epoch,
             quota_rt: quota_rt(cfg, prev, config, metrics),
             shadow: cfg.shadow || shadow_all,
             name_sf: sf_string(&cfg.name),
@@ -882,7 +886,7 @@ impl RouteRt {
         let needs_jwt = cfg.limits.iter().any(|&i| {
             limits[i].cfg.key.iter().any(is_jwt) || (plans_by_jwt && limits[i].cfg.plan.is_some())
         });
-        let needs_calendar = cfg.limits.iter().any(|&i| limits[i].quota);
+        let needs_calendar = cfg.limits.iter().any(|&i| limits[i].epoch);
         let needs_body = cfg.limits.iter().any(|&i| {
             limits[i]
                 .cfg

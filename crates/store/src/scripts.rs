@@ -29,6 +29,7 @@ pub fn script_source(kind: AlgorithmKind) -> &'static str {
         AlgorithmKind::SlidingLog => script!("sliding_log"),
         AlgorithmKind::LeakyBucket => script!("tat", "leaky_bucket"),
         AlgorithmKind::Concurrency => script!("concurrency"),
+        AlgorithmKind::CountingWindow => script!("counting_window"),
         AlgorithmKind::Quota => script!("quota"),
     }
 }

@@ -905,3 +905,91 @@ async fn a_failed_master_takes_only_its_own_keys_to_on_error_until_its_replica_i
         "the dead master's gauge is gone: {text}"
     );
 }
+
+/// envoyproxy/ratelimit's counting, in Redis as in the local limiter, step for step: every
+/// hit counts (a refused one of many units leaves the count past the limit), a check of 0
+/// units passes at exactly the limit and not past it, and a limit of 0 refuses every hit.
+#[tokio::test]
+async fn the_counting_window_counts_every_hit_as_the_local_one_does() {
+    let r = RedisServer::start().expect("redis-server");
+    let s = store(&r);
+    let kind = AlgorithmKind::CountingWindow;
+    let verdicts = |limit: u64, costs: &[u64]| {
+        let sp = spec(kind, limit.max(1), HOUR, limit);
+        let local = sp.local(16);
+        let now = tollgate_limit::MonotonicClock::new().unix_now();
+        let out: Vec<(bool, u64)> = costs
+            .iter()
+            .map(|&c| match local.acquire(7, now, c) {
+                Decision::Allow { remaining, .. } => (true, remaining),
+                Decision::Deny { .. } => (false, 0),
+            })
+            .collect();
+        (sp, out)
+    };
+    let cases: [(u64, &[u64], &[(bool, u64)]); 3] = [
+        // 10 per hour: 8, then 5 (over: the count is 13), then 1 (still over), a check.
+        (
+            10,
+            &[8, 0, 5, 1, 0],
+            &[(true, 2), (true, 2), (false, 0), (false, 0), (false, 0)],
+        ),
+        // At exactly the limit a check passes; the next unit does not.
+        (
+            3,
+            &[3, 0, 1, 0],
+            &[(true, 0), (true, 0), (false, 0), (false, 0)],
+        ),
+        // requests_per_unit: 0: a check passes until a hit is counted.
+        (0, &[0, 1, 0], &[(true, 0), (false, 0), (false, 0)]),
+    ];
+    for (i, (limit, costs, want)) in cases.iter().enumerate() {
+        let (sp, local) = verdicts(*limit, costs);
+        assert_eq!(&local[..], *want, "local, case {i}");
+        let k = key("counting", 100 + i as u64);
+        let mut global = Vec::new();
+        for &c in *costs {
+            global.push(match acquire(&s, &sp, k, c).await {
+                Decision::Allow {
+                    remaining, reset, ..
+                } => {
+                    assert!(reset > 0 && reset <= HOUR.as_nanos() as u64);
+                    (true, remaining)
+                }
+                Decision::Deny { retry_after } => {
+                    assert!(retry_after > 0 && retry_after <= HOUR.as_nanos() as u64);
+                    (false, 0)
+                }
+            });
+        }
+        assert_eq!(&global[..], *want, "Redis, case {i}");
+        if costs.iter().any(|&c| c > 0) {
+            assert!(pttl(&r, k, kind) > 0);
+        }
+    }
+}
+
+/// A check of 0 units spends nothing, whatever the algorithm.
+#[tokio::test]
+async fn a_cost_of_zero_spends_nothing() {
+    let r = RedisServer::start().expect("redis-server");
+    let s = store(&r);
+    for kind in AlgorithmKind::ALL {
+        if kind == AlgorithmKind::Concurrency {
+            continue;
+        }
+        let sp = spec(kind, 1, HOUR, 2);
+        let k = key(kind.name(), 9);
+        for _ in 0..3 {
+            assert!(
+                acquire(&s, &sp, k, 0).await.is_allowed(),
+                "{}: a check",
+                kind.name()
+            );
+        }
+        match acquire(&s, &sp, k, 1).await {
+            Decision::Allow { remaining, .. } => assert_eq!(remaining, 1, "{}", kind.name()),
+            d => panic!("{}: {d:?}", kind.name()),
+        }
+    }
+}
