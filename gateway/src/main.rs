@@ -87,18 +87,21 @@ enum Command {
         #[arg(long)]
         configmap: Option<String>,
     },
-    /// Translate envoyproxy/ratelimit's configuration (YAML, one domain per document or file)
-    /// into [rls] rules and their limits: TOML on stdout (or --output), what is not exact on
-    /// stderr.
+    /// Translate envoyproxy/ratelimit's configuration (its YAML files, one domain a file, or
+    /// its runtime directory) into [[rls.domains]], looked up and counted as that service does:
+    /// TOML on stdout (or --output), notes on stderr. What the service refuses is refused (exit
+    /// 2), each problem with its file, key path and line.
     ImportEnvoyRatelimit {
-        /// The service's config files (its runtime directory's YAML files).
+        /// The service's config files, or a directory of them (its runtime directory: its
+        /// `config/` folder when it has one), read in name order.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Write the config to this file instead of stdout (checked before it is written).
         #[arg(long, short)]
         output: Option<PathBuf>,
-        /// The algorithm of every limit (fixed_window counts as envoyproxy/ratelimit does).
-        #[arg(long, default_value = "fixed_window")]
+        /// How the limits count: counting_window (as envoyproxy/ratelimit counts) or a rate
+        /// algorithm (fixed_window, sliding_window, token_bucket, ...).
+        #[arg(long, default_value = "counting_window")]
         algorithm: String,
         /// [redis] url to write.
         #[arg(long, default_value = "redis://127.0.0.1:6379")]
@@ -106,6 +109,30 @@ enum Command {
         /// [rls] listen to write.
         #[arg(long, default_value = "0.0.0.0:8081")]
         listen: String,
+        /// MERGE_DOMAIN_CONFIG: files naming one domain add their descriptors to it.
+        #[arg(long)]
+        merge_domains: bool,
+        /// LIMIT_RESPONSE_HEADERS_ENABLED: none (the service's default), envoy (RateLimit-Limit,
+        /// -Remaining, -Reset) or ietf (Tollgate's RateLimit-Policy and RateLimit).
+        #[arg(long, default_value = "none")]
+        response_headers: String,
+        /// SHADOW_MODE: every call answered OK overall.
+        #[arg(long)]
+        shadow_mode: bool,
+        /// RESPONSE_DYNAMIC_METADATA: answers carry dynamic_metadata.
+        #[arg(long)]
+        dynamic_metadata: bool,
+        /// LOCAL_CACHE_SIZE_IN_BYTES above 0: counts known past their limit are answered from
+        /// memory until their window ends (no Redis call; those counts stop growing).
+        #[arg(long)]
+        local_cache: bool,
+        /// Global quota mode: a call is over the limit only when every descriptor is.
+        #[arg(long)]
+        quota_mode: bool,
+        /// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: a call with a descriptor that would pass its
+        /// limit counts only the descriptors that would.
+        #[arg(long)]
+        stop_increment_when_over_limit: bool,
     },
 }
 
@@ -180,6 +207,13 @@ fn main() {
             algorithm,
             redis_url,
             listen,
+            merge_domains,
+            response_headers,
+            shadow_mode,
+            dynamic_metadata,
+            local_cache,
+            quota_mode,
+            stop_increment_when_over_limit,
         } => import_envoy_ratelimit(
             &files,
             output.as_deref(),
@@ -187,6 +221,13 @@ fn main() {
                 algorithm,
                 redis_url,
                 listen,
+                merge_domains,
+                response_headers,
+                shadow_mode,
+                dynamic_metadata,
+                local_cache,
+                quota_mode,
+                stop_increment_when_over: stop_increment_when_over_limit,
             },
         ),
         Command::Run {
@@ -207,18 +248,56 @@ fn main() {
     std::process::exit(code);
 }
 
+/// The files under `dir`, in name order, hidden ones (the kubelet's `..data`) left out.
+fn files_under(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            files_under(&p, out)?;
+        } else {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
 fn import_envoy_ratelimit(
     files: &[PathBuf],
     output: Option<&Path>,
     opts: &tollgate_config::envoy_ratelimit::Options,
 ) -> i32 {
-    let mut text = String::new();
+    let mut paths = Vec::new();
     for f in files {
+        if f.is_dir() {
+            // The service's runtime directory keeps its files in config/.
+            let dir = match f.join("config") {
+                c if c.is_dir() => c,
+                _ => f.clone(),
+            };
+            if let Err(e) = files_under(&dir, &mut paths) {
+                eprintln!("{}: cannot read the directory: {e}", dir.display());
+                return 2;
+            }
+        } else {
+            paths.push(f.clone());
+        }
+    }
+    let mut texts = Vec::new();
+    for f in &paths {
         match std::fs::read_to_string(f) {
             Ok(s) => {
-                // One document per file at least: files are joined as YAML documents.
-                text.push_str("\n---\n");
-                text.push_str(&s);
+                let name = f.file_name().map_or_else(
+                    || f.display().to_string(),
+                    |n| n.to_string_lossy().into_owned(),
+                );
+                texts.push((name, s));
             }
             Err(e) => {
                 eprintln!("{}: cannot read the file: {e}", f.display());
@@ -226,7 +305,7 @@ fn import_envoy_ratelimit(
             }
         }
     }
-    let imported = match tollgate_config::envoy_ratelimit::import(&text, opts) {
+    let imported = match tollgate_config::envoy_ratelimit::import(&texts, opts) {
         Ok(i) => i,
         Err(e) => {
             eprintln!("tollgate: {e}");

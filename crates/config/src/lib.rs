@@ -24,6 +24,7 @@ mod plans;
 mod reader;
 mod redis;
 mod rls;
+mod rls_tree;
 mod routes;
 mod scalars;
 mod server;
@@ -43,7 +44,11 @@ pub use edge::{
 };
 pub use files::MAX_FILE_BYTES;
 pub use reader::Problem;
-pub use rls::{RlsConfig, RlsRule, MAX_DESCRIPTOR_ENTRIES};
+pub use rls::{
+    EnvoyLimit, EnvoyUnit, RlsConfig, RlsDomain, RlsHeaders, RlsNode, RlsRule,
+    MAX_DESCRIPTOR_ENTRIES,
+};
+pub use rls_tree::counter as rls_counter;
 pub use routes::{path_regex, rewrite_warnings};
 
 /// Everything about a valid config worth an operator's look, one line each: rewrites that

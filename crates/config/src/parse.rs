@@ -75,7 +75,7 @@ fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>>
         crate::limits::read(cx, t, &env, &mut plan_modes)
     })
     .unwrap_or_default();
-    let variants = plan_variants(&limits, &plan_modes, plans.as_ref());
+    let mut variants = plan_variants(&limits, &plan_modes, plans.as_ref());
     let weights: Vec<usize> = variants.iter().map(Vec::len).collect();
     let access = table(&mut cx, &mut root, "access", |cx, t| {
         crate::abuse::access(cx, t, base, &mut files)
@@ -101,10 +101,18 @@ fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>>
     let tls = table(&mut cx, &mut root, "tls", |cx, t| {
         crate::tls::read(cx, t, base)
     });
+    let mut made = Vec::new();
+    let rls_env = crate::rls::Env { redis_present };
     let rls = table(&mut cx, &mut root, "rls", |cx, t| {
-        crate::rls::read(cx, t, &limits, &weights)
+        crate::rls::read(cx, t, &limits, &weights, &rls_env, &mut made)
     })
     .flatten();
+    // The [[rls.domains]] nodes' limits, after the others: one variant each (no plans).
+    let mut limits = limits;
+    for m in made {
+        variants.push(vec![usize::MAX]);
+        limits.push((m.name.clone(), Some(m)));
+    }
     let tracing = table(&mut cx, &mut root, "tracing", crate::tracing::read).flatten();
     if rls.as_ref().is_some_and(|r| r.tls) && tls.is_none() {
         cx.err(

@@ -3,15 +3,29 @@
 //! matched entries' values (`key = "descriptor"`).
 
 use crate::reader::{as_array, as_str, as_str_list, Cx, Tbl, Value};
-use crate::types::{KeySource, LimitConfig};
+pub use crate::rls_tree::{EnvoyLimit, EnvoyUnit, RlsDomain, RlsNode};
+use crate::types::{KeySource, LimitConfig, OnError, Scope};
 use std::net::SocketAddr;
+use tollgate_limit::AlgorithmKind;
 
 /// At most this many entries in a rule's descriptor (envoyproxy/ratelimit's trees are a few
 /// levels deep).
 pub const MAX_DESCRIPTOR_ENTRIES: usize = 16;
 
+/// Which fields an answer asks Envoy to add to the client's response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RlsHeaders {
+    /// The IETF RateLimit fields of the descriptor nearest to exhaustion (Tollgate's own).
+    Ietf,
+    /// None (envoyproxy/ratelimit's default).
+    None,
+    /// envoyproxy/ratelimit's `LIMIT_RESPONSE_HEADERS_ENABLED`: limit, remaining and reset
+    /// under `header_names`.
+    Envoy,
+}
+
 /// `[rls]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RlsConfig {
     /// Plaintext gRPC (h2c), or TLS with `tls`. Read at start.
     pub listen: SocketAddr,
@@ -19,6 +33,25 @@ pub struct RlsConfig {
     /// TLS when `client_auth` asks for it). Read at start.
     pub tls: bool,
     pub rules: Vec<RlsRule>,
+    /// envoyproxy/ratelimit's configuration, as that service reads it (`[[rls.domains]]`).
+    pub domains: Vec<RlsDomain>,
+    pub response_headers: RlsHeaders,
+    /// `response_headers = "envoy"`: the names of the limit, remaining and reset fields.
+    pub header_names: [String; 3],
+    /// envoyproxy/ratelimit's `SHADOW_MODE`: every answer's overall code is OK.
+    pub shadow_mode: bool,
+    /// Its global quota mode: every descriptor is a quota descriptor.
+    pub quota_mode: bool,
+    /// `RESPONSE_DYNAMIC_METADATA`: the answer carries `dynamic_metadata`.
+    pub dynamic_metadata: bool,
+    /// A `[[rls.domains]]` count known past its limit is answered from memory until its
+    /// window ends (no Redis call; that count stops growing), as the service's local cache
+    /// (`LOCAL_CACHE_SIZE_IN_BYTES`). Off: every hit counts in Redis, as the service counts
+    /// by default.
+    pub local_cache: bool,
+    /// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`: a call whose descriptor would pass its
+    /// limit counts only the descriptors that would.
+    pub stop_increment_when_over: bool,
 }
 
 /// One `[[rls.rules]]`.
@@ -43,11 +76,14 @@ impl RlsRule {
     }
 }
 
+/// `[rls]`; the limits the `[[rls.domains]]` nodes count with are pushed onto `made`.
 pub(crate) fn read(
     cx: &mut Cx,
     mut t: Tbl,
     limits: &[(String, Option<LimitConfig>)],
     weights: &[usize],
+    env: &Env,
+    made: &mut Vec<LimitConfig>,
 ) -> Option<RlsConfig> {
     let mut ok = true;
     let listen = match t.get("listen") {
@@ -78,6 +114,136 @@ pub(crate) fn read(
         },
     };
     let tls = t.bool(cx, "tls").unwrap_or(false);
+    let response_headers = match t.get("response_headers") {
+        None => RlsHeaders::Ietf,
+        Some(v) => match as_str(cx, &t.key_path("response_headers"), v) {
+            Some("ietf") => RlsHeaders::Ietf,
+            Some("none") => RlsHeaders::None,
+            Some("envoy") => RlsHeaders::Envoy,
+            Some(other) => {
+                cx.err(
+                    &t.key_path("response_headers"),
+                    v.span(),
+                    format!("\"{other}\": expected \"ietf\", \"none\" or \"envoy\""),
+                );
+                ok = false;
+                RlsHeaders::Ietf
+            }
+            None => {
+                ok = false;
+                RlsHeaders::Ietf
+            }
+        },
+    };
+    let mut header_names = [
+        "RateLimit-Limit".to_string(),
+        "RateLimit-Remaining".to_string(),
+        "RateLimit-Reset".to_string(),
+    ];
+    if let Some(v) = t.get("header_names") {
+        match Tbl::of(cx, t.key_path("header_names"), v) {
+            Some(mut ht) => {
+                for (i, k) in ["limit", "remaining", "reset"].iter().enumerate() {
+                    if let Some(hv) = ht.get(k) {
+                        match as_str(cx, &ht.key_path(k), hv) {
+                            Some(h) if !h.is_empty() && crate::scalars::http_token(h) => {
+                                header_names[i] = h.to_string()
+                            }
+                            Some(h) => {
+                                cx.err(
+                                    &ht.key_path(k),
+                                    hv.span(),
+                                    format!("\"{h}\" is not a header name"),
+                                );
+                                ok = false;
+                            }
+                            None => ok = false,
+                        }
+                    }
+                }
+                ht.finish(cx);
+            }
+            None => ok = false,
+        }
+    }
+    let shadow_mode = t.bool(cx, "shadow_mode").unwrap_or(false);
+    let quota_mode = t.bool(cx, "quota_mode").unwrap_or(false);
+    let dynamic_metadata = t.bool(cx, "dynamic_metadata").unwrap_or(false);
+    let local_cache = t.bool(cx, "local_cache").unwrap_or(true);
+    let stop_increment_when_over = t.bool(cx, "stop_increment_when_over").unwrap_or(false);
+    let algorithm = match t.get("algorithm") {
+        None => AlgorithmKind::CountingWindow,
+        Some(v) => match as_str(cx, &t.key_path("algorithm"), v) {
+            Some(a) => {
+                match AlgorithmKind::from_name(a).filter(|k| *k != AlgorithmKind::Concurrency) {
+                    Some(k) => k,
+                    None => {
+                        cx.err(
+                        &t.key_path("algorithm"),
+                        v.span(),
+                        format!("\"{a}\": the algorithm the [[rls.domains]] limits count with (counting_window, as envoyproxy/ratelimit counts, or a rate algorithm)"),
+                    );
+                        ok = false;
+                        AlgorithmKind::CountingWindow
+                    }
+                }
+            }
+            None => {
+                ok = false;
+                AlgorithmKind::CountingWindow
+            }
+        },
+    };
+    let scope = match t.get("scope") {
+        None if env.redis_present => Scope::Global,
+        None => Scope::Local,
+        Some(v) => match as_str(cx, &t.key_path("scope"), v) {
+            Some("local") => Scope::Local,
+            Some("global") if env.redis_present => Scope::Global,
+            Some("global") => {
+                cx.err(
+                    &t.key_path("scope"),
+                    v.span(),
+                    "global limits count in Redis: add a [redis] section",
+                );
+                ok = false;
+                Scope::Local
+            }
+            Some(other) => {
+                cx.err(
+                    &t.key_path("scope"),
+                    v.span(),
+                    format!("\"{other}\": expected \"global\" or \"local\""),
+                );
+                ok = false;
+                Scope::Local
+            }
+            None => {
+                ok = false;
+                Scope::Local
+            }
+        },
+    };
+    let on_error = match t.get("on_error") {
+        None => OnError::Fail,
+        Some(v) => crate::scalars::on_error(cx, &t.key_path("on_error"), v).unwrap_or_else(|| {
+            ok = false;
+            OnError::Fail
+        }),
+    };
+    let how = crate::rls_tree::TreeLimits {
+        algorithm,
+        scope,
+        on_error,
+    };
+    let domains = match t.get("domains") {
+        None => Vec::new(),
+        Some(dv) => crate::rls_tree::read(cx, &t.key_path("domains"), dv, &how, made)
+            .unwrap_or_else(|| {
+                ok = false;
+                Vec::new()
+            }),
+    };
     let mut rules = Vec::new();
     if let Some(rv) = t.get("rules") {
         let rp = t.key_path("rules");
@@ -88,13 +254,47 @@ pub(crate) fn read(
             }
         }
     }
+    for (i, r) in rules.iter().enumerate() {
+        if domains.iter().any(|d| d.domain == r.domain) {
+            cx.err(
+                &format!("rls.rules[{i}].domain"),
+                t.span.clone(),
+                format!("domain \"{}\" is served by [[rls.domains]] already: a domain is one tree (envoyproxy/ratelimit's) or rules, not both", r.domain),
+            );
+            ok = false;
+        }
+    }
+    for m in made.iter() {
+        if limits.iter().any(|(n, _)| *n == m.name) {
+            cx.err(
+                "rls.domains",
+                t.span.clone(),
+                format!("limit \"{}\" is defined in [limits] and made for a [[rls.domains]] node: rename the [limits] one", m.name),
+            );
+            ok = false;
+        }
+    }
     t.finish(cx);
     Some(RlsConfig {
         listen: listen?,
         tls,
         rules,
+        domains,
+        response_headers,
+        header_names,
+        shadow_mode,
+        quota_mode,
+        dynamic_metadata,
+        local_cache,
+        stop_increment_when_over,
     })
     .filter(|_| ok)
+}
+
+/// What `[rls]` reads of the rest of the document.
+pub(crate) struct Env {
+    /// A `[redis]` table is written: the tree's limits count there by default.
+    pub redis_present: bool,
 }
 
 /// One `[[rls.rules]]`: each key by its own reader.

@@ -15,11 +15,12 @@ pub(crate) fn on_error(cx: &mut Cx, path: &str, v: &Value) -> Option<OnError> {
         "open" => Some(OnError::Open),
         "closed" => Some(OnError::Closed),
         "local" => Some(OnError::Local),
+        "fail" => Some(OnError::Fail),
         other => {
             cx.err(
                 path,
                 v.span(),
-                format!("unknown on_error \"{other}\" (open, closed or local)"),
+                format!("unknown on_error \"{other}\" (open, closed, local or fail)"),
             );
             None
         }

@@ -223,6 +223,9 @@ pub enum OnError {
     Closed,
     /// Decide on this process's own state at `rate / instances`.
     Local,
+    /// The rate limit service fails the call (gRPC `UNAVAILABLE`), so that its caller's own
+    /// failure policy decides (Envoy's `failure_mode_deny`); a route answers 503, as `closed`.
+    Fail,
 }
 
 impl OnError {
@@ -231,6 +234,7 @@ impl OnError {
             OnError::Open => "open",
             OnError::Closed => "closed",
             OnError::Local => "local",
+            OnError::Fail => "fail",
         }
     }
 }

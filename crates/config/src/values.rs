@@ -75,3 +75,29 @@ mod tests {
         assert!(parse_rate("ten/s").is_err());
     }
 }
+
+/// A TOML value as JSON (a node's `metadata`): tables as objects, arrays, strings, integers,
+/// floats and booleans as themselves, dates as their text; `None` for a float JSON cannot hold
+/// (NaN, infinity).
+pub(crate) fn toml_to_json(v: &crate::reader::Value) -> Option<serde_json::Value> {
+    use toml::de::DeValue;
+    Some(match v.get_ref() {
+        DeValue::String(s) => serde_json::Value::String(s.to_string()),
+        DeValue::Integer(i) => serde_json::Value::from(i.to_string().parse::<i64>().ok()?),
+        DeValue::Float(f) => {
+            serde_json::Value::from(serde_json::Number::from_f64(f.to_string().parse().ok()?)?)
+        }
+        DeValue::Boolean(b) => serde_json::Value::Bool(*b),
+        DeValue::Datetime(d) => serde_json::Value::String(d.to_string()),
+        DeValue::Array(items) => {
+            serde_json::Value::Array(items.iter().map(toml_to_json).collect::<Option<Vec<_>>>()?)
+        }
+        DeValue::Table(t) => {
+            let mut m = serde_json::Map::new();
+            for (k, v) in t.iter() {
+                m.insert(k.get_ref().to_string(), toml_to_json(v)?);
+            }
+            serde_json::Value::Object(m)
+        }
+    })
+}

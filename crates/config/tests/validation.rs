@@ -149,7 +149,7 @@ fn each_error_names_its_key_and_line() {
         ("[redis]\nurl = \"rediss://a:1#insecure\"\n", "f.toml: redis.url: \"rediss://a:1#insecure\": a fragment (#...) is not supported: the server's certificate is always verified (use ca = \"FILE\" for a private CA) (line 2)"),
         ("[redis]\ncluster = [\"redis://a:1\", \"http://b\"]\n", "f.toml: redis.cluster[1]: \"http://b\" is not a Redis URL: write redis://HOST:PORT or rediss://HOST:PORT (TLS), optionally with USER:PASSWORD@ and /DB (line 2)"),
         ("[redis]\nurl = \"redis://a:1\"\ntimeout = \"30s\"\n", "f.toml: redis.timeout: must be between 1ms and 10s (line 3)"),
-        ("[redis]\nurl = \"redis://a:1\"\non_error = \"retry\"\n", "f.toml: redis.on_error: unknown on_error \"retry\" (open, closed or local) (line 3)"),
+        ("[redis]\nurl = \"redis://a:1\"\non_error = \"retry\"\n", "f.toml: redis.on_error: unknown on_error \"retry\" (open, closed, local or fail) (line 3)"),
         ("[redis]\nurl = \"redis://a:1\"\ninstances = 0\n", "f.toml: redis.instances: must be between 1 and 10000, got 0 (line 3)"),
         ("[redis]\nurl = \"redis://a:1\"\npool = 3\n", "f.toml: redis.pool: unknown key (line 3)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\non_error = \"closed\"\n", "f.toml: limits.a.on_error: on_error applies only to scope = \"global\" (a local limit never fails) (line 4)"),

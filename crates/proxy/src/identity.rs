@@ -190,6 +190,12 @@ impl KeyHasher {
         Some(h.finish())
     }
 
+    /// A hasher under this process's seed, for keys made elsewhere (the rate limit service's
+    /// memory of counts past a number).
+    pub fn hasher(&self) -> impl std::hash::Hasher {
+        self.state.build_hasher()
+    }
+
     /// A client address as logs show it: hashed under this process's random seed, so the
     /// address cannot be recovered by hashing every address (the stable keys are public).
     pub fn pseudonym(&self, ip: IpAddr) -> u64 {

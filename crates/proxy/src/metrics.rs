@@ -59,6 +59,12 @@ pub struct Metrics {
     /// `tollgate_rls_descriptors_total{domain,result}`: descriptors decided (`limited`) or
     /// matching no rule (`unknown`).
     pub rls_descriptors: IntCounterVec,
+    /// `tollgate_rls_hits_total{key,result}`: hits (units) of `[[rls.domains]]` limits by the
+    /// service's stats key (`detailed_metric`, `value_to_metric` applied) and result
+    /// (`total_hits`, `over_limit`, `within_limit`, `shadow_mode`), as envoyproxy/ratelimit
+    /// counts them. At most [`RLS_STAT_KEYS`] keys; the rest count under `key="other"`.
+    pub rls_hits: IntCounterVec,
+    rls_keys: parking_lot::Mutex<std::collections::HashSet<String>>,
     /// `tollgate_rls_decision_seconds`: one ShouldRateLimit call, decided.
     pub rls_seconds: prometheus::Histogram,
     /// `tollgate_upstream_retries_total{upstream,on}`: attempts made again on another target.
@@ -104,7 +110,21 @@ fn gauge(r: &Registry, name: &str, help: &str) -> Result<IntGauge, prometheus::E
 /// Label for requests that matched no route.
 pub const NO_ROUTE: &str = "";
 
+/// At most this many stats keys in `tollgate_rls_hits_total` (a detailed metric names every
+/// value a client sends: the label set must stay bounded).
+pub const RLS_STAT_KEYS: usize = 10_000;
+
 impl Metrics {
+    /// Counts `hits` of stats key `key` as `result` (`key="other"` past [`RLS_STAT_KEYS`]).
+    pub fn rls_hit(&self, key: &str, result: &str, hits: u64) {
+        let known = {
+            let mut keys = self.rls_keys.lock();
+            keys.contains(key) || (keys.len() < RLS_STAT_KEYS && keys.insert(key.to_string()))
+        };
+        let key = if known { key } else { "other" };
+        self.rls_hits.with_label_values(&[key, result]).inc_by(hits);
+    }
+
     pub fn new() -> Result<Self, prometheus::Error> {
         let r = Registry::new();
         r.register(Box::new(crate::logguard::SUPPRESSED.clone()))?;
@@ -171,6 +191,8 @@ impl Metrics {
             trace_dropped: counters(&r, "tollgate_trace_spans_dropped_total", "Trace spans not exported, by reason (queue_full: the export queue was full; export_failed: the collector refused, failed or timed out).", &["reason"])?,
             rls_requests: counters(&r, "tollgate_rls_requests_total", "Rate limit service calls (envoy.service.ratelimit.v3), by configured domain (\"\" for others) and answer (ok, over_limit, invalid).", &["domain", "code"])?,
             rls_descriptors: counters(&r, "tollgate_rls_descriptors_total", "Rate limit service descriptors, by configured domain and whether a rule limited them (limited) or none matched (unknown).", &["domain", "result"])?,
+            rls_hits: counters(&r, "tollgate_rls_hits_total", "Hits of [[rls.domains]] limits by envoyproxy/ratelimit's stats key and result (total_hits, over_limit, within_limit, shadow_mode).", &["key", "result"])?,
+            rls_keys: Default::default(),
             rls_seconds: register(
                 &r,
                 prometheus::Histogram::with_opts(

@@ -87,7 +87,8 @@ pub struct Plan {
     probes: u32,
     /// Units this request spends on each limit (1; an RLS request's `hits_addend`).
     cost: u64,
-    /// Leased positions asked from Redis exactly (a cost over 1 is not taken from a lease).
+    /// Leased positions asked from Redis exactly (a cost other than 1 is not taken from a
+    /// lease).
     exact: u32,
 }
 
@@ -252,7 +253,7 @@ pub fn decide_local_units(
     unix: Nanos,
     cost: u64,
 ) -> Plan {
-    let cost = cost.max(1);
+    // (A rate limit service's check-only call spends 0: answered, nothing taken.)
     let limits = rt.limits_of(route);
     let mut p = Plan {
         v: Verdict::default(),
@@ -349,7 +350,7 @@ fn from_memory(g: &GlobalRt, key: u64, pos: usize, p: &mut Plan) -> Option<(Deci
         cached => {
             let probe = cached == Cached::Probe;
             let leases = g.leases.as_ref().filter(|_| p.cost == 1);
-            if g.leases.is_some() && p.cost > 1 {
+            if g.leases.is_some() && p.cost != 1 {
                 p.exact |= 1 << pos;
             }
             match leases.map(|ls| ls.take(key, now)) {
@@ -672,7 +673,9 @@ fn undecided(
             Some(d)
         }
         OnError::Local => Some(share(p)),
-        OnError::Closed => {
+        // Fail: the rate limit service fails the call (its caller's own failure policy
+        // decides); on a route, answered as closed.
+        OnError::Closed | OnError::Fail => {
             if !l.shadow && p.v.unavailable.is_none() {
                 p.v.unavailable = Some(li);
             }

@@ -458,6 +458,11 @@ pub struct Runtime {
     pub tracing: Option<Arc<crate::traces::TraceRt>>,
     /// `[[rls.rules]]`, compiled: limit set `routes.len() + i` (see [`Runtime::limits_of`]).
     pub rls: Vec<crate::rls::RuleRt>,
+    /// `[[rls.domains]]`, compiled (envoyproxy/ratelimit's trees).
+    pub rls_tree: crate::rls::tree::TreeRt,
+    /// The limits of the trees' nodes and of the `limit` overrides, one a set: limit set
+    /// `routes.len() + rls.len() + j` is `[rls_limits[j]]`.
+    pub rls_limits: Vec<usize>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -622,11 +627,27 @@ impl Runtime {
     pub fn limits_of(&self, set: usize) -> &[usize] {
         match self.routes.get(set) {
             Some(r) => &r.cfg.limits,
-            None => self
-                .rls
-                .get(set - self.routes.len())
-                .map_or(&[][..], |r| &r.limits[..]),
+            None => {
+                let i = set - self.routes.len();
+                match self.rls.get(i) {
+                    Some(r) => &r.limits[..],
+                    None => self
+                        .rls_limits
+                        .get(i - self.rls.len())
+                        .map_or(&[][..], std::slice::from_ref),
+                }
+            }
         }
+    }
+
+    /// The limit set deciding with limit `li` alone (a `[[rls.domains]]` node's, or an
+    /// override's); `None` when no set is made of it.
+    pub fn rls_set(&self, li: usize) -> Option<usize> {
+        // (In limit order: made so by the build.)
+        self.rls_limits
+            .binary_search(&li)
+            .ok()
+            .map(|j| self.routes.len() + self.rls.len() + j)
     }
 
     /// Builds the serving state for `config`, reusing what `previous` holds where unchanged.
@@ -674,6 +695,17 @@ impl Runtime {
         let order = crate::routing::order(routes.iter().map(|r| &r.cfg));
         let hosts = crate::routing::Hosts::new(&order);
         let rls = crate::rls::RuleRt::build_all(&config, &limits, metrics);
+        let index = |name: &str| limits.iter().position(|l| l.cfg.name == name);
+        let rls_tree = crate::rls::tree::TreeRt::build(
+            config.rls.as_ref().map_or(&[][..], |r| &r.domains[..]),
+            index,
+        );
+        let rls_limits: Vec<usize> = limits
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.cfg.name.starts_with("rls:"))
+            .map(|(i, _)| i)
+            .collect();
         let tracing = match &config.tracing {
             None => None,
             Some(t) => match previous
@@ -689,6 +721,8 @@ impl Runtime {
 
         Ok(Self {
             rls,
+            rls_tree,
+            rls_limits,
             tracing,
             path_rules: crate::normalize::PathRules {
                 merge_slashes: config.server.hardening.merge_slashes,

@@ -45,7 +45,6 @@ mod tls;
 mod upstreams;
 
 pub use catalogue::{annotations, Annotation, Treatment};
-pub(crate) use depth::check as depth_check;
 pub use depth::MAX_DEPTH;
 
 use objects::{Backend, Ingress};

@@ -16,7 +16,9 @@
 //! over [`MAX_TEXT`] bytes). A global limit Redis cannot decide answers as its `on_error`
 //! says (`closed`: OVER_LIMIT); Envoy's `failure_mode_deny` governs only calls that fail.
 
+mod envoy;
 pub mod rules;
+pub mod tree;
 pub use rules::RuleRt;
 
 /// The generated protobuf types and service (build.rs, proto/README.md).
@@ -94,9 +96,14 @@ impl Rls {
         rt: &Runtime,
         req: &RateLimitRequest,
         domain: &str,
-    ) -> Result<RateLimitResponse, &'static str> {
-        check(req)?;
-        let cost = u64::from(req.hits_addend.max(1));
+    ) -> Result<RateLimitResponse, Status> {
+        check(req).map_err(Status::invalid_argument)?;
+        // A domain no rule names, in a config with trees (an imported one), is answered as the
+        // service answers one it lacks (dynamic metadata included).
+        let by_rules = rt.rls.iter().any(|r| r.domain == req.domain);
+        if rt.rls_tree.serves(&req.domain) || (!by_rules && rt.rls_tree.any()) {
+            return self.decide_tree(rt, req).await;
+        }
         let mut out = RateLimitResponse {
             overall_code: Code::Ok as i32,
             ..Default::default()
@@ -135,7 +142,12 @@ impl Rls {
                 .iter()
                 .map(|e| (e.key.as_str(), e.value.as_str()))
                 .collect();
-            let v = self.verdict(rt, ri, &entries, cost).await;
+            // The descriptor's own hits_addend (0: a check spending nothing), else the
+            // request's, at least 1.
+            let cost = d
+                .hits_addend
+                .unwrap_or_else(|| u64::from(req.hits_addend.max(1)));
+            let v = self.verdict(rt, rt.routes.len() + ri, &entries, cost).await;
             let (status, s) = status(rt, ri, &v);
             if status.code == Code::OverLimit as i32 {
                 out.overall_code = Code::OverLimit as i32;
@@ -154,17 +166,19 @@ impl Rls {
     }
 
     /// The verdict of rule `ri`'s limits for one descriptor.
+    /// The verdict of limit set `set` (an RLS rule's, a tree node's) for one descriptor.
     async fn verdict(
         &self,
         rt: &Runtime,
-        ri: usize,
+        set: usize,
         entries: &[(&str, &str)],
         cost: u64,
     ) -> Verdict {
-        let set = rt.routes.len() + ri;
+        let ri = set - rt.routes.len();
         // Plan limits: the caller's plan from `[plans]`, whose `header:NAME` sources read the
         // descriptor's entry NAME (a head is built for it, only then).
-        let with_entries = match (&rt.config.plans, rt.rls[ri].needs_plan) {
+        let needs_plan = rt.rls.get(ri).is_some_and(|r| r.needs_plan);
+        let with_entries = match (&rt.config.plans, needs_plan) {
             (Some(_), true) => {
                 let mut h = self.empty.clone();
                 for (k, v) in entries {
@@ -243,9 +257,8 @@ fn check(req: &RateLimitRequest) -> Result<(), &'static str> {
             return bad("a descriptor has at most 32 entries");
         }
         for e in &d.entries {
-            if e.key.is_empty() || e.value.is_empty() {
-                return bad("a descriptor entry has a key and a value");
-            }
+            // (An empty value is Envoy's for a header sent empty: looked up and counted, as
+            // envoyproxy/ratelimit does, never a way around a limit.)
             if e.key.len() > MAX_TEXT || e.value.len() > MAX_TEXT {
                 return bad("a descriptor entry's key or value is longer than 1024 bytes");
             }
@@ -397,18 +410,20 @@ impl RateLimitService for Rls {
         let start = Instant::now();
         let req = request.into_inner();
         let rt = self.shared.runtime.load_full();
-        let known = rt.rls.iter().any(|r| r.domain == req.domain);
+        let known =
+            rt.rls.iter().any(|r| r.domain == req.domain) || rt.rls_tree.serves(&req.domain);
         let domain = if known { req.domain.as_str() } else { "" };
         let result = self.decide(&rt, &req, domain).await;
         let code = match &result {
             Ok(r) if r.overall_code == Code::OverLimit as i32 => "over_limit",
             Ok(_) => "ok",
+            Err(s) if s.code() == tonic::Code::Unavailable => "unavailable",
             Err(_) => "invalid",
         };
         let m = &self.shared.metrics;
         m.rls_requests.with_label_values(&[domain, code]).inc();
         m.rls_seconds.observe(start.elapsed().as_secs_f64());
-        result.map(Response::new).map_err(Status::invalid_argument)
+        result.map(Response::new)
     }
 }
 
@@ -641,6 +656,7 @@ mod tests {
                         })
                         .collect(),
                     limit: None,
+                    hits_addend: None,
                 })
                 .collect(),
             hits_addend: 0,
@@ -652,11 +668,13 @@ mod tests {
         assert!(check(&call("edge", &[&[("a", "1")]])).is_ok());
         // Envoy sends an empty descriptor for a skipped action.
         assert!(check(&call("edge", &[&[("a", "1")], &[]])).is_ok());
+        // A header sent empty is an empty value: legal, looked up and counted (as
+        // envoyproxy/ratelimit does), never a way past a limit.
+        assert!(check(&call("edge", &[&[("a", "")]])).is_ok());
+        assert!(check(&call("edge", &[&[("", "1")]])).is_ok());
         for bad in [
             call("", &[&[("a", "1")]]),
             call("edge", &[]),
-            call("edge", &[&[("", "1")]]),
-            call("edge", &[&[("a", "")]]),
             call("edge", &[&[("a", &"x".repeat(1025))]]),
         ] {
             assert!(check(&bad).is_err());
