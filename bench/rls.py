@@ -10,7 +10,10 @@ against proxied requests per second and CPU per request on a route with the same
 reference figure for envoyproxy/ratelimit is its own: INCRBY + EXPIRE, 2 Redis commands per
 descriptor per call.
 
-Usage: bench/rls.py [SECS]   (default 5)   env TG=target/release/tollgate
+The row "tree" is an imported envoyproxy/ratelimit config ([[rls.domains]], counting as that
+service counts, in Redis) with the same call; TREE=0 leaves it out (for a build without it).
+
+Usage: bench/rls.py [SECS]   (default 5)   env TG=target/release/tollgate TREE=1
 Bounded: fixed seconds per run, traffic only to 127.0.0.1; every process is stopped.
 """
 import importlib, os, struct, subprocess, sys, time, urllib.request
@@ -22,6 +25,7 @@ _g = importlib.import_module("global")   # bench/global.py ("global" is a keywor
 redis_calls, redis_start = _g.redis_calls, _g.redis_start
 
 SECS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+TREE = os.environ.get("TREE", "1") == "1"
 PATH = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 
 
@@ -68,6 +72,14 @@ path_prefix = "/{mode}"
 upstream = "be"
 limits = ["px_{mode}"]
 """
+    tree = """
+local_cache = false
+[[rls.domains]]
+domain = "benchtree"
+[[rls.domains.descriptors]]
+key = "tree"
+rate_limit = { requests_per_unit = 4000000000, unit = "second" }
+""" if TREE else ""
     return f"""
 [server]
 listen = ["127.0.0.1:{port}"]
@@ -82,6 +94,7 @@ targets = ["127.0.0.1:{be_port}"]
 {limits}
 [rls]
 listen = "127.0.0.1:{rls}"
+{tree}
 {rules}
 """
 
@@ -133,9 +146,10 @@ def main():
     try:
         assert wait_port(port) and wait_port(rls), "tollgate did not start"
         time.sleep(1.2)
-        for mode in ("local", "exact", "lease"):
+        for mode in ("local", "exact", "lease") + (("tree",) if TREE else ()):
             body = os.path.join(TMP, f"rls-{mode}.bin")
-            open(body, "wb").write(grpc_body("bench", mode, "client-1"))
+            domain = "benchtree" if mode == "tree" else "bench"
+            open(body, "wb").write(grpc_body(domain, mode, "client-1"))
             h2load(rls, body, 1)                                  # warm-up
             c0, r0, k0 = cpu_seconds([tg.pid]), redis_calls(rd_port)[0], ok_calls(admin)
             t0 = time.monotonic()
@@ -143,6 +157,9 @@ def main():
             secs = time.monotonic() - t0
             c1, r1, k1 = cpu_seconds([tg.pid]), redis_calls(rd_port)[0], ok_calls(admin)
             rls_row = (n / secs, (c1 - c0) / max(1, n) * 1e6, (r1 - r0) / max(1, n), k1 - k0, n)
+            if mode == "tree":
+                rows.append((mode, rls_row, (0.0, 0.0, 0.0)))
+                continue
             wrk(port, f"/{mode}", 1)
             c0, r0 = cpu_seconds([tg.pid]), redis_calls(rd_port)[0]
             t0 = time.monotonic()

@@ -210,7 +210,10 @@ async fn descriptors_are_limited_exactly_and_the_answer_carries_the_fields() {
     for _ in 0..60 {
         refused += usize::from(over(&ask(&mut c, empty()).await));
     }
-    assert_eq!(refused, 10, "per_ip admits 50 a key, the empty value one key");
+    assert_eq!(
+        refused, 10,
+        "per_ip admits 50 a key, the empty value one key"
+    );
     let m = metrics(admin).await;
     assert!(
         metric(
@@ -314,6 +317,29 @@ async fn envoy_tls(
     failure_mode_deny: bool,
     tls: Option<(&std::path::Path, &std::path::Path, &std::path::Path)>,
 ) -> Envoy {
+    let routes = r#"
+              - match: { prefix: "/" }
+                route:
+                  cluster: backend
+                  rate_limits:
+                  - actions:
+                    - remote_address: {}
+                  - actions:
+                    - request_headers: { header_name: x-tenant, descriptor_key: tenant, skip_if_absent: true }
+                  - actions:
+                    - remote_address: {}
+                    - request_headers: { header_name: ":path", descriptor_key: path }"#;
+    envoy_with(backend, rls, failure_mode_deny, tls, routes).await
+}
+
+/// [`envoy_tls`] with the virtual host's `routes` given (YAML, indented as in the config).
+async fn envoy_with(
+    backend: std::net::SocketAddr,
+    rls: u16,
+    failure_mode_deny: bool,
+    tls: Option<(&std::path::Path, &std::path::Path, &std::path::Path)>,
+    routes: &str,
+) -> Envoy {
     let transport = match tls {
         None => String::new(),
         Some((ca, cert, key)) => format!(
@@ -353,18 +379,7 @@ static_resources:
             virtual_hosts:
             - name: all
               domains: ["*"]
-              routes:
-              - match: {{ prefix: "/" }}
-                route:
-                  cluster: backend
-                  rate_limits:
-                  - actions:
-                    - remote_address: {{}}
-                  - actions:
-                    - request_headers: {{ header_name: x-tenant, descriptor_key: tenant, skip_if_absent: true }}
-                  - actions:
-                    - remote_address: {{}}
-                    - request_headers: {{ header_name: ":path", descriptor_key: path }}
+              routes:{routes}
           http_filters:
           - name: envoy.filters.http.ratelimit
             typed_config:
@@ -774,4 +789,176 @@ limits = ["by_plan"]
         r.response_headers_to_add
     );
     let _ = &mut c;
+}
+
+/// An imported envoyproxy/ratelimit config behind a real Envoy: a header-keyed limit cannot be
+/// dodged by sending the header empty or twice (both are counted, as the service counts
+/// them); a route's `hits_addend` (RateLimitPerRoute's `rate_limits`: Envoy 1.40 sends the
+/// descriptor's own `hits_addend` from there) of 0 checks without spending (refusing once the count has
+/// passed the limit) and of 3 spends 3; the client sees no RateLimit fields by default and the
+/// service's three with `--response-headers envoy`; with Redis away the call fails and Envoy's
+/// `failure_mode_deny` decides, both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_imported_config_behind_envoy_counts_every_header_and_fails_as_envoy_says() {
+    let mut redis = RedisServer::start().expect("redis");
+    let be = Backend::start().await.expect("backend");
+    let dir = temp_dir("rls-envoy-import");
+    let yaml = dir.join("edge.yaml");
+    std::fs::write(
+        &yaml,
+        "domain: edge\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: hour\n      requests_per_unit: 2\n",
+    )
+    .expect("write");
+    let routes = r#"
+              - match: { prefix: "/check" }
+                route: { cluster: backend }
+                typed_per_filter_config:
+                  envoy.filters.http.ratelimit:
+                    "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute
+                    rate_limits:
+                    - hits_addend: { number: 0 }
+                      actions:
+                      - request_headers: { header_name: x-user, descriptor_key: user }
+              - match: { prefix: "/heavy" }
+                route: { cluster: backend }
+                typed_per_filter_config:
+                  envoy.filters.http.ratelimit:
+                    "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute
+                    rate_limits:
+                    - hits_addend: { number: 3 }
+                      actions:
+                      - request_headers: { header_name: x-user, descriptor_key: user }
+              - match: { prefix: "/" }
+                route:
+                  cluster: backend
+                  rate_limits:
+                  - actions:
+                    - request_headers: { header_name: x-user, descriptor_key: user }"#;
+    for headers_mode in ["none", "envoy"] {
+        redis.cli(&["FLUSHALL"]);
+        let out = std::process::Command::new(BIN)
+            .arg("import-envoy-ratelimit")
+            .arg(&yaml)
+            .args([
+                "--redis-url",
+                &redis.url(),
+                "--response-headers",
+                headers_mode,
+            ])
+            .output()
+            .expect("import");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (port, admin, rls) = (free_port(), free_port(), free_port());
+        let toml = serving_one_thread(
+            port,
+            admin,
+            &String::from_utf8_lossy(&out.stdout)
+                .replace("0.0.0.0:8081", &format!("127.0.0.1:{rls}"))
+                .replacen("[redis]", "\n[redis]", 1),
+        );
+        let _gw = running(BIN.as_ref(), &toml, port, admin).await;
+        let _ready = client(rls).await;
+        let open = envoy_with(be.addr, rls, false, None, routes).await;
+        let statuses = |path: &'static str, user: Option<&'static str>, twice: bool, n: usize| {
+            let e = &open;
+            async move {
+                let mut out = Vec::new();
+                for _ in 0..n {
+                    let mut h: Vec<(&str, &str)> = Vec::new();
+                    if let Some(u) = user {
+                        h.push(("x-user", u));
+                        if twice {
+                            h.push(("x-user", u));
+                        }
+                    }
+                    out.push(through_path(e, "10.0.0.1", path, &h).await.status);
+                }
+                out
+            }
+        };
+        // Empty and repeated headers are counted like any value.
+        assert_eq!(
+            statuses("/x", Some(""), false, 3).await,
+            [200, 200, 429],
+            "{headers_mode}: x-user: (empty)"
+        );
+        assert_eq!(
+            statuses("/x", Some("eve"), true, 3).await,
+            [200, 200, 429],
+            "{headers_mode}: x-user twice"
+        );
+        // A missing header makes Envoy skip the descriptor (its action has no default).
+        assert_eq!(statuses("/x", None, false, 3).await, [200, 200, 200]);
+        // Check-only calls spend nothing; once the count passes the limit they refuse.
+        assert_eq!(statuses("/check", Some("bob"), false, 5).await, [200; 5]);
+        assert_eq!(statuses("/x", Some("bob"), false, 2).await, [200, 200]);
+        assert_eq!(
+            statuses("/check", Some("bob"), false, 1).await,
+            [200],
+            "at exactly the limit"
+        );
+        assert_eq!(statuses("/x", Some("bob"), false, 1).await, [429]);
+        assert_eq!(
+            statuses("/check", Some("bob"), false, 1).await,
+            [429],
+            "past it"
+        );
+        // A route spending 3 of 2 is refused at once.
+        assert_eq!(statuses("/heavy", Some("carol"), false, 1).await, [429]);
+        // The fields the client sees, admitted and refused.
+        let ok = through_path(&open, "10.0.0.1", "/x", &[("x-user", "dave")]).await;
+        let refused = {
+            through_path(&open, "10.0.0.1", "/x", &[("x-user", "dave")]).await;
+            through_path(&open, "10.0.0.1", "/x", &[("x-user", "dave")]).await
+        };
+        assert_eq!((ok.status, refused.status), (200, 429));
+        match headers_mode {
+            "none" => {
+                for r in [&ok, &refused] {
+                    assert!(
+                        r.header("ratelimit").is_none() && r.header("ratelimit-limit").is_none(),
+                        "{:?}",
+                        r.headers
+                    );
+                }
+            }
+            _ => {
+                assert_eq!(ok.header("ratelimit-limit"), Some("2"), "{:?}", ok.headers);
+                assert_eq!(ok.header("ratelimit-remaining"), Some("1"));
+                assert!(ok
+                    .header("ratelimit-reset")
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .is_some_and(|s| s > 0 && s <= 3600));
+                assert_eq!(
+                    refused.header("ratelimit-remaining"),
+                    Some("0"),
+                    "{:?}",
+                    refused.headers
+                );
+            }
+        }
+        assert_eq!(refused.header("x-envoy-ratelimited"), Some("true"));
+        if headers_mode == "envoy" {
+            // Redis away: the call fails (on_error = "fail"); Envoy decides.
+            let closed = envoy_with(be.addr, rls, true, None, routes).await;
+            redis.stop();
+            let passed = through_path(&open, "10.0.0.1", "/x", &[("x-user", "frank")]).await;
+            assert_eq!(
+                passed.status, 200,
+                "failure_mode_deny: false lets it through"
+            );
+            let denied = through_path(&closed, "10.0.0.1", "/x", &[("x-user", "frank")]).await;
+            assert_eq!(denied.status, 500, "failure_mode_deny: true refuses");
+            let m = metrics(admin).await;
+            assert!(
+                metric(&m, "tollgate_rls_requests_total", &["code=\"unavailable\""]) >= 2.0,
+                "{m}"
+            );
+            redis.restart().expect("redis back");
+        }
+    }
 }

@@ -201,7 +201,7 @@ fn compare(want: &Value, got: &Result<RateLimitResponse, tonic::Status>, at: u64
             (_, Some(g)) => {
                 let span = s.current_limit.as_ref().map_or(1, |l| span_of(l.unit));
                 let want = span - at % span;
-                if (g.seconds as i64 - want as i64).abs() > 1 {
+                if (g.seconds - want as i64).abs() > 1 {
                     d.push(format!("status {i}: duration {} vs {want}", g.seconds));
                 }
             }

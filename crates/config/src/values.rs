@@ -50,32 +50,6 @@ pub fn parse_rate(s: &str) -> Result<Rate, String> {
     Rate::new(n, Duration::from_secs(period)).map_err(|e| format!("\"{s}\": {e}"))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("20ms"), Ok(Duration::from_millis(20)));
-        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert!(parse_duration("5").is_err());
-        assert!(parse_duration("5 parsecs").is_err());
-        assert!(parse_duration("s").is_err());
-    }
-
-    #[test]
-    fn rates() {
-        let r = parse_rate("10/s").expect("rate");
-        assert_eq!((r.count(), r.period()), (10, Duration::from_secs(1)));
-        let r = parse_rate("5/min").expect("rate");
-        assert_eq!((r.count(), r.period()), (5, Duration::from_secs(60)));
-        assert!(parse_rate("0/s").is_err());
-        assert!(parse_rate("10/x").is_err());
-        assert!(parse_rate("ten/s").is_err());
-    }
-}
-
 /// A TOML value as JSON (a node's `metadata`): tables as objects, arrays, strings, integers,
 /// floats and booleans as themselves, dates as their text; `None` for a float JSON cannot hold
 /// (NaN, infinity).
@@ -100,4 +74,30 @@ pub(crate) fn toml_to_json(v: &crate::reader::Value) -> Option<serde_json::Value
             serde_json::Value::Object(m)
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("20ms"), Ok(Duration::from_millis(20)));
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn rates() {
+        let r = parse_rate("10/s").expect("rate");
+        assert_eq!((r.count(), r.period()), (10, Duration::from_secs(1)));
+        let r = parse_rate("5/min").expect("rate");
+        assert_eq!((r.count(), r.period()), (5, Duration::from_secs(60)));
+        assert!(parse_rate("0/s").is_err());
+        assert!(parse_rate("10/x").is_err());
+        assert!(parse_rate("ten/s").is_err());
+    }
 }

@@ -663,7 +663,8 @@ fn undecided(
         d
     };
     match g.on_error {
-        _ if known_refused || unasked => {
+        // (fail: the caller's own failure policy decides, whatever Redis's state.)
+        _ if (known_refused || unasked) && g.on_error != OnError::Fail => {
             let d = share(p);
             if let (Decision::Deny { retry_after }, true) = (d, known_refused) {
                 // Still refused: from memory until the share refills; the next probe asks

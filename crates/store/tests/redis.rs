@@ -927,7 +927,9 @@ async fn the_counting_window_counts_every_hit_as_the_local_one_does() {
             .collect();
         (sp, out)
     };
-    let cases: [(u64, &[u64], &[(bool, u64)]); 3] = [
+    // (limit, the costs of the hits, (admitted, remaining) after each)
+    type Case<'a> = (u64, &'a [u64], &'a [(bool, u64)]);
+    let cases: [Case; 3] = [
         // 10 per hour: 8, then 5 (over: the count is 13), then 1 (still over), a check.
         (
             10,

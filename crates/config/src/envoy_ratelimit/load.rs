@@ -445,7 +445,7 @@ fn load_descriptors(
             continue;
         }
         let mut ok = true;
-        let rate_limit = d.rate_limit.as_ref().and_then(|r| {
+        let rate_limit = d.rate_limit.as_ref().map(|r| {
             let unit = EnvoyUnit::parse(&r.unit);
             let at = format!("{}.rate_limit", d.path);
             if r.unlimited {
@@ -493,14 +493,14 @@ fn load_descriptors(
                     replaces.push(name.clone());
                 }
             }
-            Some(EnvoyLimit {
+            EnvoyLimit {
                 requests_per_unit: r.requests_per_unit,
                 unit: if r.unlimited { None } else { unit },
                 unlimited: r.unlimited,
                 name: r.name.clone(),
                 replaces,
                 limit: None,
-            })
+            }
         });
         if d.share_threshold && !final_key.contains('*') {
             problem(

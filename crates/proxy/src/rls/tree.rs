@@ -201,9 +201,7 @@ impl TreeRt {
                                 fk.strip_prefix(&format!("{k}_")).unwrap_or(fk).to_string()
                             }
                         }
-                    } else if by_value {
-                        (*v).to_string()
-                    } else if node.value_to_metric {
+                    } else if by_value || node.value_to_metric {
                         (*v).to_string()
                     } else {
                         String::new()
