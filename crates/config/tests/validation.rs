@@ -206,7 +206,7 @@ fn each_error_names_its_key_and_line() {
         ("[access]\nallow_api_keys = [\"sk*\"]\n", "f.toml: access.allow_api_keys[0]: \"sk*\": an API-key pattern needs at least 4 literal characters before its first wildcard (the gateway does not verify keys: a guessable pattern would exempt anyone) (line 2)"),
         ("[server]\nadmin_token = \"short\"\n", "f.toml: server.admin_token: at least 16 characters (it guards the blocks API) (line 2)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nburst = 0\n", "f.toml: limits.a.burst: must be between 1 and 1000000000, got 0 (line 4)"),
-        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nalgorithm = \"leaky\"\n", "f.toml: limits.a.algorithm: unknown algorithm \"leaky\" (one of: token_bucket, gcra, sliding_window, fixed_window, sliding_log, leaky_bucket, concurrency) (line 4)"),
+        ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nalgorithm = \"leaky\"\n", "f.toml: limits.a.algorithm: unknown algorithm \"leaky\" (one of: token_bucket, gcra, sliding_window, fixed_window, sliding_log, leaky_bucket, concurrency, counting_window) (line 4)"),
         ("[limits.a]\nkey = \"client_ip\"\nalgorithm = \"concurrency\"\nrate = \"1/s\"\nburst = 2\n", "f.toml: limits.a.rate: a concurrency limit has no rate: burst is the cap of requests in flight (line 4)"),
         ("[limits.a]\nkey = \"client_ip\"\nalgorithm = \"concurrency\"\n", "f.toml: limits.a: missing key \"burst\": the cap of requests in flight per key (line 1)"),
         ("[limits.a]\nkey = \"client_ip\"\nrate = \"1/s\"\nslot_ttl = \"5s\"\n", "f.toml: limits.a.slot_ttl: slot_ttl applies only to algorithm = \"concurrency\" (line 4)"),

@@ -119,7 +119,13 @@ async fn cost_above_one_and_refunds() {
             kind.name()
         );
         s.refund(&sp, k, 3).await.expect("refund");
-        match acquire(&s, &sp, k, 3).await {
+        // (A counting window counted the refused unit too: 11, 8 after the refund.)
+        let again = if kind == AlgorithmKind::CountingWindow {
+            2
+        } else {
+            3
+        };
+        match acquire(&s, &sp, k, again).await {
             Decision::Allow { remaining, .. } => assert_eq!(remaining, 0, "{}", kind.name()),
             d => panic!("{}: the refund is usable: {d:?}", kind.name()),
         }

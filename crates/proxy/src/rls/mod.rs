@@ -160,7 +160,11 @@ impl Rls {
             out.statuses.push(status);
         }
         if let Some(s) = shown {
-            out.response_headers_to_add = s.fields(rt);
+            out.response_headers_to_add = match rt.config.rls.as_ref().map(|r| r.response_headers) {
+                Some(tollgate_config::RlsHeaders::None) => Vec::new(),
+                Some(tollgate_config::RlsHeaders::Envoy) => s.envoy_fields(rt),
+                _ => s.fields(rt),
+            };
         }
         Ok(out)
     }
@@ -282,6 +286,25 @@ impl Shown {
     fn before(&self, other: &Shown) -> bool {
         (self.over, std::cmp::Reverse(self.remaining))
             > (other.over, std::cmp::Reverse(other.remaining))
+    }
+
+    /// envoyproxy/ratelimit's three fields (`response_headers = "envoy"`): the deciding
+    /// limit's requests per unit (as `current_limit` reports it), what remains, the reset.
+    fn envoy_fields(&self, rt: &Runtime) -> Vec<PbHeader> {
+        let Some(rls) = rt.config.rls.as_ref() else {
+            return Vec::new();
+        };
+        let h = |key: &str, value: String| PbHeader {
+            key: key.to_string(),
+            value,
+            raw_value: Vec::new(),
+        };
+        let limit = current_limit(rt, self.limit).requests_per_unit;
+        vec![
+            h(&rls.header_names[0], limit.to_string()),
+            h(&rls.header_names[1], self.remaining.to_string()),
+            h(&rls.header_names[2], self.reset.max(1).to_string()),
+        ]
     }
 
     /// `RateLimit-Policy` (the rule's limits), `RateLimit` and, over the limit, `Retry-After`.
