@@ -375,3 +375,218 @@ async fn the_services_own_cases_answer_field_for_field() {
         failures.join("\n")
     );
 }
+
+/// One call of one descriptor (`key`, `value`) spending `hits` (None: the request's own).
+fn call(domain: &str, entries: &[(&str, &str)], hits: Option<u64>) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: domain.into(),
+        hits_addend: 0,
+        descriptors: vec![RateLimitDescriptor {
+            entries: entries
+                .iter()
+                .map(|(k, v)| Entry {
+                    key: (*k).into(),
+                    value: (*v).into(),
+                })
+                .collect(),
+            limit: None,
+            hits_addend: hits,
+        }],
+    }
+}
+
+/// What an attacker (or a broken Envoy) sends: values of any length, hundreds of descriptors,
+/// counts past any limit, a flood past the gateway's own bound on Redis calls. The service
+/// answers every one of them; none is refused where the service would count it, none wraps a
+/// counter, and a full pipe to Redis makes calls wait rather than fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_calls_are_counted_as_the_service_counts_them() {
+    let redis = RedisServer::start().expect("redis-server");
+    let dir = temp_dir("rls-hostile");
+    let yaml = dir.join("hostile.yaml");
+    std::fs::write(
+        &yaml,
+        "domain: hostile\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 100}\n  - key: big\n    rate_limit: {unit: hour, requests_per_unit: 10}\n  - key: flood\n    rate_limit: {unit: hour, requests_per_unit: 100}\n",
+    )
+    .expect("write");
+    let (port, admin, rls) = (free_port(), free_port(), free_port());
+    let out = std::process::Command::new(BIN)
+        .args(["import-envoy-ratelimit", &yaml.display().to_string()])
+        .args(["--redis-url", &redis.url()])
+        .args(["--listen", &format!("127.0.0.1:{rls}")])
+        .output()
+        .expect("import");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The smallest bound on Redis calls in flight: the flood below is 75 times it.
+    let toml = String::from_utf8_lossy(&out.stdout).replacen(
+        "[redis]\n",
+        "\n[redis]\nmax_in_flight = 4\n",
+        1,
+    );
+    let config = serving_one_thread(port, admin, &toml);
+    let _gw = running(std::path::Path::new(BIN), &config, port, admin).await;
+    let mut c = client(rls).await;
+    // Counts are per hour: stay clear of the hour's end.
+    if unix() % 3600 > 3590 {
+        tokio::time::sleep(Duration::from_secs(3600 - unix() % 3600 + 1)).await;
+    }
+    let ok = Code::Ok as i32;
+    let over = Code::OverLimit as i32;
+
+    // A 64 KiB value is a value like any other (the service sets no length).
+    let long = "v".repeat(64 * 1024);
+    let r = c
+        .should_rate_limit(call("hostile", &[("k", &long)], None))
+        .await
+        .expect("a long value is answered")
+        .into_inner();
+    assert_eq!((r.overall_code, r.statuses[0].limit_remaining), (ok, 99));
+    let r = c
+        .should_rate_limit(call("hostile", &[("k", &long)], None))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(r.statuses[0].limit_remaining, 98, "counted in its own key");
+    let m = metrics(admin).await;
+    assert!(
+        !m.contains(&long[..300]),
+        "a long key is not a metric label"
+    );
+
+    // 500 descriptors: 500 answers, each counted.
+    let mut many = call("hostile", &[("k", "many-0")], None);
+    many.descriptors = (0..500)
+        .map(|i| {
+            call("hostile", &[("k", &format!("many-{i}"))], None)
+                .descriptors
+                .remove(0)
+        })
+        .collect();
+    let r = c
+        .should_rate_limit(many)
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(r.statuses.len(), 500);
+    assert!(r
+        .statuses
+        .iter()
+        .all(|s| s.code == ok && s.limit_remaining == 99));
+
+    // Counts past any limit are over it, and stay over: no counter wraps back under.
+    let r = c
+        .should_rate_limit(call("hostile", &[("big", "a")], Some(u64::MAX)))
+        .await
+        .expect("a huge count is an answer, not an error")
+        .into_inner();
+    assert_eq!((r.overall_code, r.statuses[0].limit_remaining), (over, 0));
+    for _ in 0..2 {
+        let r = c
+            .should_rate_limit(call("hostile", &[("big", "a")], Some(u64::MAX)))
+            .await
+            .expect("answered")
+            .into_inner();
+        assert_eq!(r.overall_code, over, "still over after a second huge count");
+    }
+    let r = c
+        .should_rate_limit(call("hostile", &[("big", "a")], None))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(r.overall_code, over);
+    let mut whole = call("hostile", &[("big", "b")], None);
+    whole.hits_addend = u32::MAX;
+    let r = c
+        .should_rate_limit(whole)
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(r.overall_code, over);
+    // A check (hits 0) of a key past its limit says so and spends nothing.
+    let r = c
+        .should_rate_limit(call("hostile", &[("big", "a")], Some(0)))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(r.overall_code, over);
+
+    // 300 calls at once against 4 slots to Redis: every one answered, exactly 100 admitted.
+    let calls = (0..300).map(|_| {
+        let mut c = c.clone();
+        async move {
+            c.should_rate_limit(call("hostile", &[("flood", "x")], None))
+                .await
+                .map(|r| r.into_inner().overall_code)
+        }
+    });
+    let codes = futures_util::future::join_all(calls).await;
+    let errors: Vec<_> = codes.iter().filter_map(|c| c.as_ref().err()).collect();
+    assert!(
+        errors.is_empty(),
+        "{} failed: {:?}",
+        errors.len(),
+        errors.first()
+    );
+    let admitted = codes
+        .iter()
+        .filter(|c| matches!(c, Ok(c) if *c == ok))
+        .count();
+    assert_eq!(admitted, 100, "exactly the limit, however many wait");
+
+    // Calls the service cannot answer at all are errors, as the service's are.
+    let e = c
+        .should_rate_limit(call("", &[("k", "v")], None))
+        .await
+        .expect_err("an empty domain");
+    assert!(e.message().contains("domain must not be empty"), "{e:?}");
+    let mut none = call("hostile", &[], None);
+    none.descriptors.clear();
+    let e = c.should_rate_limit(none).await.expect_err("no descriptors");
+    assert!(
+        e.message().contains("descriptor list must not be empty"),
+        "{e:?}"
+    );
+}
+
+/// A ConfigMap mounted as the kubelet mounts it: `config/a.yaml -> ..data/a.yaml`, `..data ->
+/// ..2026_12_03_00_00_00.1`, the real files in that hidden folder. Read as the service reads
+/// it with RUNTIME_IGNOREDOTFILES=true (its advice for Kubernetes): each file once; with
+/// `--dot-files` (its default) the hidden folder is read too, and the domain is there twice.
+#[test]
+fn a_mounted_configmap_is_read_once_and_dot_files_read_as_the_services_default() {
+    let root = temp_dir("rls-configmap");
+    let config = root.join("config");
+    let stamp = config.join("..2026_12_03_00_00_00.1");
+    std::fs::create_dir_all(&stamp).expect("mkdir");
+    std::fs::write(
+        stamp.join("a.yaml"),
+        "domain: mounted\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5}\n",
+    )
+    .expect("write");
+    std::os::unix::fs::symlink("..2026_12_03_00_00_00.1", config.join("..data")).expect("link");
+    std::os::unix::fs::symlink("..data/a.yaml", config.join("a.yaml")).expect("link");
+    let import = |extra: &[&str]| {
+        std::process::Command::new(BIN)
+            .arg("import-envoy-ratelimit")
+            .arg(&root)
+            .args(extra)
+            .output()
+            .expect("import")
+    };
+    let out = import(&[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let toml = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(toml.matches("domain = \"mounted\"").count(), 1, "{toml}");
+    let out = import(&["--dot-files"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("duplicate domain 'mounted'"), "{err}");
+}

@@ -133,6 +133,11 @@ enum Command {
         /// limit counts only the descriptors that would.
         #[arg(long)]
         stop_increment_when_over_limit: bool,
+        /// RUNTIME_IGNOREDOTFILES=false (the service's default): a directory's hidden files and
+        /// folders are read too. Left out by default, as the service's README advises for a
+        /// ConfigMap (whose hidden `..DATE` folder holds every file a second time).
+        #[arg(long)]
+        dot_files: bool,
     },
 }
 
@@ -214,9 +219,11 @@ fn main() {
             local_cache,
             quota_mode,
             stop_increment_when_over_limit,
+            dot_files,
         } => import_envoy_ratelimit(
             &files,
             output.as_deref(),
+            dot_files,
             &tollgate_config::envoy_ratelimit::Options {
                 algorithm,
                 redis_url,
@@ -248,19 +255,29 @@ fn main() {
     std::process::exit(code);
 }
 
-/// The files under `dir`, in name order, hidden ones (the kubelet's `..data`) left out.
-fn files_under(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+/// The files under `dir`, in name order; hidden ones (the kubelet's `..data`) left out unless
+/// `dot_files`.
+fn files_under(dir: &Path, dot_files: bool, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
-            !p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+            dot_files
+                || !p
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
         })
         .collect();
     entries.sort();
     for p in entries {
+        // A folder linked (the kubelet's `..data`) is not entered, as Go's filepath.Walk
+        // enters none.
+        let linked = p
+            .symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink());
         if p.is_dir() {
-            files_under(&p, out)?;
+            if !linked {
+                files_under(&p, dot_files, out)?;
+            }
         } else {
             out.push(p);
         }
@@ -271,6 +288,7 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 fn import_envoy_ratelimit(
     files: &[PathBuf],
     output: Option<&Path>,
+    dot_files: bool,
     opts: &tollgate_config::envoy_ratelimit::Options,
 ) -> i32 {
     let mut paths = Vec::new();
@@ -281,7 +299,7 @@ fn import_envoy_ratelimit(
                 c if c.is_dir() => c,
                 _ => f.clone(),
             };
-            if let Err(e) = files_under(&dir, &mut paths) {
+            if let Err(e) = files_under(&dir, dot_files, &mut paths) {
                 eprintln!("{}: cannot read the directory: {e}", dir.display());
                 return 2;
             }

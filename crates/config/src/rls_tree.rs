@@ -50,11 +50,11 @@ impl EnvoyUnit {
         EnvoyUnit::Year,
     ];
 
-    /// As the service reads a unit: its name in any case (`second`, `SECOND`).
+    /// As the service reads a unit: its name in any case (`second`, `SECOND`, `ſecond`).
     pub fn parse(s: &str) -> Option<EnvoyUnit> {
-        Self::ALL
-            .into_iter()
-            .find(|u| u.name().eq_ignore_ascii_case(s))
+        // Go's strings.ToUpper, as the service reads it (Unicode: `ſecond` is SECOND).
+        let upper = s.to_uppercase();
+        Self::ALL.into_iter().find(|u| u.name() == upper)
     }
 
     /// The proto's name (`SECOND` .. `YEAR`).

@@ -158,3 +158,100 @@ fn a_second_document_is_read_as_the_service_reads_it_not_at_all() {
     );
     assert!(!i.toml.contains("domain = \"b\""), "{}", i.toml);
 }
+
+#[test]
+fn anchors_merge_keys_tags_and_duplicates_read_as_yaml_v2_reads_them() {
+    // A shared limit by anchor and `<<`, a key written twice (the last wins, as yaml.v2's
+    // Unmarshal keeps it), `!!int` on a quoted count, `!!str` on a number and a Unicode unit.
+    let yaml = "domain: d\n\
+                descriptors:\n\
+                \x20 - key: z\n\
+                \x20   rate_limit: &b {unit: minute, requests_per_unit: 5}\n\
+                \x20 - key: a\n\
+                \x20   rate_limit:\n\
+                \x20     <<: *b\n\
+                \x20     requests_per_unit: 7\n\
+                \x20 - key: b\n\
+                \x20   value: x\n\
+                \x20   value: y\n\
+                \x20   rate_limit: {unit: hour, requests_per_unit: !!int \"9\"}\n\
+                \x20 - key: c\n\
+                \x20   value: !!str 010\n\
+                \x20   rate_limit: {unit: \u{17f}econd, requests_per_unit: 1}\n";
+    let files = vec![("f.yaml".to_string(), yaml.to_string())];
+    let d = load_domains(&files, false).expect("loads");
+    let nodes = &d[0].descriptors;
+    assert_eq!(nodes.len(), 4, "{nodes:?}");
+    let a = nodes[1].rate_limit.as_ref().expect("a's limit");
+    assert_eq!(a.requests_per_unit, 7, "written beside `<<`, the key wins");
+    assert_eq!(
+        a.unit.map(|u| u.name()),
+        Some("MINUTE"),
+        "merged from the anchor"
+    );
+    assert_eq!(nodes[2].value, "y", "a duplicate key keeps its last value");
+    assert_eq!(
+        nodes[2].rate_limit.as_ref().map(|l| l.requests_per_unit),
+        Some(9)
+    );
+    assert_eq!(nodes[3].value, "010");
+    assert_eq!(
+        nodes[3]
+            .rate_limit
+            .as_ref()
+            .and_then(|l| l.unit)
+            .map(|u| u.name()),
+        Some("SECOND"),
+        "Go's ToUpper reads \u{17f} as S"
+    );
+    let i = import(&files, &Options::default()).expect("import");
+    tollgate_config::check_str(&i.toml, "import").expect("checks");
+}
+
+#[test]
+fn metadata_is_kept_as_the_service_keeps_it_and_what_toml_cannot_hold_is_said() {
+    let yaml = "domain: d\ndescriptors:\n  - key: k\n    metadata:\n      name: a\n      n: 18446744073709551615\n      bad: .nan\n      nested: {1: one, 0x10: sixteen, on: x}\n      list: [1, ~, two]\n    rate_limit: {unit: second, requests_per_unit: 1}\n";
+    let files = vec![("f.yaml".to_string(), yaml.to_string())];
+    let d = load_domains(&files, false).expect("loads");
+    let m = d[0].descriptors[0]
+        .metadata
+        .as_ref()
+        .expect("metadata kept");
+    assert_eq!(m["name"], "a");
+    assert_eq!(
+        m["n"].as_f64(),
+        Some(18446744073709551615.0),
+        "a double, as structpb's"
+    );
+    // Deeper keys as Go's %v prints them (convertMap).
+    assert_eq!(m["nested"]["1"], "one");
+    assert_eq!(m["nested"]["16"], "sixteen");
+    assert_eq!(m["nested"]["true"], "x");
+    let i = import(&files, &Options::default()).expect("import");
+    tollgate_config::check_str(&i.toml, "import").expect("checks");
+    assert!(
+        i.warnings.iter().any(|w| w.contains("metadata key bad")),
+        "{:?}",
+        i.warnings
+    );
+    assert!(
+        i.warnings.iter().any(|w| w.contains("list item")),
+        "{:?}",
+        i.warnings
+    );
+    assert!(i.toml.contains("\"name\" = \"a\""), "{}", i.toml);
+}
+
+#[test]
+fn the_import_gives_redis_envoys_deadline_and_fails_as_the_service_does() {
+    let files = vec![(
+        "f.yaml".to_string(),
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n".to_string(),
+    )];
+    let i = import(&files, &Options::default()).expect("import");
+    let v: toml::Value = toml::from_str(&i.toml).expect("toml");
+    assert_eq!(v["redis"]["timeout"].as_str(), Some("10s"), "{}", i.toml);
+    assert_eq!(v["rls"]["on_error"].as_str(), Some("fail"));
+    assert_eq!(v["rls"]["local_cache"].as_bool(), Some(false));
+    assert_eq!(v["rls"]["response_headers"].as_str(), Some("none"));
+}

@@ -185,7 +185,8 @@ pub async fn explain(
             item["redis_key"] = json!(tollgate_store::GlobalKey {
                 limit: &l.cfg.name,
                 key,
-                known: false
+                known: false,
+                patient: false
             }
             .redis_key(l.cfg.algorithm));
         }

@@ -113,10 +113,18 @@ pub const NO_ROUTE: &str = "";
 /// At most this many stats keys in `tollgate_rls_hits_total` (a detailed metric names every
 /// value a client sends: the label set must stay bounded).
 pub const RLS_STAT_KEYS: usize = 10_000;
+/// The longest stats key with a series of its own.
+pub const RLS_STAT_KEY_BYTES: usize = 256;
 
 impl Metrics {
     /// Counts `hits` of stats key `key` as `result` (`key="other"` past [`RLS_STAT_KEYS`]).
     pub fn rls_hit(&self, key: &str, result: &str, hits: u64) {
+        // A stats key holding a long value (a path, a header) is no series of its own.
+        let key = if key.len() > RLS_STAT_KEY_BYTES {
+            "other"
+        } else {
+            key
+        };
         let known = {
             let mut keys = self.rls_keys.lock();
             keys.contains(key) || (keys.len() < RLS_STAT_KEYS && keys.insert(key.to_string()))

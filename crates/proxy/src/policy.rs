@@ -450,6 +450,7 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
                 // flood of fresh keys must not crowd out. (Not a grown lease: two quick
                 // requests grow one, so a flood could claim the reserve with them.)
                 known: p.probes & (1 << pos) != 0,
+                patient: rt.limits[li].cfg.on_error == tollgate_config::OnError::Fail,
             };
             calls.push(async move {
                 let r = if let (Some(leases), false) = (&g.leases, exact) {
@@ -732,6 +733,7 @@ fn refund_global(g: &GlobalRt, key: u64, units: u64) {
             limit: &name,
             key,
             known: true,
+            patient: false,
         };
         let _ = store.refund(&spec, key, units).await;
     });

@@ -108,6 +108,10 @@ pub struct GlobalKey<'a> {
     /// the share of `max_in_flight` kept from fresh keys, so a flood of fresh keys cannot
     /// crowd out the calls that keep a known key refused.
     pub known: bool,
+    /// Past `max_in_flight`, the call waits for a slot (up to the store's timeout) instead of
+    /// failing at once: for a limit whose failure fails its caller's call (`on_error =
+    /// "fail"`), where the gateway's own bound must not read as Redis failing.
+    pub patient: bool,
 }
 
 impl GlobalKey<'_> {

@@ -78,11 +78,13 @@ pub const DEFAULT_MAX_IN_FLIGHT: usize = 128;
 
 /// One call counted in flight for as long as it lives (a call dropped mid-way, when its
 /// request is, gives its place back too).
-struct InFlight<'a>(&'a AtomicUsize);
+struct InFlight<'a>(&'a AtomicUsize, &'a tokio::sync::Notify);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+        // A patient call waiting for a slot takes this one.
+        self.1.notify_one();
     }
 }
 
@@ -210,6 +212,8 @@ pub struct RedisStore {
     tls_failed: AtomicBool,
     /// Decision calls waiting on Redis now, and their bound for fresh and known keys.
     in_flight: AtomicUsize,
+    /// Told when an in-flight call ends (patient calls wait on it).
+    freed: tokio::sync::Notify,
     max_fresh: usize,
     max_known: usize,
 }
@@ -378,6 +382,7 @@ impl RedisStore {
             tls_failure: parking_lot::Mutex::new(None),
             tls_failed: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
+            freed: tokio::sync::Notify::new(),
             max_fresh: (cfg.max_in_flight - cfg.max_in_flight / 4).max(1),
             max_known: cfg.max_in_flight.max(1),
             metrics,
@@ -509,16 +514,27 @@ impl RedisStore {
         } else {
             self.max_fresh
         };
-        if self.in_flight.fetch_add(1, Ordering::AcqRel) >= bound {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        while self.in_flight.fetch_add(1, Ordering::AcqRel) >= bound {
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
-            self.count(&StoreError::Saturated);
-            if probe {
-                // The breaker's probe was not made: let the next call be it.
-                node.breaker.release_probe();
+            let waited = key.patient && {
+                // Registered before the second look, so a slot freed in between still wakes it.
+                let freed = self.freed.notified();
+                tokio::pin!(freed);
+                freed.as_mut().enable();
+                self.in_flight.load(Ordering::Acquire) < bound
+                    || tokio::time::timeout_at(deadline, freed).await.is_ok()
+            };
+            if !waited {
+                self.count(&StoreError::Saturated);
+                if probe {
+                    // The breaker's probe was not made: let the next call be it.
+                    node.breaker.release_probe();
+                }
+                return Err(StoreError::Saturated);
             }
-            return Err(StoreError::Saturated);
         }
-        let _in_flight = InFlight(&self.in_flight);
+        let _in_flight = InFlight(&self.in_flight, &self.freed);
         let sent = self.clock.now();
         match op {
             Op::Acquire => self.acquire_calls.inc(),

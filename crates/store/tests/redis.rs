@@ -43,6 +43,7 @@ fn key(limit: &str, k: u64) -> GlobalKey<'_> {
         limit,
         key: k,
         known: false,
+        patient: false,
     }
 }
 

@@ -54,6 +54,7 @@ async fn counts_exactly(s: &RedisStore, limit: &str) {
         limit,
         key: 7,
         known: false,
+        patient: false,
     };
     for want in (0..5).rev() {
         match s.acquire(&sp, k, 1).await {
@@ -77,6 +78,7 @@ async fn fails(s: &RedisStore, m: &StoreMetrics) -> String {
                 limit: "x",
                 key: 1,
                 known: false,
+                patient: false,
             },
             1,
         )
@@ -268,6 +270,7 @@ async fn a_cluster_over_tls_with_client_certificates() {
                         limit: "cluster",
                         key: k,
                         known: false,
+                        patient: false,
                     },
                     1,
                 )

@@ -363,27 +363,44 @@ impl<'a> Typed<'a> {
     }
 }
 
-/// A YAML mapping as JSON (a node's metadata), or `None` when a key is not a string.
+/// A descriptor's metadata as the service makes its `structpb.Struct` (`parseMetadata`): the
+/// top level's keys as yaml.v2 sets a string (their text), deeper keys as Go's `%v` prints them
+/// (`convertMap`), every number a double. `None` when a top-level key is not a scalar (yaml.v2
+/// refuses to unmarshal the file).
 fn json(n: &Node) -> Option<serde_json::Value> {
-    Some(match &n.kind {
-        Kind::Map(entries) => {
-            let mut m = serde_json::Map::new();
-            for (k, v) in entries {
-                m.insert(k.text()?, json(v)?);
-            }
-            serde_json::Value::Object(m)
-        }
-        Kind::Seq(items) => {
-            serde_json::Value::Array(items.iter().map(json).collect::<Option<_>>()?)
-        }
-        Kind::Scalar { .. } => match n.scalar()? {
-            Scalar::Null => serde_json::Value::Null,
-            Scalar::Bool(b) => serde_json::Value::Bool(b),
-            Scalar::Int(i) => serde_json::Value::from(i64::try_from(i).ok()?),
-            Scalar::Float(f) => serde_json::Value::from(serde_json::Number::from_f64(f)?),
-            Scalar::Str(s) => serde_json::Value::String(s),
+    let Kind::Map(entries) = &n.kind else {
+        return None;
+    };
+    let mut m = serde_json::Map::new();
+    for (k, v) in entries {
+        m.insert(k.text()?, json_value(v));
+    }
+    Some(serde_json::Value::Object(m))
+}
+
+/// One value: a null, NaN or infinity is JSON's null (the import leaves it out, saying so).
+fn json_value(n: &Node) -> serde_json::Value {
+    match &n.kind {
+        Kind::Map(entries) => serde_json::Value::Object(
+            entries
+                .iter()
+                .map(|(k, v)| (k.go_print(), json_value(v)))
+                .collect(),
+        ),
+        Kind::Seq(items) => serde_json::Value::Array(items.iter().map(json_value).collect()),
+        Kind::Scalar { .. } => match n.scalar() {
+            Some(Scalar::Bool(b)) => serde_json::Value::Bool(b),
+            Some(Scalar::Int(i)) => match i64::try_from(i) {
+                Ok(i) => serde_json::Value::from(i),
+                Err(_) => serde_json::Number::from_f64(i as f64)
+                    .map_or(serde_json::Value::Null, serde_json::Value::Number),
+            },
+            Some(Scalar::Float(f)) => serde_json::Number::from_f64(f)
+                .map_or(serde_json::Value::Null, serde_json::Value::Number),
+            Some(Scalar::Str(s)) => serde_json::Value::String(s),
+            Some(Scalar::Null) | None => serde_json::Value::Null,
         },
-    })
+    }
 }
 
 fn typed_root<'a>(file: &'a str, doc: &'a Node) -> Result<Root<'a>, Problems> {

@@ -169,7 +169,10 @@ fn header(out: &mut String, files: &[(String, String)], warnings: &[String], opt
     let _ = writeln!(
         out,
         "\n# The limits count in Redis, as envoyproxy/ratelimit's: every Tollgate instance shares them.\n\
-         [redis]\nurl = {}\n\n\
+         [redis]\nurl = {}\n\
+         # envoyproxy/ratelimit gives Redis no deadline: Envoy's own timeout on the call (20ms\n\
+         # unless set) decides first. The longest Tollgate allows keeps it so.\n\
+         timeout = \"10s\"\n\n\
          # The service trusts its callers: keep it on a private network, or add tls = true with\n\
          # [tls] client_ca and client_auth = \"require\" (docs/rls.md).\n\
          [rls]\nlisten = {}\n\
@@ -264,7 +267,8 @@ fn node(out: &mut String, n: &RlsNode, depth: usize, warnings: &mut Vec<String>)
     }
 }
 
-/// JSON as a TOML inline value (metadata); a null, which TOML cannot write, is left out.
+/// JSON as a TOML inline value (metadata); a null (YAML's null, NaN or an infinity), which
+/// Tollgate's metadata cannot hold, is left out with a warning.
 fn inline(v: &serde_json::Value, warnings: &mut Vec<String>) -> String {
     match v {
         serde_json::Value::Object(m) => {
@@ -272,7 +276,7 @@ fn inline(v: &serde_json::Value, warnings: &mut Vec<String>) -> String {
             for (k, v) in m {
                 if v.is_null() {
                     warnings.push(format!(
-                        "metadata key {k}: a null value, which TOML cannot hold, is left out"
+                        "metadata key {k}: a null, NaN or infinite value, which Tollgate's metadata cannot hold, is left out"
                     ));
                 } else {
                     parts.push(format!("{} = {}", q(k), inline(v, warnings)));
@@ -280,14 +284,17 @@ fn inline(v: &serde_json::Value, warnings: &mut Vec<String>) -> String {
             }
             format!("{{ {} }}", parts.join(", "))
         }
-        serde_json::Value::Array(a) => format!(
-            "[{}]",
-            a.iter()
-                .filter(|v| !v.is_null())
-                .map(|v| inline(v, warnings))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        serde_json::Value::Array(a) => {
+            let mut items = Vec::new();
+            for v in a {
+                if v.is_null() {
+                    warnings.push("metadata: a null, NaN or infinite list item, which Tollgate's metadata cannot hold, is left out".into());
+                } else {
+                    items.push(inline(v, warnings));
+                }
+            }
+            format!("[{}]", items.join(", "))
+        }
         serde_json::Value::String(s) => q(s),
         serde_json::Value::Bool(b) => b.to_string(),
         serde_json::Value::Number(n) => n.to_string(),

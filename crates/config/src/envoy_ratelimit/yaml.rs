@@ -107,14 +107,13 @@ impl Node {
         }
     }
 
-    /// A mapping's value at `key` (the last, as yaml.v2 keeps the last of duplicates).
+    /// A mapping's value at `key` (each key is once: see [`settle`]).
     pub fn get(&self, key: &str) -> Option<&Node> {
         let Kind::Map(entries) = &self.kind else {
             return None;
         };
         entries
             .iter()
-            .rev()
             .find(|(k, _)| k.scalar() == Some(Scalar::Str(key.to_string())))
             .map(|(_, v)| v)
     }
@@ -152,7 +151,30 @@ fn go_float(f: f64) -> String {
 /// `0x`/`0o`/`0b`/leading-zero octal and `_`, floats with `.inf` and `.nan`); a quoted or
 /// block scalar, or one tagged `!!str`, is a string.
 pub fn resolve(text: &str, quoted: bool, tag: Option<&str>) -> Scalar {
-    if quoted || tag == Some("!!str") {
+    // An explicit tag decides, quoted or not (yaml.v2 resolves `!!int "10"` to 10, `!!float 10`
+    // to 10.0); a tag of an application's own leaves the text a string.
+    match tag {
+        Some("!!str") => return Scalar::Str(text.to_string()),
+        Some("!!binary") => {
+            use base64::Engine;
+            let clean: String = text.split_whitespace().collect();
+            return match base64::engine::general_purpose::STANDARD.decode(clean) {
+                Ok(b) => Scalar::Str(String::from_utf8_lossy(&b).into_owned()),
+                Err(_) => Scalar::Str(text.to_string()),
+            };
+        }
+        Some("!!float") => {
+            return match resolve(text, false, None) {
+                Scalar::Int(i) => Scalar::Float(i as f64),
+                Scalar::Float(f) => Scalar::Float(f),
+                _ => Scalar::Str(text.to_string()),
+            }
+        }
+        Some("!!int") | Some("!!bool") | Some("!!null") => return resolve(text, false, None),
+        Some(t) if !t.starts_with("!!") => return Scalar::Str(text.to_string()),
+        _ => {}
+    }
+    if quoted {
         return Scalar::Str(text.to_string());
     }
     match text {
@@ -273,20 +295,83 @@ pub struct Read {
     pub more_documents: usize,
 }
 
-/// Reads `text`; the error in the words `error loading config file: ...` follows.
+/// Reads `text`'s first document (what follows it is counted, never read, as yaml.v2's
+/// `Unmarshal` reads no further); the error in the words `error loading config file: ...`
+/// follows.
 pub fn read(text: &str) -> Result<Read, String> {
     let mut b = Builder::default();
     let mut p = Parser::new_from_str(text);
-    p.load(&mut b, true)
-        .map_err(|e| format!("yaml: line {}: {}", e.marker().line(), e.info()))?;
-    if let Some(e) = b.error {
-        return Err(e);
+    loop {
+        let (ev, mark) = p
+            .next_token()
+            .map_err(|e| format!("yaml: line {}: {}", e.marker().line(), e.info()))?;
+        let end = matches!(ev, Event::StreamEnd);
+        let doc_end = matches!(ev, Event::DocumentEnd);
+        b.on_event(ev, mark);
+        if let Some(e) = b.error {
+            return Err(e);
+        }
+        if end || (doc_end && !b.docs.is_empty()) {
+            break;
+        }
     }
-    let mut docs = b.docs.into_iter();
+    let doc = b.docs.into_iter().next();
+    // The rest is only counted (a document it cannot read is one more all the same).
+    let mut more = 0;
+    loop {
+        match p.next_token() {
+            Ok((Event::DocumentStart, _)) => more += 1,
+            Ok((Event::StreamEnd, _)) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
     Ok(Read {
-        doc: docs.next(),
-        more_documents: docs.len(),
+        doc,
+        more_documents: more,
     })
+}
+
+/// yaml.v2's mapping: a key given twice keeps its last value (`Unmarshal` is not strict), and
+/// `<<` merges the mappings it names (one, or a list), keys written here winning.
+fn settle(entries: Vec<(Node, Node)>) -> Vec<(Node, Node)> {
+    let is_merge = |k: &Node| matches!(&k.kind, Kind::Scalar { text, quoted: false, tag } if text == "<<" && tag.as_deref().is_none_or(|t| t == "!!merge"));
+    let mut own: Vec<(Node, Node)> = Vec::new();
+    let mut merged: Vec<(Node, Node)> = Vec::new();
+    for (k, v) in entries {
+        if is_merge(&k) {
+            let sources: Vec<Node> = match v.kind {
+                Kind::Seq(items) => items,
+                _ => vec![v],
+            };
+            for src in sources {
+                if let Kind::Map(e) = src.kind {
+                    for (mk, mv) in e {
+                        if !merged.iter().any(|(x, _)| same_key(x, &mk)) {
+                            merged.push((mk, mv));
+                        }
+                    }
+                }
+            }
+            continue;
+        }
+        match own.iter().position(|(x, _)| same_key(x, &k)) {
+            Some(i) => own[i].1 = v,
+            None => own.push((k, v)),
+        }
+    }
+    for (k, v) in merged {
+        if !own.iter().any(|(x, _)| same_key(x, &k)) {
+            own.push((k, v));
+        }
+    }
+    own
+}
+
+fn same_key(a: &Node, b: &Node) -> bool {
+    match (a.scalar(), b.scalar()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a.kind == b.kind,
+    }
 }
 
 #[derive(Default)]
@@ -392,9 +477,12 @@ impl MarkedEventReceiver for Builder {
                 self.stack.push((Node { kind, line }, None));
             }
             Event::SequenceEnd | Event::MappingEnd => {
-                let Some((n, _)) = self.stack.pop() else {
+                let Some((mut n, _)) = self.stack.pop() else {
                     return;
                 };
+                if let Kind::Map(entries) = n.kind {
+                    n.kind = Kind::Map(settle(entries));
+                }
                 if let Some(&(id, depth)) = self.open_anchors.last() {
                     if depth == self.stack.len() {
                         self.open_anchors.pop();
@@ -442,9 +530,9 @@ mod tests {
     #[test]
     fn documents_keep_their_lines_and_go_prints_as_go() {
         let y = "domain: d\ndescriptors:\n  - key: a\n    value: 1\n  - 0.25: x\n---\ndomain: e\n";
-        let read = read(y).expect("yaml");
-        assert_eq!(read.more_documents, 1);
-        let doc = read.doc.expect("doc");
+        let got = read(y).expect("yaml");
+        assert_eq!(got.more_documents, 1);
+        let doc = got.doc.expect("doc");
         let Kind::Seq(items) = &doc.get("descriptors").expect("d").kind else {
             panic!("seq")
         };
@@ -460,6 +548,36 @@ mod tests {
         assert_eq!(go_float(1e21), "1e+21");
         assert_eq!(go_float(0.00001), "1e-05");
         assert!(read_err("a: [1"));
+        // Only the first document is read: a broken second one is counted, not refused.
+        let r = read("domain: a\n---\n: : [\n").expect("first document");
+        assert_eq!(r.more_documents, 1);
+    }
+
+    #[test]
+    fn tags_merges_and_duplicates_as_yaml_v2() {
+        assert_eq!(resolve("10", true, Some("!!int")), Scalar::Int(10));
+        assert_eq!(resolve("10", false, Some("!!float")), Scalar::Float(10.0));
+        assert_eq!(resolve("10", false, Some("!foo")), Scalar::Str("10".into()));
+        assert_eq!(
+            resolve("aGVsbG8=", false, Some("!!binary")),
+            Scalar::Str("hello".into())
+        );
+        let doc = read("base: &b {unit: minute, requests_per_unit: 5}\nnode:\n  <<: *b\n  requests_per_unit: 7\n  name: x\n  name: y\n")
+            .expect("yaml")
+            .doc
+            .expect("doc");
+        let n = doc.get("node").expect("node");
+        assert_eq!(
+            n.get("unit").and_then(Node::text).as_deref(),
+            Some("minute")
+        );
+        assert_eq!(
+            n.get("requests_per_unit").and_then(Node::scalar),
+            Some(Scalar::Int(7))
+        );
+        assert_eq!(n.get("name").and_then(Node::text).as_deref(), Some("y"));
+        let Kind::Map(e) = &n.kind else { panic!() };
+        assert_eq!(e.len(), 3, "no `<<`, one `name`");
     }
 
     fn read_err(y: &str) -> bool {

@@ -47,6 +47,7 @@ pub async fn return_all(shared: &Shared) {
                     limit: &g.name,
                     key,
                     known: true,
+                    patient: false,
                 };
                 let _ = g.store.refund(&g.spec, key, units).await;
             });

@@ -49,6 +49,7 @@ fn renew_slots(rt: &Runtime, now: Instant, renewed: &mut HashMap<usize, Instant>
                     limit: &name,
                     key,
                     known: true,
+                    patient: false,
                 };
                 let _ = store.hold(&spec, key, n).await;
             }

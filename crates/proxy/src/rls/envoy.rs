@@ -111,7 +111,9 @@ impl Rls {
                     .zip(&before)
                     .zip(&costs)
                     .map(|((s, n), cost)| match (s, n) {
-                        (Slot::Check(c), Some(n)) => n + cost > u64::from(c.requests_per_unit),
+                        (Slot::Check(c), Some(n)) => {
+                            n.saturating_add(*cost) > u64::from(c.requests_per_unit)
+                        }
                         _ => false,
                     })
                     .collect();
@@ -154,15 +156,22 @@ impl Rls {
                     continue;
                 }
                 (Slot::Check(c), Some(Ok(n))) => {
-                    let hits = cost(req, &req.descriptors[i]);
+                    let hits = costs[i];
                     let key = c.stat_key.as_str();
                     let m = &self.shared.metrics;
                     m.rls_hit(key, "total_hits", hits);
-                    if n.over && c.shadow {
-                        m.rls_hit(key, "shadow_mode", hits);
-                        rt.limits[c.limit].shadow_counter.inc();
+                    // Past the limit: the hits past it (all of them when the count was past
+                    // it already), as the service counts its over_limit and shadow_mode stats.
+                    let past = n.count.saturating_sub(u64::from(c.requests_per_unit)).min(hits);
+                    if n.over {
+                        m.rls_hit(key, "over_limit", past);
+                        if c.shadow {
+                            m.rls_hit(key, "shadow_mode", past);
+                            rt.limits[c.limit].shadow_counter.inc();
+                        }
+                    } else {
+                        m.rls_hit(key, "within_limit", hits);
                     }
-                    m.rls_hit(key, if n.over { "over_limit" } else { "within_limit" }, hits);
                     DescriptorStatus {
                         code: if n.over && !c.shadow {
                             Code::OverLimit as i32
@@ -340,8 +349,9 @@ impl Rls {
             std::hash::Hasher::write(&mut h, v.as_bytes());
             std::hash::Hasher::write_u8(&mut h, 0xfe);
         }
+        // (Not the number: once a count is past one limit, every limit of that counter meets
+        // it from memory, as the service's local cache answers by the cache key alone.)
         std::hash::Hasher::write_u64(&mut h, c.limit as u64);
-        std::hash::Hasher::write_u32(&mut h, c.requests_per_unit);
         Some(std::hash::Hasher::finish(&h))
     }
 
@@ -357,6 +367,7 @@ impl Rls {
 fn cost(req: &RateLimitRequest, d: &RateLimitDescriptor) -> u64 {
     d.hits_addend
         .unwrap_or_else(|| u64::from(req.hits_addend.max(1)))
+        .min(super::MAX_COST)
 }
 
 /// Seconds until the unit's window ends (the service's CalculateReset: span - now % span).
@@ -470,10 +481,15 @@ fn slot<'r>(rt: &'r Runtime, req: &RateLimitRequest, d: &RateLimitDescriptor) ->
         key,
         // The service rebuilds a limit whose stats key detailed_metric or value_to_metric
         // changed, without its metadata.
-        metadata: node
-            .metadata
-            .as_ref()
-            .filter(|_| !l.detailed_metric && f.stat_key == node.full_key),
+        // (detailed_metric: only on the path that leaves the walk at a node without children;
+        // value_to_metric: when the stats key changed.)
+        metadata: node.metadata.as_ref().filter(|_| {
+            if l.detailed_metric {
+                node.has_children()
+            } else {
+                f.stat_key == node.full_key
+            }
+        }),
         stat_key: f.stat_key,
     })
 }
@@ -563,14 +579,17 @@ fn metadata(req: &RateLimitRequest, slots: &[Slot], passed: &[usize]) -> prost_t
                 },
             );
             if let Some(o) = &d.limit {
-                let unit = EnvoyUnit::of_number(o.unit).map_or("UNKNOWN", EnvoyUnit::name);
-                f.insert(
-                    "limit".to_string(),
-                    text(format!(
-                        "requests_per_unit:{} unit:{unit}",
-                        o.requests_per_unit
-                    )),
-                );
+                // Go's prototext: fields at their zero value are left out.
+                let mut parts = Vec::new();
+                if o.requests_per_unit != 0 {
+                    parts.push(format!("requests_per_unit:{}", o.requests_per_unit));
+                }
+                if o.unit != 0 {
+                    let unit = EnvoyUnit::of_number(o.unit)
+                        .map_or_else(|| o.unit.to_string(), |u| u.name().to_string());
+                    parts.push(format!("unit:{unit}"));
+                }
+                f.insert("limit".to_string(), text(parts.join(" ")));
             }
             if let Some(h) = d.hits_addend {
                 f.insert("hitsAddend".to_string(), num(h as f64));

@@ -88,6 +88,13 @@ pub struct Found {
     pub stat_key: String,
 }
 
+impl NodeRt {
+    /// Whether a level follows this node.
+    pub fn has_children(&self) -> bool {
+        !self.children.by_key.is_empty()
+    }
+}
+
 impl TreeRt {
     /// Compiles `domains`; `limit_index` finds a node limit's index in `Runtime::limits`.
     pub fn build(domains: &[RlsDomain], limit_index: impl Fn(&str) -> Option<usize>) -> Self {
