@@ -1,9 +1,9 @@
 //! The abuse-defence parts of the format: access lists (inline and in list files), tarpits,
 //! actions, escalation ladders and failure-only counting.
 
+use crate::model::{AccessConfig, Action, TarpitConfig};
 use crate::reader::{as_array, as_int_in, as_str, as_str_list, type_err, Cx, Tbl, Value};
 use crate::scalars::{cidr, duration};
-use crate::types::{AccessConfig, Action, TarpitConfig};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::de::DeValue;

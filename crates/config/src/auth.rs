@@ -3,9 +3,10 @@
 //! `api_key`. Files (htpasswd, API keys) are read and checked here, at load: a hash that
 //! cannot be verified or a key given twice is a config error naming the file and line.
 
+use crate::model::AuthConfig;
+use crate::model::*;
 use crate::reader::{as_bool, as_str, as_str_list, join, type_err, Cx, Tbl, Value};
 use crate::scalars::{duration, http_token};
-use crate::types::*;
 use std::collections::HashSet;
 use std::ops::Range;
 use std::path::{Path, PathBuf};

@@ -1,9 +1,10 @@
 //! `[jwt]`: how bearer tokens are verified for `jwt:CLAIM` keys (algorithms, keys from files
 //! or inline, issuer, audience, leeway, the header that carries them).
 
+use crate::model::JwtSettings;
+use crate::model::*;
 use crate::reader::{as_str, as_str_list, Cx, Tbl};
 use crate::scalars::{duration, http_token};
-use crate::types::*;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

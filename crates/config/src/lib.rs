@@ -19,6 +19,7 @@ mod hardening;
 pub mod ingress;
 mod jwt;
 mod limits;
+pub mod model;
 mod parse;
 mod plans;
 mod reader;
@@ -30,24 +31,13 @@ mod scalars;
 mod server;
 mod tls;
 pub mod tracing;
-mod types;
 mod upstreams;
 mod values;
 
 pub use auth::{bcrypt_cost, weak_hash_warnings, BCRYPT_COST_FLOOR};
-pub use balance::{
-    Affinity, Balance, HashKey, Retry, RetryOn, RETRY_BUDGET_DEFAULT, RETRY_ON_DEFAULT,
-};
-pub use edge::{
-    origin_rule, parse_size, CorsConfig, EdgeConfig, HeaderPart, HeaderRules, HeaderTemplate,
-    HeaderVar, OriginRule, COMPRESS_MIN_BYTES, DEFAULT_MAX_BODY_BYTES,
-};
+pub use edge::{origin_rule, parse_size};
 pub use files::MAX_FILE_BYTES;
 pub use reader::Problem;
-pub use rls::{
-    EnvoyLimit, EnvoyUnit, RlsConfig, RlsDomain, RlsHeaders, RlsNode, RlsRule,
-    MAX_DESCRIPTOR_ENTRIES,
-};
 pub use rls_tree::counter as rls_counter;
 pub use routes::{path_regex, rewrite_warnings};
 
@@ -58,8 +48,7 @@ pub fn warnings(cfg: &Config) -> Vec<String> {
     out.extend(weak_hash_warnings(cfg));
     out
 }
-pub use tracing::{ClientAddress, TracingConfig, TrustContext};
-pub use types::*;
+pub use model::*;
 pub use values::{parse_duration, parse_rate};
 
 use std::path::Path;

@@ -5,10 +5,11 @@
 
 use crate::jwt::jwt;
 use crate::limits::PlanMode;
+use crate::model::*;
+use crate::model::{AuthConfig, JwtSettings, LimitConfig, Plans, RouteConfig, ServerConfig};
 use crate::plans::plans;
 use crate::reader::{Cx, Problem, Tbl};
 use crate::server::{server, server_defaults};
-use crate::types::*;
 use std::path::Path;
 use std::time::Duration;
 use tollgate_limit::{Calendar, Rate};

@@ -2,9 +2,10 @@
 //! with its rate, burst and quota for the limits marked `plan = ...`.
 
 use crate::limits::{key_source, script_exact};
+use crate::model::Plans;
+use crate::model::*;
 use crate::reader::{as_int_in, as_str, join, Cx, Tbl, Value};
 use crate::scalars::{list_or_none, parse_quota};
-use crate::types::*;
 use crate::values::parse_rate;
 use std::time::Duration;
 use tollgate_limit::{AlgorithmKind, Rate};

@@ -4,9 +4,9 @@
 //! environment (`password_env`), and a client certificate for mutual TLS (`client_cert`).
 //! Certificate files are read here (relative to the config's folder) and checked as PEM.
 
+use crate::model::{OnError, RedisClientCert, RedisSettings, RedisTarget, RedisTls};
 use crate::reader::{as_int_in, as_str, as_str_list, Cx, Tbl, Value};
 use crate::scalars::{duration, on_error};
-use crate::types::{OnError, RedisClientCert, RedisSettings, RedisTarget, RedisTls};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::ops::Range;

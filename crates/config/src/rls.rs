@@ -2,79 +2,11 @@
 //! Tollgate's limits. A rule maps a domain and a descriptor pattern to limits keyed by the
 //! matched entries' values (`key = "descriptor"`).
 
+use crate::model::{KeySource, LimitConfig, OnError, Scope};
+use crate::model::{RlsConfig, RlsHeaders, RlsRule, MAX_DESCRIPTOR_ENTRIES};
 use crate::reader::{as_array, as_str, as_str_list, Cx, Tbl, Value};
-pub use crate::rls_tree::{EnvoyLimit, EnvoyUnit, RlsDomain, RlsNode};
-use crate::types::{KeySource, LimitConfig, OnError, Scope};
 use std::net::SocketAddr;
 use tollgate_limit::AlgorithmKind;
-
-/// At most this many entries in a rule's descriptor (envoyproxy/ratelimit's trees are a few
-/// levels deep).
-pub const MAX_DESCRIPTOR_ENTRIES: usize = 16;
-
-/// Which fields an answer asks Envoy to add to the client's response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RlsHeaders {
-    /// The IETF RateLimit fields of the descriptor nearest to exhaustion (Tollgate's own).
-    Ietf,
-    /// None (envoyproxy/ratelimit's default).
-    None,
-    /// envoyproxy/ratelimit's `LIMIT_RESPONSE_HEADERS_ENABLED`: limit, remaining and reset
-    /// under `header_names`.
-    Envoy,
-}
-
-/// `[rls]`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RlsConfig {
-    /// Plaintext gRPC (h2c), or TLS with `tls`. Read at start.
-    pub listen: SocketAddr,
-    /// Serve the listener over TLS with `[tls]`'s certificates (and its client CA: mutual
-    /// TLS when `client_auth` asks for it). Read at start.
-    pub tls: bool,
-    pub rules: Vec<RlsRule>,
-    /// envoyproxy/ratelimit's configuration, as that service reads it (`[[rls.domains]]`).
-    pub domains: Vec<RlsDomain>,
-    pub response_headers: RlsHeaders,
-    /// `response_headers = "envoy"`: the names of the limit, remaining and reset fields.
-    pub header_names: [String; 3],
-    /// envoyproxy/ratelimit's `SHADOW_MODE`: every answer's overall code is OK.
-    pub shadow_mode: bool,
-    /// Its global quota mode: every descriptor is a quota descriptor.
-    pub quota_mode: bool,
-    /// `RESPONSE_DYNAMIC_METADATA`: the answer carries `dynamic_metadata`.
-    pub dynamic_metadata: bool,
-    /// A `[[rls.domains]]` count known past its limit is answered from memory until its
-    /// window ends (no Redis call; that count stops growing), as the service's local cache
-    /// (`LOCAL_CACHE_SIZE_IN_BYTES`). Off: every hit counts in Redis, as the service counts
-    /// by default.
-    pub local_cache: bool,
-    /// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`: a call whose descriptor would pass its
-    /// limit counts only the descriptors that would.
-    pub stop_increment_when_over: bool,
-}
-
-/// One `[[rls.rules]]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RlsRule {
-    pub domain: String,
-    /// The entries a descriptor must have, in order: a key, and the value when one is named
-    /// (otherwise any value, which is then part of the key).
-    pub descriptor: Vec<(String, Option<String>)>,
-    /// Limit names (`[limits.NAME]`), each keyed by `descriptor` or `global`; empty: the
-    /// descriptor is never limited (envoyproxy/ratelimit's `unlimited`).
-    pub limits: Vec<String>,
-    /// Every matching descriptor is over the limit (envoyproxy/ratelimit's
-    /// `requests_per_unit: 0`).
-    pub deny: bool,
-}
-
-impl RlsRule {
-    /// How many entries name a value: more is more specific.
-    pub fn specificity(&self) -> usize {
-        self.descriptor.iter().filter(|(_, v)| v.is_some()).count()
-    }
-}
 
 /// `[rls]`; the limits the `[[rls.domains]]` nodes count with are pushed onto `made`.
 pub(crate) fn read(

@@ -16,8 +16,9 @@
 //! Both with `[rls] scope` (global with `[redis]`) and `[rls] on_error` (default `fail`: the
 //! call fails, and Envoy's `failure_mode_deny` decides).
 
+use crate::model::LimitConfig;
+use crate::model::*;
 use crate::reader::{as_array, as_bool, as_int_in, as_str, join, Cx, Tbl, Value};
-use crate::types::*;
 use std::time::Duration;
 use tollgate_limit::{AlgorithmKind, Rate};
 use toml::de::DeValue;
@@ -25,131 +26,6 @@ use toml::de::DeValue;
 /// A node's deepest nesting (the service's trees are a few levels deep; a bound keeps a
 /// hostile file from recursing without end).
 pub const MAX_DEPTH: usize = 32;
-
-/// envoyproxy/ratelimit's units, and the spans its windows count (from the Unix epoch: a month
-/// is 30 days, a year 365).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EnvoyUnit {
-    Second,
-    Minute,
-    Hour,
-    Day,
-    Week,
-    Month,
-    Year,
-}
-
-impl EnvoyUnit {
-    pub const ALL: [EnvoyUnit; 7] = [
-        EnvoyUnit::Second,
-        EnvoyUnit::Minute,
-        EnvoyUnit::Hour,
-        EnvoyUnit::Day,
-        EnvoyUnit::Week,
-        EnvoyUnit::Month,
-        EnvoyUnit::Year,
-    ];
-
-    /// As the service reads a unit: its name in any case (`second`, `SECOND`, `ſecond`).
-    pub fn parse(s: &str) -> Option<EnvoyUnit> {
-        // Go's strings.ToUpper, as the service reads it (Unicode: `ſecond` is SECOND).
-        let upper = s.to_uppercase();
-        Self::ALL.into_iter().find(|u| u.name() == upper)
-    }
-
-    /// The proto's name (`SECOND` .. `YEAR`).
-    pub fn name(self) -> &'static str {
-        match self {
-            EnvoyUnit::Second => "SECOND",
-            EnvoyUnit::Minute => "MINUTE",
-            EnvoyUnit::Hour => "HOUR",
-            EnvoyUnit::Day => "DAY",
-            EnvoyUnit::Week => "WEEK",
-            EnvoyUnit::Month => "MONTH",
-            EnvoyUnit::Year => "YEAR",
-        }
-    }
-
-    /// The proto's number (`RateLimitResponse.RateLimit.Unit`: WEEK is 7, after YEAR).
-    pub fn number(self) -> i32 {
-        match self {
-            EnvoyUnit::Second => 1,
-            EnvoyUnit::Minute => 2,
-            EnvoyUnit::Hour => 3,
-            EnvoyUnit::Day => 4,
-            EnvoyUnit::Month => 5,
-            EnvoyUnit::Year => 6,
-            EnvoyUnit::Week => 7,
-        }
-    }
-
-    /// The unit of a proto number.
-    pub fn of_number(n: i32) -> Option<EnvoyUnit> {
-        Self::ALL.into_iter().find(|u| u.number() == n)
-    }
-
-    /// The service's divider: the span one window counts, in seconds.
-    pub fn seconds(self) -> u64 {
-        match self {
-            EnvoyUnit::Second => 1,
-            EnvoyUnit::Minute => 60,
-            EnvoyUnit::Hour => 3_600,
-            EnvoyUnit::Day => 86_400,
-            EnvoyUnit::Week => 7 * 86_400,
-            EnvoyUnit::Month => 30 * 86_400,
-            EnvoyUnit::Year => 365 * 86_400,
-        }
-    }
-}
-
-/// A node's `rate_limit`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EnvoyLimit {
-    pub requests_per_unit: u32,
-    /// `None` only with `unlimited`.
-    pub unit: Option<EnvoyUnit>,
-    pub unlimited: bool,
-    /// `current_limit.name` (empty when none), and what `replaces` names.
-    pub name: String,
-    pub replaces: Vec<String>,
-    /// The limit counting it (`rls:FULL_KEY`); `None` when unlimited.
-    pub limit: Option<String>,
-}
-
-/// One descriptor node.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RlsNode {
-    pub key: String,
-    /// Empty: the key's default (any value); may hold `*` wildcards.
-    pub value: String,
-    pub rate_limit: Option<EnvoyLimit>,
-    pub shadow_mode: bool,
-    pub quota_mode: bool,
-    pub detailed_metric: bool,
-    pub value_to_metric: bool,
-    pub share_threshold: bool,
-    /// Returned in `dynamic_metadata` for a descriptor that passed (`[rls] dynamic_metadata`).
-    pub metadata: Option<serde_json::Value>,
-    pub descriptors: Vec<RlsNode>,
-}
-
-impl RlsNode {
-    /// The key this node is found by at its level: `KEY` or `KEY_VALUE`, as the service keys it.
-    pub fn final_key(&self) -> String {
-        if self.value.is_empty() {
-            self.key.clone()
-        } else {
-            format!("{}_{}", self.key, self.value)
-        }
-    }
-}
-
-/// One `[[rls.domains]]`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RlsDomain {
-    pub domain: String,
-    pub descriptors: Vec<RlsNode>,
-}
 
 /// What the tree's limits are made of (`[rls]`'s keys for them).
 #[derive(Clone, Copy)]

@@ -1,8 +1,9 @@
 //! `[[routes]]`: which requests go where, under which limits (docs/routes.md).
 
+use crate::model::*;
+use crate::model::{AuthConfig, LimitConfig, RouteConfig, UpstreamConfig};
 use crate::reader::{as_bool, as_int_in, as_str, as_str_list, Cx, Tbl, Value};
 use crate::scalars::{http_token, list_or_none};
-use crate::types::*;
 use crate::MAX_LIMITS_PER_ROUTE;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -539,9 +540,9 @@ fn rewrite(cx: &mut Cx, r: &mut Tbl) -> Option<Rewrite> {
             if let (Some(re), Some(rep), Some(v)) = (&regex, &replace, t.get("replace")) {
                 if let Ok(re) = regex::Regex::new(re) {
                     let names: Vec<&str> = re.capture_names().flatten().collect();
-                    for part in crate::types::rewrite_template(rep) {
+                    for part in crate::model::rewrite_template(rep) {
                         let missing = match &part {
-                            crate::types::TemplatePart::Index(i) => {
+                            crate::model::TemplatePart::Index(i) => {
                                 (*i >= re.captures_len()).then(|| {
                                     format!(
                                         "${i}: the regex has {} group(s)",
@@ -549,9 +550,9 @@ fn rewrite(cx: &mut Cx, r: &mut Tbl) -> Option<Rewrite> {
                                     )
                                 })
                             }
-                            crate::types::TemplatePart::Name(n) => (!names.contains(&n.as_str()))
+                            crate::model::TemplatePart::Name(n) => (!names.contains(&n.as_str()))
                                 .then(|| format!("${{{n}}}: the regex has no group of that name")),
-                            crate::types::TemplatePart::Lit(_) => None,
+                            crate::model::TemplatePart::Lit(_) => None,
                         };
                         if let Some(why) = missing {
                             cx.err(&t.key_path("replace"), v.span(), why);
@@ -721,7 +722,7 @@ fn written_prefix(rw: &Rewrite) -> String {
         return "/".to_string();
     }
     let mut lit = String::new();
-    for part in crate::types::rewrite_template(replace) {
+    for part in crate::model::rewrite_template(replace) {
         let TemplatePart::Lit(s) = part else {
             break;
         };
@@ -846,7 +847,7 @@ struct EdgeOf<'a> {
 /// The edge keys that depend on the rest of the route: `www_redirect` needs one plain host,
 /// the upstream-bound keys an upstream, `x_forwarded_prefix = true` a `strip_prefix`, and no
 /// request header rule may write what the route's auth owns.
-fn edge_fits(cx: &mut Cx, r: &Tbl, e: &crate::edge::EdgeConfig, of: &EdgeOf) -> bool {
+fn edge_fits(cx: &mut Cx, r: &Tbl, e: &crate::model::EdgeConfig, of: &EdgeOf) -> bool {
     let mut ok = true;
     let mut err = |cx: &mut Cx, key: &str, msg: String| {
         cx.err(&r.key_path(key), r.span.clone(), msg);

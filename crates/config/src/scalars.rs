@@ -2,8 +2,8 @@
 //! quotas and UTC offsets, each reporting what is wrong with the key's path and line. The
 //! text formats themselves (durations, rates) are parsed in [`crate::values`].
 
+use crate::model::*;
 use crate::reader::{as_str, Cx, Value};
-use crate::types::*;
 use crate::values::parse_duration;
 use ipnet::IpNet;
 use std::net::IpAddr;

@@ -2,9 +2,10 @@
 //! default is written once, in [`server_defaults`] (a key given with a bad value keeps it,
 //! its problem reported). The hardening keys are read in [`crate::hardening`].
 
+use crate::model::ServerConfig;
+use crate::model::*;
 use crate::reader::{as_str, as_str_list, Cx, Tbl, Value};
 use crate::scalars::{cidr, duration};
-use crate::types::*;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -38,7 +39,7 @@ pub(crate) fn server_defaults() -> ServerConfig {
         https_redirect: false,
         https_port: None,
         host_fallthrough: false,
-        max_body_bytes: crate::edge::DEFAULT_MAX_BODY_BYTES,
+        max_body_bytes: crate::model::DEFAULT_MAX_BODY_BYTES,
         request_headers: Default::default(),
         response_headers: Default::default(),
     }

@@ -3,8 +3,8 @@
 //! certificate files themselves (PEM, key matches certificate, expiry) are read by the gateway
 //! (`tollgate_proxy::tls`), which `tollgate check` runs too.
 
+use crate::model::{CertFiles, ClientAuth, TlsConfig, TlsVersion, UnknownSni, UpstreamTls};
 use crate::reader::{as_array, as_bool, as_str, type_err, Cx, Tbl, Value};
-use crate::types::{CertFiles, ClientAuth, TlsConfig, TlsVersion, UnknownSni, UpstreamTls};
 use std::path::Path;
 use toml::de::DeValue;
 

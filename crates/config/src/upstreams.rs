@@ -1,8 +1,9 @@
 //! `[upstreams.NAME]`: where routes send requests (docs/upstreams.md).
 
+use crate::model::UpstreamConfig;
+use crate::model::*;
 use crate::reader::{as_bool, as_str_list, join, type_err, Cx, Tbl};
 use crate::scalars::{dns_name, duration};
-use crate::types::*;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;

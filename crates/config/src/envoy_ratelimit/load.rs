@@ -6,7 +6,7 @@
 //! in the service's own words after `FILE: `, then where it is (the key path and line).
 
 use super::yaml::{Kind, Node, Scalar};
-use crate::rls_tree::{EnvoyLimit, EnvoyUnit, RlsDomain, RlsNode};
+use crate::model::{EnvoyLimit, EnvoyUnit, RlsDomain, RlsNode};
 
 /// The keys the service knows, anywhere in a file (its `validKeys`).
 const VALID_KEYS: [&str; 16] = [

@@ -11,7 +11,7 @@
 mod load;
 mod yaml;
 
-use crate::rls_tree::{RlsDomain, RlsNode};
+use crate::model::{RlsDomain, RlsNode};
 use std::fmt::Write;
 
 /// What to import, and how.

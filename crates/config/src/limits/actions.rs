@@ -3,9 +3,9 @@
 //! `shadow`, `max_keys`.
 
 use super::Draft;
+use crate::model::*;
 use crate::reader::{as_bool, as_int_in, Cx, Tbl};
 use crate::scalars::duration;
-use crate::types::*;
 use std::time::Duration;
 use tollgate_limit::DEFAULT_MAX_KEYS;
 

@@ -2,9 +2,9 @@
 //! needs `[jwt]`).
 
 use super::{Draft, Env};
+use crate::model::*;
 use crate::reader::{as_str_list, Cx, Tbl};
 use crate::scalars::http_token;
-use crate::types::*;
 
 /// `key`: one key source or a list of them (a composite key).
 pub(super) fn read(cx: &mut Cx, l: &mut Tbl<'_, '_>, d: &mut Draft, env: &Env) {

@@ -19,9 +19,10 @@ mod sync;
 
 pub(crate) use key::key_source;
 
+use crate::model::*;
+use crate::model::{LimitConfig, RedisSettings};
 use crate::reader::{join, Cx, Tbl};
 use crate::scalars::duration;
-use crate::types::*;
 use std::time::Duration;
 use tollgate_limit::{AlgorithmKind, Calendar, Rate};
 

@@ -2,9 +2,9 @@
 //! quota does past its count (`overage`, `soft_limit_percent`, `throttle_rate`).
 
 use super::{Draft, PlanMode};
+use crate::model::*;
 use crate::reader::{as_int_in, as_str, Cx, Tbl};
 use crate::scalars::{parse_quota, parse_utc_offset};
-use crate::types::*;
 use crate::values::parse_rate;
 use std::time::Duration;
 use tollgate_limit::{AlgorithmKind, Calendar, CalendarUnit, Rate};

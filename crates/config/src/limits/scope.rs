@@ -4,9 +4,9 @@
 
 use super::sync::lease;
 use super::{script_exact, Draft, Env};
+use crate::model::*;
 use crate::reader::{as_str, Cx, Tbl};
 use crate::scalars::on_error;
-use crate::types::*;
 use tollgate_limit::AlgorithmKind;
 
 /// `scope`, the script bounds of a global limit, `on_error`, `sync` and `lease_max`.

@@ -1,7 +1,8 @@
 //! `sync = "exact" | "lease"` and `lease_max`: budget leases of a global limit.
 
+use crate::model::RedisSettings;
+use crate::model::*;
 use crate::reader::{as_int_in, as_str, Cx, Tbl};
-use crate::types::*;
 use tollgate_limit::AlgorithmKind;
 
 /// `sync` and `lease_max` of a limit: `Some(None)` exact, `Some(Some(max))` leases of at most

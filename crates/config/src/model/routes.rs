@@ -1,0 +1,152 @@
+//! `[[routes]]`: what a request matches, its rewrite, its canary and its action.
+
+use super::access::{AccessConfig, TarpitConfig};
+use super::edge::EdgeConfig;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteConfig {
+    pub name: String,
+    /// Lower-cased, without port; `*.example.com` matches one label in place of the `*`.
+    /// The first of `host = [...]`.
+    pub host: Option<String>,
+    /// The rest of `host = [...]` (ingress-nginx `server-alias`): the route takes them too.
+    pub aliases: Vec<String>,
+    /// Which paths (canonical, as docs/hardening.md describes) the route takes.
+    pub path: PathMatch,
+    /// Paths match this route whatever their case (for upstreams that ignore case).
+    pub case_insensitive: bool,
+    /// How the path is changed before it goes to the upstream.
+    pub rewrite: Option<Rewrite>,
+    /// Some requests go to another upstream (a canary release).
+    pub canary: Option<Canary>,
+    /// Upper-case method names; `None` matches every method.
+    pub methods: Option<Vec<String>>,
+    pub action: RouteAction,
+    /// Indexes into [`crate::Config::limits`], in the order written.
+    pub limits: Vec<usize>,
+    /// The route's own access lists (added to `[access]`).
+    pub access: Option<AccessConfig>,
+    /// Refusals on this route are held first (limits whose action is `reject`).
+    pub tarpit: Option<TarpitConfig>,
+    /// Overrides `server.https_redirect` for this route.
+    pub https_redirect: Option<bool>,
+    /// Index into [`crate::Config::auth`]: who may pass (docs/auth.md).
+    pub auth: Option<usize>,
+    /// Body cap, CORS, header rules, compression, bandwidth, www redirect (docs/edge.md).
+    pub edge: EdgeConfig,
+}
+
+/// A route's paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathMatch {
+    /// `path_prefix`: paths starting with it (the longest prefix wins).
+    Prefix(String),
+    /// `path_exact`: this path only (before any prefix).
+    Exact(String),
+    /// `path_regex`: paths it matches from their start (RE2 syntax), tried after exact and
+    /// prefix routes, in file order.
+    Regex(String),
+}
+
+impl PathMatch {
+    /// The path, prefix or pattern as written (lower case on a case-insensitive route).
+    pub fn as_str(&self) -> &str {
+        match self {
+            PathMatch::Prefix(p) | PathMatch::Exact(p) | PathMatch::Regex(p) => p,
+        }
+    }
+}
+
+/// The path sent to the upstream, made from the canonical request path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rewrite {
+    /// The first match of `regex` replaced by `replace` (`$1`, `${name}` refer to groups).
+    Regex { regex: String, replace: String },
+    /// This prefix taken off (what is left starts with `/`).
+    StripPrefix(String),
+}
+
+/// One piece of a rewrite's `replace`: text written as it is, or a group of the regex.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TemplatePart {
+    Lit(String),
+    /// `$1`, `${1}`.
+    Index(usize),
+    /// `$name`, `${name}`.
+    Name(String),
+}
+
+/// `replace` in parts, by the `regex` crate's rules (`$$` is a `$`; `$name` takes the longest
+/// run of letters, digits and `_`, a number of it being an index; a `$` not followed by a name
+/// is written as it is), so a template means what it meant before it was split.
+pub fn rewrite_template(replace: &str) -> Vec<TemplatePart> {
+    let mut parts = Vec::new();
+    let mut lit = String::new();
+    let mut rest = replace;
+    while let Some(at) = rest.find('$') {
+        lit.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        let (name, next) = if let Some(braced) = after.strip_prefix('{') {
+            match braced.find('}') {
+                Some(end) if end > 0 => (&braced[..end], &braced[end + 1..]),
+                _ => ("", after),
+            }
+        } else if let Some(r) = after.strip_prefix('$') {
+            lit.push('$');
+            rest = r;
+            continue;
+        } else {
+            let end = after.find(|c: char| !is_name(c)).unwrap_or(after.len());
+            (&after[..end], &after[end..])
+        };
+        if name.is_empty() {
+            lit.push('$');
+            rest = after;
+            continue;
+        }
+        if !lit.is_empty() {
+            parts.push(TemplatePart::Lit(std::mem::take(&mut lit)));
+        }
+        parts.push(match name.parse::<usize>() {
+            Ok(i) => TemplatePart::Index(i),
+            Err(_) => TemplatePart::Name(name.to_string()),
+        });
+        rest = next;
+    }
+    lit.push_str(rest);
+    if !lit.is_empty() {
+        parts.push(TemplatePart::Lit(lit));
+    }
+    parts
+}
+
+/// A canary: requests chosen by header, cookie or weight go to `upstream`; the rest stay on
+/// the route's own upstream. Header first, then cookie, then weight (ingress-nginx's order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Canary {
+    /// Index into [`crate::Config::upstreams`].
+    pub upstream: usize,
+    /// Of every `weight_total` requests left to chance, this many go to the canary.
+    pub weight: u32,
+    pub weight_total: u32,
+    /// Lower-case name: "always" sends to the canary, "never" keeps off it (or, with
+    /// `header_value`, that value sends to the canary); other values are left to the cookie
+    /// and the weight.
+    pub header: Option<String>,
+    pub header_value: Option<String>,
+    /// A cookie name: "always" or "never", as the header.
+    pub cookie: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum RouteAction {
+    /// Index into [`crate::Config::upstreams`].
+    Upstream(usize),
+    /// Answered by the gateway itself (`location`: a redirect's Location header).
+    Respond {
+        status: u16,
+        body: String,
+        location: Option<String>,
+    },
+}
