@@ -104,7 +104,7 @@ pub struct Ctx {
     pub tries: usize,
     /// Targets tried, the pick in flight, the affinity pin (upstreams with a policy, affinity
     /// or retries only).
-    pub balance: Option<Box<crate::balance::BalanceCtx>>,
+    pub balance: Option<Box<crate::upstream::attempt::BalanceCtx>>,
     /// Request body bytes passed on so far, and when the first came, for `min_body_rate`.
     pub body_bytes: u64,
     pub body_started: Option<Instant>,

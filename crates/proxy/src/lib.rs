@@ -19,8 +19,8 @@
 //! - [`slots`]: concurrency limits' slots, given back however a request ends.
 //! - [`service`]: the request phases; [`admin`]: /healthz, /readyz, /metrics;
 //!   [`metrics`]: the Prometheus registry and its families.
-//! - [`pool`]: an upstream's targets, chosen round robin among the healthy, and the peers
-//!   they are reached through; [`housekeeping`]: the background jobs (active health checks, Redis
+//! - [`upstream`]: an upstream's targets, the peers they are reached through, the choice among
+//!   the healthy and retries; [`housekeeping`]: the background jobs (active health checks, Redis
 //!   probes, block sync, lease sweeps, slot renewals).
 //! - [`rls`]: Envoy's rate limit service (gRPC) on the same limits and policy.
 //! - [`tls`]: certificates by SNI, client certificates, upstream TLS.
@@ -37,7 +37,6 @@
 pub mod access;
 pub mod admin;
 pub mod auth;
-pub mod balance;
 pub mod connections;
 pub mod cors;
 pub mod ctx;
@@ -51,7 +50,6 @@ pub mod logguard;
 pub mod metrics;
 pub mod normalize;
 pub mod policy;
-pub mod pool;
 pub mod respond;
 pub mod rls;
 pub mod routing;
@@ -64,6 +62,7 @@ pub mod slots;
 pub mod stages;
 pub mod tls;
 pub mod traces;
+pub mod upstream;
 
 pub use edge::Gateway;
 pub use runtime::Runtime;

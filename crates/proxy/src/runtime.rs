@@ -6,8 +6,8 @@
 //! health) are carried over from the previous runtime when their definitions did not change.
 
 use crate::metrics::Metrics;
-use crate::pool::Pool;
 use crate::respond::{policy_item, sf_string};
+use crate::upstream::pool::Pool;
 use http::HeaderValue;
 use ipnet::IpNet;
 use prometheus::{Histogram, IntCounter, IntGauge};

@@ -61,7 +61,7 @@ impl ProxyHttp for Gateway {
             let rt = rt.clone();
             let client = ctx.client.unwrap_or(ctx.peer);
             let b = ctx.balance.get_or_insert_with(Default::default);
-            crate::balance::attempt(
+            crate::upstream::attempt::attempt(
                 &rt.upstreams[u].pool,
                 session.req_header(),
                 client,
@@ -99,7 +99,7 @@ impl ProxyHttp for Gateway {
             p.observe(pool.config().connect_timeout.as_micros() as u64);
         }
         // Nothing was sent: the next target, whatever the method, body or retry policy.
-        let retry = crate::balance::may_fall_over(
+        let retry = crate::upstream::attempt::may_fall_over(
             pool,
             ctx.balance.as_deref_mut(),
             ctx.tries,
@@ -111,7 +111,7 @@ impl ProxyHttp for Gateway {
 
     /// A failure after the connection: retried when `retry.on` names it (a timeout, or the
     /// connection lost before a response head) and the request may be retried (see
-    /// [`crate::balance::may_retry`]), or when a status was refused for a retry in
+    /// [`crate::upstream::attempt::may_retry`]), or when a status was refused for a retry in
     /// `upstream_response_filter`; otherwise Pingora's rule (an idempotent request on a reused
     /// connection the upstream had closed).
     fn error_while_proxy(
@@ -142,7 +142,7 @@ impl ProxyHttp for Gateway {
                 let answered = ctx.balance.as_ref().is_some_and(|b| b.answered);
                 let why = match e.etype() {
                     ErrorType::ReadTimedout | ErrorType::WriteTimedout if upstream => {
-                        Some(crate::balance::Failure::Timeout)
+                        Some(crate::upstream::attempt::Failure::Timeout)
                     }
                     // On a pooled connection the upstream had closed, Pingora's own rule below
                     // sends an idempotent request again, spending nothing: only a fresh
@@ -150,12 +150,12 @@ impl ProxyHttp for Gateway {
                     ErrorType::ConnectionClosed | ErrorType::ReadError | ErrorType::WriteError
                         if upstream && !answered && !client_reused =>
                     {
-                        Some(crate::balance::Failure::Reset)
+                        Some(crate::upstream::attempt::Failure::Reset)
                     }
                     _ => None,
                 };
                 let retry = why.is_some_and(|why| {
-                    crate::balance::may_retry(
+                    crate::upstream::attempt::may_retry(
                         pool,
                         ctx.balance.as_deref_mut(),
                         plain,
@@ -209,11 +209,11 @@ impl ProxyHttp for Gateway {
         };
         let pool = &rt.upstreams[u].pool;
         let plain = retryable_request(session, ctx);
-        if crate::balance::may_retry(
+        if crate::upstream::attempt::may_retry(
             pool,
             ctx.balance.as_deref_mut(),
             plain,
-            crate::balance::Failure::Status(code),
+            crate::upstream::attempt::Failure::Status(code),
             &self.shared.metrics,
         ) {
             let mut e = Error::explain(
@@ -813,7 +813,11 @@ fn retryable_request(session: &mut Session, ctx: &Ctx) -> bool {
 }
 
 /// Affinity: the client is (re)pinned to the target that answered unless its cookie named it.
-fn pin(ctx: &Ctx, b: &crate::balance::BalanceCtx, resp: &mut ResponseHeader) -> Result<()> {
+fn pin(
+    ctx: &Ctx,
+    b: &crate::upstream::attempt::BalanceCtx,
+    resp: &mut ResponseHeader,
+) -> Result<()> {
     let (Some(rt), Some(u), Some(p)) = (&ctx.rt, ctx.upstream, &b.pick) else {
         return Ok(());
     };

@@ -38,7 +38,7 @@ pub struct Key {
     /// The JWK's `alg`: tokens verified with this key must name it.
     pub alg: Option<Algorithm>,
     /// The key's kind: a token of another family's algorithm never meets it.
-    pub family: super::jwt::Family,
+    pub family: super::family::Family,
 }
 
 /// Why a fetch was made (the metric's `why`).
@@ -287,8 +287,8 @@ fn index(set: &JwkSet) -> Indexed {
             continue;
         };
         let family = match j.algorithm {
-            AlgorithmParameters::RSA(_) => super::jwt::Family::Rsa,
-            _ => super::jwt::Family::Ec,
+            AlgorithmParameters::RSA(_) => super::family::Family::Rsa,
+            _ => super::family::Family::Ec,
         };
         material.push(serde_json::to_string(j).unwrap_or_default());
         out.insert(kid.clone(), Key { key, alg, family });

@@ -12,6 +12,7 @@ pub mod basic;
 pub mod bearer;
 pub mod cache;
 pub mod client;
+pub mod family;
 pub mod forward;
 pub mod htpasswd;
 pub mod jwks;

@@ -11,6 +11,7 @@
 //! request (1,700 instructions per proxied request, measured with callgrind), and the peer
 //! was rebuilt for every request (timeouts, TLS settings, SNI copied each time).
 
+use super::target::Target;
 use crate::tls::UpstreamTlsRt;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -26,34 +27,6 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One lookup of a name waits at most this.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
-
-pub struct Target {
-    /// `host:port` as written in the config.
-    pub name: String,
-    pub addr: SocketAddr,
-    /// Stable across instances and reloads (what an affinity cookie names).
-    pub id: u64,
-    healthy: AtomicBool,
-    peer: HttpPeer,
-    /// Requests in flight (counted for `least_request` and `ewma` only).
-    pub(crate) active: AtomicUsize,
-    /// Peak-EWMA latency to the response head, in microseconds (`ewma` only), and when it
-    /// was last fed (microseconds of [`crate::balance::now_us`]): it halves every second
-    /// without a sample, so a target penalised once is tried again.
-    pub(crate) ewma_us: AtomicU64,
-    pub(crate) ewma_at: AtomicU64,
-}
-
-impl Target {
-    pub fn healthy(&self) -> bool {
-        self.healthy.load(Ordering::Relaxed)
-    }
-
-    /// The peer this target is reached through, for one request.
-    pub fn peer(&self) -> Box<HttpPeer> {
-        Box::new(self.peer.clone())
-    }
-}
 
 /// What the last lookups of one written target found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -80,8 +53,8 @@ pub struct Pool {
     due: Mutex<Instant>,
     /// `balance = "hash"`: the Ketama ring over every target (healthy or not).
     ring: ArcSwap<Option<pingora_ketama::Continuum>>,
-    pub affinity: Option<crate::balance::Affinities>,
-    pub budget: Option<crate::balance::RetryBudget>,
+    pub affinity: Option<super::affinity::Affinities>,
+    pub budget: Option<super::budget::RetryBudget>,
     /// A policy, affinity or retries: requests take [`Pool::choose`].
     chooses: bool,
 }
@@ -124,10 +97,8 @@ impl Pool {
             affinity: cfg
                 .affinity
                 .as_ref()
-                .map(|a| crate::balance::Affinities::new(&cfg.name, a)),
-            budget: cfg
-                .retry
-                .map(|r| crate::balance::RetryBudget::new(r.budget)),
+                .map(|a| super::affinity::Affinities::new(&cfg.name, a)),
+            budget: cfg.retry.map(|r| super::budget::RetryBudget::new(r.budget)),
             chooses: cfg.balance != Balance::RoundRobin
                 || cfg.affinity.is_some()
                 || cfg.retry.is_some(),
@@ -189,11 +160,11 @@ impl Pool {
     /// The target for one attempt: the pinned one while it is healthy (and untried), else by
     /// the upstream's policy among the healthy targets not tried yet. The pick counts itself
     /// in flight for the policies that read it.
-    pub fn choose(&self, c: &Choice) -> Option<crate::balance::Pick> {
+    pub fn choose(&self, c: &Choice) -> Option<crate::upstream::target::Pick> {
         let targets = self.targets.load();
         let ok = |t: &Target| t.healthy() && !c.tried.contains(&t.id);
         let counted = matches!(self.cfg.balance, Balance::LeastRequest | Balance::Ewma);
-        let pick = |t: &Arc<Target>| crate::balance::Pick::new(t.clone(), counted);
+        let pick = |t: &Arc<Target>| crate::upstream::target::Pick::new(t.clone(), counted);
         if let Some(id) = c.pinned {
             if let Some(t) = targets.iter().find(|t| t.id == id && ok(t)) {
                 return Some(pick(t));
@@ -219,7 +190,7 @@ impl Pool {
             Balance::Ewma => in_turn
                 .clone()
                 .filter(|t| ok(t))
-                .min_by_key(|t| crate::balance::ewma_score(t)),
+                .min_by_key(|t| super::target::ewma_score(t)),
             Balance::Hash => match (c.hash, self.ring.load().as_ref()) {
                 (Some(key), Some(ring)) => ring
                     .node_iter(key)
@@ -382,7 +353,7 @@ impl Pool {
                     Arc::new(Target {
                         name: t.written.clone(),
                         addr,
-                        id: crate::balance::target_id(&t.written, addr),
+                        id: super::target::target_id(&t.written, addr),
                         healthy: AtomicBool::new(true),
                         peer: peer(&self.cfg, addr, self.tls.get(i), self.preserve_case),
                         active: AtomicUsize::new(0),
@@ -522,7 +493,7 @@ mod tests {
         assert!(Pool::new(&upstream(&[]), &[], false).select().is_none());
     }
 
-    fn ports(picks: &[crate::balance::Pick]) -> Vec<u16> {
+    fn ports(picks: &[crate::upstream::target::Pick]) -> Vec<u16> {
         picks.iter().map(|p| p.target.addr.port()).collect()
     }
 
@@ -531,7 +502,7 @@ mod tests {
         hash: Option<&[u8]>,
         pinned: Option<u64>,
         tried: &[u64],
-    ) -> Option<crate::balance::Pick> {
+    ) -> Option<crate::upstream::target::Pick> {
         pool.choose(&Choice {
             hash,
             pinned,

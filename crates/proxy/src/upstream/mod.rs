@@ -1,0 +1,20 @@
+//! Upstreams: an upstream's targets and the peers they are reached through, how a request's
+//! target is chosen among the healthy ones, and its retries.
+//!
+//! - [`target`]: a target, and one attempt's pick of it (in-flight count, peak EWMA, stable id);
+//! - [`affinity`]: `hash_key` inputs and the signed affinity cookie;
+//! - [`budget`]: the retry budget, so that retries cannot multiply an outage;
+//! - [`pool`]: an upstream's targets, their health and name resolution, and the choice among
+//!   them: round robin (the default, in [`pool::Pool::select_peer`]: no counter, no reference
+//!   taken), `least_request`, `ewma` (the lowest peak-EWMA latency times requests in flight + 1),
+//!   `hash` (Ketama over every target; an unhealthy target's keys go to the next point) and
+//!   `affinity`;
+//! - [`attempt`]: one request's attempts, fall-over and retries.
+//!
+//! Imports point down that list: `attempt` -> `pool` -> `target`, `affinity`, `budget`.
+
+pub mod affinity;
+pub mod attempt;
+pub mod budget;
+pub mod pool;
+pub mod target;
