@@ -123,7 +123,7 @@ impl Admin {
         let req = session.req_header();
         let now = self.shared.clock.now();
         // One entry per limit name (a plan limit's variants share their ladder).
-        let mut ladders: Vec<(&str, &crate::runtime::LadderRt)> = Vec::new();
+        let mut ladders: Vec<(&str, &crate::limits::compiled::LadderRt)> = Vec::new();
         for l in &rt.limits {
             if let Some(lad) = &l.ladder {
                 if !ladders.iter().any(|(n, _)| *n == l.cfg.name) {

@@ -371,7 +371,7 @@ impl Gateway {
         }
         if let (Some(rt), Some(route)) = (&ctx.rt, ctx.route) {
             if let Some(s) = &rt.routes[route].shaping {
-                crate::shaping::edge_answer(s, ctx, session, &mut head);
+                crate::edge::edge_answer(s, ctx, session, &mut head);
             }
         }
         // Never read a body over the route's cap (a 413): the connection closes instead.
@@ -529,7 +529,7 @@ impl Gateway {
 
     /// `tollgate_limit_decisions_total` per limit, and refusals per key for the hottest key.
     pub(crate) fn count_decisions(&self, rt: &Runtime, route: usize, plan: &Plan, v: &Verdict) {
-        use crate::runtime::{ALLOWED, BLOCKED, REFUSED, SHADOW_REFUSED};
+        use crate::limits::compiled::{ALLOWED, BLOCKED, REFUSED, SHADOW_REFUSED};
         let refused_any = v.denied.is_some() || v.blocked.is_some();
         let now = plan.now();
         for (pos, &li) in rt.routes[route].cfg.limits.iter().enumerate() {
@@ -771,5 +771,45 @@ impl Gateway {
             );
             crate::policy::return_unit(l, key, t, took);
         }
+    }
+}
+
+/// An answer made at the edge (a refusal, a redirect, a `respond`) on a route with shaping:
+/// the route's response header rules, and its CORS fields once the CORS stage judged the
+/// origin (a 429 a page can read).
+pub(crate) fn edge_answer(
+    s: &crate::shaping::ShapingRt,
+    ctx: &crate::ctx::Ctx,
+    session: &pingora::proxy::Session,
+    head: &mut crate::respond::Head,
+) {
+    if let (Some(c), Some(sc)) = (&s.cors, &ctx.shaping) {
+        c.put_answer(head, &sc.allowed);
+    }
+    if let Some(r) = &s.response_rules {
+        r.apply_head(head, &vars(ctx, session));
+    }
+}
+
+/// What a header rule's variables read, for this request.
+pub(crate) fn vars<'a>(ctx: &'a crate::ctx::Ctx, session: &'a pingora::proxy::Session) -> crate::headers::Vars<'a> {
+    let req = session.req_header();
+    let (route, proxies) = match (&ctx.rt, ctx.route) {
+        (Some(rt), Some(r)) => (&*rt.routes[r].name, &rt.trusted_proxies[..]),
+        _ => ("", &[][..]),
+    };
+    crate::headers::Vars {
+        client_ip: match ctx.client {
+            Some(ip) => crate::headers::ClientIp::Known(ip),
+            None => crate::headers::ClientIp::Through {
+                peer: ctx.peer,
+                req,
+                proxies,
+            },
+        },
+        request_id: &ctx.request_id,
+        req: Some(req),
+        route,
+        secure: ctx.secure,
     }
 }

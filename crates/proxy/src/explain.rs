@@ -11,8 +11,9 @@
 use crate::access::Access;
 use crate::dryrun::{front, request, Front};
 use crate::identity::{describe_key, KeyHasher};
+use crate::limits::compiled::LimitState;
 use crate::policy::limit_key;
-use crate::runtime::{LimitState, Runtime};
+use crate::runtime::Runtime;
 use serde_json::{json, Value};
 use std::net::IpAddr;
 use tollgate_config::{Action, PathMatch, Scope};
@@ -301,7 +302,12 @@ async fn auth_step(
 
 /// A limit's state for `key`, read and never spent: a local limiter's peek, a global limit's
 /// verdict cache and lease here (Redis is asked nothing).
-fn peek(l: &crate::runtime::LimitRt, key: u64, now: Nanos, unix: Nanos) -> (Value, Verdict) {
+fn peek(
+    l: &crate::limits::compiled::LimitRt,
+    key: u64,
+    now: Nanos,
+    unix: Nanos,
+) -> (Value, Verdict) {
     match &l.state {
         LimitState::Local(limiter) => match limiter.peek(key, l.time(now, unix), 1) {
             Decision::Allow {
@@ -346,7 +352,12 @@ struct Walk {
 
 impl Walk {
     /// One limit's part, as explain shows it.
-    fn step(&mut self, l: &crate::runtime::LimitRt, blocked: Option<Nanos>, v: &Verdict) -> String {
+    fn step(
+        &mut self,
+        l: &crate::limits::compiled::LimitRt,
+        blocked: Option<Nanos>,
+        v: &Verdict,
+    ) -> String {
         let name = &l.cfg.name;
         match self.phase {
             Phase::Answered => "not reached: an earlier limit blocked the key".to_string(),
@@ -408,7 +419,7 @@ enum Verdict {
 /// A refusal's answer, as the refusal template writes it (`respond::refusal`): a quota's,
 /// a challenge's (with its URL), the rate limit's otherwise. A tarpit holds the request first
 /// (and may pass it on after the hold: see the limit's tarpit).
-fn refusal(l: &crate::runtime::LimitRt, wait: Nanos) -> Verdict {
+fn refusal(l: &crate::limits::compiled::LimitRt, wait: Nanos) -> Verdict {
     let code = match (l.quota, l.action, &l.cfg.challenge_url) {
         (true, _, _) => "QUOTA_EXCEEDED",
         (_, Action::Challenge, Some(_)) => "CHALLENGE_REQUIRED",

@@ -245,6 +245,17 @@ impl Metrics {
     }
 }
 
+/// The `status` label of a status code, without an allocation per request.
+pub fn status_str(status: u16) -> &'static str {
+    // Label strings for every status, made once.
+    static TABLE: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    TABLE
+        .get_or_init(|| (0..600).map(|s| s.to_string()).collect())
+        .get(status as usize)
+        .map(String::as_str)
+        .unwrap_or("0")
+}
+
 #[cfg(test)]
 mod dashboard {
     use prometheus::core::Collector;

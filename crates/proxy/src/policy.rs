@@ -18,7 +18,8 @@
 //! sized from the key's recent rate here (one unit for a cold key: an exact decision).
 
 use crate::identity::{KeyHasher, KeyInput};
-use crate::runtime::{GlobalRt, LimitRt, LimitState, Runtime, MAX_LIMITS_PER_ROUTE};
+use crate::limits::compiled::{GlobalRt, LimitRt, LimitState};
+use crate::runtime::{Runtime, MAX_LIMITS_PER_ROUTE};
 use tollgate_config::OnError;
 use tollgate_limit::{Cached, Clock, Decision, Grant, LocalLimiter, Nanos, Take};
 

@@ -252,7 +252,7 @@ impl ProxyHttp for Gateway {
             _ => None,
         };
         if let Some(s) = shaping {
-            s.request(upstream, &crate::shaping::vars(ctx, session))?;
+            s.request(upstream, &crate::edge::vars(ctx, session))?;
         }
         upstream.insert_static_header(&names::X_REQUEST_ID, ctx.request_id.clone());
         if let Some(t) = ctx.trace.as_mut() {
@@ -376,7 +376,7 @@ impl ProxyHttp for Gateway {
         if let (Some(rt), Some(r)) = (&ctx.rt, ctx.route) {
             if let Some(s) = rt.routes[r].shaping.as_deref() {
                 let kept = ctx.shaping.take();
-                let vars = crate::shaping::vars(ctx, session);
+                let vars = crate::edge::vars(ctx, session);
                 let count = |sc: &crate::shaping::ShapingCtx| {
                     if let Some(enc) = sc.encoding() {
                         self.shared

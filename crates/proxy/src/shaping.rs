@@ -313,46 +313,6 @@ impl ShapingCtx {
 /// gzip level is 1; brotli's and zstd's 4 cost about gzip 6's).
 const COMPRESSION_LEVEL: u32 = 4;
 
-/// An answer made at the edge (a refusal, a redirect, a `respond`) on a route with shaping:
-/// the route's response header rules, and its CORS fields once the CORS stage judged the
-/// origin (a 429 a page can read).
-pub(crate) fn edge_answer(
-    s: &ShapingRt,
-    ctx: &crate::ctx::Ctx,
-    session: &pingora::proxy::Session,
-    head: &mut crate::respond::Head,
-) {
-    if let (Some(c), Some(sc)) = (&s.cors, &ctx.shaping) {
-        c.put_answer(head, &sc.allowed);
-    }
-    if let Some(r) = &s.response_rules {
-        r.apply_head(head, &vars(ctx, session));
-    }
-}
-
-/// What a header rule's variables read, for this request.
-pub(crate) fn vars<'a>(ctx: &'a crate::ctx::Ctx, session: &'a pingora::proxy::Session) -> Vars<'a> {
-    let req = session.req_header();
-    let (route, proxies) = match (&ctx.rt, ctx.route) {
-        (Some(rt), Some(r)) => (&*rt.routes[r].name, &rt.trusted_proxies[..]),
-        _ => ("", &[][..]),
-    };
-    Vars {
-        client_ip: match ctx.client {
-            Some(ip) => crate::headers::ClientIp::Known(ip),
-            None => crate::headers::ClientIp::Through {
-                peer: ctx.peer,
-                req,
-                proxies,
-            },
-        },
-        request_id: &ctx.request_id,
-        req: Some(req),
-        route,
-        secure: ctx.secure,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

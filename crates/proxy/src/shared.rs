@@ -4,9 +4,11 @@
 //! registry and the gauges it refreshes at every scrape. [`crate::runtime`] holds the model
 //! itself: what a config compiles to, immutable.
 
+use crate::error::BuildError;
 use crate::identity::KeyHasher;
+use crate::limits::compiled::LimitState;
 use crate::metrics::Metrics;
-use crate::runtime::{BuildError, LimitState, Runtime};
+use crate::runtime::Runtime;
 use arc_swap::ArcSwap;
 use pingora::protocols::l4::socket::SocketAddr;
 use pingora::services::listening::ConnectionAdmission;

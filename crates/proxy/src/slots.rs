@@ -8,8 +8,9 @@
 //! ([`Held`]); the health loop renews them every third of `slot_ttl`, so Redis counts them
 //! while they run and forgets them `slot_ttl` after a gateway stops (a crash).
 
+use crate::limits::compiled::LimitState;
 use crate::policy::{return_unit, Took};
-use crate::runtime::{LimitState, Runtime};
+use crate::runtime::Runtime;
 use std::sync::Arc;
 use tollgate_limit::Clock;
 

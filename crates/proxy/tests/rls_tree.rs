@@ -3,7 +3,7 @@
 //! Tollgate's tree: the same limit, name, flags, stats key and shared pattern for every lookup.
 
 use serde_json::Value;
-use tollgate_proxy::rls::tree::TreeRt;
+use tollgate_proxy::limits::tree::TreeRt;
 
 fn fixture(name: &str) -> Vec<Value> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -2,8 +2,8 @@
 //! every 200 ms (a fifth of a slice's ttl: unspent units go back at most 0.2 s late) and their
 //! unspent units given back to Redis; at shutdown every slice is.
 
+use crate::limits::compiled::LimitState;
 use crate::policy::give_back_lease;
-use crate::runtime::LimitState;
 use crate::shared::Shared;
 use std::time::Duration;
 

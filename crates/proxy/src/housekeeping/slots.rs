@@ -2,7 +2,8 @@
 //! their limit's `slot_ttl` (so two renewals can fail before Redis forgets them; a gateway
 //! that stops renewing, a crash, has its slots back after `slot_ttl`).
 
-use crate::runtime::{LimitState, Runtime};
+use crate::limits::compiled::LimitState;
+use crate::runtime::Runtime;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

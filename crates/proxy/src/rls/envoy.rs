@@ -381,7 +381,7 @@ fn found_limit<'r>(
     rt: &'r Runtime,
     domain: &str,
     d: &RateLimitDescriptor,
-) -> Option<&'r super::tree::LimitRt> {
+) -> Option<&'r crate::limits::tree::LimitRt> {
     if d.limit.is_some() {
         return None;
     }

@@ -17,9 +17,7 @@
 //! UNAVAILABLE, and Envoy's `failure_mode_deny` decides).
 
 mod envoy;
-pub mod rules;
-pub mod tree;
-pub use rules::RuleRt;
+use crate::limits::rules;
 
 /// The generated protobuf types and service (build.rs, proto/README.md).
 #[allow(clippy::all, clippy::pedantic, missing_docs, unused_qualifications)]

@@ -6,8 +6,8 @@
 //! envoyproxy/ratelimit prefers a value over the key's default. A descriptor no rule matches
 //! is not limited (answered OK), as envoyproxy/ratelimit answers one its config lacks.
 
+use crate::limits::compiled::LimitRt;
 use crate::metrics::Metrics;
-use crate::runtime::LimitRt;
 use tollgate_config::Config;
 
 pub struct RuleRt {
