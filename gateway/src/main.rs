@@ -200,7 +200,7 @@ fn main() {
         } => import_ingress(
             &file,
             output.as_deref(),
-            &tollgate_config::ingress::Options {
+            &tollgate_ingress::Options {
                 ingress_class,
                 allow_insecure,
                 configmap,
@@ -366,11 +366,7 @@ fn emit(toml: &str, warnings: &[String], output: Option<&Path>, what: &str) -> i
     0
 }
 
-fn import_ingress(
-    file: &Path,
-    output: Option<&Path>,
-    opts: &tollgate_config::ingress::Options,
-) -> i32 {
+fn import_ingress(file: &Path, output: Option<&Path>, opts: &tollgate_ingress::Options) -> i32 {
     let text = if file == Path::new("-") {
         let mut s = String::new();
         match std::io::Read::read_to_string(&mut std::io::stdin(), &mut s) {
@@ -389,7 +385,7 @@ fn import_ingress(
             }
         }
     };
-    let imported = match tollgate_config::ingress::import(&text, opts) {
+    let imported = match tollgate_ingress::import(&text, opts) {
         Ok(i) => i,
         Err(e) => {
             eprintln!("{}: {e}", file.display());
@@ -410,7 +406,7 @@ fn import_ingress(
     if written != 0 {
         return written;
     }
-    let list = |v: &[tollgate_config::ingress::Denied]| {
+    let list = |v: &[tollgate_ingress::Denied]| {
         v.iter()
             .map(|d| format!("  {} ({})", d.route, d.annotations.join(", ")))
             .collect::<Vec<_>>()

@@ -16,7 +16,6 @@ mod edge;
 pub mod envoy_ratelimit;
 mod files;
 mod hardening;
-pub mod ingress;
 mod jwt;
 mod limits;
 pub mod model;
@@ -39,7 +38,8 @@ pub use edge::{origin_rule, parse_size};
 pub use files::MAX_FILE_BYTES;
 pub use reader::Problem;
 pub use rls_tree::counter as rls_counter;
-pub use routes::{path_regex, rewrite_warnings};
+pub use routes::{canonical_route_path, path_regex, rewrite_warnings};
+pub use scalars::http_token;
 
 /// Everything about a valid config worth an operator's look, one line each: rewrites that
 /// reach a guarded path, weak password hashes (by file and line).
@@ -54,6 +54,11 @@ pub use values::{parse_duration, parse_rate};
 use std::path::Path;
 
 /// At most this many limits on one route: a decision keeps their keys on the stack.
+/// Where an imported config expects each Ingress TLS Secret mounted (`import-ingress`'s
+/// Deployment mounts them read-only, without `subPath`, so renewals reach the file), at
+/// `TLS_MOUNT/NAMESPACE/SECRET/`.
+pub const TLS_MOUNT: &str = "/etc/tollgate/tls";
+
 pub const MAX_LIMITS_PER_ROUTE: usize = 16;
 
 /// Every problem found in one file.
@@ -112,9 +117,9 @@ pub fn check_str(text: &str, file: &str) -> Result<Config, ConfigErrors> {
 }
 
 /// Validates an `import-ingress` output: as [`check_str`], except that the Secrets it expects
-/// mounted (under [`ingress::TLS_MOUNT`]) may be absent where the import runs.
+/// mounted (under [`TLS_MOUNT`]) may be absent where the import runs.
 pub fn check_import_str(text: &str, file: &str) -> Result<Config, ConfigErrors> {
-    parse::parse_import(text, ingress::TLS_MOUNT).map_err(|problems| ConfigErrors {
+    parse::parse_import(text, TLS_MOUNT).map_err(|problems| ConfigErrors {
         file: file.to_string(),
         problems,
     })

@@ -315,7 +315,7 @@ fn route_limits(
 /// trailing slash is fine), no backslash, space, control character, `?`, `#` or byte outside
 /// ASCII, and escapes as the canonical form writes them (two upper-case hex digits, never an
 /// unreserved character). The import of Ingress paths applies the same rule.
-pub(crate) fn canonical_route_path(p: &str) -> bool {
+pub fn canonical_route_path(p: &str) -> bool {
     let Some(body) = p.strip_prefix('/') else {
         return false;
     };

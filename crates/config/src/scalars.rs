@@ -92,7 +92,7 @@ pub(crate) fn cidr(
     None
 }
 
-pub(crate) fn http_token(s: &str) -> bool {
+pub fn http_token(s: &str) -> bool {
     !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))

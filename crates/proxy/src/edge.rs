@@ -792,7 +792,10 @@ pub(crate) fn edge_answer(
 }
 
 /// What a header rule's variables read, for this request.
-pub(crate) fn vars<'a>(ctx: &'a crate::ctx::Ctx, session: &'a pingora::proxy::Session) -> crate::headers::Vars<'a> {
+pub(crate) fn vars<'a>(
+    ctx: &'a crate::ctx::Ctx,
+    session: &'a pingora::proxy::Session,
+) -> crate::headers::Vars<'a> {
     let req = session.req_header();
     let (route, proxies) = match (&ctx.rt, ctx.route) {
         (Some(rt), Some(r)) => (&*rt.routes[r].name, &rt.trusted_proxies[..]),

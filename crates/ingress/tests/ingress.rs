@@ -6,8 +6,8 @@
 
 use std::collections::BTreeSet;
 use std::time::Duration;
-use tollgate_config::ingress::{import, ImportError, Imported, Options, Treatment};
 use tollgate_config::{AuthMethod, Config, PathMatch, RouteAction, RouteConfig};
+use tollgate_ingress::{import, ImportError, Imported, Options, Treatment};
 
 fn fixture(name: &str) -> String {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -1449,7 +1449,7 @@ fn the_readme_lists_every_annotation_as_the_importer_treats_it() {
             listed.insert(name.to_string(), treatment.to_string());
         }
     }
-    let code = tollgate_config::ingress::annotations();
+    let code = tollgate_ingress::annotations();
     for a in code {
         let Some(t) = listed.get(a.name) else {
             panic!("{} is not in the README's table", a.name)

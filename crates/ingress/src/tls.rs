@@ -9,8 +9,8 @@ use super::objects::Ingress;
 use super::settings::{Anns, Refusal, Settings};
 use super::text::{comment, flag, k8s_name, Warnings};
 use super::upstreams::Proto;
-use super::TLS_MOUNT;
 use std::collections::{BTreeMap, BTreeSet};
+use tollgate_config::TLS_MOUNT;
 
 /// ingress-nginx's `no-tls-redirect-locations` default: locations whose path starts with it
 /// are never redirected to HTTPS (cert-manager's HTTP-01 challenges).

@@ -53,10 +53,6 @@ use std::collections::BTreeSet;
 use text::Warnings;
 use upstreams::UpKey;
 
-/// Where each Kubernetes Secret is expected: mounted read-only (a `secret` volume, no
-/// `subPath`, so renewals reach the file) at `TLS_MOUNT/NAMESPACE/SECRET/`.
-pub const TLS_MOUNT: &str = "/etc/tollgate/tls";
-
 /// The HTTPS listener: the container runs as non-root, the Service maps 443 to it.
 const TLS_LISTEN: &str = "0.0.0.0:8443";
 

@@ -7,7 +7,7 @@
 
 use super::settings::{Anns, Settings};
 use super::text::{comment, flag, q, Warnings};
-use crate::edge::{origin_rule, parse_size};
+use tollgate_config::{origin_rule, parse_size};
 
 /// ingress-nginx's `cors-allow-methods` default.
 const CORS_METHODS: &str = "GET, PUT, POST, DELETE, PATCH, OPTIONS";
@@ -183,7 +183,7 @@ fn cors(
         v.split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
-            .filter(|s| *s == "*" || crate::scalars::http_token(s))
+            .filter(|s| *s == "*" || tollgate_config::http_token(s))
             .map(q)
             .collect()
     };

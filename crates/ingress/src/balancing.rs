@@ -131,7 +131,7 @@ fn affinity_line(a: &mut Anns, ctx: &str, w: &mut Warnings) -> String {
         .get("session-cookie-name")
         .map(str::trim)
         .unwrap_or("INGRESSCOOKIE");
-    let name = if !name.is_empty() && crate::scalars::http_token(name) {
+    let name = if !name.is_empty() && tollgate_config::http_token(name) {
         name
     } else {
         w.push(comment(&format!(

@@ -8,9 +8,10 @@ use super::settings::{LimitKind, Refusal, Settings};
 use super::text::{comment, q, unique};
 use super::tls::{secret_dir, Tls};
 use super::upstreams::UpKey;
-use super::{TLS_LISTEN, TLS_MOUNT};
+use super::TLS_LISTEN;
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use tollgate_config::TLS_MOUNT;
 
 /// Everything decided, ready to be written.
 pub(super) struct Plan<'a> {

@@ -141,7 +141,7 @@ fn compiles(pattern: &str) -> Result<(), String> {
 
 /// A route path as requests are matched: the config parser's own rule.
 pub(super) fn canonical(p: &str) -> bool {
-    crate::routes::canonical_route_path(p)
+    tollgate_config::canonical_route_path(p)
 }
 
 #[cfg(test)]
