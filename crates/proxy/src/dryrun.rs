@@ -6,8 +6,8 @@
 //! counting metrics) is left out.
 
 use crate::access::Access;
+use crate::client_ip::client_ip;
 use crate::edge::canonical_target;
-use crate::identity::client_ip;
 use crate::respond::Problem;
 use crate::routing::{RewriteRefusal, Rewritten};
 use crate::runtime::Runtime;
@@ -60,7 +60,7 @@ pub fn front(rt: &Runtime, req: &RequestHeader, peer: IpAddr, tls: bool) -> Fron
     let client = client_ip(peer, req, &rt.trusted_proxies);
     // As `edge::is_secure`: over TLS, or from a trusted proxy that says the client used it.
     let secure = tls
-        || (crate::identity::trusted(peer, &rt.trusted_proxies)
+        || (crate::client_ip::trusted(peer, &rt.trusted_proxies)
             && crate::edge::forwarded_https(
                 req.headers
                     .get(crate::respond::names::X_FORWARDED_PROTO.name()),

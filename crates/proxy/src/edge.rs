@@ -4,8 +4,8 @@
 //! target, TLS, the key body). The stages ([`crate::stages`]) and the phases
 //! ([`crate::service`]) both build on this module; it builds on neither.
 
+use crate::client_ip::trusted;
 use crate::ctx::{Ctx, Outcome};
-use crate::identity::trusted;
 use crate::normalize::{normalize_host, normalize_path, PathRules, Refusal};
 use crate::policy::{Plan, Verdict};
 use crate::respond::{names, Extra, Fields, Head, Problem, Value};

@@ -50,7 +50,7 @@ impl ClientIp<'_> {
         match self {
             ClientIp::Known(ip) => *ip,
             ClientIp::Through { peer, req, proxies } => {
-                crate::identity::client_ip(*peer, req, proxies)
+                crate::client_ip::client_ip(*peer, req, proxies)
             }
         }
     }

@@ -37,6 +37,7 @@
 pub mod access;
 pub mod admin;
 pub mod auth;
+pub mod client_ip;
 pub mod connections;
 pub mod cors;
 pub mod ctx;

@@ -18,9 +18,9 @@
 //! sized from the key's recent rate here (one unit for a cold key: an exact decision).
 
 use crate::identity::{KeyHasher, KeyInput};
-use crate::limits::compiled::{GlobalRt, LimitRt, LimitState};
-use crate::runtime::{Runtime, MAX_LIMITS_PER_ROUTE};
+use crate::limits::compiled::{GlobalRt, LimitRt, LimitSet, LimitState};
 use tollgate_config::OnError;
+use tollgate_config::MAX_LIMITS_PER_ROUTE;
 use tollgate_limit::{Cached, Clock, Decision, Grant, LocalLimiter, Nanos, Take};
 
 /// After a probe took the last unit, refusals stay cached this long before the next probe.
@@ -193,29 +193,29 @@ fn quota_outcome(
 
 /// A request's key under a limit: global limits need the hash every instance computes alike.
 pub(crate) fn limit_key(
-    rt: &Runtime,
+    rt: &(impl LimitSet + ?Sized),
     l: &LimitRt,
     hasher: &KeyHasher,
     input: &KeyInput,
 ) -> Option<u64> {
     if l.stable_key {
-        hasher.stable_key(&l.cfg.key, input, rt.ipv6_prefix)
+        hasher.stable_key(&l.cfg.key, input, rt.ipv6_prefix())
     } else {
-        hasher.key(&l.cfg.key, input, rt.ipv6_prefix)
+        hasher.key(&l.cfg.key, input, rt.ipv6_prefix())
     }
 }
 
 /// Ends the local step with a refusal: what was taken goes back, elected probes are released
 /// (they will not ask Redis now: the next request does), and so are asks for lease slices;
 /// nothing global is asked.
-fn settle_refused(rt: &Runtime, p: &mut Plan) {
+fn settle_refused(rt: &(impl LimitSet + ?Sized), p: &mut Plan) {
     give_back(rt, p);
     let limits = rt.limits_of(p.route);
     for (pos, &lj) in limits.iter().enumerate() {
         if p.pending & (1 << pos) == 0 {
             continue;
         }
-        if let LimitState::Global(g) = &rt.limits[lj].state {
+        if let LimitState::Global(g) = &rt.limits()[lj].state {
             if p.probes & (1 << pos) != 0 {
                 g.cache.release(p.keys[pos], p.now);
             }
@@ -230,7 +230,7 @@ fn settle_refused(rt: &Runtime, p: &mut Plan) {
 
 /// The local step: keys, local limits, cached global refusals. Never waits.
 pub fn decide_local(
-    rt: &Runtime,
+    rt: &(impl LimitSet + ?Sized),
     route: usize,
     hasher: &KeyHasher,
     input: &KeyInput,
@@ -245,7 +245,7 @@ pub fn decide_local(
 /// [`Runtime::limits_of`]), each limit spending `cost` units.
 #[allow(clippy::too_many_arguments)]
 pub fn decide_local_units(
-    rt: &Runtime,
+    rt: &(impl LimitSet + ?Sized),
     route: usize,
     hasher: &KeyHasher,
     input: &KeyInput,
@@ -273,7 +273,7 @@ pub fn decide_local_units(
     };
 
     for (pos, &li) in limits.iter().enumerate() {
-        let l = &rt.limits[li];
+        let l = &rt.limits()[li];
         // Another plan's variant of a plan limit: not this caller's.
         if l.cfg.plan.is_some_and(|pl| pl != plan) {
             continue;
@@ -397,7 +397,7 @@ fn from_memory(g: &GlobalRt, key: u64, pos: usize, p: &mut Plan) -> Option<(Deci
 /// After a refusal at `pos`: would the later enforced limits refuse too, and for longer?
 /// (Global ones are only asked from the cache: a refusal must not cost a Redis call.)
 fn later_refusals(
-    rt: &Runtime,
+    rt: &(impl LimitSet + ?Sized),
     p: &mut Plan,
     pos: usize,
     plan: usize,
@@ -406,7 +406,7 @@ fn later_refusals(
 ) {
     let (now, unix) = (p.now, p.unix);
     for (pos2, &lj) in rt.limits_of(p.route).iter().enumerate().skip(pos + 1) {
-        let l2 = &rt.limits[lj];
+        let l2 = &rt.limits()[lj];
         if l2.shadow || l2.cfg.plan.is_some_and(|pl| pl != plan) {
             continue;
         }
@@ -431,7 +431,11 @@ fn later_refusals(
 }
 
 /// The global step: asks Redis about every pending global limit at once.
-pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Verdict {
+pub async fn decide_global(
+    rt: &(impl LimitSet + ?Sized),
+    p: &mut Plan,
+    clock: &dyn Clock,
+) -> Verdict {
     if let Some(v) = p.settled() {
         return v;
     }
@@ -441,7 +445,7 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
         if p.pending & (1 << pos) == 0 {
             continue;
         }
-        if let LimitState::Global(g) = &rt.limits[li].state {
+        if let LimitState::Global(g) = &rt.limits()[li].state {
             let want = p.want[pos];
             let exact = p.exact & (1 << pos) != 0;
             let key = GlobalKey {
@@ -451,7 +455,7 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
                 // flood of fresh keys must not crowd out. (Not a grown lease: two quick
                 // requests grow one, so a flood could claim the reserve with them.)
                 known: p.probes & (1 << pos) != 0,
-                patient: rt.limits[li].cfg.on_error == tollgate_config::OnError::Fail,
+                patient: rt.limits()[li].cfg.on_error == tollgate_config::OnError::Fail,
             };
             calls.push(async move {
                 let r = if let (Some(leases), false) = (&g.leases, exact) {
@@ -484,7 +488,7 @@ pub async fn decide_global(rt: &Runtime, p: &mut Plan, clock: &dyn Clock) -> Ver
     };
     let now = clock.now();
     for (pos, li, result) in results {
-        let l = &rt.limits[li];
+        let l = &rt.limits()[li];
         let LimitState::Global(g) = &l.state else {
             continue;
         };
@@ -747,10 +751,10 @@ pub fn give_back_lease(g: &GlobalRt, key: u64, units: u64) {
 }
 
 /// Refunds every unit this request took, because it is refused after all.
-fn give_back(rt: &Runtime, p: &mut Plan) {
+fn give_back(rt: &(impl LimitSet + ?Sized), p: &mut Plan) {
     let limits = rt.limits_of(p.route);
     for (pos, &li) in limits.iter().enumerate() {
-        let l = &rt.limits[li];
+        let l = &rt.limits()[li];
         return_units(l, p.keys[pos], l.time(p.now, p.unix), p.took(pos), p.cost);
     }
     p.taken = 0;
@@ -766,6 +770,7 @@ fn give_back(rt: &Runtime, p: &mut Plan) {
 mod tests {
     use super::*;
     use crate::metrics::Metrics;
+    use crate::runtime::Runtime;
     use pingora::http::RequestHeader;
 
     fn rt(toml: &str) -> Runtime {

@@ -6,7 +6,7 @@
 //! health) are carried over from the previous runtime when their definitions did not change.
 
 use crate::error::BuildError;
-use crate::limits::compiled::{LimitRt, TarpitRt};
+use crate::limits::compiled::{LimitRt, LimitSet, TarpitRt};
 use crate::metrics::Metrics;
 use crate::respond::policy_item;
 use crate::upstream::pool::Pool;
@@ -685,6 +685,21 @@ fn route_inputs(
         }
     }
     (inputs, body)
+}
+
+impl LimitSet for Runtime {
+    #[inline]
+    fn limits(&self) -> &[LimitRt] {
+        &self.limits
+    }
+    #[inline]
+    fn limits_of(&self, set: usize) -> &[usize] {
+        Runtime::limits_of(self, set)
+    }
+    #[inline]
+    fn ipv6_prefix(&self) -> u8 {
+        self.ipv6_prefix
+    }
 }
 
 #[cfg(test)]

@@ -14,9 +14,9 @@
 //!   `fail_to_proxy` for what cannot be proxied (502 unreachable, 504 too slow).
 //! - `logging`: metrics, and the access log line when enabled.
 
+use crate::client_ip::trusted;
 use crate::ctx::{new_request_id, Ctx};
 use crate::edge::{client_gone, push_ip, Gateway};
-use crate::identity::trusted;
 use crate::respond::{header, names, Problem};
 use crate::runtime::count_unrouted;
 use async_trait::async_trait;

@@ -269,7 +269,7 @@ impl ConnectionAdmission for Admission {
         let h = &server.hardening;
         let client = peer
             .and_then(|a| a.as_inet())
-            .map(|a| crate::identity::key_ip(crate::identity::fold(a.ip()), server.ipv6_prefix));
+            .map(|a| crate::identity::key_ip(crate::client_ip::fold(a.ip()), server.ipv6_prefix));
         let (max, per_client) = (
             crate::connections::effective_max_connections(h.max_connections),
             h.max_connections_per_client,

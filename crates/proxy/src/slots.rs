@@ -8,22 +8,21 @@
 //! ([`Held`]); the health loop renews them every third of `slot_ttl`, so Redis counts them
 //! while they run and forgets them `slot_ttl` after a gateway stops (a crash).
 
-use crate::limits::compiled::LimitState;
+use crate::limits::compiled::{LimitSet, LimitState};
 use crate::policy::{return_unit, Took};
-use crate::runtime::Runtime;
 use std::sync::Arc;
 use tollgate_limit::Clock;
 
 /// The slots one request took; given back on drop.
 pub struct Slots {
-    rt: Arc<Runtime>,
+    rt: Arc<dyn LimitSet>,
     clock: Arc<dyn Clock>,
     /// (limit, key, where the slot came from).
     held: Vec<(usize, u64, Took)>,
 }
 
 impl Slots {
-    pub fn new(rt: Arc<Runtime>, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(rt: Arc<dyn LimitSet>, clock: Arc<dyn Clock>) -> Self {
         Slots {
             rt,
             clock,
@@ -33,7 +32,7 @@ impl Slots {
 
     /// Records a slot the request took from limit `li` for `key`.
     pub fn push(&mut self, li: usize, key: u64, took: Took) {
-        if let (LimitState::Global(g), true) = (&self.rt.limits[li].state, took.global) {
+        if let (LimitState::Global(g), true) = (&self.rt.limits()[li].state, took.global) {
             if let Some(h) = &g.held {
                 h.add(key);
             }
@@ -46,7 +45,7 @@ impl Drop for Slots {
     fn drop(&mut self) {
         let now = self.clock.now();
         for &(li, key, took) in &self.held {
-            let l = &self.rt.limits[li];
+            let l = &self.rt.limits()[li];
             if let (LimitState::Global(g), true) = (&l.state, took.global) {
                 if let Some(h) = &g.held {
                     h.remove(key);

@@ -411,3 +411,15 @@ impl LimitRt {
         })
     }
 }
+
+/// What per-request limit code reads of a serving state: the compiled limits, the limits of
+/// each route (and RLS rule), and the IPv6 key prefix. [`crate::runtime::Runtime`] implements
+/// it, above this layer, so that the decision code never names the runtime.
+pub trait LimitSet: Send + Sync {
+    /// Every compiled limit, by index.
+    fn limits(&self) -> &[LimitRt];
+    /// The indexes of the limits of `set` (a route, then the RLS rules and node limits).
+    fn limits_of(&self, set: usize) -> &[usize];
+    /// IPv6 clients are keyed by this prefix length.
+    fn ipv6_prefix(&self) -> u8;
+}

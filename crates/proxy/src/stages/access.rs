@@ -8,9 +8,9 @@
 
 use super::Step;
 use crate::access::{Access, DenyReason};
+use crate::client_ip::client_ip;
 use crate::ctx::{Ctx, Outcome};
 use crate::edge::Gateway;
-use crate::identity::client_ip;
 use crate::respond::Problem;
 use crate::runtime::Runtime;
 use pingora::prelude::*;

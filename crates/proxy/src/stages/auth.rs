@@ -15,9 +15,9 @@
 
 use super::Step;
 use crate::auth::{Refusal, Request};
+use crate::client_ip::client_ip;
 use crate::ctx::{AuthCtx, Ctx, Outcome};
 use crate::edge::Gateway;
-use crate::identity::client_ip;
 use crate::respond::names;
 use crate::runtime::Runtime;
 use bytes::Bytes;

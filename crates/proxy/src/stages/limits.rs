@@ -21,10 +21,11 @@
 use super::Step;
 use crate::auth::jwt::Claims;
 use crate::auth::jwt::Verifier;
+use crate::client_ip::client_ip;
 use crate::ctx::{Ctx, Outcome};
 use crate::edge::{read_key_body, Gateway};
+use crate::identity::KeyInput;
 use crate::identity::ParsedBody;
-use crate::identity::{client_ip, KeyInput};
 use crate::policy::{decide_global, decide_local, Plan, Verdict};
 use crate::respond::{names, Problem};
 use crate::runtime::Runtime;
@@ -94,7 +95,7 @@ pub async fn run(
     }
     let clock = &gw.shared.clock;
     let mut plan = decide_local(
-        rt,
+        &**rt,
         route,
         &gw.shared.hasher,
         &input,
@@ -111,7 +112,7 @@ pub async fn run(
         Some(v) => v,
         None => {
             let began = ctx.trace.as_ref().map(|_| Instant::now());
-            let v = decide_global(rt, &mut plan, &*gw.shared.clock).await;
+            let v = decide_global(&**rt, &mut plan, &*gw.shared.clock).await;
             if let (Some(t), Some(a)) = (ctx.trace.as_mut(), began) {
                 t.redis = Some((a, Instant::now()));
             }

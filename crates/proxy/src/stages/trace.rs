@@ -9,8 +9,8 @@
 //! Answers: never.
 //! Entered only when `[tracing]` is configured.
 
+use crate::client_ip::trusted;
 use crate::ctx::Ctx;
-use crate::identity::trusted;
 use crate::traces::{begin, TraceRt};
 use pingora::prelude::*;
 
