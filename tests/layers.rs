@@ -1,0 +1,452 @@
+//! The house in layers (docs/where-things-are.md), checked on the source as text: no module
+//! of any crate depends on itself through others (a circle), and in crates/proxy no module
+//! imports from a layer above its own. Cargo keeps the arrows between crates pointing down;
+//! this keeps them pointing down inside one.
+//!
+//! A module's imports are the paths it names through `crate::` and `super::` (in `use` lines
+//! and in code), outside comments and its `#[cfg(test)]` tail; a path names the deepest module
+//! it reaches. An import of an ancestor (a child reading its parent's items) is not an edge:
+//! the parent holds the child. Test files (`tests.rs`) are not rooms of the house.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// crates/proxy's layers, lowest first; a module takes the layer of its longest listed prefix.
+/// Imports point to the module's own layer or below.
+const PROXY_LAYERS: &[(&str, u8)] = &[
+    // L0: what a request meets without knowing who asks: answers' fields, normalisation and
+    // routing, filters, TLS, the client's address, metrics and traces, errors.
+    ("respond", 0),
+    ("normalize", 0),
+    ("routing", 0),
+    ("access", 0),
+    ("cors", 0),
+    ("headers", 0),
+    ("shaping", 0),
+    ("tls", 0),
+    ("client_ip", 0),
+    ("connections", 0),
+    ("metrics", 0),
+    ("logguard", 0),
+    ("traces", 0),
+    ("error", 0),
+    ("auth/client", 0),
+    ("auth/cache", 0),
+    ("auth/htpasswd", 0),
+    ("auth/family", 0),
+    // L1: the concerns: auth, limits (compiled, identity, the decision, slots), upstreams.
+    ("auth", 1),
+    ("limits", 1),
+    ("identity", 1),
+    ("policy", 1),
+    ("slots", 1),
+    ("upstream", 1),
+    // L2: the serving state built from a config.
+    ("runtime", 2),
+    // L3: one request's state.
+    ("ctx", 3),
+    // L4: the request phases and stages, edge answers, the process, the RLS service, admin,
+    // background jobs and the tools.
+    ("edge", 4),
+    ("service", 4),
+    ("stages", 4),
+    ("shared", 4),
+    ("rls", 4),
+    ("admin", 4),
+    ("housekeeping", 4),
+    ("dryrun", 4),
+    ("explain", 4),
+    ("simulate", 4),
+];
+
+/// Circles that exist today and are being taken apart (issue 39). The test fails on any other
+/// circle, and on a listed one that is gone, so that this list only shrinks.
+const KNOWN_CIRCLES: &[&[&str]] = &[&[
+    "crates/ingress:access",
+    "crates/ingress:auth",
+    "crates/ingress:balancing",
+    "crates/ingress:canary",
+    "crates/ingress:edge",
+    "crates/ingress:hosts",
+    "crates/ingress:limits",
+    "crates/ingress:objects",
+    "crates/ingress:paths",
+    "crates/ingress:protect",
+    "crates/ingress:rewrite",
+    "crates/ingress:routes",
+    "crates/ingress:settings",
+    "crates/ingress:timeouts",
+    "crates/ingress:tls",
+    "crates/ingress:upstreams",
+]];
+
+type Module = Vec<String>;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Every crate's source folder, by its name in the workspace (`crates/proxy`, `gateway`).
+fn crates() -> Vec<(String, PathBuf)> {
+    let mut out = vec![("gateway".to_string(), root().join("gateway/src"))];
+    let mut dirs: Vec<_> = std::fs::read_dir(root().join("crates"))
+        .expect("crates/")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.join("src").is_dir())
+        .collect();
+    dirs.sort();
+    for d in dirs {
+        let name = format!("crates/{}", d.file_name().expect("name").to_string_lossy());
+        out.push((name, d.join("src")));
+    }
+    out
+}
+
+fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rs_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs")
+            && p.file_name().is_some_and(|n| n != "tests.rs")
+        {
+            out.push(p);
+        }
+    }
+}
+
+/// `a/b.rs` is `[a, b]`, `a/mod.rs` is `[a]`, `lib.rs` and `main.rs` are `[]`; a binary in
+/// `src/bin/` is a crate of its own and is skipped.
+fn module_of(src: &Path, file: &Path) -> Option<Module> {
+    let rel = file.strip_prefix(src).ok()?;
+    let mut parts: Vec<String> = rel
+        .with_extension("")
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.first().is_some_and(|p| p == "bin") {
+        return None;
+    }
+    if parts.len() == 1 && (parts[0] == "lib" || parts[0] == "main") {
+        parts.clear();
+    } else if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    Some(parts)
+}
+
+/// The code of a file without comments and without its `#[cfg(test)]` tail.
+fn code(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        if line.starts_with("#[cfg(test)]") {
+            break;
+        }
+        let t = line.trim_start();
+        if t.starts_with("//") {
+            continue;
+        }
+        // A trailing comment; `://` (in a string's URL) is not one.
+        let cut = line
+            .match_indices("//")
+            .find(|(i, _)| *i == 0 || line.as_bytes()[i - 1] != b':')
+            .map_or(line.len(), |(i, _)| i);
+        out.push_str(&line[..cut]);
+        out.push('\n');
+    }
+    out
+}
+
+fn ident_at(s: &[u8], mut i: usize) -> (String, usize) {
+    let start = i;
+    while i < s.len() && (s[i].is_ascii_alphanumeric() || s[i] == b'_') {
+        i += 1;
+    }
+    (String::from_utf8_lossy(&s[start..i]).into_owned(), i)
+}
+
+/// The paths named after `prefix` (`crate::` or `super::`): `a::b::c`, or each first-level
+/// path of a `{a::b, c}` group.
+fn paths_after(code: &str, prefix: &str) -> Vec<Vec<String>> {
+    let s = code.as_bytes();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = code[from..].find(prefix) {
+        let i = from + at;
+        from = i + prefix.len();
+        // `tollgate_proxy::crate` is no such thing, but `foo_super::` is not `super::`.
+        // Part of a longer path (`super::super::`, `x::crate`) or of a longer name.
+        if i > 0 && (s[i - 1].is_ascii_alphanumeric() || s[i - 1] == b'_' || s[i - 1] == b':') {
+            continue;
+        }
+        out.extend(path_list(code, from));
+    }
+    out
+}
+
+fn path_list(code: &str, at: usize) -> Vec<Vec<String>> {
+    let s = code.as_bytes();
+    if s.get(at) == Some(&b'{') {
+        // A group: split its first level on commas.
+        let mut depth = 0;
+        let mut start = at + 1;
+        let mut out = Vec::new();
+        for (j, &b) in s.iter().enumerate().skip(at) {
+            match b {
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        out.extend(path_list(code, skip_ws(s, start)));
+                        break;
+                    }
+                }
+                b',' if depth == 1 => {
+                    out.extend(path_list(code, skip_ws(s, start)));
+                    start = j + 1;
+                }
+                _ => {}
+            }
+        }
+        return out;
+    }
+    let mut path = Vec::new();
+    let mut i = at;
+    loop {
+        let (id, end) = ident_at(s, i);
+        if id.is_empty() {
+            break;
+        }
+        path.push(id);
+        if code[end..].starts_with("::") {
+            i = end + 2;
+            if s.get(i) == Some(&b'{') {
+                // `a::{b, c}`: the prefix and each branch.
+                let mut out = Vec::new();
+                for branch in path_list(code, i) {
+                    let mut p = path.clone();
+                    p.extend(branch);
+                    out.push(p);
+                }
+                return out;
+            }
+        } else {
+            break;
+        }
+    }
+    vec![path]
+}
+
+fn skip_ws(s: &[u8], mut i: usize) -> usize {
+    while i < s.len() && s[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    i
+}
+
+/// A crate's modules and the modules each imports.
+fn graph(src: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
+    let mut files = Vec::new();
+    rs_files(src, &mut files);
+    let mut texts = BTreeMap::new();
+    for f in &files {
+        if let Some(m) = module_of(src, f) {
+            texts.insert(m, code(&std::fs::read_to_string(f).expect("read")));
+        }
+    }
+    let known: BTreeSet<Module> = texts.keys().cloned().collect();
+    let resolve = |p: &[String]| -> Option<Module> {
+        (1..=p.len())
+            .rev()
+            .map(|n| p[..n].to_vec())
+            .find(|m| known.contains(m))
+    };
+    let mut g = BTreeMap::new();
+    for (m, text) in &texts {
+        let mut deps = BTreeSet::new();
+        let mut named = paths_after(text, "crate::");
+        for mut p in paths_after(text, "super::") {
+            // `super::super::x`: one level up for each.
+            let mut up = 1;
+            while p.first().is_some_and(|s| s == "super") {
+                p.remove(0);
+                up += 1;
+            }
+            let mut full: Vec<String> = m[..m.len().saturating_sub(up)].to_vec();
+            full.extend(p);
+            named.push(full);
+        }
+        for p in named {
+            if let Some(d) = resolve(&p) {
+                let ancestor = d.len() <= m.len() && m[..d.len()] == d[..];
+                if !ancestor {
+                    deps.insert(d);
+                }
+            }
+        }
+        g.insert(m.clone(), deps);
+    }
+    g
+}
+
+/// The strongly connected components of more than one module (Tarjan's algorithm).
+fn circles(g: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<BTreeSet<Module>> {
+    struct T<'a> {
+        g: &'a BTreeMap<Module, BTreeSet<Module>>,
+        index: BTreeMap<&'a Module, usize>,
+        low: BTreeMap<&'a Module, usize>,
+        stack: Vec<&'a Module>,
+        on: BTreeSet<&'a Module>,
+        next: usize,
+        out: Vec<BTreeSet<Module>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a Module) {
+        t.index.insert(v, t.next);
+        t.low.insert(v, t.next);
+        t.next += 1;
+        t.stack.push(v);
+        t.on.insert(v);
+        for w in t.g.get(v).into_iter().flatten() {
+            if !t.index.contains_key(w) {
+                visit(t, w);
+                let lw = t.low[w];
+                let lv = t.low.get_mut(v).expect("low");
+                *lv = (*lv).min(lw);
+            } else if t.on.contains(w) {
+                let iw = t.index[w];
+                let lv = t.low.get_mut(v).expect("low");
+                *lv = (*lv).min(iw);
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut comp = BTreeSet::new();
+            while let Some(w) = t.stack.pop() {
+                t.on.remove(w);
+                comp.insert(w.clone());
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                t.out.push(comp);
+            }
+        }
+    }
+    let mut t = T {
+        g,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        next: 0,
+        out: Vec::new(),
+    };
+    for v in g.keys() {
+        if !t.index.contains_key(v) {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+}
+
+fn name(m: &Module) -> String {
+    if m.is_empty() {
+        "lib".to_string()
+    } else {
+        m.join("/")
+    }
+}
+
+fn layer(m: &Module) -> Option<u8> {
+    let n = name(m);
+    PROXY_LAYERS
+        .iter()
+        .filter(|(p, _)| n == *p || n.starts_with(&format!("{p}/")))
+        .max_by_key(|(p, _)| p.len())
+        .map(|&(_, l)| l)
+}
+
+#[test]
+fn no_module_depends_on_itself_through_others() {
+    let mut found = BTreeSet::new();
+    let mut problems = Vec::new();
+    for (krate, src) in crates() {
+        for c in circles(&graph(&src)) {
+            let names: Vec<String> = c.iter().map(|m| format!("{krate}:{}", name(m))).collect();
+            let known = KNOWN_CIRCLES.iter().any(|k| k.iter().eq(names.iter()));
+            if !known {
+                problems.push(format!("a circle: {}", names.join(", ")));
+            }
+            found.insert(names);
+        }
+    }
+    for k in KNOWN_CIRCLES {
+        let k: Vec<String> = k.iter().map(|s| s.to_string()).collect();
+        if !found.contains(&k) {
+            problems.push(format!(
+                "a known circle is gone or changed (update KNOWN_CIRCLES): {}",
+                k.join(", ")
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn proxy_imports_point_down_its_layers() {
+    let src = root().join("crates/proxy/src");
+    let g = graph(&src);
+    let mut problems = Vec::new();
+    for (m, deps) in &g {
+        if m.is_empty() {
+            continue;
+        }
+        let Some(lm) = layer(m) else {
+            problems.push(format!("{} has no layer in PROXY_LAYERS", name(m)));
+            continue;
+        };
+        for d in deps {
+            if let Some(ld) = layer(d) {
+                if ld > lm {
+                    problems.push(format!(
+                        "{} (L{lm}) imports {} (L{ld}), a layer above it",
+                        name(m),
+                        name(d)
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The checker itself: it sees a planted circle and a planted upward import, through `use`
+/// groups, `super::` and paths in code, and not through comments or test code.
+#[test]
+fn the_checker_sees_what_it_must_and_nothing_else() {
+    let dir = std::env::temp_dir().join(format!("tollgate-layers-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("a")).expect("mkdir");
+    let w = |p: &str, t: &str| std::fs::write(dir.join(p), t).expect("write");
+    w("lib.rs", "pub mod a;\npub mod b;\npub mod c;\n");
+    w("a/mod.rs", "pub mod x;\nuse crate::{b::Thing, c};\n");
+    w("a/x.rs", "fn f() { super::super::c::g(); }\n");
+    w(
+        "b.rs",
+        "// use crate::c;\nlet u = \"http://example/\"; // crate::c\n#[cfg(test)]\nmod tests { use crate::c; }\n",
+    );
+    w("c.rs", "fn g() { crate::a::x::f() }\n");
+    let g = graph(&dir);
+    let m = |s: &str| -> Module { s.split('/').map(str::to_string).collect() };
+    assert_eq!(g[&m("a")], [m("b"), m("c")].into_iter().collect());
+    assert_eq!(g[&m("a/x")], [m("c")].into_iter().collect());
+    assert!(g[&m("b")].is_empty(), "{:?}", g[&m("b")]);
+    assert_eq!(g[&m("c")], [m("a/x")].into_iter().collect());
+    let cs = circles(&g);
+    assert_eq!(cs, vec![[m("a/x"), m("c")].into_iter().collect()]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
