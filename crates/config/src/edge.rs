@@ -279,82 +279,17 @@ pub fn parse_size(s: &str) -> Option<u64> {
 pub(crate) fn cors(cx: &mut Cx, path: &str, v: &Value) -> Option<CorsConfig> {
     let mut t = Tbl::of(cx, path.to_string(), v)?;
     let mut ok = true;
-    let mut origins = Vec::new();
-    match t.get("allow_origins") {
-        None => {
-            cx.err(
-                path,
-                v.span(),
-                "missing key \"allow_origins\" (the origins a browser may call from, or [\"*\"])",
-            );
-            ok = false;
-        }
-        Some(ov) => match as_str_list(cx, &t.key_path("allow_origins"), ov, true) {
-            Some(items) if items.is_empty() => {
-                cx.err(
-                    &t.key_path("allow_origins"),
-                    ov.span(),
-                    "no origin: name at least one, or \"*\"",
-                );
-                ok = false;
-            }
-            Some(items) => {
-                for (ip, o, span) in items {
-                    match origin_rule(o) {
-                        Ok(r) => origins.push(r),
-                        Err(why) => {
-                            cx.err(&ip, span, format!("\"{o}\" {why}"));
-                            ok = false;
-                        }
-                    }
-                }
-            }
-            None => ok = false,
-        },
-    }
-    let mut list = |t: &mut Tbl, key: &str, default: &[&str], method: bool| -> Vec<String> {
-        let Some(lv) = t.get(key) else {
-            return default.iter().map(|s| s.to_string()).collect();
-        };
-        let p = t.key_path(key);
-        let Some(items) = as_str_list(cx, &p, lv, true) else {
-            ok = false;
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for (ip, s, span) in items {
-            let s = s.trim();
-            if s == "*" || (http_token(s) && !s.is_empty()) {
-                out.push(if method {
-                    s.to_ascii_uppercase()
-                } else {
-                    s.to_string()
-                });
-            } else {
-                cx.err(
-                    &ip,
-                    span,
-                    format!(
-                        "\"{s}\" is not {}",
-                        if method {
-                            "an HTTP method"
-                        } else {
-                            "a header name"
-                        }
-                    ),
-                );
-                ok = false;
-            }
-        }
-        out
-    };
-    let allow_methods = list(
+    let origins = allow_origins(cx, &mut t, path, v, &mut ok);
+    let allow_methods = token_list(
+        cx,
         &mut t,
         "allow_methods",
         &["GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"],
         true,
+        &mut ok,
     );
-    let allow_headers = list(
+    let allow_headers = token_list(
+        cx,
         &mut t,
         "allow_headers",
         &[
@@ -369,8 +304,9 @@ pub(crate) fn cors(cx: &mut Cx, path: &str, v: &Value) -> Option<CorsConfig> {
             "Authorization",
         ],
         false,
+        &mut ok,
     );
-    let expose_headers = list(&mut t, "expose_headers", &[], false);
+    let expose_headers = token_list(cx, &mut t, "expose_headers", &[], false, &mut ok);
     let allow_credentials = match t.get("allow_credentials") {
         Some(bv) => as_bool(cx, &t.key_path("allow_credentials"), bv).unwrap_or(false),
         None => false,
@@ -404,6 +340,95 @@ pub(crate) fn cors(cx: &mut Cx, path: &str, v: &Value) -> Option<CorsConfig> {
         allow_credentials,
         max_age,
     })
+}
+
+/// `allow_origins`: required, at least one, each an origin rule.
+fn allow_origins(
+    cx: &mut Cx,
+    t: &mut Tbl,
+    path: &str,
+    v: &Value,
+    ok: &mut bool,
+) -> Vec<OriginRule> {
+    let mut origins = Vec::new();
+    match t.get("allow_origins") {
+        None => {
+            cx.err(
+                path,
+                v.span(),
+                "missing key \"allow_origins\" (the origins a browser may call from, or [\"*\"])",
+            );
+            *ok = false;
+        }
+        Some(ov) => match as_str_list(cx, &t.key_path("allow_origins"), ov, true) {
+            Some(items) if items.is_empty() => {
+                cx.err(
+                    &t.key_path("allow_origins"),
+                    ov.span(),
+                    "no origin: name at least one, or \"*\"",
+                );
+                *ok = false;
+            }
+            Some(items) => {
+                for (ip, o, span) in items {
+                    match origin_rule(o) {
+                        Ok(r) => origins.push(r),
+                        Err(why) => {
+                            cx.err(&ip, span, format!("\"{o}\" {why}"));
+                            *ok = false;
+                        }
+                    }
+                }
+            }
+            None => *ok = false,
+        },
+    }
+    origins
+}
+
+/// A CORS list of methods (upper-cased) or header names, `"*"` allowed; `default` when absent.
+fn token_list(
+    cx: &mut Cx,
+    t: &mut Tbl,
+    key: &str,
+    default: &[&str],
+    method: bool,
+    ok: &mut bool,
+) -> Vec<String> {
+    let Some(lv) = t.get(key) else {
+        return default.iter().map(|s| s.to_string()).collect();
+    };
+    let p = t.key_path(key);
+    let Some(items) = as_str_list(cx, &p, lv, true) else {
+        *ok = false;
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (ip, s, span) in items {
+        let s = s.trim();
+        if s == "*" || (http_token(s) && !s.is_empty()) {
+            out.push(if method {
+                s.to_ascii_uppercase()
+            } else {
+                s.to_string()
+            });
+        } else {
+            cx.err(
+                &ip,
+                span,
+                format!(
+                    "\"{s}\" is not {}",
+                    if method {
+                        "an HTTP method"
+                    } else {
+                        "a header name"
+                    }
+                ),
+            );
+            *ok = false;
+        }
+    }
+    out
 }
 
 /// One `allow_origins` entry: `*`, `scheme://host[:port]`, or `scheme://*.suffix[:port]`.

@@ -3,7 +3,7 @@
 //! matched entries' values (`key = "descriptor"`).
 
 use crate::model::{KeySource, LimitConfig, OnError, Scope};
-use crate::model::{RlsConfig, RlsHeaders, RlsRule, MAX_DESCRIPTOR_ENTRIES};
+use crate::model::{RlsConfig, RlsDomain, RlsHeaders, RlsRule, MAX_DESCRIPTOR_ENTRIES};
 use crate::reader::{as_array, as_str, as_str_list, Cx, Tbl, Value};
 use std::net::SocketAddr;
 use tollgate_limit::AlgorithmKind;
@@ -18,14 +18,62 @@ pub(crate) fn read(
     made: &mut Vec<LimitConfig>,
 ) -> Option<RlsConfig> {
     let mut ok = true;
-    let listen = match t.get("listen") {
+    let listen = listen(cx, &mut t, &mut ok);
+    let tls = t.bool(cx, "tls").unwrap_or(false);
+    let response_headers = response_headers(cx, &mut t, &mut ok);
+    let header_names = header_names(cx, &mut t, &mut ok);
+    let shadow_mode = t.bool(cx, "shadow_mode").unwrap_or(false);
+    let quota_mode = t.bool(cx, "quota_mode").unwrap_or(false);
+    let dynamic_metadata = t.bool(cx, "dynamic_metadata").unwrap_or(false);
+    let local_cache = t.bool(cx, "local_cache").unwrap_or(true);
+    let stop_increment_when_over = t.bool(cx, "stop_increment_when_over").unwrap_or(false);
+    let how = tree_limits(cx, &mut t, env, &mut ok);
+    let domains = match t.get("domains") {
+        None => Vec::new(),
+        Some(dv) => crate::rls_tree::read(cx, &t.key_path("domains"), dv, &how, made)
+            .unwrap_or_else(|| {
+                ok = false;
+                Vec::new()
+            }),
+    };
+    let mut rules = Vec::new();
+    if let Some(rv) = t.get("rules") {
+        let rp = t.key_path("rules");
+        for (i, item) in as_array(cx, &rp, rv).unwrap_or_default().iter().enumerate() {
+            match rule(cx, &format!("{rp}[{i}]"), item, limits, weights) {
+                Some(r) => rules.push(r),
+                None => ok = false,
+            }
+        }
+    }
+    ok &= conflicts(cx, &t, &rules, &domains, limits, made);
+    t.finish(cx);
+    Some(RlsConfig {
+        listen: listen?,
+        tls,
+        rules,
+        domains,
+        response_headers,
+        header_names,
+        shadow_mode,
+        quota_mode,
+        dynamic_metadata,
+        local_cache,
+        stop_increment_when_over,
+    })
+    .filter(|_| ok)
+}
+
+/// `listen`: the address:port the service listens on (required).
+fn listen(cx: &mut Cx, t: &mut Tbl, ok: &mut bool) -> Option<SocketAddr> {
+    match t.get("listen") {
         None => {
             cx.err(
                 &t.path.clone(),
                 t.span.clone(),
                 "missing key \"listen\" (e.g. \"127.0.0.1:8081\")",
             );
-            ok = false;
+            *ok = false;
             None
         }
         Some(v) => match as_str(cx, &t.key_path("listen"), v).map(|s| s.parse::<SocketAddr>()) {
@@ -36,17 +84,20 @@ pub(crate) fn read(
                     v.span(),
                     "not an address:port (e.g. \"127.0.0.1:8081\")",
                 );
-                ok = false;
+                *ok = false;
                 None
             }
             None => {
-                ok = false;
+                *ok = false;
                 None
             }
         },
-    };
-    let tls = t.bool(cx, "tls").unwrap_or(false);
-    let response_headers = match t.get("response_headers") {
+    }
+}
+
+/// `response_headers`: which rate limit fields an answer carries.
+fn response_headers(cx: &mut Cx, t: &mut Tbl, ok: &mut bool) -> RlsHeaders {
+    match t.get("response_headers") {
         None => RlsHeaders::Ietf,
         Some(v) => match as_str(cx, &t.key_path("response_headers"), v) {
             Some("ietf") => RlsHeaders::Ietf,
@@ -58,15 +109,19 @@ pub(crate) fn read(
                     v.span(),
                     format!("\"{other}\": expected \"ietf\", \"none\" or \"envoy\""),
                 );
-                ok = false;
+                *ok = false;
                 RlsHeaders::Ietf
             }
             None => {
-                ok = false;
+                *ok = false;
                 RlsHeaders::Ietf
             }
         },
-    };
+    }
+}
+
+/// `header_names`: the names of the three IETF fields (`limit`, `remaining`, `reset`).
+fn header_names(cx: &mut Cx, t: &mut Tbl, ok: &mut bool) -> [String; 3] {
     let mut header_names = [
         "RateLimit-Limit".to_string(),
         "RateLimit-Remaining".to_string(),
@@ -87,22 +142,22 @@ pub(crate) fn read(
                                     hv.span(),
                                     format!("\"{h}\" is not a header name"),
                                 );
-                                ok = false;
+                                *ok = false;
                             }
-                            None => ok = false,
+                            None => *ok = false,
                         }
                     }
                 }
                 ht.finish(cx);
             }
-            None => ok = false,
+            None => *ok = false,
         }
     }
-    let shadow_mode = t.bool(cx, "shadow_mode").unwrap_or(false);
-    let quota_mode = t.bool(cx, "quota_mode").unwrap_or(false);
-    let dynamic_metadata = t.bool(cx, "dynamic_metadata").unwrap_or(false);
-    let local_cache = t.bool(cx, "local_cache").unwrap_or(true);
-    let stop_increment_when_over = t.bool(cx, "stop_increment_when_over").unwrap_or(false);
+    header_names
+}
+
+/// How `[[rls.domains]]` limits count: `algorithm`, `scope` and `on_error`.
+fn tree_limits(cx: &mut Cx, t: &mut Tbl, env: &Env, ok: &mut bool) -> crate::rls_tree::TreeLimits {
     let algorithm = match t.get("algorithm") {
         None => AlgorithmKind::CountingWindow,
         Some(v) => match as_str(cx, &t.key_path("algorithm"), v) {
@@ -115,13 +170,13 @@ pub(crate) fn read(
                         v.span(),
                         format!("\"{a}\": the algorithm the [[rls.domains]] limits count with (counting_window, as envoyproxy/ratelimit counts, or a rate algorithm)"),
                     );
-                        ok = false;
+                        *ok = false;
                         AlgorithmKind::CountingWindow
                     }
                 }
             }
             None => {
-                ok = false;
+                *ok = false;
                 AlgorithmKind::CountingWindow
             }
         },
@@ -138,7 +193,7 @@ pub(crate) fn read(
                     v.span(),
                     "global limits count in Redis: add a [redis] section",
                 );
-                ok = false;
+                *ok = false;
                 Scope::Local
             }
             Some(other) => {
@@ -147,11 +202,11 @@ pub(crate) fn read(
                     v.span(),
                     format!("\"{other}\": expected \"global\" or \"local\""),
                 );
-                ok = false;
+                *ok = false;
                 Scope::Local
             }
             None => {
-                ok = false;
+                *ok = false;
                 Scope::Local
             }
         },
@@ -159,33 +214,28 @@ pub(crate) fn read(
     let on_error = match t.get("on_error") {
         None => OnError::Fail,
         Some(v) => crate::scalars::on_error(cx, &t.key_path("on_error"), v).unwrap_or_else(|| {
-            ok = false;
+            *ok = false;
             OnError::Fail
         }),
     };
-    let how = crate::rls_tree::TreeLimits {
+    crate::rls_tree::TreeLimits {
         algorithm,
         scope,
         on_error,
-    };
-    let domains = match t.get("domains") {
-        None => Vec::new(),
-        Some(dv) => crate::rls_tree::read(cx, &t.key_path("domains"), dv, &how, made)
-            .unwrap_or_else(|| {
-                ok = false;
-                Vec::new()
-            }),
-    };
-    let mut rules = Vec::new();
-    if let Some(rv) = t.get("rules") {
-        let rp = t.key_path("rules");
-        for (i, item) in as_array(cx, &rp, rv).unwrap_or_default().iter().enumerate() {
-            match rule(cx, &format!("{rp}[{i}]"), item, limits, weights) {
-                Some(r) => rules.push(r),
-                None => ok = false,
-            }
-        }
     }
+}
+
+/// A domain is served by a tree or by rules, never both; a limit made for a tree node never
+/// shadows a `[limits]` one.
+fn conflicts(
+    cx: &mut Cx,
+    t: &Tbl,
+    rules: &[RlsRule],
+    domains: &[RlsDomain],
+    limits: &[(String, Option<LimitConfig>)],
+    made: &[LimitConfig],
+) -> bool {
+    let mut ok = true;
     for (i, r) in rules.iter().enumerate() {
         if domains.iter().any(|d| d.domain == r.domain) {
             cx.err(
@@ -206,21 +256,7 @@ pub(crate) fn read(
             ok = false;
         }
     }
-    t.finish(cx);
-    Some(RlsConfig {
-        listen: listen?,
-        tls,
-        rules,
-        domains,
-        response_headers,
-        header_names,
-        shadow_mode,
-        quota_mode,
-        dynamic_metadata,
-        local_cache,
-        stop_increment_when_over,
-    })
-    .filter(|_| ok)
+    ok
 }
 
 /// What `[rls]` reads of the rest of the document.
