@@ -5,10 +5,20 @@
 //! limit), the deny list `access.deny`. As ingress-nginx: entries that are not addresses are
 //! left out, and a list with no address at all denies the location.
 
-use super::settings::{Anns, Refusal, Settings};
+use super::anns::{Anns, Refusal};
 use super::text::{cidrs, comment, Warnings};
 
-pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
+/// The access lists of one Ingress (`whitelist-source-range`, `denylist-source-range`), and
+/// the entries that cannot be translated.
+#[derive(Default)]
+pub(super) struct AccessOut {
+    pub only_from: Vec<String>,
+    pub deny: Vec<String>,
+    pub refusals: Vec<Refusal>,
+}
+
+pub(super) fn read(a: &mut Anns, allow: &[String], w: &mut Warnings) -> AccessOut {
+    let mut s = AccessOut::default();
     let ctx = a.ctx();
     let new = a
         .get("allowlist-source-range")
@@ -24,18 +34,19 @@ pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
         }
     }
     if let Some((key, v)) = new.or(old) {
-        s.only_from = list(ctx, key, v, s, w);
+        s.only_from = list(ctx, key, v, &mut s, w);
     }
     if let Some(v) = a.get("denylist-source-range") {
-        s.deny = list(ctx, "denylist-source-range", v, s, w);
+        s.deny = list(ctx, "denylist-source-range", v, &mut s, w);
     }
-    if !s.allow.is_empty() && !s.deny.is_empty() {
+    if !allow.is_empty() && !s.deny.is_empty() {
         w.push(format!("{ctx}: limit-whitelist and denylist-source-range together: in Tollgate an allowed address also skips the deny list; remove denied ranges from the whitelist"));
     }
+    s
 }
 
 /// The addresses of a list annotation; none at all: a refusal.
-fn list(ctx: &str, key: &str, v: &str, s: &mut Settings, w: &mut Warnings) -> Vec<String> {
+fn list(ctx: &str, key: &str, v: &str, s: &mut AccessOut, w: &mut Warnings) -> Vec<String> {
     let (good, bad) = cidrs(v);
     if good.is_empty() {
         s.refusals.push(Refusal {

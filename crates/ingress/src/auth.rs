@@ -13,7 +13,7 @@
 //!   Secret's `auth` key as an htpasswd file; `auth-map` its keys as users, their values as
 //!   hashes (a directory `htpasswd` reads that way). `auth-type: digest` is refused.
 
-use super::settings::{Anns, Refusal, Settings};
+use super::anns::{Anns, Refusal};
 use super::text::{comment, Warnings};
 use super::tls::secret_dir;
 
@@ -28,6 +28,7 @@ pub(super) enum AuthOut {
 }
 
 #[derive(Clone, Debug, Default)]
+/// `auth-url` or `auth-type: basic` of one Ingress, translated, and what cannot be.
 pub(super) struct ForwardOut {
     pub url: String,
     pub method: Option<String>,
@@ -106,7 +107,14 @@ impl<'a> Vals<'a> {
     }
 }
 
-pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
+#[derive(Default)]
+pub(super) struct AuthRead {
+    pub auth: Option<AuthOut>,
+    pub refusals: Vec<Refusal>,
+}
+
+pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> AuthRead {
+    let mut s = AuthRead::default();
     let ctx = a.ctx();
     let mut refuse = |key: &str, why: String| {
         s.refusals.push(Refusal {
@@ -140,6 +148,7 @@ pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
         }
     };
     s.auth = out;
+    s
 }
 
 /// `auth-url` and the keys that go with it.

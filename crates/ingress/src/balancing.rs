@@ -8,7 +8,7 @@
 //! address (a ClusterIP) kube-proxy spreads: for these keys to choose among pods, make the
 //! Service headless (`clusterIP: None`). Each Ingress using them is told so.
 
-use super::settings::{Anns, Settings};
+use super::anns::Anns;
 use super::text::{comment, flag, q, Warnings};
 
 /// What an Ingress asks of its upstream's balancing, as TOML lines (ordered, so an upstream
@@ -27,9 +27,10 @@ impl Balancing {
     }
 }
 
-pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
+pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> Balancing {
+    let mut balancing = Balancing::default();
     let ctx = a.ctx();
-    let b = &mut s.balancing;
+    let b = &mut balancing;
     if let Some(v) = a.get("load-balance") {
         match v.trim() {
             "round_robin" => {}
@@ -96,6 +97,7 @@ pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
             "{ctx}: balancing annotations choose among the addresses of the Service's name: make the Service headless (clusterIP: None) so that its pods are the targets, as ingress-nginx's endpoints were"
         )));
     }
+    balancing
 }
 
 /// `upstream-hash-by`'s one variable as a `hash_key`.

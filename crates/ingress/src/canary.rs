@@ -5,40 +5,12 @@
 //! applies one). Its other annotations are ignored: ingress-nginx uses the production
 //! Ingress's.
 
+use super::anns::Anns;
 use super::objects::{Ingress, PathKind};
-use super::routes::{Action, Origin, Route};
-use super::settings::{Anns, Settings};
+use super::routes::{Action, Canary, Choice, Origin, Route};
+use super::settings::Settings;
 use super::text::{comment, parse_bool, Warnings};
 use super::upstreams::UpKey;
-
-pub(super) const KEYS: [&str; 7] = [
-    "canary",
-    "canary-by-cookie",
-    "canary-by-header",
-    "canary-by-header-pattern",
-    "canary-by-header-value",
-    "canary-weight",
-    "canary-weight-total",
-];
-
-/// How requests are chosen for the canary.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Choice {
-    pub weight: u32,
-    pub weight_total: u32,
-    pub header: Option<String>,
-    pub header_value: Option<String>,
-    pub cookie: Option<String>,
-}
-
-/// A canary on a route: where chosen requests go.
-#[derive(Clone, Debug)]
-pub(super) struct Canary {
-    pub upstream: UpKey,
-    pub choice: Choice,
-    /// "Ingress NS/NAME" of the canary.
-    pub ctx: String,
-}
 
 /// `canary: "true"` (anything else, as ingress-nginx: not a canary).
 pub(super) fn is_canary(ing: &Ingress, w: &mut Warnings) -> bool {
@@ -122,7 +94,7 @@ fn choice(ing: &Ingress, w: &mut Warnings) -> Option<Choice> {
             "{ctx}: canary-by-header-value without canary-by-header: ignored (as by ingress-nginx)"
         ));
     }
-    for key in KEYS {
+    for key in super::catalogue::CANARY_KEYS {
         a.get(key);
     }
     // Everything else on a canary is the production Ingress's business.

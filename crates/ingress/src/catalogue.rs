@@ -259,6 +259,16 @@ pub(super) fn find(name: &str) -> Option<&'static Annotation> {
         .map(|i| &ALL[i])
 }
 
+pub(super) const CANARY_KEYS: [&str; 7] = [
+    "canary",
+    "canary-by-cookie",
+    "canary-by-header",
+    "canary-by-header-pattern",
+    "canary-by-header-value",
+    "canary-weight",
+    "canary-weight-total",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,9 +3,10 @@
 //! routes answer 403 and are listed (the command exits 3), or with `--allow-insecure` are
 //! served and listed as unprotected; either way each Ingress is named once.
 
+use super::anns::Refusal;
 use super::objects::Ingress;
 use super::routes::{Action, Route};
-use super::settings::{Refusal, Settings};
+use super::settings::Settings;
 use super::text::{unique, Warnings};
 use super::Denied;
 

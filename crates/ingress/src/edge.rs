@@ -5,7 +5,7 @@
 //! Values are checked here as the config would check them; one that cannot be kept is named
 //! and left out (the route keeps Tollgate's default), as ingress-nginx drops a bad value.
 
-use super::settings::{Anns, Settings};
+use super::anns::Anns;
 use super::text::{comment, flag, q, Warnings};
 use tollgate_config::{origin_rule, parse_size};
 
@@ -34,9 +34,10 @@ pub(super) struct EdgeOut {
     pub limit_rate: Option<(u64, u64)>,
 }
 
-pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
+pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> EdgeOut {
+    let mut edge = EdgeOut::default();
     let ctx = a.ctx();
-    let e = &mut s.edge;
+    let e = &mut edge;
     if let Some(v) = a.get("proxy-body-size") {
         match parse_size(v) {
             Some(n) => e.max_body = Some(n),
@@ -78,7 +79,7 @@ pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
     }
     if let Some(v) = a.get("server-alias") {
         for alias in v.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-            match super::hosts::rule_host(alias) {
+            match super::host_name::rule_host(alias) {
                 Ok(h) if !h.starts_with('*') => e.aliases.push(h),
                 _ => {
                     w.push(comment(&format!(
@@ -138,6 +139,7 @@ pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
         ))),
         _ => {}
     }
+    edge
 }
 
 /// The route's `cors` table, with ingress-nginx's defaults for what is not said.

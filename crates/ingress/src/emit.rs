@@ -1,12 +1,14 @@
 //! Stage 6: the TOML text. Everything taken from the input is written through `q` (a TOML
 //! string) or `comment` (a comment line), so no Ingress can write configuration.
 
+use super::anns::{LimitKind, Refusal};
 use super::auth::AuthOut;
 use super::deny::annotations;
+use super::listener::Tls;
 use super::routes::{Action, Route};
-use super::settings::{LimitKind, Refusal, Settings};
+use super::settings::Settings;
 use super::text::{comment, q, unique};
-use super::tls::{secret_dir, Tls};
+use super::tls::secret_dir;
 use super::upstreams::UpKey;
 use super::TLS_LISTEN;
 use std::collections::BTreeMap;
@@ -366,7 +368,7 @@ fn denied_action(out: &mut String, p: &Plan, action: &Action) {
 }
 
 /// The production route's `canary`.
-fn canary_line(out: &mut String, p: &Plan, c: &super::canary::Canary) {
+fn canary_line(out: &mut String, p: &Plan, c: &super::routes::Canary) {
     let k = &c.choice;
     let mut parts = vec![
         format!("upstream = {}", q(&p.upstreams[&c.upstream])),

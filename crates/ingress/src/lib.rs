@@ -10,10 +10,13 @@
 //! 2. `class`: only `--ingress-class` (and Ingresses without a class), in ingress-nginx's
 //!    merge order (oldest first, then namespace and name), so the file's order never matters.
 //! 3. `settings`: each production Ingress's annotations by family (`limits`, `access`,
-//!    `timeouts`, `rewrite`, `tls`, `protect`, `auth`, `edge`, `balancing`); the `catalogue`
-//!    names every other one.
-//! 4. `routes`: rules, host defaults and `app-root` as routes (`paths` for the matchers); then
-//!    `canary` attaches the canary Ingresses to the production routes they share.
+//!    `timeouts`, `rewrite`, `tls`, `protect`, `auth`, `edge`, `balancing`), each reading
+//!    through `anns` and returning its own output, gathered into one `Settings`; the
+//!    `catalogue` names every other annotation. `listener`: the TLS listener across all
+//!    Ingresses (certificates by host, the one client CA, HSTS).
+//! 4. `routes`: rules, host defaults and `app-root` as routes (`paths` for the matchers, `hosts`
+//!    for aliases and defaults, `host_name` for a rule's host); then `canary` attaches the
+//!    canary Ingresses to the production routes they share.
 //! 5. `deny`: the routes whose protection could not be kept.
 //! 6. `emit`: the TOML, with every warning as a comment.
 //!
@@ -21,6 +24,7 @@
 //! a test holds it to [`annotations`].
 
 mod access;
+mod anns;
 mod auth;
 mod balancing;
 mod canary;
@@ -31,8 +35,10 @@ mod depth;
 mod edge;
 mod emit;
 mod global;
+mod host_name;
 mod hosts;
 mod limits;
+mod listener;
 mod objects;
 mod paths;
 mod protect;
@@ -153,7 +159,7 @@ pub fn import(yaml: &str, opts: &Options) -> Result<Imported, ImportError> {
     let (canaries, prod): (Vec<Ingress>, Vec<Ingress>) =
         ings.into_iter().partition(|i| canary::is_canary(i, &mut w));
     let mut settings: Vec<Settings> = prod.iter().map(|i| settings::read(i, &mut w)).collect();
-    let tls = tls::decide(&prod, &mut settings, &mut w);
+    let tls = listener::decide(&prod, &mut settings, &mut w);
     hosts::aliases(&prod, &mut settings, &mut w);
     let mut routes = routes::build(&prod, &settings, upstream_of, &mut w);
     canary::attach(&canaries, &mut routes, &settings, upstream_of, &mut w);

@@ -6,10 +6,18 @@
 //! (default 5). `limit_conn` counts requests being served per client address: a concurrency
 //! limit with that cap.
 
-use super::settings::{Anns, Limit, LimitKind, Settings};
+use super::anns::{Anns, Limit, LimitKind};
 use super::text::{cidrs, comment, Warnings};
 
-pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
+/// The rate limits of one Ingress, and who is exempt from them (`limit-whitelist`).
+#[derive(Default)]
+pub(super) struct LimitsOut {
+    pub limits: Vec<Limit>,
+    pub allow: Vec<String>,
+}
+
+pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> LimitsOut {
+    let mut s = LimitsOut::default();
     let ctx = a.ctx();
     let id = a.id();
     let positive = |key: &str, v: &str, w: &mut Warnings| match v.trim().parse::<u64>() {
@@ -67,4 +75,5 @@ pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
         }
         s.allow = good;
     }
+    s
 }

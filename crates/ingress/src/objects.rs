@@ -3,7 +3,7 @@
 //! (a bad host, a path without backend, a resource backend) skips that rule or path with a
 //! warning, never the file.
 
-use super::hosts::rule_host;
+use super::host_name::rule_host;
 use super::text::{comment, k8s_name, slug, Warnings};
 use super::ImportError;
 use serde_yaml_ng::Value;

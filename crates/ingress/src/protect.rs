@@ -6,7 +6,7 @@
 //! A `server-snippet` is nginx's server block: it covers every route of the Ingress's hosts,
 //! whichever Ingress made them.
 
-use super::settings::{Anns, Refusal, Settings};
+use super::anns::{Anns, Refusal};
 use super::text::{comment, parse_bool, Warnings};
 
 const AUTH: &str = "it changes the auth request in ways Tollgate cannot see or run (auth-url and auth-type basic are translated: see auth.rs)";
@@ -30,7 +30,16 @@ const WHEN_ON: &[(&str, &str)] = &[
     ("enable-global-auth", "the controller's global-auth-url (its ConfigMap) authenticated this Ingress, and the import cannot see the ConfigMap: write the route's auth"),
 ];
 
-pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
+/// The protections of one Ingress that cannot be kept: of its own routes, and of every
+/// route of its hosts (`server-snippet`).
+#[derive(Default)]
+pub(super) struct ProtectOut {
+    pub refusals: Vec<Refusal>,
+    pub host_refusals: Vec<Refusal>,
+}
+
+pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> ProtectOut {
+    let mut s = ProtectOut::default();
     let ctx = a.ctx();
     for (key, why) in ALWAYS {
         match a.get(key) {
@@ -65,6 +74,7 @@ pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
         }
         Some(_) => s.host_refusals.push(refusal("server-snippet", SNIPPET)),
     }
+    s
 }
 
 fn refusal(key: &str, why: &str) -> Refusal {

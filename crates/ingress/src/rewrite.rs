@@ -6,10 +6,21 @@
 //! as a group named "1abc": so the regex is written to match the whole path, and each group
 //! as `${1}`.
 
-use super::settings::{Anns, Redirect, Refusal, Rewrite, Settings};
+use super::anns::{Anns, Redirect, Refusal, Rewrite};
 use super::text::{comment, flag, Warnings};
 
-pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
+/// `use-regex`, `rewrite-target`, `app-root` and the redirect annotations of one Ingress.
+#[derive(Default)]
+pub(super) struct RewriteOut {
+    pub use_regex: bool,
+    pub rewrite: Option<Rewrite>,
+    pub app_root: Option<String>,
+    pub redirect: Option<Redirect>,
+    pub refusals: Vec<Refusal>,
+}
+
+pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> RewriteOut {
+    let mut s = RewriteOut::default();
     let ctx = a.ctx();
     s.use_regex = flag(a.get("use-regex"), false, &format!("{ctx}: use-regex"), w);
     if let Some(t) = a.get("rewrite-target") {
@@ -69,6 +80,7 @@ pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
             )));
         }
     }
+    s
 }
 
 /// A redirect status in 300..=`max`, else `default` (as ingress-nginx).

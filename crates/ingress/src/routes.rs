@@ -10,7 +10,6 @@
 //!   Ingress, as ingress-nginx merges them); a loser that went elsewhere is named.
 //! - Regex routes last, each host's in ingress-nginx's order: longest location first.
 
-use super::canary::Canary;
 use super::objects::{Backend, Ingress, PathKind};
 use super::paths::{self, Matcher, Piece};
 use super::rewrite::whole_path_regex;
@@ -445,4 +444,23 @@ fn order(routes: Vec<Route>) -> Vec<Route> {
         literal.extend(of_host);
     }
     literal
+}
+
+/// A canary on a route: where chosen requests go.
+/// How requests are chosen for the canary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Choice {
+    pub weight: u32,
+    pub weight_total: u32,
+    pub header: Option<String>,
+    pub header_value: Option<String>,
+    pub cookie: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Canary {
+    pub upstream: UpKey,
+    pub choice: Choice,
+    /// "Ingress NS/NAME" of the canary.
+    pub ctx: String,
 }

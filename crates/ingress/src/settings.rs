@@ -2,105 +2,12 @@
 //! whatever no translator read is named by the catalogue: a warning with why it is harmless,
 //! once for all the Ingresses that carry it.
 
+use super::anns::{Anns, Limit, Redirect, Refusal, Rewrite};
 use super::catalogue::{self, Treatment};
 use super::objects::Ingress;
 use super::text::{comment, Warnings};
 use super::upstreams::{Proto, Timeouts};
 use super::{access, auth, balancing, edge, limits, protect, rewrite, timeouts, tls};
-use std::collections::BTreeSet;
-
-/// An Ingress's annotations, remembering which were read.
-pub(super) struct Anns<'a> {
-    ing: &'a Ingress,
-    used: BTreeSet<String>,
-}
-
-impl<'a> Anns<'a> {
-    pub fn new(ing: &'a Ingress) -> Self {
-        Anns {
-            ing,
-            used: BTreeSet::new(),
-        }
-    }
-
-    /// The annotation's value, marked read.
-    pub fn get(&mut self, key: &str) -> Option<&'a str> {
-        self.used.insert(key.to_string());
-        self.ing.ann(key)
-    }
-
-    /// "Ingress NAMESPACE/NAME".
-    pub fn ctx(&self) -> &'a str {
-        &self.ing.ctx
-    }
-
-    /// Every rule of the Ingress names one exact host (no wildcard, no catch-all), so that
-    /// `$host` in its annotations stands for one name per route.
-    pub fn exact_hosts(&self) -> bool {
-        !self.ing.rules.is_empty()
-            && self.ing.default_backend.is_none()
-            && self
-                .ing
-                .rules
-                .iter()
-                .all(|r| r.host.as_deref().is_some_and(|h| !h.starts_with('*')))
-    }
-
-    /// The Ingress's namespace.
-    pub fn ns(&self) -> &'a str {
-        &self.ing.ns
-    }
-
-    /// `NAMESPACE.NAME`, for names made from it.
-    pub fn id(&self) -> &'a str {
-        &self.ing.id
-    }
-
-    /// The annotations no translator read.
-    pub fn unread(&self) -> impl Iterator<Item = &'a str> + '_ {
-        self.ing
-            .annotations
-            .keys()
-            .map(String::as_str)
-            .filter(|k| !self.used.contains(*k))
-    }
-}
-
-/// A protection that has no exact Tollgate equivalent: the routes it covers answer 403.
-#[derive(Clone, Debug)]
-pub(super) struct Refusal {
-    pub annotation: String,
-    pub why: String,
-}
-
-/// A limit of one Ingress (`[limits.NAME]`).
-pub(super) struct Limit {
-    pub name: String,
-    pub kind: LimitKind,
-}
-
-pub(super) enum LimitKind {
-    /// nginx's `limit_req rate=RATE burst=BURST nodelay`.
-    Rate { rate: String, burst: u64 },
-    /// nginx's `limit_conn`: requests in flight per client.
-    Concurrency { max: u64 },
-}
-
-/// A redirect answered instead of proxying (`permanent-redirect`, `temporal-redirect`).
-#[derive(Clone, Debug)]
-pub(super) struct Redirect {
-    pub status: u16,
-    pub url: String,
-}
-
-/// `rewrite-target`, translated.
-#[derive(Clone, Debug)]
-pub(super) struct Rewrite {
-    /// As written (ingress-nginx does not rewrite a path equal to it).
-    pub target: String,
-    /// In the regex crate's replacement syntax; None when it cannot be translated.
-    pub replace: Option<String>,
-}
 
 /// What one production Ingress asks for.
 pub(super) struct Settings {
@@ -163,17 +70,16 @@ impl Default for Settings {
 /// Every annotation of a production Ingress.
 pub(super) fn read(ing: &Ingress, w: &mut Warnings) -> Settings {
     let mut a = Anns::new(ing);
-    let mut s = Settings::default();
-    limits::read(&mut a, &mut s, w);
-    access::read(&mut a, &mut s, w);
-    timeouts::read(&mut a, &mut s, w);
-    rewrite::read(&mut a, &mut s, w);
-    tls::read(&mut a, &mut s, w);
-    auth::read(&mut a, &mut s, w);
-    protect::read(&mut a, &mut s, w);
-    edge::read(&mut a, &mut s, w);
-    balancing::read(&mut a, &mut s, w);
-    for key in super::canary::KEYS {
+    let limits = limits::read(&mut a, w);
+    let access = access::read(&mut a, &limits.allow, w);
+    let timeouts = timeouts::read(&mut a, w);
+    let rewrite = rewrite::read(&mut a, w);
+    let tls = tls::read(&mut a, w);
+    let auth = auth::read(&mut a, w);
+    let protect = protect::read(&mut a, w);
+    let edge = edge::read(&mut a, w);
+    let balancing = balancing::read(&mut a, w);
+    for key in catalogue::CANARY_KEYS {
         if key != "canary" && a.get(key).is_some() {
             w.push(format!(
                 "{}: {key} without canary: \"true\": ignored (as by ingress-nginx)",
@@ -183,7 +89,31 @@ pub(super) fn read(ing: &Ingress, w: &mut Warnings) -> Settings {
     }
     a.get("canary");
     unread(&a, w);
-    s
+    let mut refusals = access.refusals;
+    refusals.extend(rewrite.refusals);
+    refusals.extend(auth.refusals);
+    refusals.extend(protect.refusals);
+    Settings {
+        limits: limits.limits,
+        allow: limits.allow,
+        deny: access.deny,
+        only_from: access.only_from,
+        timeouts,
+        proto: tls.proto,
+        ssl_redirect: tls.ssl_redirect,
+        force_redirect: tls.force_redirect,
+        client_auth: tls.client_auth,
+        hsts: tls.hsts,
+        use_regex: rewrite.use_regex,
+        rewrite: rewrite.rewrite,
+        app_root: rewrite.app_root,
+        redirect: rewrite.redirect,
+        auth: auth.auth,
+        refusals,
+        host_refusals: protect.host_refusals,
+        edge,
+        balancing,
+    }
 }
 
 /// Names what no translator read: the catalogue's reason, or an unknown annotation.

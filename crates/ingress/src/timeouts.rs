@@ -3,12 +3,14 @@
 //! (5 s, 60 s, 60 s) are written, so a migration keeps them: a WebSocket idle for 50 s stays
 //! open, as behind ingress-nginx.
 
-use super::settings::{Anns, Settings};
+use super::anns::Anns;
 use super::text::{comment, Warnings};
+use super::upstreams::Timeouts;
 
-pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
+pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> Timeouts {
+    let mut timeouts = Timeouts::DEFAULT;
     let ctx = a.ctx();
-    let t = &mut s.timeouts;
+    let t = &mut timeouts;
     for (key, slot) in [
         ("proxy-connect-timeout", &mut t.connect),
         ("proxy-read-timeout", &mut t.read),
@@ -29,6 +31,7 @@ pub(super) fn read(a: &mut Anns, s: &mut Settings, w: &mut Warnings) {
             ))),
         }
     }
+    timeouts
 }
 
 /// Whole seconds, at least 1; `true` when written with an `s`.
