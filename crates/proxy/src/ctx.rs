@@ -61,7 +61,7 @@ pub struct Ctx {
     pub target_authority: Option<String>,
     /// The request target sent upstream when the route rewrites the path: keys and input
     /// checks read its path and query (what the upstream reads), decided before them.
-    pub upstream_target: Option<crate::routing::Rewritten>,
+    pub upstream_target: Option<tollgate_route::routing::Rewritten>,
 
     /// The body cap the body stage set (0: none), counted in `request_body_filter`.
     pub max_body: u64,

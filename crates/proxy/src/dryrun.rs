@@ -9,10 +9,10 @@ use crate::access::Access;
 use crate::client_ip::client_ip;
 use crate::edge::canonical_target;
 use crate::respond::Problem;
-use crate::routing::{RewriteRefusal, Rewritten};
 use crate::runtime::Runtime;
 use pingora::http::RequestHeader;
 use std::net::IpAddr;
+use tollgate_route::routing::{RewriteRefusal, Rewritten};
 
 /// Where the front stages leave a request.
 #[derive(Debug)]

@@ -6,7 +6,6 @@
 
 use crate::client_ip::trusted;
 use crate::ctx::{Ctx, Outcome};
-use crate::normalize::{normalize_host, normalize_path, PathRules, Refusal};
 use crate::policy::{Plan, Verdict};
 use crate::respond::{names, Extra, Fields, Head, Problem, Value};
 use crate::runtime::Runtime;
@@ -26,6 +25,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use tollgate_config::Action;
 use tollgate_limit::ceil_secs;
+use tollgate_route::normalize::{normalize_host, normalize_path, PathRules, Refusal};
 
 /// What a stage decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,7 +211,7 @@ pub(crate) async fn read_key_body(
         .map_err(|why| (Problem::BadRequest, why))
 }
 
-/// What a request asked for, in canonical spellings ([`crate::normalize`]).
+/// What a request asked for, in canonical spellings ([`tollgate_route::normalize`]).
 pub(crate) struct Target<'r> {
     pub host: Option<Cow<'r, str>>,
     pub path: Cow<'r, str>,

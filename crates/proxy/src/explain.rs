@@ -493,13 +493,15 @@ fn routes(rt: &Runtime, f: &Front, method: &str) -> Value {
             Some("an earlier route matched".to_string())
         } else if !tier.admits(want, host) {
             Some(match (want, host) {
-                (Some(w), Some(h)) if !crate::routing::Tier::Any.admits(Some(w), Some(h)) => {
+                (Some(w), Some(h))
+                    if !tollgate_route::routing::Tier::Any.admits(Some(w), Some(h)) =>
+                {
                     format!("host {w} (the request's is {h})")
                 }
                 (Some(w), None) => format!("host {w} (the request names none)"),
                 _ => "a route naming the request's host comes first".to_string(),
             })
-        } else if !crate::routing::path_matches(&r.cfg, r.regex.as_ref(), path) {
+        } else if !tollgate_route::routing::path_matches(&r.cfg, r.regex.as_ref(), path) {
             Some(match &r.cfg.path {
                 PathMatch::Exact(p) => format!("path is exactly {p}"),
                 PathMatch::Prefix(p) => format!("path prefix {p}"),

@@ -64,7 +64,7 @@ impl Vars<'_> {
             Some(a) => a.as_str(),
             None => req.headers.get(http::header::HOST)?.to_str().ok()?,
         };
-        crate::normalize::normalize_host(raw).ok()
+        tollgate_route::normalize::normalize_host(raw).ok()
     }
 }
 

@@ -25,7 +25,7 @@ pub struct KeyInput<'a> {
     /// SHA-256 of the client's TLS certificate, when it sent one.
     pub client_cert: Option<&'a [u8]>,
     pub client_ip: IpAddr,
-    /// The canonical path ([`crate::normalize`]), not the one the client spelled.
+    /// The canonical path ([`tollgate_route::normalize`]), not the one the client spelled.
     pub path: &'a str,
     /// The query the upstream will read (a rewrite's, or the client's).
     pub query: Option<&'a str>,

@@ -10,10 +10,8 @@
 //! - [`access`]: allow and deny lists (addresses, User-Agents, API keys).
 //! - [`policy`]: evaluating a route's limits into one verdict (blocks included).
 //! - [`respond`]: problem+json answers and the IETF RateLimit fields.
-//! - [`normalize`]: the canonical path and host every later step reads (and the upstream
-//!   is sent); [`connections`]: bounds on open connections, in all and per client.
-//! - [`routing`]: which route a request takes (host tiers, exact, prefix and regex paths), its
-//!   rewrite (held to a client's rules) and its canary's upstream choice.
+//! - routing (the canonical path and host, the route, its rewrite and canary) is the
+//!   `tollgate-route` crate, below this one.
 //! - [`shaping`]: what a route does to a request and its answer at the edge: [`headers`]
 //!   (header rules), [`cors`], compression and bandwidth; the body cap is the body stage's.
 //! - [`slots`]: concurrency limits' slots, given back however a request ends.
@@ -51,11 +49,9 @@ pub mod identity;
 pub mod limits;
 pub mod logguard;
 pub mod metrics;
-pub mod normalize;
 pub mod policy;
 pub mod respond;
 pub mod rls;
-pub mod routing;
 pub mod runtime;
 pub mod service;
 pub mod shaping;

@@ -138,9 +138,9 @@ pub struct RouteRt {
     /// `path_regex`, compiled (anchored at the path's start).
     pub(crate) regex: Option<regex::Regex>,
     /// How the path sent upstream is made.
-    pub rewrite: Option<crate::routing::RewriteRt>,
+    pub rewrite: Option<tollgate_route::routing::RewriteRt>,
     /// Which requests go to the canary upstream.
-    pub canary: Option<crate::routing::CanaryRt>,
+    pub canary: Option<tollgate_route::routing::CanaryRt>,
     /// A limit of the route reads a bearer token's claim: the token is verified first.
     pub needs_jwt: bool,
     /// A limit of the route is a quota: decisions need calendar time too.
@@ -149,7 +149,7 @@ pub struct RouteRt {
     pub needs_body: bool,
     /// Headers and query parameters the route's keys, lists and token read: each must come
     /// once (400 `AMBIGUOUS_REQUEST` otherwise); and body fields likewise.
-    pub inputs: crate::normalize::Inputs,
+    pub inputs: tollgate_route::normalize::Inputs,
     pub body_fields: Vec<String>,
     /// The route's enforced policies as one RateLimit-Policy value per plan (one entry when
     /// there are no plans); `None` without limits.
@@ -213,15 +213,15 @@ pub fn count_unrouted(metrics: &Metrics, status: u16) {
 pub struct Runtime {
     pub config: Config,
     /// How request paths are made canonical (`[server]` merge_slashes, escaped_slashes).
-    pub path_rules: crate::normalize::PathRules,
+    pub path_rules: tollgate_route::normalize::PathRules,
     pub routes: Vec<RouteRt>,
     /// Route indexes in match order: exact hosts, wildcard hosts, no host; within each,
     /// exact paths, then longer prefixes, then regexes; then file order.
-    pub(crate) order: Vec<crate::routing::Entry>,
+    pub(crate) order: Vec<tollgate_route::routing::Entry>,
     /// The hosts routes name, and the parents of wildcard ones (`*.example.com`:
     /// `example.com`): a request for one of them meets that host's routes only (unless
     /// `host_fallthrough`).
-    pub(crate) hosts: crate::routing::Hosts,
+    pub(crate) hosts: tollgate_route::routing::Hosts,
     pub limits: Vec<LimitRt>,
     pub upstreams: Vec<UpstreamRt>,
     pub trusted_proxies: Vec<IpNet>,
@@ -347,8 +347,8 @@ impl Runtime {
                 r.with_auth(cfg, &auths, metrics)
             })
             .collect::<Result<Vec<_>, BuildError>>()?;
-        let order = crate::routing::order(routes.iter().map(|r| &r.cfg));
-        let hosts = crate::routing::Hosts::new(&order);
+        let order = tollgate_route::routing::order(routes.iter().map(|r| &r.cfg));
+        let hosts = tollgate_route::routing::Hosts::new(&order);
         let rls = crate::limits::rules::RuleRt::build_all(&config, &limits, metrics);
         let index = |name: &str| limits.iter().position(|l| l.cfg.name == name);
         let rls_tree = crate::limits::tree::TreeRt::build(
@@ -379,7 +379,7 @@ impl Runtime {
             rls_tree,
             rls_limits,
             tracing,
-            path_rules: crate::normalize::PathRules {
+            path_rules: tollgate_route::normalize::PathRules {
                 merge_slashes: config.server.hardening.merge_slashes,
                 escaped_slashes: config.server.hardening.escaped_slashes,
             },
@@ -414,7 +414,7 @@ impl Runtime {
     /// The route for a request: its host's routes (an exact host before a wildcard one),
     /// else routes without a host; within them an exact path, then the longest prefix, then
     /// the first regex that matches; then the first in the file. `host` and `path` as
-    /// [`crate::normalize`] made them (host in lower case without port), never as the client
+    /// [`tollgate_route::normalize`] made them (host in lower case without port), never as the client
     /// spelled them.
     pub fn route_for(&self, host: Option<&str>, path: &str, method: &str) -> Option<usize> {
         self.route_entry(host, path, method).map(|e| e.route)
@@ -427,12 +427,12 @@ impl Runtime {
         host: Option<&str>,
         path: &str,
         method: &str,
-    ) -> Option<&crate::routing::Entry> {
+    ) -> Option<&tollgate_route::routing::Entry> {
         let tier = self.hosts.tier(host, self.config.server.host_fallthrough);
         self.order.iter().find(|e| {
             let r = &self.routes[e.route];
             tier.admits(e.host.as_deref(), host)
-                && crate::routing::path_matches(&r.cfg, r.regex.as_ref(), path)
+                && tollgate_route::routing::path_matches(&r.cfg, r.regex.as_ref(), path)
                 && r.cfg
                     .methods
                     .as_ref()
@@ -542,9 +542,12 @@ impl RouteRt {
                 ),
                 _ => None,
             },
-            rewrite: crate::routing::RewriteRt::new(cfg.rewrite.as_ref())
+            rewrite: tollgate_route::routing::RewriteRt::new(cfg.rewrite.as_ref())
                 .map_err(|e| BuildError::Route(cfg.name.clone(), e))?,
-            canary: cfg.canary.as_ref().map(crate::routing::CanaryRt::new),
+            canary: cfg
+                .canary
+                .as_ref()
+                .map(tollgate_route::routing::CanaryRt::new),
             access,
             inputs,
             body_fields,
@@ -647,9 +650,9 @@ fn route_inputs(
     access: Option<&crate::access::AccessRt>,
     needs_jwt: bool,
     needs_plan: bool,
-) -> (crate::normalize::Inputs, Vec<String>) {
+) -> (tollgate_route::normalize::Inputs, Vec<String>) {
     use tollgate_config::KeySource;
-    let mut inputs = crate::normalize::Inputs::default();
+    let mut inputs = tollgate_route::normalize::Inputs::default();
     let mut body = Vec::new();
     let plan_sources = config
         .plans

@@ -162,7 +162,7 @@ fn authority(head: &pingora::http::RequestHeader) -> Option<String> {
         .get(http::header::HOST)
         .and_then(|v| v.to_str().ok())
         .or_else(|| head.uri.authority().map(|a| a.as_str()))?;
-    let host = crate::normalize::normalize_host(raw).ok()?;
+    let host = tollgate_route::normalize::normalize_host(raw).ok()?;
     let port = raw
         .rsplit_once(':')
         .map(|(_, p)| p)

@@ -15,10 +15,10 @@
 use crate::ctx::Ctx;
 use crate::edge::{canonical_target, https_location, Gateway};
 use crate::respond::{Fields, Problem};
-use crate::routing::RewriteRefusal;
 use crate::runtime::Runtime;
 use pingora::prelude::*;
 use std::borrow::Cow;
+use tollgate_route::routing::RewriteRefusal;
 
 pub async fn run(
     gw: &Gateway,

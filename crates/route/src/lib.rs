@@ -1,0 +1,12 @@
+//! Routing, pure: no proxy, no I/O, no clock. What the gateway reads of a request before any
+//! concern decides on it.
+//!
+//! - [`normalize`]: the canonical path and host every later step reads, and the upstream is
+//!   sent (dot segments, escapes, slashes, case), or why the request is refused (400);
+//! - [`routing`]: which route a request takes (host tiers, exact, prefix and regex paths,
+//!   methods and headers), its rewrite (held to the client's rules) and its canary's upstream.
+//!
+//! `normalize` is below `routing`; the proxy builds on both.
+
+pub mod normalize;
+pub mod routing;
