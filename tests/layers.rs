@@ -15,20 +15,16 @@ use std::path::{Path, PathBuf};
 /// Imports point to the module's own layer or below.
 const PROXY_LAYERS: &[(&str, u8)] = &[
     // L0: what a request meets without knowing who asks (routing is crates/route, below):
-    // answers' fields, filters, TLS, the client's address, metrics and traces, errors.
+    // answers' fields, filters, TLS, the HTTP client, the client's address, what the gateway
+    // shows of itself, errors.
     ("respond", 0),
-    ("access", 0),
-    ("cors", 0),
-    ("headers", 0),
-    ("shaping", 0),
+    ("filters", 0),
     ("tls", 0),
+    ("net", 0),
     ("client_ip", 0),
     ("connections", 0),
-    ("metrics", 0),
-    ("logguard", 0),
-    ("traces", 0),
+    ("observe", 0),
     ("error", 0),
-    ("auth/client", 0),
     ("auth/cache", 0),
     ("auth/htpasswd", 0),
     ("auth/family", 0),
@@ -52,9 +48,7 @@ const PROXY_LAYERS: &[(&str, u8)] = &[
     ("rls", 4),
     ("admin", 4),
     ("housekeeping", 4),
-    ("dryrun", 4),
-    ("explain", 4),
-    ("simulate", 4),
+    ("tools", 4),
 ];
 
 type Module = Vec<String>;

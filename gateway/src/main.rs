@@ -445,7 +445,7 @@ fn tool_config(flag: Option<PathBuf>) -> Result<Config, i32> {
 }
 
 fn explain(a: ExplainArgs) -> i32 {
-    use tollgate_proxy::explain::{split_header, Question};
+    use tollgate_proxy::tools::explain::{split_header, Question};
     let config = match tool_config(a.config) {
         Ok(c) => c,
         Err(code) => return code,
@@ -482,7 +482,7 @@ fn explain(a: ExplainArgs) -> i32 {
         headers,
         from: from.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1])),
     };
-    let src = tollgate_proxy::explain::Source {
+    let src = tollgate_proxy::tools::explain::Source {
         admin: a.admin,
         token: a.admin_token,
         redis: a.redis,
@@ -494,12 +494,12 @@ fn explain(a: ExplainArgs) -> i32 {
         Ok(rt) => rt,
         Err(e) => return usage(&e.to_string()),
     };
-    match rt.block_on(tollgate_proxy::explain::cli(config, &q, &src)) {
+    match rt.block_on(tollgate_proxy::tools::explain::cli(config, &q, &src)) {
         Ok(v) => {
             if json {
                 println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
             } else {
-                print!("{}", tollgate_proxy::explain::text(&v));
+                print!("{}", tollgate_proxy::tools::explain::text(&v));
             }
             // Admitted: proxied or the route's own answer, with no refusal.
             let answer = v["decision"]["answer"].as_str().unwrap_or_default();
@@ -515,7 +515,7 @@ fn simulate(a: SimulateArgs) -> i32 {
         Err(code) => return code,
     };
     let name = config_path(a.config).display().to_string();
-    match tollgate_proxy::simulate::run(config, &name, &a.logs) {
+    match tollgate_proxy::tools::simulate::run(config, &name, &a.logs) {
         Ok(report) => {
             if let Some(out) = &a.html {
                 if let Err(e) = std::fs::write(out, tollgate_replay::html(&report)) {
@@ -528,7 +528,7 @@ fn simulate(a: SimulateArgs) -> i32 {
                     serde_json::to_string_pretty(&report).unwrap_or_default()
                 );
             } else {
-                print!("{}", tollgate_proxy::simulate::text(&report));
+                print!("{}", tollgate_proxy::tools::simulate::text(&report));
             }
             0
         }
@@ -609,7 +609,7 @@ fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOLLGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,redis=error"));
     // Library heads and bodies at debug, and client-caused storms: see logguard.
-    let guard = tollgate_proxy::logguard::Guard {
+    let guard = tollgate_proxy::observe::logguard::Guard {
         unredacted: std::env::var_os("TOLLGATE_LOG_UNREDACTED").is_some_and(|v| v == "1"),
     };
     // Colour only for a person at a terminal: a log file or a collector gets plain text.

@@ -6,7 +6,7 @@ use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criteri
 use ipnet::IpNet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tollgate_config::AccessConfig;
-use tollgate_proxy::access::{AccessRt, IpSet};
+use tollgate_proxy::filters::access::{AccessRt, IpSet};
 
 /// `n` random CIDRs, 3 in 4 IPv4 (/16 to /32) and 1 in 4 IPv6 (/32 to /64), fixed seed.
 fn cidrs(n: usize) -> Vec<IpNet> {
@@ -74,7 +74,7 @@ fn whole_check(c: &mut Criterion) {
     h.insert("x-api-key", "sk_live_0123456789".parse().expect("key"));
     let mut rng = fastrand::Rng::with_seed(3);
     let mut client = IpAddr::V4(Ipv4Addr::from(rng.u32(..)));
-    while rt.check(client, &h) != tollgate_proxy::access::Access::Unlisted {
+    while rt.check(client, &h) != tollgate_proxy::filters::access::Access::Unlisted {
         client = IpAddr::V4(Ipv4Addr::from(rng.u32(..)));
     }
     c.bench_function("access_check_100k_cidrs_3_ua_globs_1_key_glob", |b| {

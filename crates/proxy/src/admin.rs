@@ -82,7 +82,7 @@ impl Admin {
     }
 
     /// `GET /explain?method=&url=&header=&from=`: what this gateway would do with that request
-    /// now (crate::explain), its limits' state read and never spent.
+    /// now (crate::tools::explain), its limits' state read and never spent.
     async fn explain(&self, session: &ServerSession) -> Response<Vec<u8>> {
         let rt = self.shared.runtime.load_full();
         if let Some(r) = Self::refuse_token(&rt, session, "explain") {
@@ -95,12 +95,12 @@ impl Admin {
                 serde_json::json!({"error": "GET /explain?method=GET&url=http://host/path&header=Name:%20value&from=ADDR"}),
             );
         }
-        let q = match crate::explain::Question::from_query(req.uri.query().unwrap_or("")) {
+        let q = match crate::tools::explain::Question::from_query(req.uri.query().unwrap_or("")) {
             Ok(q) => q,
             Err(e) => return json(400, serde_json::json!({ "error": e })),
         };
         let clock = &self.shared.clock;
-        match crate::explain::explain(
+        match crate::tools::explain::explain(
             &rt,
             &self.shared.hasher,
             &self.shared.metrics,

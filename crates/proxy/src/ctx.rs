@@ -38,7 +38,7 @@ pub struct Ctx {
     _in_flight: InFlight,
     pub start: Instant,
     /// The request's trace (`[tracing]` only: `None` costs nothing elsewhere).
-    pub trace: Option<Box<crate::traces::TraceCtx>>,
+    pub trace: Option<Box<crate::observe::traces::TraceCtx>>,
     /// The runtime this request is decided and proxied under (a reload swaps in another for
     /// the next requests; this one keeps its own to the end).
     pub rt: Option<Arc<Runtime>>,
@@ -66,7 +66,7 @@ pub struct Ctx {
     /// The body cap the body stage set (0: none), counted in `request_body_filter`.
     pub max_body: u64,
     /// Edge state of a route with header rules, CORS, compression or bandwidth.
-    pub shaping: Option<Box<crate::shaping::ShapingCtx>>,
+    pub shaping: Option<Box<crate::filters::shaping::ShapingCtx>>,
 
     // Stage 4, auth.
     /// What the route's auth decided (`None` on a route without auth: one pointer, nothing to

@@ -778,7 +778,7 @@ impl Gateway {
 /// the route's response header rules, and its CORS fields once the CORS stage judged the
 /// origin (a 429 a page can read).
 pub(crate) fn edge_answer(
-    s: &crate::shaping::ShapingRt,
+    s: &crate::filters::shaping::ShapingRt,
     ctx: &crate::ctx::Ctx,
     session: &pingora::proxy::Session,
     head: &mut crate::respond::Head,
@@ -795,16 +795,16 @@ pub(crate) fn edge_answer(
 pub(crate) fn vars<'a>(
     ctx: &'a crate::ctx::Ctx,
     session: &'a pingora::proxy::Session,
-) -> crate::headers::Vars<'a> {
+) -> crate::filters::headers::Vars<'a> {
     let req = session.req_header();
     let (route, proxies) = match (&ctx.rt, ctx.route) {
         (Some(rt), Some(r)) => (&*rt.routes[r].name, &rt.trusted_proxies[..]),
         _ => ("", &[][..]),
     };
-    crate::headers::Vars {
+    crate::filters::headers::Vars {
         client_ip: match ctx.client {
-            Some(ip) => crate::headers::ClientIp::Known(ip),
-            None => crate::headers::ClientIp::Through {
+            Some(ip) => crate::filters::headers::ClientIp::Known(ip),
+            None => crate::filters::headers::ClientIp::Through {
                 peer: ctx.peer,
                 req,
                 proxies,

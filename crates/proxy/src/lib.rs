@@ -1,28 +1,26 @@
 //! Tollgate's proxy: the Pingora `ProxyHttp` implementation and everything a request meets.
 //!
-//! What this crate owns:
-//! - [`runtime`]: a complete, immutable serving state built from a validated config (routes,
-//!   limiters, upstream pools, metric handles). Reload builds a new one and swaps it; limiter
-//!   state and upstream health survive for definitions that did not change.
-//! - [`identity`]: who is asking (client IP behind trusted proxies, key sources, key hashing).
-//! - [`auth`]: authentication at the edge (required JWTs and the JWKS, forward auth, basic
-//!   auth, API keys) and the bearer-token verifier `jwt:CLAIM` keys use too.
-//! - [`access`]: allow and deny lists (addresses, User-Agents, API keys).
-//! - [`policy`]: evaluating a route's limits into one verdict (blocks included).
-//! - [`respond`]: problem+json answers and the IETF RateLimit fields.
-//! - routing (the canonical path and host, the route, its rewrite and canary) is the
+//! What this crate owns, in layers (each imports only from its own or those below; the
+//! table is `tests/layers.rs`, the map docs/where-things-are.md):
+//! - L0: [`respond`] (problem+json answers and the IETF RateLimit fields), [`filters`]
+//!   (access lists, CORS, header rules, compression and bandwidth), [`tls`] (certificates by
+//!   SNI, client certificates, upstream TLS), [`net`] (the HTTP client), [`client_ip`],
+//!   [`connections`] (connection bounds), [`observe`] (metrics, traces, the log guard),
+//!   [`error`]. Routing (the canonical path and host, the route, its rewrite and canary) is the
 //!   `tollgate-route` crate, below this one.
-//! - [`shaping`]: what a route does to a request and its answer at the edge: [`headers`]
-//!   (header rules), [`cors`], compression and bandwidth; the body cap is the body stage's.
-//! - [`slots`]: concurrency limits' slots, given back however a request ends.
-//! - [`service`]: the request phases; [`admin`]: /healthz, /readyz, /metrics;
-//!   [`metrics`]: the Prometheus registry and its families.
-//! - [`upstream`]: an upstream's targets, the peers they are reached through, the choice among
-//!   the healthy and retries; [`housekeeping`]: the background jobs (active health checks, Redis
-//!   probes, block sync, lease sweeps, slot renewals).
-//! - [`rls`]: Envoy's rate limit service (gRPC) on the same limits and policy.
-//! - [`tls`]: certificates by SNI, client certificates, upstream TLS.
-//! - [`logguard`]: what the libraries underneath may write to the log.
+//! - L1: [`auth`] (required JWTs and the JWKS, forward auth, basic auth, API keys, and the
+//!   bearer-token verifier `jwt:CLAIM` keys use too), [`limits`] (a limit's compiled form,
+//!   the RLS rule tables), [`identity`] (keys), [`policy`] (a route's limits into one verdict,
+//!   blocks included), [`slots`] (concurrency slots, given back however a request ends),
+//!   [`upstream`] (targets, peers, the choice among the healthy, retries).
+//! - L2: [`runtime`]: a complete, immutable serving state built from a validated config.
+//!   Reload builds a new one and swaps it; limiter state and upstream health survive for
+//!   definitions that did not change.
+//! - L3: [`ctx`]: one request's state.
+//! - L4: [`edge`] (the `Gateway` and edge answers), [`service`] (the request phases),
+//!   [`stages`] (the request phase's pipeline), [`shared`] (the live process), [`rls`]
+//!   (Envoy's rate limit service), [`admin`] (/healthz, /readyz, /metrics), [`housekeeping`]
+//!   (the background jobs), [`tools`] (dry runs, explain, simulate).
 //!
 //! Failure modes: a body over the route's cap (413), a client an access list denies or a
 //! ladder blocked (403), a bearer token
@@ -32,35 +30,29 @@
 //! does not answer in time (504); each is answered with problem+json and counted. Nothing
 //! here panics on input.
 
-pub mod access;
 pub mod admin;
 pub mod auth;
 pub mod client_ip;
 pub mod connections;
-pub mod cors;
 pub mod ctx;
-pub mod dryrun;
 pub mod edge;
 pub mod error;
-pub mod explain;
-pub mod headers;
+pub mod filters;
 pub mod housekeeping;
 pub mod identity;
 pub mod limits;
-pub mod logguard;
-pub mod metrics;
+pub mod net;
+pub mod observe;
 pub mod policy;
 pub mod respond;
 pub mod rls;
 pub mod runtime;
 pub mod service;
-pub mod shaping;
 pub mod shared;
-pub mod simulate;
 pub mod slots;
 pub mod stages;
 pub mod tls;
-pub mod traces;
+pub mod tools;
 pub mod upstream;
 
 pub use edge::Gateway;

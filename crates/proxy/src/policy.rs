@@ -769,7 +769,7 @@ fn give_back(rt: &(impl LimitSet + ?Sized), p: &mut Plan) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::Metrics;
+    use crate::observe::metrics::Metrics;
     use crate::runtime::Runtime;
     use pingora::http::RequestHeader;
 

@@ -7,7 +7,7 @@
 
 use crate::error::BuildError;
 use crate::limits::compiled::{LimitRt, LimitSet, TarpitRt};
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::respond::policy_item;
 use crate::upstream::pool::Pool;
 use http::HeaderValue;
@@ -132,7 +132,7 @@ pub struct RouteRt {
     /// The request body cap (`max_body_bytes`, the route's or `[server]`'s; 0: none).
     pub max_body: u64,
     /// Header rules, CORS, compression, bandwidth (`None`: the route uses none of them).
-    pub shaping: Option<Box<crate::shaping::ShapingRt>>,
+    pub shaping: Option<Box<crate::filters::shaping::ShapingRt>>,
     /// `http_requests_rejected_total{reason="body_too_large",route,limit=""}`.
     pub body_refused: IntCounter,
     /// `path_regex`, compiled (anchored at the path's start).
@@ -160,7 +160,7 @@ pub struct RouteRt {
     pub rejected: Vec<IntCounter>,
     /// The access lists that apply (the server's and the route's), if any; routes without
     /// lists of their own share the server's.
-    pub access: Option<Arc<crate::access::AccessRt>>,
+    pub access: Option<Arc<crate::filters::access::AccessRt>>,
     /// Refusals by `reject` limits are held here first.
     pub tarpit: Option<Arc<TarpitRt>>,
     /// A limit of the route counts only failed responses: units are given back after others.
@@ -195,7 +195,7 @@ impl RouteRt {
             slot.get_or_init(|| {
                 metrics
                     .requests
-                    .with_label_values(&[&*self.name, crate::metrics::status_str(status)])
+                    .with_label_values(&[&*self.name, crate::observe::metrics::status_str(status)])
             })
             .inc();
         }
@@ -206,7 +206,10 @@ impl RouteRt {
 pub fn count_unrouted(metrics: &Metrics, status: u16) {
     metrics
         .requests
-        .with_label_values(&[crate::metrics::NO_ROUTE, crate::metrics::status_str(status)])
+        .with_label_values(&[
+            crate::observe::metrics::NO_ROUTE,
+            crate::observe::metrics::status_str(status),
+        ])
         .inc();
 }
 
@@ -240,7 +243,7 @@ pub struct Runtime {
     preserve_case: bool,
     /// `[tracing]`, compiled (the previous runtime's while it is unchanged: its client and
     /// connections go on).
-    pub tracing: Option<Arc<crate::traces::TraceRt>>,
+    pub tracing: Option<Arc<crate::observe::traces::TraceRt>>,
     /// `[[rls.rules]]`, compiled: limit set `routes.len() + i` (see [`Runtime::limits_of`]).
     pub rls: Vec<crate::limits::rules::RuleRt>,
     /// `[[rls.domains]]`, compiled (envoyproxy/ratelimit's trees).
@@ -336,7 +339,8 @@ impl Runtime {
             });
         }
 
-        let server_access = crate::access::AccessRt::build(&config.access, None).map(Arc::new);
+        let server_access =
+            crate::filters::access::AccessRt::build(&config.access, None).map(Arc::new);
         let jwks = jwks(&config, previous)?;
         let auths = auths(&config, previous)?;
         let routes = config
@@ -369,7 +373,7 @@ impl Runtime {
             {
                 Some(kept) => Some(kept.clone()),
                 None => Some(Arc::new(
-                    crate::traces::TraceRt::build(t).map_err(BuildError::Tracing)?,
+                    crate::observe::traces::TraceRt::build(t).map_err(BuildError::Tracing)?,
                 )),
             },
         };
@@ -479,7 +483,7 @@ impl RouteRt {
     fn build(
         cfg: &RouteConfig,
         limits: &[LimitRt],
-        server_access: &Option<Arc<crate::access::AccessRt>>,
+        server_access: &Option<Arc<crate::filters::access::AccessRt>>,
         previous: Option<&Runtime>,
         config: &Config,
         metrics: &Metrics,
@@ -507,7 +511,9 @@ impl RouteRt {
         });
         let access = match &cfg.access {
             None => server_access.clone(),
-            Some(own) => crate::access::AccessRt::build(&config.access, Some(own)).map(Arc::new),
+            Some(own) => {
+                crate::filters::access::AccessRt::build(&config.access, Some(own)).map(Arc::new)
+            }
         };
         let (inputs, body_fields) = route_inputs(
             config,
@@ -518,7 +524,7 @@ impl RouteRt {
             needs_plan,
         );
         let tarpit = tarpit(cfg, previous);
-        let shaping = crate::shaping::ShapingRt::build(cfg, config);
+        let shaping = crate::filters::shaping::ShapingRt::build(cfg, config);
         Ok(RouteRt {
             stages: Stages {
                 access: access.is_some(),
@@ -647,7 +653,7 @@ fn route_inputs(
     config: &Config,
     route: &RouteConfig,
     limits: &[LimitRt],
-    access: Option<&crate::access::AccessRt>,
+    access: Option<&crate::filters::access::AccessRt>,
     needs_jwt: bool,
     needs_plan: bool,
 ) -> (tollgate_route::normalize::Inputs, Vec<String>) {

@@ -240,10 +240,10 @@ impl ProxyHttp for Gateway {
             .as_ref()
             .is_some_and(|rt| rt.config.server.underscores_in_headers)
         {
-            crate::headers::remove_spellings(upstream, |k| {
+            crate::filters::headers::remove_spellings(upstream, |k| {
                 GATEWAY_WRITES
                     .iter()
-                    .any(|n| crate::headers::underscore_spelling(k, n))
+                    .any(|n| crate::filters::headers::underscore_spelling(k, n))
             });
         }
         // The route's header rules first: what the gateway writes below always wins.
@@ -339,10 +339,10 @@ impl ProxyHttp for Gateway {
             // Other spellings of them too: CGI, WSGI, Rack and PHP read `X_User_Id` as
             // `X-User-Id` (HTTP_X_USER_ID).
             if !a.rt.owned.is_empty() {
-                crate::headers::remove_spellings(upstream, |k| {
+                crate::filters::headers::remove_spellings(upstream, |k| {
                     a.rt.owned
                         .iter()
-                        .any(|o| crate::headers::underscore_spelling(k, o.as_str()))
+                        .any(|o| crate::filters::headers::underscore_spelling(k, o.as_str()))
                 });
             }
             for (name, value) in &a.passed.headers {
@@ -377,7 +377,7 @@ impl ProxyHttp for Gateway {
             if let Some(s) = rt.routes[r].shaping.as_deref() {
                 let kept = ctx.shaping.take();
                 let vars = crate::edge::vars(ctx, session);
-                let count = |sc: &crate::shaping::ShapingCtx| {
+                let count = |sc: &crate::filters::shaping::ShapingCtx| {
                     if let Some(enc) = sc.encoding() {
                         self.shared
                             .metrics
@@ -395,7 +395,7 @@ impl ProxyHttp for Gateway {
                     // Nothing for the body to do (no compression, no bandwidth, no CORS
                     // origin): the response state lives on the stack, nothing allocated.
                     None if !s.shapes_body() => {
-                        crate::shaping::ShapingCtx::default().response(
+                        crate::filters::shaping::ShapingCtx::default().response(
                             s,
                             session.req_header(),
                             resp,
@@ -403,7 +403,7 @@ impl ProxyHttp for Gateway {
                         );
                     }
                     None => {
-                        let mut sc = Box::<crate::shaping::ShapingCtx>::default();
+                        let mut sc = Box::<crate::filters::shaping::ShapingCtx>::default();
                         sc.response(s, session.req_header(), resp, &vars);
                         count(&sc);
                         ctx.shaping = Some(sc);
@@ -734,7 +734,7 @@ impl Gateway {
         session: &Session,
         e: Option<&Error>,
         ctx: &Ctx,
-        t: &crate::traces::TraceCtx,
+        t: &crate::observe::traces::TraceCtx,
         status: u16,
     ) {
         let Some(rt) = &ctx.rt else { return };
@@ -769,7 +769,7 @@ impl Gateway {
             .unwrap_or("");
         let client = ctx.client.unwrap_or(ctx.peer);
         let upstream = ctx.upstream.map(|u| rt.upstreams[u].cfg.name.as_str());
-        let finished = crate::traces::Finished {
+        let finished = crate::observe::traces::Finished {
             method: req.method.as_str(),
             path: ctx.canonical_path.as_deref().unwrap_or(req.uri.path()),
             host: req
@@ -781,7 +781,7 @@ impl Gateway {
             status,
             decision: ctx.outcome.name(),
             limit,
-            client: crate::traces::client_text(tr.cfg.client_address, client, || {
+            client: crate::observe::traces::client_text(tr.cfg.client_address, client, || {
                 self.shared.hasher.pseudonym(client)
             }),
             request_id: ctx.request_id(),
@@ -790,7 +790,7 @@ impl Gateway {
             error: e.map(|e| e.etype().as_str().to_string()),
             end: std::time::Instant::now(),
         };
-        let spans = crate::traces::spans(t, &finished);
+        let spans = crate::observe::traces::spans(t, &finished);
         self.shared
             .spans
             .push(spans, tr.cfg.max_queue, &self.shared.metrics);

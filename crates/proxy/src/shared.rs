@@ -7,7 +7,7 @@
 use crate::error::BuildError;
 use crate::identity::KeyHasher;
 use crate::limits::compiled::LimitState;
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::runtime::Runtime;
 use arc_swap::ArcSwap;
 use pingora::protocols::l4::socket::SocketAddr;
@@ -32,7 +32,7 @@ pub struct Shared {
     /// The rate limit service (`[rls]`) is accepting calls.
     pub rls_serving: std::sync::atomic::AtomicBool,
     /// Trace spans waiting for export (`[tracing]`).
-    pub spans: crate::traces::SpanQueue,
+    pub spans: crate::observe::traces::SpanQueue,
 }
 
 impl Shared {
@@ -70,7 +70,7 @@ impl Shared {
         };
         let runtime = Runtime::build(config, None, store.as_ref(), &metrics)?;
         Ok(Self {
-            spans: crate::traces::SpanQueue::default(),
+            spans: crate::observe::traces::SpanQueue::default(),
             rls_serving: std::sync::atomic::AtomicBool::new(false),
             tls,
             runtime: ArcSwap::from_pointee(runtime),

@@ -17,8 +17,8 @@
 //! requests that carry a `cache_key` header or parameter (an anonymous answer is never reused).
 
 use super::cache::TtlCache;
-use super::client::{self, Failure, HttpClient};
 use super::{Outcome, Passed, Refusal, Request};
+use crate::net::client::{self, Failure, HttpClient};
 use crate::respond::Problem;
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
@@ -267,7 +267,7 @@ impl ForwardRt {
             n.contains('_')
                 && NOT_PASSED[FRAMING..]
                     .iter()
-                    .any(|g| crate::headers::underscore_spelling(n, g))
+                    .any(|g| crate::filters::headers::underscore_spelling(n, g))
         };
         let passed = |name: &HeaderName| match &self.cfg.request_headers {
             Some(list) => {

@@ -10,8 +10,8 @@
 //! `alg`, when it names one, pins the algorithm its tokens may use. `/readyz` waits for the
 //! first good set.
 
-use super::client::{self, HttpClient};
-use crate::metrics::Metrics;
+use crate::net::client::{self, HttpClient};
+use crate::observe::metrics::Metrics;
 use arc_swap::ArcSwap;
 use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};

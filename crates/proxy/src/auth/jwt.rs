@@ -145,7 +145,7 @@ impl Verifier {
     pub async fn check(
         &self,
         token: &str,
-        metrics: &crate::metrics::Metrics,
+        metrics: &crate::observe::metrics::Metrics,
     ) -> Result<Claims, &'static str> {
         match self.verify_with(token, false) {
             Err(Miss::UnknownKid) => {

@@ -11,7 +11,6 @@ pub mod api_key;
 pub mod basic;
 pub mod bearer;
 pub mod cache;
-pub mod client;
 pub mod family;
 pub mod forward;
 pub mod htpasswd;
@@ -134,7 +133,7 @@ pub struct Request<'a> {
     pub request_id: &'a str,
     /// The route's name (stable across reloads, unlike its position).
     pub route_name: &'a str,
-    pub metrics: &'a crate::metrics::Metrics,
+    pub metrics: &'a crate::observe::metrics::Metrics,
     /// `tollgate_auth_service_seconds` for this route.
     pub latency: &'a prometheus::Histogram,
 }
@@ -281,7 +280,7 @@ pub fn one_header<'a>(
             && head
                 .headers
                 .keys()
-                .any(|k| crate::headers::underscore_spelling(k.as_str(), name)));
+                .any(|k| crate::filters::headers::underscore_spelling(k.as_str(), name)));
     if twice {
         return Err(Refusal::problem(
             Problem::AmbiguousRequest,

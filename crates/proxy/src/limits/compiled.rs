@@ -2,7 +2,7 @@
 //! global, its ladder, tarpit and quota, built once per config and kept across reloads while
 //! its definition stays. The per-request decision over these is [`crate::policy`].
 
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::respond::sf_string;
 use prometheus::{IntCounter, IntGauge};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -369,9 +369,10 @@ impl LimitRt {
                 ladder: kept.unwrap_or_else(|| Arc::new(Ladder::new(&cfg.block, cfg.max_keys))),
                 imposed: (0..cfg.block.len())
                     .map(|i| {
-                        metrics
-                            .blocks_total
-                            .with_label_values(&[&cfg.name, crate::metrics::status_str(i as u16)])
+                        metrics.blocks_total.with_label_values(&[
+                            &cfg.name,
+                            crate::observe::metrics::status_str(i as u16),
+                        ])
                     })
                     .collect(),
             }

@@ -7,7 +7,7 @@
 //! is not limited (answered OK), as envoyproxy/ratelimit answers one its config lacks.
 
 use crate::limits::compiled::LimitRt;
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use tollgate_config::Config;
 
 pub struct RuleRt {

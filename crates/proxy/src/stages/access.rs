@@ -7,10 +7,10 @@
 //! Entered only on a route with access lists ([`super::Stages::access`]).
 
 use super::Step;
-use crate::access::{Access, DenyReason};
 use crate::client_ip::client_ip;
 use crate::ctx::{Ctx, Outcome};
 use crate::edge::Gateway;
+use crate::filters::access::{Access, DenyReason};
 use crate::respond::Problem;
 use crate::runtime::Runtime;
 use pingora::prelude::*;

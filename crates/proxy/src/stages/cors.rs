@@ -8,9 +8,9 @@
 //! is allowed, without any when it is not (the browser then refuses the call).
 
 use super::Step;
-use crate::cors::CorsRt;
 use crate::ctx::Ctx;
 use crate::edge::Gateway;
+use crate::filters::cors::CorsRt;
 use crate::runtime::Runtime;
 use bytes::Bytes;
 use pingora::prelude::*;

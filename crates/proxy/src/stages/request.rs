@@ -20,7 +20,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 pub async fn run(gw: &Gateway, session: &mut Session, ctx: &mut Ctx, rt: &Runtime) -> Result<Step> {
     if !rt.config.server.underscores_in_headers {
-        let dropped = crate::headers::drop_underscored(session.req_header_mut());
+        let dropped = crate::filters::headers::drop_underscored(session.req_header_mut());
         if dropped > 0 {
             gw.shared
                 .metrics

@@ -3,7 +3,7 @@
 //! Reads: `traceparent` and `tracestate`, only when their sender may set them
 //! (`trust_context`: the trusted proxies by default); the peer address.
 //! Writes: `ctx.trace` (the trace id, the gateway's spans' ids, whether it is sampled); the
-//! upstream is sent the context later ([`crate::shaping`]'s upstream request), and the spans
+//! upstream is sent the context later ([`crate::filters::shaping`]'s upstream request), and the spans
 //! are built when the request ends (`logging`), only if sampled or refused with
 //! `sample_refusals`.
 //! Answers: never.
@@ -11,7 +11,7 @@
 
 use crate::client_ip::trusted;
 use crate::ctx::Ctx;
-use crate::traces::{begin, TraceRt};
+use crate::observe::traces::{begin, TraceRt};
 use pingora::prelude::*;
 
 pub fn run(session: &Session, ctx: &mut Ctx, t: &TraceRt, proxies: &[ipnet::IpNet]) {

@@ -94,7 +94,7 @@ pub fn may_fall_over(
     pool: &Pool,
     b: Option<&mut BalanceCtx>,
     tries: usize,
-    metrics: &crate::metrics::Metrics,
+    metrics: &crate::observe::metrics::Metrics,
 ) -> bool {
     let more = match b {
         Some(b) => {
@@ -125,7 +125,7 @@ pub fn may_retry(
     b: Option<&mut BalanceCtx>,
     idempotent_without_body: bool,
     why: Failure,
-    metrics: &crate::metrics::Metrics,
+    metrics: &crate::observe::metrics::Metrics,
 ) -> bool {
     let Some(r) = pool.config().retry else {
         return false;

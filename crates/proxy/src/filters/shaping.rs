@@ -6,9 +6,9 @@
 //! The request body cap is not here: it is a plain number on every route (a server
 //! default applies to all), checked by the body stage and in `request_body_filter`.
 
-use crate::cors::{Allowed, CorsRt};
+use crate::filters::cors::{Allowed, CorsRt};
 
-use crate::headers::{RulesRt, Vars};
+use crate::filters::headers::{RulesRt, Vars};
 use http::HeaderValue;
 use pingora::http::ResponseHeader;
 use pingora::protocols::http::compression::ResponseCompressionCtx;

@@ -1,7 +1,7 @@
 //! `tollgate simulate`: access logs replayed through a config's routes, keys and limits on a
 //! virtual clock, to see what a limit would have done before it refuses anyone.
 //!
-//! Each logged request is made into a request head ([`crate::dryrun`]), taken through the
+//! Each logged request is made into a request head ([`crate::tools::dryrun`]), taken through the
 //! front stages the live pipeline runs (canonical target, route, rewrite, input checks, access
 //! lists), and decided by the limiters themselves ([`crate::policy::decide_local`]) at the
 //! time it was logged. A global limit is decided as the fleet decides it: one exact counter of
@@ -15,10 +15,10 @@
 //! the log's own span. Logs without a client address count every request as one client; a
 //! Tollgate log's pseudonymous client is one client per pseudonym.
 
-use crate::dryrun::front;
 use crate::identity::{describe_key, KeyHasher, KeyInput};
 use crate::policy::decide_local;
 use crate::runtime::Runtime;
+use crate::tools::dryrun::front;
 use pingora::http::RequestHeader;
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv6Addr};
@@ -167,7 +167,7 @@ impl Pass {
     ) -> Result<Pass, String> {
         let detailed = factor == 1.0;
         let config = fleet(config, factor)?;
-        let metrics = crate::metrics::Metrics::new().map_err(|e| e.to_string())?;
+        let metrics = crate::observe::metrics::Metrics::new().map_err(|e| e.to_string())?;
         let rt = Runtime::build(config, None, None, &metrics).map_err(|e| e.to_string())?;
         let hasher = KeyHasher::new();
         let mut order = Vec::new();
@@ -193,7 +193,9 @@ impl Pass {
                 continue;
             };
             let r = &rt.routes[route];
-            if r.cfg.limits.is_empty() || matches!(f.access, crate::access::Access::Allowed(_)) {
+            if r.cfg.limits.is_empty()
+                || matches!(f.access, crate::filters::access::Access::Allowed(_))
+            {
                 continue;
             }
             let (path, query) = f.key_path(&rt, &req);
@@ -367,7 +369,7 @@ fn describe(l: &tollgate_config::LimitConfig, config: &Config) -> String {
     format!(
         "{} {} burst {}, key {}, {scope}{}{plan}{not}",
         l.algorithm.name(),
-        crate::explain::rate_text(l.rate.count(), l.rate.period_ns()),
+        crate::tools::explain::rate_text(l.rate.count(), l.rate.period_ns()),
         l.burst,
         keys.join("+"),
         if l.shadow { ", shadow" } else { "" },

@@ -5,9 +5,9 @@
 //! answers cannot drift apart; what a stage does with a live session (writing the answer,
 //! counting metrics) is left out.
 
-use crate::access::Access;
 use crate::client_ip::client_ip;
 use crate::edge::canonical_target;
+use crate::filters::access::Access;
 use crate::respond::Problem;
 use crate::runtime::Runtime;
 use pingora::http::RequestHeader;

@@ -17,7 +17,7 @@
 //! a collector that is down or slow costs at most the queue's memory and never a request's
 //! time (a request only ever pushes under a short lock).
 
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::respond::names;
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
@@ -71,7 +71,7 @@ impl TraceRt {
             let v = HeaderValue::from_str(v).map_err(|e| format!("tracing.headers: {e}"))?;
             headers.push((n, v));
         }
-        let client = crate::auth::client::build_for(None, false)?;
+        let client = crate::net::client::build_for(None, false)?;
         let resource = Resource {
             attributes: vec![
                 kv("service.name", &cfg.service_name),
@@ -611,7 +611,7 @@ pub async fn export(
         for (k, v) in &t.headers {
             req.headers_mut().insert(k.clone(), v.clone());
         }
-        match crate::auth::client::exchange(&t.client, req, timeout, 64 << 10).await {
+        match crate::net::client::exchange(&t.client, req, timeout, 64 << 10).await {
             Ok((parts, _)) if parts.status.is_success() => metrics.trace_exported.inc_by(n),
             failed => {
                 metrics

@@ -135,7 +135,7 @@ impl Metrics {
 
     pub fn new() -> Result<Self, prometheus::Error> {
         let r = Registry::new();
-        r.register(Box::new(crate::logguard::SUPPRESSED.clone()))?;
+        r.register(Box::new(crate::observe::logguard::SUPPRESSED.clone()))?;
         let m = Self {
             requests: counters(&r, "http_requests_total", "Requests answered, by route and status.", &["route", "status"])?,
             rejected: counters(&r, "http_requests_rejected_total", "Requests refused at the edge, by reason, route and limit.", &["reason", "route", "limit"])?,

@@ -1,19 +1,19 @@
 //! `tollgate explain` and the admin `GET /explain`: what the gateway does with one request,
 //! and why, without serving it.
 //!
-//! The front stages run as the pipeline runs them ([`crate::dryrun`]); the routes not taken
+//! The front stages run as the pipeline runs them ([`crate::tools::dryrun`]); the routes not taken
 //! are each given their reason; authentication is checked by the route's own method (an auth
 //! service is named, never called); each limit's key is computed by the gateway's hasher, its
 //! state read without spending it (a local limiter's `peek`, a global limit's verdict cache and
 //! lease here; Redis is asked nothing: a global limit that would ask says so, and `tollgate
 //! explain --redis` adds the key's state there). Nothing is counted, taken or logged.
 
-use crate::access::Access;
-use crate::dryrun::{front, request, Front};
+use crate::filters::access::Access;
 use crate::identity::{describe_key, KeyHasher};
 use crate::limits::compiled::LimitState;
 use crate::policy::limit_key;
 use crate::runtime::Runtime;
+use crate::tools::dryrun::{front, request, Front};
 use serde_json::{json, Value};
 use std::net::IpAddr;
 use tollgate_config::{Action, PathMatch, Scope};
@@ -73,7 +73,7 @@ pub fn split_header(h: &str) -> Result<(String, String), String> {
 pub async fn explain(
     rt: &Runtime,
     hasher: &KeyHasher,
-    metrics: &crate::metrics::Metrics,
+    metrics: &crate::observe::metrics::Metrics,
     q: &Question,
     now: Nanos,
     unix: Nanos,
@@ -108,7 +108,7 @@ pub async fn explain(
         Access::Allowed(why) => format!("allowed ({}): the limits do not apply", why.label()),
         Access::Denied(_) => "denied".to_string(),
     });
-    if r.stages.cors && crate::cors::CorsRt::is_preflight(&req.method, &req.headers) {
+    if r.stages.cors && crate::filters::cors::CorsRt::is_preflight(&req.method, &req.headers) {
         out["decision"] = json!({"status": 204, "answer": "cors_preflight",
             "detail": "A CORS preflight, answered at the edge: never limited or proxied."});
         return Ok(out);
@@ -236,7 +236,7 @@ async fn auth_step(
     route: usize,
     req: &pingora::http::RequestHeader,
     f: &Front,
-    metrics: &crate::metrics::Metrics,
+    metrics: &crate::observe::metrics::Metrics,
 ) -> AuthStep {
     let r = &rt.routes[route];
     let mut step = AuthStep {
@@ -739,9 +739,9 @@ async fn ask_admin(admin: &str, token: &str, q: &Question) -> Result<Value, Stri
         .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
         .body(http_body_util::Empty::<bytes::Bytes>::new())
         .map_err(|e| format!("{url}: {e}"))?;
-    let client = crate::auth::client::build(None, false)?;
+    let client = crate::net::client::build(None, false)?;
     let (parts, body) =
-        crate::auth::client::exchange(&client, req, std::time::Duration::from_secs(5), 4 << 20)
+        crate::net::client::exchange(&client, req, std::time::Duration::from_secs(5), 4 << 20)
             .await
             .map_err(|e| format!("{admin}: {e}"))?;
     let v: Value = serde_json::from_slice(&body).map_err(|e| format!("{admin}: {e}"))?;
