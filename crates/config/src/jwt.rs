@@ -66,52 +66,12 @@ pub(crate) fn jwt(
     base: &Path,
     files: &mut Vec<PathBuf>,
 ) -> Option<JwtSettings> {
-    use jsonwebtoken::Algorithm as A;
     let mut ok = true;
     let (secret, public_keys, jwks) = keys(cx, &mut t, base, files, &mut ok);
     let remote = remote(cx, &mut t, base, files, &mut ok);
     let has_rsa = public_keys.iter().any(|k| k.rsa) || jwks.is_some() || remote.is_some();
     let has_ec = public_keys.iter().any(|k| !k.rsa) || jwks.is_some() || remote.is_some();
-    let algorithms = match t.get("algorithms") {
-        Some(v) => {
-            let p = t.key_path("algorithms");
-            let items = as_str_list(cx, &p, v, true).unwrap_or_default();
-            let algs: Vec<A> = items
-                .iter()
-                .filter_map(|(ip, s, span)| jwt_algorithm(cx, ip, s, span.clone()))
-                .collect();
-            if algs.len() != items.len() {
-                ok = false;
-            }
-            for (a, (ip, s, span)) in algs.iter().zip(items.iter()) {
-                let keyed = if is_hmac(*a) {
-                    secret.is_some()
-                } else if is_ec(*a) {
-                    has_ec
-                } else {
-                    has_rsa
-                };
-                if !keyed {
-                    cx.err(ip, span.clone(), format!("{s} is accepted but no key for it is configured (secret for HS*, public_keys or jwks_file for RS*/PS*/ES*)"));
-                    ok = false;
-                }
-            }
-            algs
-        }
-        None => {
-            let mut algs = Vec::new();
-            if secret.is_some() {
-                algs.extend([A::HS256, A::HS384, A::HS512]);
-            }
-            if has_rsa {
-                algs.extend([A::RS256, A::RS384, A::RS512, A::PS256, A::PS384, A::PS512]);
-            }
-            if has_ec {
-                algs.extend([A::ES256, A::ES384]);
-            }
-            algs
-        }
-    };
+    let algorithms = algorithms(cx, &mut t, secret.is_some(), has_rsa, has_ec, &mut ok);
     if secret.is_none() && public_keys.is_empty() && jwks.is_none() && remote.is_none() && ok {
         cx.err(
             "jwt",
@@ -132,27 +92,7 @@ pub(crate) fn jwt(
         .get("leeway")
         .and_then(|v| duration(cx, &t.key_path("leeway"), v))
         .unwrap_or(LEEWAY);
-    let header = match t.get("header") {
-        Some(v) => {
-            let p = t.key_path("header");
-            match as_str(cx, &p, v) {
-                Some(h) if http_token(h) && cx.client_header(&p, v.span(), h) => {
-                    h.to_ascii_lowercase()
-                }
-                Some(h) if !http_token(h) => {
-                    cx.err(&p, v.span(), "needs a valid header name");
-                    ok = false;
-                    String::new()
-                }
-                Some(_) => {
-                    ok = false;
-                    String::new()
-                }
-                None => String::new(),
-            }
-        }
-        None => "authorization".into(),
-    };
+    let header = header(cx, &mut t, &mut ok);
     t.finish(cx);
     ok.then_some(JwtSettings {
         algorithms,
@@ -176,8 +116,93 @@ fn keys(
     files: &mut Vec<PathBuf>,
     ok: &mut bool,
 ) -> (Option<String>, Vec<PublicKey>, Option<String>) {
-    use jsonwebtoken::DecodingKey;
-    let secret = match (t.get("secret"), t.get("secret_env")) {
+    let secret = secret(cx, t, ok);
+    let public_keys = public_keys(cx, t, base, files, ok);
+    let jwks = jwks_file(cx, t, base, files);
+    (secret, public_keys, jwks)
+}
+
+/// `algorithms`, each with a key configured for it; by default every algorithm the keys can
+/// verify.
+fn algorithms(
+    cx: &mut Cx,
+    t: &mut Tbl,
+    has_secret: bool,
+    has_rsa: bool,
+    has_ec: bool,
+    ok: &mut bool,
+) -> Vec<jsonwebtoken::Algorithm> {
+    use jsonwebtoken::Algorithm as A;
+    match t.get("algorithms") {
+        Some(v) => {
+            let p = t.key_path("algorithms");
+            let items = as_str_list(cx, &p, v, true).unwrap_or_default();
+            let algs: Vec<A> = items
+                .iter()
+                .filter_map(|(ip, s, span)| jwt_algorithm(cx, ip, s, span.clone()))
+                .collect();
+            if algs.len() != items.len() {
+                *ok = false;
+            }
+            for (a, (ip, s, span)) in algs.iter().zip(items.iter()) {
+                let keyed = if is_hmac(*a) {
+                    has_secret
+                } else if is_ec(*a) {
+                    has_ec
+                } else {
+                    has_rsa
+                };
+                if !keyed {
+                    cx.err(ip, span.clone(), format!("{s} is accepted but no key for it is configured (secret for HS*, public_keys or jwks_file for RS*/PS*/ES*)"));
+                    *ok = false;
+                }
+            }
+            algs
+        }
+        None => {
+            let mut algs = Vec::new();
+            if has_secret {
+                algs.extend([A::HS256, A::HS384, A::HS512]);
+            }
+            if has_rsa {
+                algs.extend([A::RS256, A::RS384, A::RS512, A::PS256, A::PS384, A::PS512]);
+            }
+            if has_ec {
+                algs.extend([A::ES256, A::ES384]);
+            }
+            algs
+        }
+    }
+}
+
+/// `header`: where the token is read (`authorization` by default).
+fn header(cx: &mut Cx, t: &mut Tbl, ok: &mut bool) -> String {
+    match t.get("header") {
+        Some(v) => {
+            let p = t.key_path("header");
+            match as_str(cx, &p, v) {
+                Some(h) if http_token(h) && cx.client_header(&p, v.span(), h) => {
+                    h.to_ascii_lowercase()
+                }
+                Some(h) if !http_token(h) => {
+                    cx.err(&p, v.span(), "needs a valid header name");
+                    *ok = false;
+                    String::new()
+                }
+                Some(_) => {
+                    *ok = false;
+                    String::new()
+                }
+                None => String::new(),
+            }
+        }
+        None => "authorization".into(),
+    }
+}
+
+/// `secret` or `secret_env` (one of them at most).
+fn secret(cx: &mut Cx, t: &mut Tbl, ok: &mut bool) -> Option<String> {
+    match (t.get("secret"), t.get("secret_env")) {
         (Some(v), None) => as_str(cx, &t.key_path("secret"), v).map(str::to_string),
         (None, Some(v)) => {
             let p = t.key_path("secret_env");
@@ -207,7 +232,18 @@ fn keys(
             None
         }
         (None, None) => None,
-    };
+    }
+}
+
+/// `public_keys`: PEM files, each an RSA or EC public key.
+fn public_keys(
+    cx: &mut Cx,
+    t: &mut Tbl,
+    base: &Path,
+    files: &mut Vec<PathBuf>,
+    ok: &mut bool,
+) -> Vec<PublicKey> {
+    use jsonwebtoken::DecodingKey;
     let mut public_keys = Vec::new();
     if let Some(v) = t.get("public_keys") {
         let p = t.key_path("public_keys");
@@ -248,7 +284,13 @@ fn keys(
             }
         }
     }
-    let jwks = match t.get("jwks_file") {
+    public_keys
+}
+
+/// `jwks_file`: a JWKS document whose every key can verify.
+fn jwks_file(cx: &mut Cx, t: &mut Tbl, base: &Path, files: &mut Vec<PathBuf>) -> Option<String> {
+    use jsonwebtoken::DecodingKey;
+    match t.get("jwks_file") {
         Some(v) => {
             let p = t.key_path("jwks_file");
             as_str(cx, &p, v).and_then(|file| {
@@ -274,8 +316,7 @@ fn keys(
             })
         }
         None => None,
-    };
-    (secret, public_keys, jwks)
+    }
 }
 
 /// `jwks_url` (HTTPS), its `jwks_ca` (PEM; system roots without one) and `jwks_refetch` (the

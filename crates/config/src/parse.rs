@@ -32,21 +32,12 @@ pub fn parse_import(text: &str, mounted: &'static str) -> Result<Config, Vec<Pro
 }
 
 fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>> {
-    let doc = match DeTable::parse(text) {
-        Ok(doc) => doc,
-        Err(e) => {
-            let span = e.span().unwrap_or(0..0);
-            cx.err("", span, format!("not valid TOML: {}", e.message().trim()));
-            return Err(cx.problems);
-        }
+    let Some(doc) = document(&mut cx, text) else {
+        return Err(cx.problems);
     };
     let mut root = Tbl::new(String::new(), doc.get_ref(), doc.span());
 
-    // An absent [server] is all defaults; one that is not a table is an error (None).
-    let server = match root.get("server") {
-        Some(_) => table(&mut cx, &mut root, "server", server),
-        None => Some(server_defaults()),
-    };
+    let server = server_table(&mut cx, &mut root);
     cx.drops_underscores = !server.as_ref().is_some_and(|s| s.underscores_in_headers);
     let upstreams = table(&mut cx, &mut root, "upstreams", |cx, t| {
         crate::upstreams::read(cx, t, base)
@@ -65,18 +56,13 @@ fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>>
     .flatten();
     let plans_present = root.get("plans").is_some();
     let plans = table(&mut cx, &mut root, "plans", plans).flatten();
-    let mut plan_modes = Vec::new();
     let env = crate::limits::Env {
         redis: redis.as_ref(),
         redis_present,
         jwt_present,
         plans_present,
     };
-    let limits = table(&mut cx, &mut root, "limits", |cx, t| {
-        crate::limits::read(cx, t, &env, &mut plan_modes)
-    })
-    .unwrap_or_default();
-    let mut variants = plan_variants(&limits, &plan_modes, plans.as_ref());
+    let (limits, mut variants) = limits_table(&mut cx, &mut root, &env, plans.as_ref());
     let weights: Vec<usize> = variants.iter().map(Vec::len).collect();
     let access = table(&mut cx, &mut root, "access", |cx, t| {
         crate::abuse::access(cx, t, base, &mut files)
@@ -87,18 +73,15 @@ fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>>
         crate::auth::named(cx, t, &auth_env, &mut files)
     })
     .unwrap_or_default();
-    let routes = match root.get("routes") {
-        Some(v) => {
-            let tables = crate::routes::Tables {
-                upstreams: &upstreams,
-                limits: &limits,
-                weights: &weights,
-                auth: &auth_env,
-            };
-            crate::routes::read(&mut cx, v, &tables, &mut auths, &mut files)
-        }
-        None => Vec::new(),
+    let tables = crate::routes::Tables {
+        upstreams: &upstreams,
+        limits: &limits,
+        weights: &weights,
+        auth: &auth_env,
     };
+    let routes = root.get("routes").map_or_else(Vec::new, |v| {
+        crate::routes::read(&mut cx, v, &tables, &mut auths, &mut files)
+    });
     let tls = table(&mut cx, &mut root, "tls", |cx, t| {
         crate::tls::read(cx, t, base)
     });
@@ -108,27 +91,21 @@ fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>>
         crate::rls::read(cx, t, &limits, &weights, &rls_env, &mut made)
     })
     .flatten();
-    // The [[rls.domains]] nodes' limits, after the others: one variant each (no plans).
     let mut limits = limits;
-    for m in made {
-        variants.push(vec![usize::MAX]);
-        limits.push((m.name.clone(), Some(m)));
-    }
+    tree_limits(made, &mut limits, &mut variants);
     let tracing = table(&mut cx, &mut root, "tracing", crate::tracing::read).flatten();
-    if rls.as_ref().is_some_and(|r| r.tls) && tls.is_none() {
-        cx.err(
-            "rls.tls",
-            0..0,
-            "the rate limit service's TLS uses [tls]'s certificates: add a [tls] section",
-        );
-    }
-    if let Some(s) = &server {
-        listeners_check(&mut cx, s, tls.is_some(), &routes);
-    }
-    if plans_present && !jwt_present {
-        plans_jwt_check(&mut cx, plans.as_ref());
-    }
-    provider_tokens_check(&mut cx, jwt.as_ref(), &auths);
+    let tables = Read {
+        server: server.as_ref(),
+        tls: tls.as_ref(),
+        rls: rls.as_ref(),
+        routes: &routes,
+        plans: plans.as_ref(),
+        plans_present,
+        jwt_present,
+        jwt: jwt.as_ref(),
+        auths: &auths,
+    };
+    across_tables(&mut cx, &tables);
     root.finish(&mut cx);
 
     if !cx.problems.is_empty() {
@@ -152,6 +129,89 @@ fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>>
         rls,
         tracing,
     })
+}
+
+/// `[server]`: an absent one is all defaults; one that is not a table is an error (None).
+fn server_table(cx: &mut Cx, root: &mut Tbl) -> Option<ServerConfig> {
+    match root.get("server") {
+        Some(_) => table(cx, root, "server", server),
+        None => Some(server_defaults()),
+    }
+}
+
+/// Each `[limits]` entry by name, None where it did not read.
+type Limits = Vec<(String, Option<LimitConfig>)>;
+
+/// `[limits]`, and each limit's variants by plan.
+fn limits_table<'a, 'i>(
+    cx: &mut Cx,
+    root: &mut Tbl<'a, 'i>,
+    env: &crate::limits::Env,
+    plans: Option<&Plans>,
+) -> (Limits, Vec<Vec<usize>>) {
+    let mut plan_modes = Vec::new();
+    let limits = table(cx, root, "limits", |cx, t| {
+        crate::limits::read(cx, t, env, &mut plan_modes)
+    })
+    .unwrap_or_default();
+    let variants = plan_variants(&limits, &plan_modes, plans);
+    (limits, variants)
+}
+
+/// The [[rls.domains]] nodes' limits, after the others: one variant each (no plans).
+fn tree_limits(
+    made: Vec<LimitConfig>,
+    limits: &mut Vec<(String, Option<LimitConfig>)>,
+    variants: &mut Vec<Vec<usize>>,
+) {
+    for m in made {
+        variants.push(vec![usize::MAX]);
+        limits.push((m.name.clone(), Some(m)));
+    }
+}
+
+/// The document, or None (and the error) when the text is not TOML.
+fn document<'i>(cx: &mut Cx, text: &'i str) -> Option<toml::Spanned<DeTable<'i>>> {
+    match DeTable::parse(text) {
+        Ok(doc) => Some(doc),
+        Err(e) => {
+            let span = e.span().unwrap_or(0..0);
+            cx.err("", span, format!("not valid TOML: {}", e.message().trim()));
+            None
+        }
+    }
+}
+
+/// What the checks across tables read of the tables read.
+struct Read<'a> {
+    server: Option<&'a ServerConfig>,
+    tls: Option<&'a TlsConfig>,
+    rls: Option<&'a RlsConfig>,
+    routes: &'a [RouteConfig],
+    plans: Option<&'a Plans>,
+    plans_present: bool,
+    jwt_present: bool,
+    jwt: Option<&'a JwtSettings>,
+    auths: &'a [Option<AuthConfig>],
+}
+
+/// The checks that need more than one table: the RLS's TLS needs `[tls]`, the listeners the
+/// routes need, plans need `[jwt]`, and the identity provider's tokens.
+fn across_tables(cx: &mut Cx, r: &Read) {
+    if r.rls.is_some_and(|x| x.tls) && r.tls.is_none() {
+        cx.err(
+            "rls.tls",
+            0..0,
+            "the rate limit service's TLS uses [tls]'s certificates: add a [tls] section",
+        );
+    }
+    if let Some(s) = r.server {
+        listeners_check(cx, s, r.tls.is_some(), r.routes);
+    }
+    if r.plans_present && !r.jwt_present {
+        plans_jwt_check(cx, r.plans);
+    }
+    provider_tokens_check(cx, r.jwt, r.auths);
 }
 
 /// Reads the table `name` with `read` when the document has one (`None` when absent or not a

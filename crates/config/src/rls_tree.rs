@@ -173,6 +173,55 @@ fn nodes(
     ok.then_some(out)
 }
 
+/// A node's `metadata`: `Some(None)` when absent, None (and the error) when not a table.
+fn metadata(cx: &mut Cx, t: &mut Tbl) -> Option<Option<serde_json::Value>> {
+    let Some(m) = t.get("metadata") else {
+        return Some(None);
+    };
+    match crate::values::toml_to_json(m) {
+        Some(j @ serde_json::Value::Object(_)) => Some(Some(j)),
+        _ => {
+            cx.err(
+                &t.key_path("metadata"),
+                m.span(),
+                "error parsing metadata: a table of values",
+            );
+            None
+        }
+    }
+}
+
+/// A node's `rate_limit`, named for the limit that counts it: the unit's shared counter, or
+/// a limit made for this node (`made`) when the algorithm is not envoyproxy/ratelimit's.
+fn node_limit(
+    cx: &mut Cx,
+    t: &mut Tbl,
+    full_key: &str,
+    how: &TreeLimits,
+    made: &mut Vec<LimitConfig>,
+    ok: &mut bool,
+) -> Option<EnvoyLimit> {
+    let rv = t.get("rate_limit")?;
+    let Some(mut l) = rate_limit(cx, &t.key_path("rate_limit"), rv) else {
+        *ok = false;
+        return None;
+    };
+    if !l.unlimited {
+        // (Shadow mode is the node's: answered OK over the limit, with the limit's numbers;
+        // the limit itself decides as any other.)
+        let name = match (how.algorithm, l.unit) {
+            (AlgorithmKind::CountingWindow, Some(u)) => counter(u),
+            _ => {
+                let name = format!("rls:{full_key}");
+                made.push(limit_of(&name, &l, false, how));
+                name
+            }
+        };
+        l.limit = Some(name);
+    }
+    Some(l)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn node(
     cx: &mut Cx,
@@ -199,20 +248,7 @@ fn node(
     let detailed_metric = flag(cx, &mut t, "detailed_metric");
     let value_to_metric = flag(cx, &mut t, "value_to_metric");
     let share_threshold = flag(cx, &mut t, "share_threshold");
-    let metadata = match t.get("metadata") {
-        None => Some(None),
-        Some(m) => match crate::values::toml_to_json(m) {
-            Some(j @ serde_json::Value::Object(_)) => Some(Some(j)),
-            _ => {
-                cx.err(
-                    &t.key_path("metadata"),
-                    m.span(),
-                    "error parsing metadata: a table of values",
-                );
-                None
-            }
-        },
-    };
+    let metadata = metadata(cx, &mut t);
     let (key, value) = (key?, value?);
     if key.is_empty() {
         cx.err(&t.key_path("key"), item.span(), "descriptor has empty key");
@@ -226,31 +262,7 @@ fn node(
     };
     let full_key = format!("{parent}{final_key}");
     let mut ok = metadata.is_some();
-    let rate_limit = match t.get("rate_limit") {
-        None => None,
-        Some(rv) => match rate_limit(cx, &t.key_path("rate_limit"), rv) {
-            Some(mut l) => {
-                if !l.unlimited {
-                    // (Shadow mode is the node's: answered OK over the limit, with the limit's
-                    // numbers; the limit itself decides as any other.)
-                    let name = match (how.algorithm, l.unit) {
-                        (AlgorithmKind::CountingWindow, Some(u)) => counter(u),
-                        _ => {
-                            let name = format!("rls:{full_key}");
-                            made.push(limit_of(&name, &l, false, how));
-                            name
-                        }
-                    };
-                    l.limit = Some(name);
-                }
-                Some(l)
-            }
-            None => {
-                ok = false;
-                None
-            }
-        },
-    };
+    let rate_limit = node_limit(cx, &mut t, &full_key, how, made, &mut ok);
     if share_threshold && !final_key.contains('*') {
         cx.err(
             &t.key_path("share_threshold"),

@@ -24,13 +24,6 @@ pub(crate) fn read(
     auths: &mut Vec<Option<AuthConfig>>,
     files: &mut Vec<PathBuf>,
 ) -> Vec<RouteConfig> {
-    let Tables {
-        upstreams,
-        limits,
-        weights,
-        ..
-    } = *tables;
-    let base = tables.auth.base;
     let Some(items) = crate::reader::as_array(cx, "routes", v) else {
         return Vec::new();
     };
@@ -38,97 +31,119 @@ pub(crate) fn read(
     let mut names: HashMap<String, usize> = HashMap::new();
     for (i, item) in items.iter().enumerate() {
         let path = format!("routes[{i}]");
-        let Some(mut r) = Tbl::of(cx, path.clone(), item) else {
+        let Some(r) = Tbl::of(cx, path.clone(), item) else {
             continue;
         };
-        let mut ok = true;
-        let case_insensitive = match r.get("case_insensitive") {
-            Some(v) => as_bool(cx, &r.key_path("case_insensitive"), v).unwrap_or(false),
-            None => false,
-        };
-        let path_match = path_match(cx, &mut r, &path, case_insensitive);
-        let name = route_name(cx, &mut r, path_match.as_ref(), &mut names, i);
-        ok &= name.as_ref().is_some_and(|n| n.1);
-        let name = name.map(|n| n.0);
-        let (host, aliases) = host(cx, &mut r);
-        let methods = methods(cx, &mut r);
-        let action = action(cx, &mut r, &path, upstreams);
-        let limit_idx = route_limits(cx, &mut r, limits, weights);
-        let access = r.get("access").and_then(|v| {
-            Tbl::of(cx, r.key_path("access"), v).map(|t| crate::abuse::access(cx, t, base, files))
-        });
-        let tarpit = match r.get("tarpit") {
-            Some(v) => match crate::abuse::tarpit(cx, &r.key_path("tarpit"), v) {
-                Some(t) => Some(t),
-                None => {
-                    ok = false;
-                    None
-                }
-            },
-            None => None,
-        };
-        let rewrite = rewrite(cx, &mut r);
-        let canary = r
-            .get("canary")
-            .and_then(|v| canary(cx, &r.key_path("canary"), v, upstreams));
-        if let (Some(_), Some(RouteAction::Respond { .. })) = (&canary, &action) {
-            cx.err(
-                &r.key_path("canary"),
-                r.get("canary").map(|v| v.span()).unwrap_or(0..0),
-                "a canary needs a route with an upstream, not respond",
-            );
-            ok = false;
-        }
-        let https_redirect = r
-            .get("https_redirect")
-            .and_then(|v| as_bool(cx, &r.key_path("https_redirect"), v));
-        let route_name = name.as_deref().unwrap_or(&path);
-        let auth = crate::auth::route(cx, &mut r, route_name, tables.auth, auths, files);
-        ok &= auth.is_ok();
-        let edge = crate::edge::route(cx, &mut r);
-        ok &= edge.is_some();
-        if let Some(e) = &edge {
-            ok &= edge_fits(
-                cx,
-                &r,
-                e,
-                &EdgeOf {
-                    host: host.as_deref(),
-                    aliases: &aliases,
-                    action: action.as_ref(),
-                    rewrite: rewrite.as_ref(),
-                    auth: auth
-                        .as_ref()
-                        .ok()
-                        .copied()
-                        .flatten()
-                        .and_then(|a| auths.get(a))
-                        .and_then(|a| a.as_ref()),
-                },
-            );
-        }
-        r.finish(cx);
-        if let (true, Some(path), Some(name), Some(action)) = (ok, path_match, name, action) {
-            out.push(RouteConfig {
-                name,
-                host,
-                path,
-                case_insensitive,
-                rewrite,
-                canary,
-                methods,
-                action,
-                limits: limit_idx,
-                access,
-                tarpit,
-                https_redirect,
-                auth: auth.ok().flatten(),
-                aliases,
-                edge: edge.unwrap_or_default(),
-            });
-        }
+        out.extend(route(cx, r, i, tables, &mut names, auths, files));
     }
     out
+}
+
+/// One `[[routes]]` entry, or None when any of its keys is wrong (each error reported).
+fn route(
+    cx: &mut Cx,
+    mut r: Tbl,
+    i: usize,
+    tables: &Tables,
+    names: &mut HashMap<String, usize>,
+    auths: &mut Vec<Option<AuthConfig>>,
+    files: &mut Vec<PathBuf>,
+) -> Option<RouteConfig> {
+    let Tables {
+        upstreams,
+        limits,
+        weights,
+        ..
+    } = *tables;
+    let base = tables.auth.base;
+    let path = r.path.clone();
+    let path = path.as_str();
+    let mut ok = true;
+    let case_insensitive = match r.get("case_insensitive") {
+        Some(v) => as_bool(cx, &r.key_path("case_insensitive"), v).unwrap_or(false),
+        None => false,
+    };
+    let path_match = path_match(cx, &mut r, path, case_insensitive);
+    let name = route_name(cx, &mut r, path_match.as_ref(), names, i);
+    ok &= name.as_ref().is_some_and(|n| n.1);
+    let name = name.map(|n| n.0);
+    let (host, aliases) = host(cx, &mut r);
+    let methods = methods(cx, &mut r);
+    let action = action(cx, &mut r, path, upstreams);
+    let limit_idx = route_limits(cx, &mut r, limits, weights);
+    let access = r.get("access").and_then(|v| {
+        Tbl::of(cx, r.key_path("access"), v).map(|t| crate::abuse::access(cx, t, base, files))
+    });
+    let tarpit = tarpit(cx, &mut r, &mut ok);
+    let rewrite = rewrite(cx, &mut r);
+    let canary = r
+        .get("canary")
+        .and_then(|v| canary(cx, &r.key_path("canary"), v, upstreams));
+    if let (Some(_), Some(RouteAction::Respond { .. })) = (&canary, &action) {
+        cx.err(
+            &r.key_path("canary"),
+            r.get("canary").map(|v| v.span()).unwrap_or(0..0),
+            "a canary needs a route with an upstream, not respond",
+        );
+        ok = false;
+    }
+    let https_redirect = r
+        .get("https_redirect")
+        .and_then(|v| as_bool(cx, &r.key_path("https_redirect"), v));
+    let route_name = name.as_deref().unwrap_or(path);
+    let auth = crate::auth::route(cx, &mut r, route_name, tables.auth, auths, files);
+    ok &= auth.is_ok();
+    let edge = crate::edge::route(cx, &mut r);
+    ok &= edge.is_some();
+    if let Some(e) = &edge {
+        ok &= edge_fits(
+            cx,
+            &r,
+            e,
+            &EdgeOf {
+                host: host.as_deref(),
+                aliases: &aliases,
+                action: action.as_ref(),
+                rewrite: rewrite.as_ref(),
+                auth: auth
+                    .as_ref()
+                    .ok()
+                    .copied()
+                    .flatten()
+                    .and_then(|a| auths.get(a))
+                    .and_then(|a| a.as_ref()),
+            },
+        );
+    }
+    r.finish(cx);
+    match (ok, path_match, name, action) {
+        (true, Some(path), Some(name), Some(action)) => Some(RouteConfig {
+            name,
+            host,
+            path,
+            case_insensitive,
+            rewrite,
+            canary,
+            methods,
+            action,
+            limits: limit_idx,
+            access,
+            tarpit,
+            https_redirect,
+            auth: auth.ok().flatten(),
+            aliases,
+            edge: edge.unwrap_or_default(),
+        }),
+        _ => None,
+    }
+}
+
+/// A route's `tarpit`, when given (`ok` cleared when it is wrong).
+fn tarpit(cx: &mut Cx, r: &mut Tbl, ok: &mut bool) -> Option<TarpitConfig> {
+    let v = r.get("tarpit")?;
+    let t = crate::abuse::tarpit(cx, &r.key_path("tarpit"), v);
+    *ok &= t.is_some();
+    t
 }
 
 /// `name` (the path when absent), unique among routes: the name and whether it is unique.

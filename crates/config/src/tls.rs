@@ -39,6 +39,36 @@ pub(crate) fn read(cx: &mut Cx, mut t: Tbl, base: &Path) -> TlsConfig {
         client_ca: None,
         client_auth: ClientAuth::Require,
     };
+    certificates(cx, &mut t, base, &mut tls);
+    if tls.certificates.is_empty() && tls.certificate_dirs.is_empty() {
+        cx.err(
+            "tls",
+            t.span.clone(),
+            "no certificate: set certificates = [{ cert = \"FILE\", key = \"FILE\" }] or certificate_dirs = [\"DIR\"]",
+        );
+    }
+    versions_and_sni(cx, &mut t, &mut tls);
+    if let Some(v) = t.get("hsts") {
+        let p = t.key_path("hsts");
+        if let Some(s) = as_str(cx, &p, v) {
+            if valid_hsts(s) {
+                tls.hsts = Some(s.to_string());
+            } else {
+                cx.err(
+                    &p,
+                    v.span(),
+                    "a Strict-Transport-Security value: \"max-age=SECONDS\", optionally \"; includeSubDomains\" and \"; preload\"",
+                );
+            }
+        }
+    }
+    client_certificates(cx, &mut t, base, &mut tls);
+    t.finish(cx);
+    tls
+}
+
+/// `certificates` (cert and key files) and `certificate_dirs`.
+fn certificates(cx: &mut Cx, t: &mut Tbl, base: &Path, tls: &mut TlsConfig) {
     if let Some(v) = t.get("certificates") {
         let p = t.key_path("certificates");
         if let Some(items) = as_array(cx, &p, v) {
@@ -58,13 +88,10 @@ pub(crate) fn read(cx: &mut Cx, mut t: Tbl, base: &Path) -> TlsConfig {
                 .collect();
         }
     }
-    if tls.certificates.is_empty() && tls.certificate_dirs.is_empty() {
-        cx.err(
-            "tls",
-            t.span.clone(),
-            "no certificate: set certificates = [{ cert = \"FILE\", key = \"FILE\" }] or certificate_dirs = [\"DIR\"]",
-        );
-    }
+}
+
+/// `min_version` and `unknown_sni`.
+fn versions_and_sni(cx: &mut Cx, t: &mut Tbl, tls: &mut TlsConfig) {
     if let Some(v) = t.get("min_version") {
         let p = t.key_path("min_version");
         match as_str(cx, &p, v) {
@@ -91,20 +118,10 @@ pub(crate) fn read(cx: &mut Cx, mut t: Tbl, base: &Path) -> TlsConfig {
             None => {}
         }
     }
-    if let Some(v) = t.get("hsts") {
-        let p = t.key_path("hsts");
-        if let Some(s) = as_str(cx, &p, v) {
-            if valid_hsts(s) {
-                tls.hsts = Some(s.to_string());
-            } else {
-                cx.err(
-                    &p,
-                    v.span(),
-                    "a Strict-Transport-Security value: \"max-age=SECONDS\", optionally \"; includeSubDomains\" and \"; preload\"",
-                );
-            }
-        }
-    }
+}
+
+/// `client_ca` and `client_auth` (which needs it).
+fn client_certificates(cx: &mut Cx, t: &mut Tbl, base: &Path, tls: &mut TlsConfig) {
     if let Some(v) = t.get("client_ca") {
         if let Some(s) = as_str(cx, &t.key_path("client_ca"), v) {
             tls.client_ca = Some(base.join(s));
@@ -130,8 +147,6 @@ pub(crate) fn read(cx: &mut Cx, mut t: Tbl, base: &Path) -> TlsConfig {
             );
         }
     }
-    t.finish(cx);
-    tls
 }
 
 /// `max-age=N` with the directives browsers know, separated by `;`.

@@ -462,63 +462,10 @@ fn load_descriptors(
             continue;
         }
         let mut ok = true;
-        let rate_limit = d.rate_limit.as_ref().map(|r| {
-            let unit = EnvoyUnit::parse(&r.unit);
-            let at = format!("{}.rate_limit", d.path);
-            if r.unlimited {
-                if unit.is_some() {
-                    problem(
-                        out,
-                        file,
-                        "should not specify rate limit unit when unlimited",
-                        &at,
-                        line,
-                    );
-                    ok = false;
-                }
-            } else if unit.is_none() {
-                problem(
-                    out,
-                    file,
-                    format!("invalid rate limit unit '{}'", r.unit),
-                    &format!("{at}.unit"),
-                    line,
-                );
-                ok = false;
-            }
-            let mut replaces = Vec::new();
-            for (name, rline, rp) in &r.replaces {
-                if name.is_empty() {
-                    problem(
-                        out,
-                        file,
-                        "should not have an empty replaces entry",
-                        rp,
-                        *rline,
-                    );
-                    ok = false;
-                } else if *name == r.name {
-                    problem(
-                        out,
-                        file,
-                        "replaces should not contain name of same descriptor",
-                        rp,
-                        *rline,
-                    );
-                    ok = false;
-                } else {
-                    replaces.push(name.clone());
-                }
-            }
-            EnvoyLimit {
-                requests_per_unit: r.requests_per_unit,
-                unit: if r.unlimited { None } else { unit },
-                unlimited: r.unlimited,
-                name: r.name.clone(),
-                replaces,
-                limit: None,
-            }
-        });
+        let rate_limit = d
+            .rate_limit
+            .as_ref()
+            .map(|r| limit(out, file, &d.path, line, r, &mut ok));
         if d.share_threshold && !final_key.contains('*') {
             problem(
                 out,
@@ -552,5 +499,72 @@ fn load_descriptors(
                 descriptors: children,
             });
         }
+    }
+}
+
+/// A descriptor's `rate_limit`, checked as envoyproxy/ratelimit checks it: a unit unless
+/// unlimited (and none when it is), and `replaces` naming other limits only.
+fn limit(
+    out: &mut Problems,
+    file: &str,
+    path: &str,
+    line: usize,
+    r: &RateLimit,
+    ok: &mut bool,
+) -> EnvoyLimit {
+    let unit = EnvoyUnit::parse(&r.unit);
+    let at = format!("{path}.rate_limit");
+    if r.unlimited {
+        if unit.is_some() {
+            problem(
+                out,
+                file,
+                "should not specify rate limit unit when unlimited",
+                &at,
+                line,
+            );
+            *ok = false;
+        }
+    } else if unit.is_none() {
+        problem(
+            out,
+            file,
+            format!("invalid rate limit unit '{}'", r.unit),
+            &format!("{at}.unit"),
+            line,
+        );
+        *ok = false;
+    }
+    let mut replaces = Vec::new();
+    for (name, rline, rp) in &r.replaces {
+        if name.is_empty() {
+            problem(
+                out,
+                file,
+                "should not have an empty replaces entry",
+                rp,
+                *rline,
+            );
+            *ok = false;
+        } else if *name == r.name {
+            problem(
+                out,
+                file,
+                "replaces should not contain name of same descriptor",
+                rp,
+                *rline,
+            );
+            *ok = false;
+        } else {
+            replaces.push(name.clone());
+        }
+    }
+    EnvoyLimit {
+        requests_per_unit: r.requests_per_unit,
+        unit: if r.unlimited { None } else { unit },
+        unlimited: r.unlimited,
+        name: r.name.clone(),
+        replaces,
+        limit: None,
     }
 }
