@@ -233,6 +233,19 @@ fn forward(
         }
     }
     f.redirect = get.get("auth-request-redirect").map(str::to_string);
+    ok &= cache(get, exact_hosts, refuse, &mut f);
+    ok.then_some(f)
+}
+
+/// `auth-cache-key` and `auth-cache-duration`: answers cached by the key, at most an hour.
+/// False when either cannot be translated.
+fn cache(
+    get: &Vals,
+    exact_hosts: bool,
+    refuse: &mut dyn FnMut(&str, String),
+    f: &mut ForwardOut,
+) -> bool {
+    let mut ok = true;
     if let Some(key) = get.get("auth-cache-key") {
         match cache_key(key, exact_hosts) {
             Ok(k) => {
@@ -251,7 +264,7 @@ fn forward(
             }
         }
     }
-    ok.then_some(f)
+    ok
 }
 
 /// `auth-signin`: an absolute URL in which only `$host`/`$http_host` (the route's host) and

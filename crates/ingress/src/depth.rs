@@ -107,6 +107,37 @@ impl Scan {
         self.open(indent) && self.scan(b, indent, Mode::Node, indent)
     }
 
+    /// One byte inside a flow collection (`[...]`, `{...}`): `Some(answer)` when the line's
+    /// scan ends at it.
+    fn flow_byte(&mut self, b: &[u8], i: usize, mode: &mut Mode) -> Option<bool> {
+        let c = b[i];
+        match c {
+            b'[' | b'{' => {
+                self.flow += 1;
+                self.flow_node_start = true;
+                if self.depth() > MAX_DEPTH {
+                    return Some(false);
+                }
+            }
+            b']' | b'}' => {
+                self.flow = self.flow.saturating_sub(1);
+                self.flow_node_start = false;
+                if self.flow == 0 {
+                    *mode = Mode::Scalar(i);
+                }
+            }
+            b',' | b':' | b'?' => self.flow_node_start = true,
+            b'\'' | b'"' if self.flow_node_start => {
+                self.quote = Some(c);
+                self.flow_node_start = false;
+            }
+            b'#' if i == 0 || blank(b[i - 1]) => return Some(true),
+            _ if blank(c) => {}
+            _ => self.flow_node_start = false,
+        }
+        None
+    }
+
     fn scan(&mut self, b: &[u8], mut i: usize, mut mode: Mode, indent: usize) -> bool {
         // The node a block scalar begun on this line belongs to.
         let mut owner = indent;
@@ -125,29 +156,8 @@ impl Scan {
             let c = b[i];
             match mode {
                 Mode::Flow => {
-                    match c {
-                        b'[' | b'{' => {
-                            self.flow += 1;
-                            self.flow_node_start = true;
-                            if self.depth() > MAX_DEPTH {
-                                return false;
-                            }
-                        }
-                        b']' | b'}' => {
-                            self.flow = self.flow.saturating_sub(1);
-                            self.flow_node_start = false;
-                            if self.flow == 0 {
-                                mode = Mode::Scalar(i);
-                            }
-                        }
-                        b',' | b':' | b'?' => self.flow_node_start = true,
-                        b'\'' | b'"' if self.flow_node_start => {
-                            self.quote = Some(c);
-                            self.flow_node_start = false;
-                        }
-                        b'#' if i == 0 || blank(b[i - 1]) => return true,
-                        _ if blank(c) => {}
-                        _ => self.flow_node_start = false,
+                    if let Some(answer) = self.flow_byte(b, i, &mut mode) {
+                        return answer;
                     }
                     i += 1;
                 }

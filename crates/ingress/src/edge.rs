@@ -46,37 +46,7 @@ pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> EdgeOut {
             ))),
         }
     }
-    if flag(
-        a.get("enable-cors"),
-        false,
-        &format!("{ctx}: enable-cors"),
-        w,
-    ) {
-        let (origins, methods, headers, expose, creds, max_age) = (
-            a.get("cors-allow-origin"),
-            a.get("cors-allow-methods"),
-            a.get("cors-allow-headers"),
-            a.get("cors-expose-headers"),
-            a.get("cors-allow-credentials"),
-            a.get("cors-max-age"),
-        );
-        e.cors = cors(ctx, origins, methods, headers, expose, creds, max_age, w);
-    } else {
-        for k in [
-            "cors-allow-origin",
-            "cors-allow-methods",
-            "cors-allow-headers",
-            "cors-expose-headers",
-            "cors-allow-credentials",
-            "cors-max-age",
-        ] {
-            if a.get(k).is_some() {
-                w.push(comment(&format!(
-                    "{ctx}: {k} without enable-cors: \"true\": ignored (as by ingress-nginx)"
-                )));
-            }
-        }
-    }
+    e.cors = cors_annotations(a, w);
     if let Some(v) = a.get("server-alias") {
         for alias in v.split(',').map(str::trim).filter(|x| !x.is_empty()) {
             match super::host_name::rule_host(alias) {
@@ -118,6 +88,49 @@ pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> EdgeOut {
             )));
         }
     }
+    e.limit_rate = bandwidth(a, w);
+    edge
+}
+
+/// `enable-cors` and the `cors-*` keys (ignored, as by ingress-nginx, without it).
+fn cors_annotations(a: &mut Anns, w: &mut Warnings) -> Option<String> {
+    let ctx = a.ctx();
+    if flag(
+        a.get("enable-cors"),
+        false,
+        &format!("{ctx}: enable-cors"),
+        w,
+    ) {
+        let (origins, methods, headers, expose, creds, max_age) = (
+            a.get("cors-allow-origin"),
+            a.get("cors-allow-methods"),
+            a.get("cors-allow-headers"),
+            a.get("cors-expose-headers"),
+            a.get("cors-allow-credentials"),
+            a.get("cors-max-age"),
+        );
+        return cors(ctx, origins, methods, headers, expose, creds, max_age, w);
+    }
+    for k in [
+        "cors-allow-origin",
+        "cors-allow-methods",
+        "cors-allow-headers",
+        "cors-expose-headers",
+        "cors-allow-credentials",
+        "cors-max-age",
+    ] {
+        if a.get(k).is_some() {
+            w.push(comment(&format!(
+                "{ctx}: {k} without enable-cors: \"true\": ignored (as by ingress-nginx)"
+            )));
+        }
+    }
+    None
+}
+
+/// `limit-rate` and `limit-rate-after` (kilobytes): bytes per second after so many bytes.
+fn bandwidth(a: &mut Anns, w: &mut Warnings) -> Option<(u64, u64)> {
+    let ctx = a.ctx();
     let kib = |key: &str, v: Option<&str>, w: &mut Warnings| -> Option<u64> {
         let v = v?;
         match v.trim().parse::<u64>() {
@@ -133,13 +146,13 @@ pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> EdgeOut {
     let rate = kib("limit-rate", a.get("limit-rate"), w);
     let after = kib("limit-rate-after", a.get("limit-rate-after"), w);
     match (rate, after) {
-        (Some(r), after) if r > 0 => e.limit_rate = Some((r, after.unwrap_or(0))),
+        (Some(r), after) if r > 0 => return Some((r, after.unwrap_or(0))),
         (None | Some(0), Some(_)) => w.push(comment(&format!(
             "{ctx}: limit-rate-after without limit-rate: nothing to limit"
         ))),
         _ => {}
     }
-    edge
+    None
 }
 
 /// The route's `cors` table, with ingress-nginx's defaults for what is not said.
