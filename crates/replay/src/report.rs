@@ -244,17 +244,19 @@ fn scaled(out: &mut String, l: &LimitReport) {
 
 /// Stacked bars of admitted (below) and refused (above) requests per bucket, buckets added
 /// together when there are more than [`MAX_BARS`].
-fn series_chart(out: &mut String, limit: &str, s: &Series) {
-    const W: f64 = 760.0;
-    const H: f64 = 270.0;
-    const LEFT: f64 = 64.0;
-    const RIGHT: f64 = 16.0;
-    const TOP: f64 = 30.0;
-    const BOTTOM: f64 = 48.0;
-    let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
+/// The chart's size and margins (SVG user units).
+const W: f64 = 760.0;
+const H: f64 = 270.0;
+const LEFT: f64 = 64.0;
+const RIGHT: f64 = 16.0;
+const TOP: f64 = 30.0;
+const BOTTOM: f64 = 48.0;
+
+/// The series in at most `MAX_BARS` bars of (admitted, refused), and the steps per bar.
+fn binned(s: &Series) -> (Vec<(u64, u64)>, usize) {
     let n = s.admitted.len().max(s.refused.len());
     let per_bar = n.div_ceil(MAX_BARS).max(1);
-    let bars: Vec<(u64, u64)> = (0..n.div_ceil(per_bar))
+    let bars = (0..n.div_ceil(per_bar))
         .map(|b| {
             let r = b * per_bar..((b + 1) * per_bar).min(n);
             let sum = |v: &[u64]| {
@@ -266,6 +268,83 @@ fn series_chart(out: &mut String, limit: &str, s: &Series) {
             (sum(&s.admitted), sum(&s.refused))
         })
         .collect();
+    (bars, per_bar)
+}
+
+/// The legend: admitted and refused.
+fn legend(out: &mut String) {
+    w!(
+        out,
+        "<rect x=\"{LEFT}\" y=\"8\" width=\"12\" height=\"12\" fill=\"{ADMITTED}\"/>\
+         <text x=\"{}\" y=\"18\">admitted</text>\
+         <rect x=\"{}\" y=\"8\" width=\"12\" height=\"12\" fill=\"{REFUSED}\"/>\
+         <text x=\"{}\" y=\"18\">refused</text>\n",
+        LEFT + 16.0,
+        LEFT + 90.0,
+        LEFT + 106.0
+    );
+}
+
+/// The horizontal grid lines and their counts, every `tick` up to `top`.
+fn y_grid(out: &mut String, top: u64, tick: u64, pw: f64, y_of: &dyn Fn(u64) -> f64) {
+    let mut v = 0;
+    while v <= top {
+        let y = y_of(v);
+        w!(
+            out,
+            "<line stroke=\"#e8e8e8\" x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\n",
+            LEFT + pw,
+            LEFT - 6.0,
+            y + 4.0,
+            Count(v)
+        );
+        match v.checked_add(tick) {
+            Some(next) => v = next,
+            None => break,
+        }
+    }
+}
+
+/// The axes, the time labels (start, middle, end) and the titles.
+fn axes(out: &mut String, start: u64, end: u64, step: u64, pw: f64, ph: f64) {
+    let base = TOP + ph;
+    w!(
+        out,
+        "<line stroke=\"#888\" x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{LEFT}\" y2=\"{base}\"/>\
+         <line stroke=\"#888\" x1=\"{LEFT}\" y1=\"{base}\" x2=\"{:.1}\" y2=\"{base}\"/>\n",
+        LEFT + pw
+    );
+    let mid = start + (end - start) / 2;
+    for (x, t, anchor) in [
+        (LEFT, start, "start"),
+        (LEFT + pw / 2.0, mid, "middle"),
+        (LEFT + pw, end, "end"),
+    ] {
+        w!(
+            out,
+            "<line stroke=\"#888\" x1=\"{x:.1}\" y1=\"{base}\" x2=\"{x:.1}\" y2=\"{:.1}\"/>\
+             <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text>\n",
+            base + 4.0,
+            base + 16.0,
+            Utc(t, None)
+        );
+    }
+    w!(
+        out,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">time (UTC), {} per bar</text>\n\
+         <text transform=\"translate(14 {:.1}) rotate(-90)\" text-anchor=\"middle\">requests</text>\n\
+         </svg>\n",
+        LEFT + pw / 2.0,
+        H - 8.0,
+        Span(step),
+        TOP + ph / 2.0
+    );
+}
+
+fn series_chart(out: &mut String, limit: &str, s: &Series) {
+    let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
+    let (bars, per_bar) = binned(s);
     // Saturating: a report is the simulator's, but a page is written whatever it holds.
     let step = s.step.max(1).saturating_mul(per_bar as u64);
     let time_of = |bar: usize| s.start.saturating_add(step.saturating_mul(bar as u64));
@@ -285,36 +364,10 @@ fn series_chart(out: &mut String, limit: &str, s: &Series) {
         Esc(limit),
         Esc(limit)
     );
-    // Legend.
-    w!(
-        out,
-        "<rect x=\"{LEFT}\" y=\"8\" width=\"12\" height=\"12\" fill=\"{ADMITTED}\"/>\
-         <text x=\"{}\" y=\"18\">admitted</text>\
-         <rect x=\"{}\" y=\"8\" width=\"12\" height=\"12\" fill=\"{REFUSED}\"/>\
-         <text x=\"{}\" y=\"18\">refused</text>\n",
-        LEFT + 16.0,
-        LEFT + 90.0,
-        LEFT + 106.0
-    );
+    legend(out);
     // Y grid and counts.
     let y_of = |v: u64| TOP + ph - ph * v as f64 / top as f64;
-    let mut v = 0;
-    while v <= top {
-        let y = y_of(v);
-        w!(
-            out,
-            "<line stroke=\"#e8e8e8\" x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\n",
-            LEFT + pw,
-            LEFT - 6.0,
-            y + 4.0,
-            Count(v)
-        );
-        match v.checked_add(tick) {
-            Some(next) => v = next,
-            None => break,
-        }
-    }
+    y_grid(out, top, tick, pw, &y_of);
     // Bars.
     if bars.is_empty() {
         w!(
@@ -358,39 +411,7 @@ fn series_chart(out: &mut String, limit: &str, s: &Series) {
         }
         out.push_str("</g>\n");
     }
-    // Axes, time labels (start, middle, end) and titles.
-    let base = TOP + ph;
-    w!(
-        out,
-        "<line stroke=\"#888\" x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{LEFT}\" y2=\"{base}\"/>\
-         <line stroke=\"#888\" x1=\"{LEFT}\" y1=\"{base}\" x2=\"{:.1}\" y2=\"{base}\"/>\n",
-        LEFT + pw
-    );
-    let mid = s.start + (end - s.start) / 2;
-    for (x, t, anchor) in [
-        (LEFT, s.start, "start"),
-        (LEFT + pw / 2.0, mid, "middle"),
-        (LEFT + pw, end, "end"),
-    ] {
-        w!(
-            out,
-            "<line stroke=\"#888\" x1=\"{x:.1}\" y1=\"{base}\" x2=\"{x:.1}\" y2=\"{:.1}\"/>\
-             <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text>\n",
-            base + 4.0,
-            base + 16.0,
-            Utc(t, None)
-        );
-    }
-    w!(
-        out,
-        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">time (UTC), {} per bar</text>\n\
-         <text transform=\"translate(14 {:.1}) rotate(-90)\" text-anchor=\"middle\">requests</text>\n\
-         </svg>\n",
-        LEFT + pw / 2.0,
-        H - 8.0,
-        Span(step),
-        TOP + ph / 2.0
-    );
+    axes(out, s.start, end, step, pw, ph);
 }
 
 /// Horizontal bars of the keys refused most.
