@@ -287,60 +287,7 @@ impl RedisStore {
         clock: Arc<dyn Clock>,
         metrics: StoreMetrics,
     ) -> Result<Self, StoreError> {
-        let urls = match &cfg.target {
-            Target::Single(url) => std::slice::from_ref(url),
-            Target::Cluster(nodes) => nodes.as_slice(),
-        };
-        let tls = urls.iter().any(|u| u.starts_with("rediss://"));
-        if urls.iter().any(|u| u.starts_with("rediss://") != tls) {
-            return Err(config_error("the nodes mix redis:// and rediss://"));
-        }
-        if cfg.tls.is_some() && !tls {
-            return Err(config_error(
-                "TLS certificates are given for a redis:// URL (rediss:// is TLS)",
-            ));
-        }
-        let certs = if tls {
-            let t = cfg.tls.clone().unwrap_or_default();
-            crate::tls::check(&t)?;
-            Some(redis::TlsCertificates {
-                client_tls: t
-                    .client_cert
-                    .map(|(client_cert, client_key)| redis::ClientTlsConfig {
-                        client_cert,
-                        client_key,
-                    }),
-                root_cert: t.ca,
-            })
-        } else {
-            None
-        };
-        let client = match &cfg.target {
-            Target::Single(url) => {
-                let mut info = redis::IntoConnectionInfo::into_connection_info(url.as_str())?;
-                if let Some(pw) = &cfg.password {
-                    let settings = info.redis_settings().clone().set_password(pw);
-                    info = info.set_redis_settings(settings);
-                }
-                Client::Single(Box::new(match certs {
-                    Some(c) => redis::Client::build_with_tls(info, c)?,
-                    None => redis::Client::open(info)?,
-                }))
-            }
-            Target::Cluster(nodes) => {
-                let mut b = ClusterClientBuilder::new(nodes.clone())
-                    .connection_timeout(CONNECT_TIMEOUT)
-                    .response_timeout(RESPONSE_TIMEOUT)
-                    .retries(1);
-                if let Some(c) = certs {
-                    b = b.certs(c);
-                }
-                if let Some(pw) = &cfg.password {
-                    b = b.password(pw);
-                }
-                Client::Cluster(Box::new(b.build()?))
-            }
-        };
+        let client = client(cfg)?;
         let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         // The node a single Redis is shown as in tollgate_redis_up{node}.
         let whole = match &client {
@@ -944,4 +891,64 @@ impl GlobalStore for RedisStore {
             })
         })
     }
+}
+
+/// The Redis client for `cfg`: one node or a Cluster, TLS for `rediss://` URLs (all or
+/// none of them), with the password and the client certificate when given.
+fn client(cfg: &RedisConfig) -> Result<Client, StoreError> {
+    let urls = match &cfg.target {
+        Target::Single(url) => std::slice::from_ref(url),
+        Target::Cluster(nodes) => nodes.as_slice(),
+    };
+    let tls = urls.iter().any(|u| u.starts_with("rediss://"));
+    if urls.iter().any(|u| u.starts_with("rediss://") != tls) {
+        return Err(config_error("the nodes mix redis:// and rediss://"));
+    }
+    if cfg.tls.is_some() && !tls {
+        return Err(config_error(
+            "TLS certificates are given for a redis:// URL (rediss:// is TLS)",
+        ));
+    }
+    let certs = if tls {
+        let t = cfg.tls.clone().unwrap_or_default();
+        crate::tls::check(&t)?;
+        Some(redis::TlsCertificates {
+            client_tls: t
+                .client_cert
+                .map(|(client_cert, client_key)| redis::ClientTlsConfig {
+                    client_cert,
+                    client_key,
+                }),
+            root_cert: t.ca,
+        })
+    } else {
+        None
+    };
+    let client = match &cfg.target {
+        Target::Single(url) => {
+            let mut info = redis::IntoConnectionInfo::into_connection_info(url.as_str())?;
+            if let Some(pw) = &cfg.password {
+                let settings = info.redis_settings().clone().set_password(pw);
+                info = info.set_redis_settings(settings);
+            }
+            Client::Single(Box::new(match certs {
+                Some(c) => redis::Client::build_with_tls(info, c)?,
+                None => redis::Client::open(info)?,
+            }))
+        }
+        Target::Cluster(nodes) => {
+            let mut b = ClusterClientBuilder::new(nodes.clone())
+                .connection_timeout(CONNECT_TIMEOUT)
+                .response_timeout(RESPONSE_TIMEOUT)
+                .retries(1);
+            if let Some(c) = certs {
+                b = b.certs(c);
+            }
+            if let Some(pw) = &cfg.password {
+                b = b.password(pw);
+            }
+            Client::Cluster(Box::new(b.build()?))
+        }
+    };
+    Ok(client)
 }
