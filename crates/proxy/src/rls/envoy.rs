@@ -72,60 +72,12 @@ impl Rls {
         let unix = self.shared.clock.unix_now() / 1_000_000_000;
 
         // The limits to check (the service's constructLimitsToCheck).
-        let mut slots: Vec<Slot> = req.descriptors.iter().map(|d| slot(rt, req, d)).collect();
-        let replaced: std::collections::HashSet<&str> = req
-            .descriptors
-            .iter()
-            .filter_map(|d| found_limit(rt, &req.domain, d))
-            .flat_map(|l| l.replaces.iter().map(String::as_str))
-            .collect();
-        for s in &mut slots {
-            if let Slot::Check(c) = s {
-                if !c.name.is_empty() && replaced.contains(c.name) {
-                    *s = Slot::None;
-                }
-            }
-        }
+        let slots = slots(rt, req);
 
         // What each spends: its hits, but with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, when a
         // count is known past its limit (from memory) nothing is counted, and when one would
         // pass its limit only those that would are (the service's getHitsAddend).
-        let mut costs: Vec<u64> = req.descriptors.iter().map(|d| cost(req, d)).collect();
-        if rls.is_some_and(|r| r.stop_increment_when_over) {
-            let known_over = slots.iter().any(|s| match s {
-                Slot::Check(c) => self.remembered_over(rt, c),
-                _ => false,
-            });
-            if known_over {
-                costs.iter_mut().for_each(|c| *c = 0);
-            } else {
-                let peeks = slots.iter().map(|s| async move {
-                    match s {
-                        Slot::Check(c) => self.count(rt, c, 0).await.ok().map(|n| n.count),
-                        _ => None,
-                    }
-                });
-                let before = futures_util::future::join_all(peeks).await;
-                let near: Vec<bool> = slots
-                    .iter()
-                    .zip(&before)
-                    .zip(&costs)
-                    .map(|((s, n), cost)| match (s, n) {
-                        (Slot::Check(c), Some(n)) => {
-                            n.saturating_add(*cost) > u64::from(c.requests_per_unit)
-                        }
-                        _ => false,
-                    })
-                    .collect();
-                if near.contains(&true) {
-                    for (c, near) in costs.iter_mut().zip(near) {
-                        if !near {
-                            *c = 0;
-                        }
-                    }
-                }
-            }
-        }
+        let costs = self.costs(rt, req, &slots).await;
 
         // Counted, all descriptors at once (the service pipelines its Redis calls).
         let counting = slots.iter().zip(&costs).map(|(s, &cost)| async move {
@@ -155,67 +107,8 @@ impl Rls {
                     });
                     continue;
                 }
-                (Slot::Check(c), Some(Ok(n))) => {
-                    let hits = costs[i];
-                    let key = c.stat_key.as_str();
-                    let m = &self.shared.metrics;
-                    m.rls_hit(key, "total_hits", hits);
-                    // Past the limit: the hits past it (all of them when the count was past
-                    // it already), as the service counts its over_limit and shadow_mode stats.
-                    let past = n.count.saturating_sub(u64::from(c.requests_per_unit)).min(hits);
-                    if n.over {
-                        m.rls_hit(key, "over_limit", past);
-                        if c.shadow {
-                            m.rls_hit(key, "shadow_mode", past);
-                            rt.limits[c.limit].shadow_counter.inc();
-                        }
-                    } else {
-                        m.rls_hit(key, "within_limit", hits);
-                    }
-                    DescriptorStatus {
-                        code: if n.over && !c.shadow {
-                            Code::OverLimit as i32
-                        } else {
-                            Code::Ok as i32
-                        },
-                        current_limit: Some(RateLimit {
-                            name: c.name.to_string(),
-                            requests_per_unit: c.requests_per_unit,
-                            unit: c.unit.number(),
-                        }),
-                        limit_remaining: if n.over { 0 } else { n.remaining },
-                        duration_until_reset: Some(prost_types::Duration {
-                            seconds: reset(c.unit, unix) as i64,
-                            nanos: 0,
-                        }),
-                    }
-                }
-                (Slot::Check(c), Some(Err(on_error))) => match on_error {
-                    OnError::Fail => {
-                        return Err(Status::unavailable(format!(
-                            "the limit of {} cannot be decided (Redis does not answer): the caller's failure mode decides",
-                            c.stat_key
-                        )))
-                    }
-                    // closed: over the limit; open (and local, decided already): OK.
-                    OnError::Closed => DescriptorStatus {
-                        code: Code::OverLimit as i32,
-                        current_limit: Some(RateLimit {
-                            name: c.name.to_string(),
-                            requests_per_unit: c.requests_per_unit,
-                            unit: c.unit.number(),
-                        }),
-                        limit_remaining: 0,
-                        duration_until_reset: Some(prost_types::Duration {
-                            seconds: reset(c.unit, unix) as i64,
-                            nanos: 0,
-                        }),
-                    },
-                    OnError::Open | OnError::Local => DescriptorStatus {
-                        code: Code::Ok as i32,
-                        ..Default::default()
-                    },
-                },
+                (Slot::Check(c), Some(Ok(n))) => self.status(rt, c, costs[i], &n, unix),
+                (Slot::Check(c), Some(Err(on_error))) => unanswered(c, on_error, unix)?,
                 _ => DescriptorStatus {
                     code: Code::Ok as i32,
                     ..Default::default()
@@ -260,6 +153,101 @@ impl Rls {
             out.dynamic_metadata = Some(metadata(req, &slots, &passed));
         }
         Ok(out)
+    }
+
+    /// What each descriptor spends: its hits, but with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT,
+    /// when a count is known past its limit (from memory) nothing is counted, and when one
+    /// would pass its limit only those that would are (the service's getHitsAddend).
+    async fn costs(&self, rt: &Runtime, req: &RateLimitRequest, slots: &[Slot<'_>]) -> Vec<u64> {
+        let mut costs: Vec<u64> = req.descriptors.iter().map(|d| cost(req, d)).collect();
+        if rt
+            .config
+            .rls
+            .as_ref()
+            .is_some_and(|r| r.stop_increment_when_over)
+        {
+            let known_over = slots.iter().any(|s| match s {
+                Slot::Check(c) => self.remembered_over(rt, c),
+                _ => false,
+            });
+            if known_over {
+                costs.iter_mut().for_each(|c| *c = 0);
+            } else {
+                let peeks = slots.iter().map(|s| async move {
+                    match s {
+                        Slot::Check(c) => self.count(rt, c, 0).await.ok().map(|n| n.count),
+                        _ => None,
+                    }
+                });
+                let before = futures_util::future::join_all(peeks).await;
+                let near: Vec<bool> = slots
+                    .iter()
+                    .zip(&before)
+                    .zip(&costs)
+                    .map(|((s, n), cost)| match (s, n) {
+                        (Slot::Check(c), Some(n)) => {
+                            n.saturating_add(*cost) > u64::from(c.requests_per_unit)
+                        }
+                        _ => false,
+                    })
+                    .collect();
+                if near.contains(&true) {
+                    for (c, near) in costs.iter_mut().zip(near) {
+                        if !near {
+                            *c = 0;
+                        }
+                    }
+                }
+            }
+        }
+        costs
+    }
+
+    /// A counted descriptor's status, and its stats (the service's over_limit, shadow_mode
+    /// and within_limit).
+    fn status(
+        &self,
+        rt: &Runtime,
+        c: &Check<'_>,
+        hits: u64,
+        n: &Counted,
+        unix: u64,
+    ) -> DescriptorStatus {
+        let key = c.stat_key.as_str();
+        let m = &self.shared.metrics;
+        m.rls_hit(key, "total_hits", hits);
+        // Past the limit: the hits past it (all of them when the count was past
+        // it already), as the service counts its over_limit and shadow_mode stats.
+        let past = n
+            .count
+            .saturating_sub(u64::from(c.requests_per_unit))
+            .min(hits);
+        if n.over {
+            m.rls_hit(key, "over_limit", past);
+            if c.shadow {
+                m.rls_hit(key, "shadow_mode", past);
+                rt.limits[c.limit].shadow_counter.inc();
+            }
+        } else {
+            m.rls_hit(key, "within_limit", hits);
+        }
+        DescriptorStatus {
+            code: if n.over && !c.shadow {
+                Code::OverLimit as i32
+            } else {
+                Code::Ok as i32
+            },
+            current_limit: Some(RateLimit {
+                name: c.name.to_string(),
+                requests_per_unit: c.requests_per_unit,
+                unit: c.unit.number(),
+            }),
+            limit_remaining: if n.over { 0 } else { n.remaining },
+            duration_until_reset: Some(prost_types::Duration {
+                seconds: reset(c.unit, unix) as i64,
+                nanos: 0,
+            }),
+        }
     }
 
     /// Counts `cost` units of `c`: whether the count passes its limit, and what remains; the
@@ -359,6 +347,55 @@ impl Rls {
     fn remembered_over(&self, rt: &Runtime, c: &Check<'_>) -> bool {
         self.memory_key(rt, c)
             .is_some_and(|k| rt.rls_tree.over.peek(k, self.shared.clock.now()).is_some())
+    }
+}
+
+/// The limits to check, each descriptor's (the service's constructLimitsToCheck): those a
+/// matched limit `replaces` are not checked.
+fn slots<'r>(rt: &'r Runtime, req: &RateLimitRequest) -> Vec<Slot<'r>> {
+    let mut slots: Vec<Slot> = req.descriptors.iter().map(|d| slot(rt, req, d)).collect();
+    let replaced: std::collections::HashSet<&str> = req
+        .descriptors
+        .iter()
+        .filter_map(|d| found_limit(rt, &req.domain, d))
+        .flat_map(|l| l.replaces.iter().map(String::as_str))
+        .collect();
+    for s in &mut slots {
+        if let Slot::Check(c) = s {
+            if !c.name.is_empty() && replaced.contains(c.name) {
+                *s = Slot::None;
+            }
+        }
+    }
+    slots
+}
+
+/// The status of a descriptor whose count Redis did not answer, by `on_error`: `fail` fails
+/// the call (the caller's failure mode decides), `closed` is over the limit, `open` (and
+/// `local`, decided already) is OK.
+fn unanswered(c: &Check<'_>, on_error: OnError, unix: u64) -> Result<DescriptorStatus, Status> {
+    match on_error {
+        OnError::Fail => Err(Status::unavailable(format!(
+            "the limit of {} cannot be decided (Redis does not answer): the caller's failure mode decides",
+            c.stat_key
+        ))),
+        OnError::Closed => Ok(DescriptorStatus {
+            code: Code::OverLimit as i32,
+            current_limit: Some(RateLimit {
+                name: c.name.to_string(),
+                requests_per_unit: c.requests_per_unit,
+                unit: c.unit.number(),
+            }),
+            limit_remaining: 0,
+            duration_until_reset: Some(prost_types::Duration {
+                seconds: reset(c.unit, unix) as i64,
+                nanos: 0,
+            }),
+        }),
+        OnError::Open | OnError::Local => Ok(DescriptorStatus {
+            code: Code::Ok as i32,
+            ..Default::default()
+        }),
     }
 }
 
