@@ -256,104 +256,12 @@ impl ProxyHttp for Gateway {
         }
         upstream.insert_static_header(&names::X_REQUEST_ID, ctx.request_id.clone());
         if let Some(t) = ctx.trace.as_mut() {
-            // The upstream continues this trace under the gateway's upstream span; a context
-            // the gateway did not take is not passed on.
-            upstream.insert_static_header(&names::TRACEPARENT, t.upstream_traceparent());
-            match &t.tracestate {
-                Some(ts) => upstream.insert_static_header(&names::TRACESTATE, ts.clone()),
-                None if t.client_tracestate => {
-                    upstream.remove_header(names::TRACESTATE.name());
-                }
-                None => {}
-            }
-            // Only a sampled request's upstream span is ever exported (a refusal never
-            // reaches the upstream).
-            if t.sampled {
-                t.upstream.get_or_insert_with(std::time::Instant::now);
-            }
+            trace_context(t, upstream);
         }
-        if let Some(target) = &ctx.upstream_target {
-            // The route rewrote the path (the query is in it already).
-            upstream.set_raw_path(target.target.as_bytes())?;
-            if let Some(authority) = &ctx.target_authority {
-                if !upstream.headers.contains_key(http::header::HOST) {
-                    upstream.insert_header(http::header::HOST, authority.as_str())?;
-                }
-            }
-        } else if let Some(path) = &ctx.canonical_path {
-            // The upstream reads what the gateway routed on, in origin form; the query goes
-            // as it came.
-            let raw = upstream.raw_path();
-            let query = raw
-                .iter()
-                .position(|&b| b == b'?')
-                .map(|q| raw[q..].to_vec());
-            let mut target = path.clone().into_bytes();
-            target.extend_from_slice(query.as_deref().unwrap_or_default());
-            upstream.set_raw_path(&target)?;
-            if let Some(authority) = &ctx.target_authority {
-                if !upstream.headers.contains_key(http::header::HOST) {
-                    upstream.insert_header(http::header::HOST, authority.as_str())?;
-                }
-            }
-        }
-        // X-Forwarded-For: every prior value in order, then the peer, in one buffer.
-        let mut xff = Vec::with_capacity(64);
-        for v in upstream.headers.get_all(names::X_FORWARDED_FOR.name()) {
-            xff.extend_from_slice(v.as_bytes());
-            xff.extend_from_slice(b", ");
-        }
-        push_ip(&mut xff, ctx.peer);
-        upstream.insert_static_header(
-            &names::X_FORWARDED_FOR,
-            HeaderValue::from_maybe_shared(Bytes::from(xff))
-                .map_err(|_| Error::explain(ErrorType::InvalidHTTPHeader, "X-Forwarded-For"))?,
-        );
-        let from_trusted = ctx
-            .rt
-            .as_ref()
-            .is_some_and(|rt| trusted(ctx.peer, &rt.trusted_proxies));
-        if !(from_trusted
-            && upstream
-                .headers
-                .contains_key(names::X_FORWARDED_PROTO.name()))
-        {
-            let proto = if session
-                .digest()
-                .and_then(|d| d.ssl_digest.as_ref())
-                .is_some()
-            {
-                "https"
-            } else {
-                "http"
-            };
-            upstream
-                .insert_static_header(&names::X_FORWARDED_PROTO, HeaderValue::from_static(proto));
-        }
-        // What the route's auth owns: the client's copies never reach the upstream, then the
-        // auth's own values (claims, the auth service's headers).
+        target_line(ctx, upstream)?;
+        forwarded(session, ctx, upstream)?;
         if let Some(a) = &ctx.auth {
-            for name in &a.rt.owned {
-                upstream.remove_header(name);
-            }
-            // Other spellings of them too: CGI, WSGI, Rack and PHP read `X_User_Id` as
-            // `X-User-Id` (HTTP_X_USER_ID).
-            if !a.rt.owned.is_empty() {
-                crate::filters::headers::remove_spellings(upstream, |k| {
-                    a.rt.owned
-                        .iter()
-                        .any(|o| crate::filters::headers::underscore_spelling(k, o.as_str()))
-                });
-            }
-            for (name, value) in &a.passed.headers {
-                upstream.append_header(name.clone(), value.clone())?;
-            }
-            // A key read from the query leaves the target line (and so every upstream log).
-            if let Some(q) = &a.rt.strip_query {
-                if let Some(target) = crate::auth::api_key::strip_param(upstream.raw_path(), q) {
-                    upstream.set_raw_path(&target)?;
-                }
-            }
+            auth_headers(a, upstream)?;
         }
         // A client cannot forge the shadow marker: removed unless the gateway sets it.
         if ctx.shadow_exceeded {
@@ -827,6 +735,121 @@ fn pin(
                 http::header::SET_COOKIE,
                 a.set_cookie(p.target.id, ctx.secure),
             )?;
+        }
+    }
+    Ok(())
+}
+
+/// The trace context the upstream continues: under the gateway's upstream span; a context
+/// the gateway did not take is not passed on.
+fn trace_context(t: &mut crate::observe::traces::TraceCtx, upstream: &mut RequestHeader) {
+    upstream.insert_static_header(&names::TRACEPARENT, t.upstream_traceparent());
+    match &t.tracestate {
+        Some(ts) => upstream.insert_static_header(&names::TRACESTATE, ts.clone()),
+        None if t.client_tracestate => {
+            upstream.remove_header(names::TRACESTATE.name());
+        }
+        None => {}
+    }
+    // Only a sampled request's upstream span is ever exported (a refusal never
+    // reaches the upstream).
+    if t.sampled {
+        t.upstream.get_or_insert_with(std::time::Instant::now);
+    }
+}
+
+/// The target line the upstream reads: the route's rewrite (its query in it already), else
+/// the canonical path the gateway routed on with the query as it came; and the Host the
+/// target names when the client sent none.
+fn target_line(ctx: &Ctx, upstream: &mut RequestHeader) -> Result<()> {
+    if let Some(target) = &ctx.upstream_target {
+        // The route rewrote the path (the query is in it already).
+        upstream.set_raw_path(target.target.as_bytes())?;
+        if let Some(authority) = &ctx.target_authority {
+            if !upstream.headers.contains_key(http::header::HOST) {
+                upstream.insert_header(http::header::HOST, authority.as_str())?;
+            }
+        }
+    } else if let Some(path) = &ctx.canonical_path {
+        // The upstream reads what the gateway routed on, in origin form; the query goes
+        // as it came.
+        let raw = upstream.raw_path();
+        let query = raw
+            .iter()
+            .position(|&b| b == b'?')
+            .map(|q| raw[q..].to_vec());
+        let mut target = path.clone().into_bytes();
+        target.extend_from_slice(query.as_deref().unwrap_or_default());
+        upstream.set_raw_path(&target)?;
+        if let Some(authority) = &ctx.target_authority {
+            if !upstream.headers.contains_key(http::header::HOST) {
+                upstream.insert_header(http::header::HOST, authority.as_str())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// X-Forwarded-For (every prior value in order, then the peer, in one buffer) and
+/// X-Forwarded-Proto (kept only from a trusted proxy).
+fn forwarded(session: &Session, ctx: &Ctx, upstream: &mut RequestHeader) -> Result<()> {
+    let mut xff = Vec::with_capacity(64);
+    for v in upstream.headers.get_all(names::X_FORWARDED_FOR.name()) {
+        xff.extend_from_slice(v.as_bytes());
+        xff.extend_from_slice(b", ");
+    }
+    push_ip(&mut xff, ctx.peer);
+    upstream.insert_static_header(
+        &names::X_FORWARDED_FOR,
+        HeaderValue::from_maybe_shared(Bytes::from(xff))
+            .map_err(|_| Error::explain(ErrorType::InvalidHTTPHeader, "X-Forwarded-For"))?,
+    );
+    let from_trusted = ctx
+        .rt
+        .as_ref()
+        .is_some_and(|rt| trusted(ctx.peer, &rt.trusted_proxies));
+    if !(from_trusted
+        && upstream
+            .headers
+            .contains_key(names::X_FORWARDED_PROTO.name()))
+    {
+        let proto = if session
+            .digest()
+            .and_then(|d| d.ssl_digest.as_ref())
+            .is_some()
+        {
+            "https"
+        } else {
+            "http"
+        };
+        upstream.insert_static_header(&names::X_FORWARDED_PROTO, HeaderValue::from_static(proto));
+    }
+    Ok(())
+}
+
+/// What the route's auth owns: the client's copies (in every spelling) never reach the
+/// upstream, then the auth's own values (claims, the auth service's headers); a key read
+/// from the query leaves the target line.
+fn auth_headers(a: &crate::ctx::AuthCtx, upstream: &mut RequestHeader) -> Result<()> {
+    for name in &a.rt.owned {
+        upstream.remove_header(name);
+    }
+    // Other spellings of them too: CGI, WSGI, Rack and PHP read `X_User_Id` as
+    // `X-User-Id` (HTTP_X_USER_ID).
+    if !a.rt.owned.is_empty() {
+        crate::filters::headers::remove_spellings(upstream, |k| {
+            a.rt.owned
+                .iter()
+                .any(|o| crate::filters::headers::underscore_spelling(k, o.as_str()))
+        });
+    }
+    for (name, value) in &a.passed.headers {
+        upstream.append_header(name.clone(), value.clone())?;
+    }
+    // A key read from the query leaves the target line (and so every upstream log).
+    if let Some(q) = &a.rt.strip_query {
+        if let Some(target) = crate::auth::api_key::strip_param(upstream.raw_path(), q) {
+            upstream.set_raw_path(&target)?;
         }
     }
     Ok(())
