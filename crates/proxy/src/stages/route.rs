@@ -88,21 +88,7 @@ pub async fn run(
         match rw.apply(path, req.uri.query(), rt.path_rules) {
             Ok(target) => ctx.upstream_target = target,
             Err(why) => {
-                let (problem, detail) = match why {
-                    RewriteRefusal::Path(r) => (Problem::BadRequest, Cow::Borrowed(r.detail())),
-                    RewriteRefusal::DotSegment => (
-                        Problem::BadRequest,
-                        Cow::Borrowed(
-                            "This route's rewrite would send the upstream a path with a dot segment.",
-                        ),
-                    ),
-                    RewriteRefusal::Duplicate(name) => (
-                        Problem::AmbiguousRequest,
-                        Cow::Owned(format!(
-                            "\"?{name}\": this route's rewrite sets this query parameter; do not give it too."
-                        )),
-                    ),
-                };
+                let (problem, detail) = rewrite_refusal(why);
                 gw.answer_problem(session, ctx, problem, &detail).await?;
                 return Ok(None);
             }
@@ -123,6 +109,25 @@ pub async fn run(
         return Ok(None);
     }
     Ok(Some(route))
+}
+
+/// Why a route's rewrite was refused, as the client is told.
+fn rewrite_refusal(why: RewriteRefusal) -> (Problem, Cow<'static, str>) {
+    match why {
+        RewriteRefusal::Path(r) => (Problem::BadRequest, Cow::Borrowed(r.detail())),
+        RewriteRefusal::DotSegment => (
+            Problem::BadRequest,
+            Cow::Borrowed(
+                "This route's rewrite would send the upstream a path with a dot segment.",
+            ),
+        ),
+        RewriteRefusal::Duplicate(name) => (
+            Problem::AmbiguousRequest,
+            Cow::Owned(format!(
+                "\"?{name}\": this route's rewrite sets this query parameter; do not give it too."
+            )),
+        ),
+    }
 }
 
 /// 308 from a route's other spelling (with or without `www.`) to its one host: the scheme,
