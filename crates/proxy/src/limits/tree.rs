@@ -199,20 +199,7 @@ impl TreeRt {
             match next {
                 Some(n) => {
                     let node = &self.nodes[n];
-                    let value: String = if let Some(wn) = wild {
-                        match share.get(&i) {
-                            Some(p) => p.clone(),
-                            None if node.value_to_metric => (*v).to_string(),
-                            None => {
-                                let fk = &self.nodes[wn].final_key;
-                                fk.strip_prefix(&format!("{k}_")).unwrap_or(fk).to_string()
-                            }
-                        }
-                    } else if by_value || node.value_to_metric {
-                        (*v).to_string()
-                    } else {
-                        String::new()
-                    };
+                    let value = self.metric_value(node, wild, share.get(&i), by_value, k, v);
                     to_metric.push_str(k);
                     if !value.is_empty() {
                         to_metric.push('_');
@@ -242,22 +229,7 @@ impl TreeRt {
         });
         let stat_key = if limit.detailed_metric {
             match &share_vec {
-                Some(pats) => {
-                    let mut s = String::from(domain);
-                    for (i, (k, v)) in entries.iter().enumerate() {
-                        s.push('.');
-                        s.push_str(k);
-                        let p = &pats[i];
-                        if !p.is_empty() {
-                            s.push('_');
-                            s.push_str(p);
-                        } else if !v.is_empty() {
-                            s.push('_');
-                            s.push_str(v);
-                        }
-                    }
-                    s
-                }
+                Some(pats) => shared_key(domain, entries, pats),
                 None => detailed,
             }
         } else {
@@ -268,6 +240,33 @@ impl TreeRt {
             share: share_vec,
             stat_key,
         })
+    }
+
+    /// The value a matched entry shows in its metric key: a shared wildcard's pattern, the
+    /// value (matched by value, or `value_to_metric`), a wildcard's own text, or nothing.
+    fn metric_value(
+        &self,
+        node: &NodeRt,
+        wild: Option<usize>,
+        shared: Option<&String>,
+        by_value: bool,
+        k: &str,
+        v: &str,
+    ) -> String {
+        if let Some(wn) = wild {
+            match shared {
+                Some(p) => p.clone(),
+                None if node.value_to_metric => v.to_string(),
+                None => {
+                    let fk = &self.nodes[wn].final_key;
+                    fk.strip_prefix(&format!("{k}_")).unwrap_or(fk).to_string()
+                }
+            }
+        } else if by_value || node.value_to_metric {
+            v.to_string()
+        } else {
+            String::new()
+        }
     }
 }
 
@@ -292,6 +291,24 @@ pub fn wildcard_match(parts: &[String], value: &str) -> bool {
         }
     }
     true
+}
+
+/// A detailed metric key with shared wildcards: each entry's pattern in place of its value.
+fn shared_key(domain: &str, entries: &[(&str, &str)], pats: &[String]) -> String {
+    let mut s = String::from(domain);
+    for (i, (k, v)) in entries.iter().enumerate() {
+        s.push('.');
+        s.push_str(k);
+        let p = &pats[i];
+        if !p.is_empty() {
+            s.push('_');
+            s.push_str(p);
+        } else if !v.is_empty() {
+            s.push('_');
+            s.push_str(v);
+        }
+    }
+    s
 }
 
 #[cfg(test)]

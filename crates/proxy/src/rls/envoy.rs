@@ -108,7 +108,15 @@ impl Rls {
                     continue;
                 }
                 (Slot::Check(c), Some(Ok(n))) => self.status(rt, c, costs[i], &n, unix),
-                (Slot::Check(c), Some(Err(on_error))) => unanswered(c, on_error, unix)?,
+                (Slot::Check(c), Some(Err(on_error))) => match unanswered(c, on_error, unix) {
+                    Some(status) => status,
+                    None => {
+                        return Err(Status::unavailable(format!(
+                            "the limit of {} cannot be decided (Redis does not answer): the caller's failure mode decides",
+                            c.stat_key
+                        )))
+                    }
+                },
                 _ => DescriptorStatus {
                     code: Code::Ok as i32,
                     ..Default::default()
@@ -138,13 +146,8 @@ impl Rls {
         if failed_rate > 0 || (total_quota > 0 && total_quota == failed_quota) {
             out.overall_code = Code::OverLimit as i32;
         }
-        let headers = rls.map_or(RlsHeaders::Ietf, |r| r.response_headers);
         if let Some(i) = shown {
-            out.response_headers_to_add = match headers {
-                RlsHeaders::None => Vec::new(),
-                RlsHeaders::Envoy => envoy_headers(rt, &out.statuses[i], unix),
-                RlsHeaders::Ietf => ietf_headers(&slots[i], &out.statuses[i]),
-            };
+            out.response_headers_to_add = fields(rt, &slots[i], &out.statuses[i], unix);
         }
         if global_shadow && out.overall_code == Code::OverLimit as i32 {
             out.overall_code = Code::Ok as i32;
@@ -370,16 +373,23 @@ fn slots<'r>(rt: &'r Runtime, req: &RateLimitRequest) -> Vec<Slot<'r>> {
     slots
 }
 
+/// The rate limit fields of the answer, from the descriptor shown (`[rls] response_headers`).
+fn fields(rt: &Runtime, slot: &Slot<'_>, status: &DescriptorStatus, unix: u64) -> Vec<PbHeader> {
+    let rls = rt.config.rls.as_ref();
+    match rls.map_or(RlsHeaders::Ietf, |r| r.response_headers) {
+        RlsHeaders::None => Vec::new(),
+        RlsHeaders::Envoy => envoy_headers(rt, status, unix),
+        RlsHeaders::Ietf => ietf_headers(slot, status),
+    }
+}
+
 /// The status of a descriptor whose count Redis did not answer, by `on_error`: `fail` fails
-/// the call (the caller's failure mode decides), `closed` is over the limit, `open` (and
-/// `local`, decided already) is OK.
-fn unanswered(c: &Check<'_>, on_error: OnError, unix: u64) -> Result<DescriptorStatus, Status> {
+/// the call (None: the caller's failure mode decides), `closed` is over the limit, `open`
+/// (and `local`, decided already) is OK.
+fn unanswered(c: &Check<'_>, on_error: OnError, unix: u64) -> Option<DescriptorStatus> {
     match on_error {
-        OnError::Fail => Err(Status::unavailable(format!(
-            "the limit of {} cannot be decided (Redis does not answer): the caller's failure mode decides",
-            c.stat_key
-        ))),
-        OnError::Closed => Ok(DescriptorStatus {
+        OnError::Fail => None,
+        OnError::Closed => Some(DescriptorStatus {
             code: Code::OverLimit as i32,
             current_limit: Some(RateLimit {
                 name: c.name.to_string(),
@@ -392,7 +402,7 @@ fn unanswered(c: &Check<'_>, on_error: OnError, unix: u64) -> Result<DescriptorS
                 nanos: 0,
             }),
         }),
-        OnError::Open | OnError::Local => Ok(DescriptorStatus {
+        OnError::Open | OnError::Local => Some(DescriptorStatus {
             code: Code::Ok as i32,
             ..Default::default()
         }),
