@@ -59,6 +59,49 @@ pub struct RouteAuth {
     pub latency: prometheus::Histogram,
 }
 
+/// Each upstream's pool, built anew (a reload reads the TLS files again), with the health
+/// of the previous pool when the upstream did not change.
+fn upstreams(
+    config: &Config,
+    previous: Option<&Runtime>,
+    preserve_case: bool,
+) -> Result<Vec<UpstreamRt>, BuildError> {
+    let mut upstreams = Vec::with_capacity(config.upstreams.len());
+    for cfg in &config.upstreams {
+        let pool = Pool::new(cfg, &upstream_tls(cfg)?, preserve_case);
+        if let Some(old) =
+            previous.and_then(|p| p.upstreams.iter().find(|u| u.cfg.name == cfg.name))
+        {
+            pool.inherit(&old.pool);
+        }
+        upstreams.push(UpstreamRt {
+            cfg: cfg.clone(),
+            pool: Arc::new(pool),
+        });
+    }
+    Ok(upstreams)
+}
+
+/// `[tracing]`, compiled: the previous runtime's while it is unchanged (its client and
+/// queue stay).
+fn tracing(
+    config: &Config,
+    previous: Option<&Runtime>,
+) -> Result<Option<Arc<crate::observe::traces::TraceRt>>, BuildError> {
+    Ok(match &config.tracing {
+        None => None,
+        Some(t) => match previous
+            .and_then(|p| p.tracing.as_ref())
+            .filter(|p| p.cfg == *t)
+        {
+            Some(kept) => Some(kept.clone()),
+            None => Some(Arc::new(
+                crate::observe::traces::TraceRt::build(t).map_err(BuildError::Tracing)?,
+            )),
+        },
+    })
+}
+
 /// `[jwt] jwks_url`'s set: the previous runtime's when the URL, CA and refetch floor stay (its
 /// keys and schedule go on), else a new one (fetched by housekeeping).
 fn jwks(
@@ -323,21 +366,7 @@ impl Runtime {
 
         let preserve_case =
             previous.map_or(config.server.preserve_header_case, |p| p.preserve_case);
-        let mut upstreams = Vec::with_capacity(config.upstreams.len());
-        for cfg in &config.upstreams {
-            // Built anew (a reload reads the TLS files again), with the health of the
-            // previous pool when the upstream did not change.
-            let pool = Pool::new(cfg, &upstream_tls(cfg)?, preserve_case);
-            if let Some(old) =
-                previous.and_then(|p| p.upstreams.iter().find(|u| u.cfg.name == cfg.name))
-            {
-                pool.inherit(&old.pool);
-            }
-            upstreams.push(UpstreamRt {
-                cfg: cfg.clone(),
-                pool: Arc::new(pool),
-            });
-        }
+        let upstreams = upstreams(&config, previous, preserve_case)?;
 
         let server_access =
             crate::filters::access::AccessRt::build(&config.access, None).map(Arc::new);
@@ -365,18 +394,7 @@ impl Runtime {
             .filter(|(_, l)| l.cfg.name.starts_with("rls:"))
             .map(|(i, _)| i)
             .collect();
-        let tracing = match &config.tracing {
-            None => None,
-            Some(t) => match previous
-                .and_then(|p| p.tracing.as_ref())
-                .filter(|p| p.cfg == *t)
-            {
-                Some(kept) => Some(kept.clone()),
-                None => Some(Arc::new(
-                    crate::observe::traces::TraceRt::build(t).map_err(BuildError::Tracing)?,
-                )),
-            },
-        };
+        let tracing = tracing(&config, previous)?;
 
         Ok(Self {
             rls,
@@ -492,23 +510,9 @@ impl RouteRt {
         let policy_headers = policy_headers(cfg, limits, plan_count);
         let needs_plan = cfg.limits.iter().any(|&i| limits[i].cfg.plan.is_some());
         let rejected = rejected_per_limit(metrics, cfg, limits);
-        let is_jwt =
-            |k: &tollgate_config::KeySource| matches!(k, tollgate_config::KeySource::Jwt(_));
-        let plans_by_jwt = config
-            .plans
-            .as_ref()
-            .is_some_and(|p| p.from.iter().chain(p.tenant.iter()).any(is_jwt));
-        let needs_jwt = cfg.limits.iter().any(|&i| {
-            limits[i].cfg.key.iter().any(is_jwt) || (plans_by_jwt && limits[i].cfg.plan.is_some())
-        });
+        let needs_jwt = needs_jwt(cfg, limits, config);
         let needs_calendar = cfg.limits.iter().any(|&i| limits[i].epoch);
-        let needs_body = cfg.limits.iter().any(|&i| {
-            limits[i]
-                .cfg
-                .key
-                .iter()
-                .any(|k| matches!(k, tollgate_config::KeySource::Body(_)))
-        });
+        let needs_body = needs_body(cfg, limits);
         let access = match &cfg.access {
             None => server_access.clone(),
             Some(own) => {
@@ -541,13 +545,7 @@ impl RouteRt {
             body_refused: metrics
                 .rejected
                 .with_label_values(&["body_too_large", &cfg.name, ""]),
-            regex: match &cfg.path {
-                tollgate_config::PathMatch::Regex(p) => Some(
-                    tollgate_config::path_regex(p, cfg.case_insensitive)
-                        .map_err(|e| BuildError::Route(cfg.name.clone(), e.to_string()))?,
-                ),
-                _ => None,
-            },
+            regex: route_regex(cfg)?,
             rewrite: tollgate_route::routing::RewriteRt::new(cfg.rewrite.as_ref())
                 .map_err(|e| BuildError::Route(cfg.name.clone(), e))?,
             canary: cfg
@@ -587,6 +585,42 @@ impl RouteRt {
             requests: (0..600).map(|_| OnceLock::new()).collect(),
             cfg: cfg.clone(),
         })
+    }
+}
+
+/// Whether a route's limits read a bearer token: a `jwt:CLAIM` key, or a plan taken from
+/// one.
+fn needs_jwt(cfg: &RouteConfig, limits: &[LimitRt], config: &Config) -> bool {
+    let is_jwt = |k: &tollgate_config::KeySource| matches!(k, tollgate_config::KeySource::Jwt(_));
+    let plans_by_jwt = config
+        .plans
+        .as_ref()
+        .is_some_and(|p| p.from.iter().chain(p.tenant.iter()).any(is_jwt));
+    cfg.limits.iter().any(|&i| {
+        limits[i].cfg.key.iter().any(is_jwt) || (plans_by_jwt && limits[i].cfg.plan.is_some())
+    })
+}
+
+/// Whether a route's limits key on a body field.
+fn needs_body(cfg: &RouteConfig, limits: &[LimitRt]) -> bool {
+    cfg.limits.iter().any(|&i| {
+        limits[i]
+            .cfg
+            .key
+            .iter()
+            .any(|k| matches!(k, tollgate_config::KeySource::Body(_)))
+    })
+}
+
+/// A regex route's pattern, compiled.
+fn route_regex(cfg: &RouteConfig) -> Result<Option<regex::Regex>, BuildError> {
+    match &cfg.path {
+        tollgate_config::PathMatch::Regex(p) => {
+            tollgate_config::path_regex(p, cfg.case_insensitive)
+                .map(Some)
+                .map_err(|e| BuildError::Route(cfg.name.clone(), e.to_string()))
+        }
+        _ => Ok(None),
     }
 }
 
