@@ -301,19 +301,9 @@ pub struct Finished<'a> {
     pub end: Instant,
 }
 
-/// The request's spans: the server span, and a child for each part it crossed.
-pub fn spans(t: &TraceCtx, f: &Finished) -> Vec<Span> {
-    // Unix time is read once, here (never on a request that is not traced), and the
-    // request's instants placed from it.
-    let unix_end = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    let at =
-        |i: Instant| unix_end.saturating_sub(f.end.saturating_duration_since(i).as_nanos() as u64);
-    let start_unix = at(t.start);
-    let trace_id = t.trace_id.to_be_bytes().to_vec();
-    let flags = 0x100 | (t.parent.is_some() as u32) << 9 | 1;
+/// The server span's attributes (OpenTelemetry's HTTP semantic conventions, and Tollgate's
+/// route, decision, limit and request id).
+fn server_attributes(f: &Finished) -> Vec<KeyValue> {
     let mut attrs = vec![
         kv("http.request.method", f.method),
         kv("url.path", f.path),
@@ -334,6 +324,23 @@ pub fn spans(t: &TraceCtx, f: &Finished) -> Vec<Span> {
     if let Some(e) = &f.error {
         attrs.push(kv("error.type", e));
     }
+    attrs
+}
+
+/// The request's spans: the server span, and a child for each part it crossed.
+pub fn spans(t: &TraceCtx, f: &Finished) -> Vec<Span> {
+    // Unix time is read once, here (never on a request that is not traced), and the
+    // request's instants placed from it.
+    let unix_end = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let at =
+        |i: Instant| unix_end.saturating_sub(f.end.saturating_duration_since(i).as_nanos() as u64);
+    let start_unix = at(t.start);
+    let trace_id = t.trace_id.to_be_bytes().to_vec();
+    let flags = 0x100 | (t.parent.is_some() as u32) << 9 | 1;
+    let attrs = server_attributes(f);
     let failed = f.status >= 500 || f.error.is_some();
     let server = Span {
         trace_id: trace_id.clone(),
