@@ -80,18 +80,7 @@ pub async fn explain(
 ) -> Result<Value, String> {
     let (req, secure) = request(&q.method, &q.url, &q.headers)?;
     let f = front(rt, &req, q.from, secure);
-    let mut out = json!({
-        "request": {
-            "method": q.method,
-            "target": String::from_utf8_lossy(req.raw_path()),
-            "from": q.from.to_string(),
-            "client": f.client.to_string(),
-            "tls": secure,
-        },
-        "canonical": {"host": f.host, "path": f.path, "respelled": f.respelled},
-        "routes": routes(rt, &f, req.method.as_str()),
-        "route": f.route.map(|r| rt.routes[r].name.to_string()),
-    });
+    let mut out = seen(rt, q, &req, &f, secure);
     if let Some(t) = &f.rewritten {
         out["upstream_target"] = json!(t.target);
     }
@@ -103,11 +92,7 @@ pub async fn explain(
         return Ok(out);
     };
     let r = &rt.routes[route];
-    out["access"] = json!(match f.access {
-        Access::Unlisted => "unlisted".to_string(),
-        Access::Allowed(why) => format!("allowed ({}): the limits do not apply", why.label()),
-        Access::Denied(_) => "denied".to_string(),
-    });
+    out["access"] = json!(access_text(&f.access));
     if r.stages.cors && crate::filters::cors::CorsRt::is_preflight(&req.method, &req.headers) {
         out["decision"] = json!({"status": 204, "answer": "cors_preflight",
             "detail": "A CORS preflight, answered at the edge: never limited or proxied."});
@@ -123,23 +108,16 @@ pub async fn explain(
         return Ok(out);
     }
     // A route's `jwt:` keys verify the bearer token in the limits stage when no auth did.
-    let mut verified = None;
-    if let (true, None, Some(v)) = (r.needs_jwt, &auth.claims, &rt.jwt) {
-        if let Some(token) = req
-            .headers
-            .get(&v.header)
-            .and_then(|h| crate::auth::jwt::Verifier::token(h.as_bytes()))
-        {
-            match v.check(token, metrics).await {
-                Ok(c) => verified = Some(c),
-                Err(why) => {
-                    out["decision"] =
-                        json!({"status": 401, "answer": "INVALID_TOKEN", "detail": why});
-                    return Ok(out);
-                }
+    let verified = match (r.needs_jwt, &auth.claims) {
+        (true, None) => match bearer(rt, &req, metrics).await {
+            Ok(c) => c,
+            Err(why) => {
+                out["decision"] = json!({"status": 401, "answer": "INVALID_TOKEN", "detail": why});
+                return Ok(out);
             }
-        }
-    }
+        },
+        _ => None,
+    };
     let (path, query) = f.key_path(rt, &req);
     let input = f.key_input(
         &req,
@@ -149,13 +127,12 @@ pub async fn explain(
         auth.consumer.as_deref(),
     );
     let plan = match (r.needs_plan, &rt.config.plans) {
-        (true, Some(plans)) => {
-            let p = crate::identity::plan_of(plans, &input);
-            out["plan"] = json!(plans.names.get(p));
-            p
-        }
+        (true, Some(plans)) => crate::identity::plan_of(plans, &input),
         _ => 0,
     };
+    if let (true, Some(plans)) = (r.needs_plan, &rt.config.plans) {
+        out["plan"] = json!(plans.names.get(plan));
+    }
     let allow_listed = matches!(f.access, Access::Allowed(_));
     let mut walk = Walk::default();
     let mut limits = Vec::new();
@@ -172,41 +149,107 @@ pub async fn explain(
         }
         let Some(key) = limit_key(rt, l, hasher, &input) else {
             item["key"] = Value::Null;
-            item["decision"] = json!(if r.needs_body && reads_body(&l.cfg.key) {
-                "not evaluated: its key reads the request body"
-            } else {
-                "not counted: a key source has no value in this request"
-            });
+            item["decision"] = json!(unkeyed(r.needs_body, l));
             limits.push(item);
             continue;
         };
         item["key"] = json!(describe_key(&l.cfg.key, &input, rt.ipv6_prefix));
         item["key_hash"] = json!(format!("{key:016x}"));
         if let LimitState::Global(_) = &l.state {
-            item["redis_key"] = json!(tollgate_store::GlobalKey {
-                limit: &l.cfg.name,
-                key,
-                known: false,
-                patient: false
-            }
-            .redis_key(l.cfg.algorithm));
+            item["redis_key"] = json!(redis_key(l, key));
         }
-        let blocked = l
-            .ladder
-            .as_ref()
-            .and_then(|lad| lad.ladder.blocks.check(key, now));
-        let (state, verdict) = peek(l, key, now, unix);
-        item["state"] = state;
-        if let Some(wait) = blocked {
-            item["state"]["blocked_for_s"] = json!(secs(wait));
-        }
-        item["decision"] = json!(walk.step(l, blocked, &verdict));
+        item["decision"] = json!(counted(&mut item, l, key, (now, unix), &mut walk));
         limits.push(item);
     }
     out["limits"] = Value::Array(limits);
-    out["decision"] = if let Some((_, d)) = walk.refused {
+    out["decision"] = decision(rt, route, walk, auth.refusal);
+    Ok(out)
+}
+
+/// The request as the gateway sees it: as sent, canonical, the routes it meets and the one
+/// it takes.
+fn seen(
+    rt: &Runtime,
+    q: &Question,
+    req: &pingora::http::RequestHeader,
+    f: &Front,
+    secure: bool,
+) -> Value {
+    json!({
+        "request": {
+            "method": q.method,
+            "target": String::from_utf8_lossy(req.raw_path()),
+            "from": q.from.to_string(),
+            "client": f.client.to_string(),
+            "tls": secure,
+        },
+        "canonical": {"host": f.host, "path": f.path, "respelled": f.respelled},
+        "routes": routes(rt, f, req.method.as_str()),
+        "route": f.route.map(|r| rt.routes[r].name.to_string()),
+    })
+}
+
+/// Why a limit whose key has no value in this request is not counted.
+fn unkeyed(needs_body: bool, l: &crate::limits::compiled::LimitRt) -> &'static str {
+    if needs_body && reads_body(&l.cfg.key) {
+        "not evaluated: its key reads the request body"
+    } else {
+        "not counted: a key source has no value in this request"
+    }
+}
+
+/// A keyed limit's state (and block) put in `item`, and the walk's step on it: what the
+/// limit would decide now, without counting.
+fn counted(
+    item: &mut Value,
+    l: &crate::limits::compiled::LimitRt,
+    key: u64,
+    (now, unix): (Nanos, Nanos),
+    walk: &mut Walk,
+) -> Value {
+    let blocked = l
+        .ladder
+        .as_ref()
+        .and_then(|lad| lad.ladder.blocks.check(key, now));
+    let (state, verdict) = peek(l, key, now, unix);
+    item["state"] = state;
+    if let Some(wait) = blocked {
+        item["state"]["blocked_for_s"] = json!(secs(wait));
+    }
+    json!(walk.step(l, blocked, &verdict))
+}
+
+/// The bearer token's claims, verified as the limits stage verifies them (None without a
+/// token or without `[jwt]`), or why the token does not verify.
+async fn bearer(
+    rt: &Runtime,
+    req: &pingora::http::RequestHeader,
+    metrics: &crate::observe::metrics::Metrics,
+) -> Result<Option<crate::auth::jwt::Claims>, &'static str> {
+    let Some(v) = &rt.jwt else {
+        return Ok(None);
+    };
+    let Some(token) = req
+        .headers
+        .get(&v.header)
+        .and_then(|h| crate::auth::jwt::Verifier::token(h.as_bytes()))
+    else {
+        return Ok(None);
+    };
+    v.check(token, metrics).await.map(Some)
+}
+
+/// The request's decision: the refusing limit's, else the auth's refusal, else the route's
+/// action (unless Redis refuses a global limit).
+fn decision(
+    rt: &Runtime,
+    route: usize,
+    walk: Walk,
+    auth_refusal: Option<(u16, String, bool)>,
+) -> Value {
+    if let Some((_, d)) = walk.refused {
         d
-    } else if let Some((status, detail, _)) = auth.refusal {
+    } else if let Some((status, detail, _)) = auth_refusal {
         json!({"status": status, "answer": "auth", "detail": detail})
     } else {
         let mut d = action(rt, route);
@@ -217,8 +260,27 @@ pub async fn explain(
             ));
         }
         d
-    };
-    Ok(out)
+    }
+}
+
+/// The Redis key a global limit counts `key` under.
+fn redis_key(l: &crate::limits::compiled::LimitRt, key: u64) -> String {
+    tollgate_store::GlobalKey {
+        limit: &l.cfg.name,
+        key,
+        known: false,
+        patient: false,
+    }
+    .redis_key(l.cfg.algorithm)
+}
+
+/// What the access lists say of the client.
+fn access_text(a: &Access) -> String {
+    match a {
+        Access::Unlisted => "unlisted".to_string(),
+        Access::Allowed(why) => format!("allowed ({}): the limits do not apply", why.label()),
+        Access::Denied(_) => "denied".to_string(),
+    }
 }
 
 /// What the route's authentication says, by its own method (an auth service is named, never
