@@ -593,11 +593,7 @@ fn routes(rt: &Runtime, f: &Front, method: &str) -> Value {
 /// The explanation as a person reads it.
 pub fn text(v: &Value) -> String {
     use std::fmt::Write;
-    let s = |v: &Value| match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
-    };
+    let s = shown;
     let mut o = String::new();
     let r = &v["request"];
     let _ = writeln!(
@@ -621,28 +617,7 @@ pub fn text(v: &Value) -> String {
             ""
         }
     );
-    if let Some(routes) = v["routes"].as_array() {
-        let _ = writeln!(o, "routes");
-        for r in routes {
-            if r["taken"] == true {
-                let _ = writeln!(
-                    o,
-                    "  * {}  taken{}",
-                    s(&r["route"]),
-                    r.get("via")
-                        .map(|v| format!(" via {}", s(v)))
-                        .unwrap_or_default()
-                );
-            } else {
-                let _ = writeln!(
-                    o,
-                    "    {}  not taken: {}",
-                    s(&r["route"]),
-                    s(&r["not_taken"])
-                );
-            }
-        }
-    }
+    text_routes(&mut o, &v["routes"]);
     if let Some(t) = v.get("upstream_target") {
         let _ = writeln!(o, "upstream target {}", s(t));
     }
@@ -665,7 +640,65 @@ pub fn text(v: &Value) -> String {
     if let Some(p) = v.get("plan") {
         let _ = writeln!(o, "plan      {}", s(p));
     }
-    if let Some(ls) = v["limits"].as_array() {
+    text_limits(&mut o, &v["limits"]);
+    let d = &v["decision"];
+    let _ = writeln!(
+        o,
+        "decision  {} {}{}{}",
+        s(&d["status"]),
+        s(&d["answer"]),
+        d.get("limit")
+            .map(|l| format!(" by {}", s(l)))
+            .unwrap_or_default(),
+        d.get("detail")
+            .map(|l| format!(": {}", s(l)))
+            .unwrap_or_default(),
+    );
+    o
+}
+
+/// A JSON value as the text shows it: a string bare, null as `-`.
+fn shown(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The routes a request met, the taken one starred.
+fn text_routes(o: &mut String, routes: &Value) {
+    use std::fmt::Write;
+    let s = shown;
+    if let Some(routes) = routes.as_array() {
+        let _ = writeln!(o, "routes");
+        for r in routes {
+            if r["taken"] == true {
+                let _ = writeln!(
+                    o,
+                    "  * {}  taken{}",
+                    s(&r["route"]),
+                    r.get("via")
+                        .map(|v| format!(" via {}", s(v)))
+                        .unwrap_or_default()
+                );
+            } else {
+                let _ = writeln!(
+                    o,
+                    "    {}  not taken: {}",
+                    s(&r["route"]),
+                    s(&r["not_taken"])
+                );
+            }
+        }
+    }
+}
+
+/// Each limit: its definition, key, state and decision.
+fn text_limits(o: &mut String, limits: &Value) {
+    use std::fmt::Write;
+    let s = shown;
+    if let Some(ls) = limits.as_array() {
         let _ = writeln!(o, "limits");
         for l in ls {
             let _ = writeln!(
@@ -704,20 +737,6 @@ pub fn text(v: &Value) -> String {
             let _ = writeln!(o, "    => {}", s(&l["decision"]));
         }
     }
-    let d = &v["decision"];
-    let _ = writeln!(
-        o,
-        "decision  {} {}{}{}",
-        s(&d["status"]),
-        s(&d["answer"]),
-        d.get("limit")
-            .map(|l| format!(" by {}", s(l)))
-            .unwrap_or_default(),
-        d.get("detail")
-            .map(|l| format!(": {}", s(l)))
-            .unwrap_or_default(),
-    );
-    o
 }
 
 fn method_name(m: &crate::auth::Method) -> &'static str {
