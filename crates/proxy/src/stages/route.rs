@@ -112,7 +112,7 @@ pub async fn run(
 }
 
 /// Why a route's rewrite was refused, as the client is told.
-fn rewrite_refusal(why: RewriteRefusal) -> (Problem, Cow<'static, str>) {
+pub(crate) fn rewrite_refusal(why: RewriteRefusal) -> (Problem, Cow<'static, str>) {
     match why {
         RewriteRefusal::Path(r) => (Problem::BadRequest, Cow::Borrowed(r.detail())),
         RewriteRefusal::DotSegment => (

@@ -12,7 +12,7 @@ use crate::respond::Problem;
 use crate::runtime::Runtime;
 use pingora::http::RequestHeader;
 use std::net::IpAddr;
-use tollgate_route::routing::{RewriteRefusal, Rewritten};
+use tollgate_route::routing::Rewritten;
 
 /// Where the front stages leave a request.
 #[derive(Debug)]
@@ -99,17 +99,7 @@ pub fn front(rt: &Runtime, req: &RequestHeader, peer: IpAddr, tls: bool) -> Fron
     if !secure && r.redirects(&rt.config.server) {
         let location =
             crate::edge::https_location(t.host.as_deref(), &t.path, req.uri.query(), rt.https_port);
-        f.answer = Some(match location {
-            Some(l) => Answer {
-                status: 308,
-                kind: "https_redirect",
-                detail: format!("Plaintext is redirected to {}.", l.to_str().unwrap_or("HTTPS")),
-            },
-            None => Answer::problem(
-                Problem::BadRequest,
-                "This address is served over HTTPS only, and the request names no host to redirect to.",
-            ),
-        });
+        f.answer = Some(https_answer(location));
         return f;
     }
     if entry.www {
@@ -124,18 +114,7 @@ pub fn front(rt: &Runtime, req: &RequestHeader, peer: IpAddr, tls: bool) -> Fron
         match rw.apply(&t.path, req.uri.query(), rt.path_rules) {
             Ok(target) => f.rewritten = target,
             Err(why) => {
-                let (p, detail) = match why {
-                    RewriteRefusal::Path(r) => (Problem::BadRequest, r.detail().to_string()),
-                    RewriteRefusal::DotSegment => (
-                        Problem::BadRequest,
-                        "This route's rewrite would send the upstream a path with a dot segment."
-                            .into(),
-                    ),
-                    RewriteRefusal::Duplicate(name) => (
-                        Problem::AmbiguousRequest,
-                        format!("\"?{name}\": this route's rewrite sets this query parameter; do not give it too."),
-                    ),
-                };
+                let (p, detail) = crate::stages::route::rewrite_refusal(why);
                 f.answer = Some(Answer::problem(p, detail));
                 return f;
             }
@@ -152,21 +131,9 @@ pub fn front(rt: &Runtime, req: &RequestHeader, peer: IpAddr, tls: bool) -> Fron
         ));
         return f;
     }
-    if r.max_body > 0 {
-        match crate::edge::declared_length(req) {
-            Some(Some(n)) if n <= r.max_body => {}
-            None => {}
-            Some(_) => {
-                f.answer = Some(Answer::problem(
-                    Problem::BodyTooLarge,
-                    format!(
-                        "The request body is larger than this route accepts ({} bytes).",
-                        r.max_body
-                    ),
-                ));
-                return f;
-            }
-        }
+    if let Some(a) = body_cap(req, r.max_body) {
+        f.answer = Some(a);
+        return f;
     }
     if let Some(access) = &r.access {
         f.access = access.check(client, &req.headers);
@@ -178,6 +145,40 @@ pub fn front(rt: &Runtime, req: &RequestHeader, peer: IpAddr, tls: bool) -> Fron
         }
     }
     f
+}
+
+/// The body stage on a declared length: 413 past the route's cap (0: none).
+fn body_cap(req: &RequestHeader, max_body: u64) -> Option<Answer> {
+    if max_body == 0 {
+        return None;
+    }
+    match crate::edge::declared_length(req) {
+        Some(Some(n)) if n <= max_body => None,
+        None => None,
+        Some(_) => Some(Answer::problem(
+            Problem::BodyTooLarge,
+            format!("The request body is larger than this route accepts ({max_body} bytes)."),
+        )),
+    }
+}
+
+/// The answer to plaintext on a route that redirects to HTTPS: the redirect, or 400 when
+/// the request names no host to redirect to.
+fn https_answer(location: Option<http::HeaderValue>) -> Answer {
+    match location {
+        Some(l) => Answer {
+            status: 308,
+            kind: "https_redirect",
+            detail: format!(
+                "Plaintext is redirected to {}.",
+                l.to_str().unwrap_or("HTTPS")
+            ),
+        },
+        None => Answer::problem(
+            Problem::BadRequest,
+            "This address is served over HTTPS only, and the request names no host to redirect to.",
+        ),
+    }
 }
 
 impl Front {
