@@ -150,6 +150,58 @@ struct Stats {
     series_refused: Vec<u64>,
 }
 
+impl Stats {
+    /// One request this limit counted, at `(time, bucket, detailed)`: refused by it (its key
+    /// shown as a person reads it, the first refusal kept), admitted, or neither (refused by
+    /// another limit); per bucket, and its keys, only when `detailed`.
+    fn count(
+        &mut self,
+        key: u64,
+        (time, bucket, detailed): (u64, usize, bool),
+        (refused, admitted): (bool, bool),
+        shown: impl FnOnce() -> String,
+    ) {
+        self.requests += 1;
+        if detailed {
+            self.keys.insert(key);
+            if self.series_admitted.len() <= bucket {
+                self.series_admitted.resize(bucket + 1, 0);
+                self.series_refused.resize(bucket + 1, 0);
+            }
+        }
+        if refused {
+            self.refused += 1;
+            if detailed {
+                self.series_refused[bucket] += 1;
+                let entry = self.refused_keys.entry(key).or_insert_with(|| (shown(), 0));
+                entry.1 += 1;
+                if self.first_refusal.is_none() {
+                    self.first_refusal = Some(FirstRefusal {
+                        time,
+                        key: entry.0.clone(),
+                    });
+                }
+            }
+        } else if admitted {
+            self.admitted += 1;
+            if detailed {
+                self.series_admitted[bucket] += 1;
+            }
+        }
+    }
+}
+
+/// What a request took of concurrency limits, given back at once (a replayed request holds
+/// nothing).
+fn give_back(rt: &Runtime, limits: &[usize], plan: &crate::policy::Plan, time: u64) {
+    for (pos, &li) in limits.iter().enumerate() {
+        let took = plan.took(pos);
+        if took.any() && rt.limits[li].cfg.algorithm.caps().holds {
+            crate::policy::return_unit(&rt.limits[li], plan.key(pos), time, took);
+        }
+    }
+}
+
 struct Pass {
     /// (route, limit) of each entry of `stats`, in the config's order.
     order: Vec<(usize, usize)>,
@@ -223,51 +275,19 @@ impl Pass {
                     },
                     k => k,
                 };
-                let s = &mut stats[index[&(route, li)]];
-                s.requests += 1;
                 let bit = 1u32 << pos;
                 let refused = v.refused & bit != 0 || v.shadow_exceeded & bit != 0;
-                if detailed {
-                    s.keys.insert(key);
-                    if s.series_admitted.len() <= bucket {
-                        s.series_admitted.resize(bucket + 1, 0);
-                        s.series_refused.resize(bucket + 1, 0);
-                    }
-                }
-                if refused {
-                    s.refused += 1;
-                    if detailed {
-                        s.series_refused[bucket] += 1;
-                        let entry = s
-                            .refused_keys
-                            .entry(key)
-                            .or_insert_with(|| (shown_key(&rt, li, &input, rec), 0));
-                        entry.1 += 1;
-                        if s.first_refusal.is_none() {
-                            s.first_refusal = Some(FirstRefusal {
-                                time: rec.time,
-                                key: entry.0.clone(),
-                            });
-                        }
-                    }
-                    if let (Some(lad), false) = (&l.ladder, l.shadow) {
-                        lad.ladder.refused(key, rec.time);
-                    }
-                } else if admitted {
-                    s.admitted += 1;
-                    if detailed {
-                        s.series_admitted[bucket] += 1;
-                    }
+                let at = (rec.time, bucket, detailed);
+                stats[index[&(route, li)]].count(key, at, (refused, admitted), || {
+                    shown_key(&rt, li, &input, rec)
+                });
+                if let (true, Some(lad), false) = (refused, &l.ladder, l.shadow) {
+                    lad.ladder.refused(key, rec.time);
                 }
             }
             // Concurrency slots are not held: what a request took comes back at once.
             if r.holds_slots {
-                for (pos, &li) in r.cfg.limits.iter().enumerate() {
-                    let took = plan.took(pos);
-                    if took.any() && rt.limits[li].cfg.algorithm.caps().holds {
-                        crate::policy::return_unit(&rt.limits[li], plan.key(pos), rec.time, took);
-                    }
-                }
+                give_back(&rt, &r.cfg.limits, &plan, rec.time);
             }
         }
         Ok(Pass {
