@@ -1,7 +1,8 @@
 //! The house in layers (docs/where-things-are.md), checked on the source as text: no module
 //! of any crate depends on itself through others (a circle), and in crates/proxy no module
 //! imports from a layer above its own. Cargo keeps the arrows between crates pointing down;
-//! this keeps them pointing down inside one.
+//! this keeps them pointing down inside one. And no function outside tests is over 100
+//! lines: the longest reads as a list of steps.
 //!
 //! A module's imports are the paths it names through `crate::` and `super::` (in `use` lines
 //! and in code), outside comments and its `#[cfg(test)]` tail; a path names the deepest module
@@ -386,6 +387,67 @@ fn proxy_imports_point_down_its_layers() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// Functions of at most this many lines (the `fn` line to the closing brace), outside tests.
+const MAX_FN_LINES: usize = 100;
+
+/// Each function's name, first line and length in a file's code before its `#[cfg(test)]`
+/// tail: from a line that opens a `fn` (not a declaration) to the first line after it that
+/// closes at the same indentation.
+fn functions(text: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .iter()
+        .position(|l| l.starts_with("#[cfg(test)]"))
+        .unwrap_or(lines.len());
+    let mut out = Vec::new();
+    for (i, l) in lines[..end].iter().enumerate() {
+        let t = l.trim_start();
+        let indent = l.len() - t.len();
+        let mut words = t.split_whitespace().peekable();
+        while words.peek().is_some_and(|w| {
+            w.starts_with("pub") || matches!(*w, "async" | "const" | "unsafe" | "extern" | "\"C\"")
+        }) {
+            words.next();
+        }
+        if words.next() != Some("fn") || t.trim_end().ends_with(';') {
+            continue;
+        }
+        let name: String = words
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let close = lines[i + 1..].iter().position(|c| {
+            let ct = c.trim_start();
+            c.len() - ct.len() == indent && ct.starts_with('}')
+        });
+        if let Some(n) = close {
+            out.push((name, i + 1, n + 2));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_over_100_lines_outside_tests() {
+    let mut problems = Vec::new();
+    for (krate, src) in crates() {
+        let mut files = Vec::new();
+        rs_files(&src, &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).expect("read");
+            for (name, line, n) in functions(&text) {
+                if n > MAX_FN_LINES {
+                    let rel = f.strip_prefix(&src).unwrap_or(&f).display().to_string();
+                    problems.push(format!("{krate}/src/{rel}:{line}: fn {name} is {n} lines"));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 /// The checker itself: it sees a planted circle and a planted upward import, through `use`
 /// groups, `super::` and paths in code, and not through comments or test code.
 #[test]
@@ -410,5 +472,13 @@ fn the_checker_sees_what_it_must_and_nothing_else() {
     assert_eq!(g[&m("c")], [m("a/x")].into_iter().collect());
     let cs = circles(&g);
     assert_eq!(cs, vec![[m("a/x"), m("c")].into_iter().collect()]);
+    let long = format!(
+        "pub async fn f(\n    a: u8,\n) {{\n{}}}\nfn g();\n    fn h() {{\n    }}\n#[cfg(test)]\nfn t() {{\n}}\n",
+        "    x();\n".repeat(3)
+    );
+    assert_eq!(
+        functions(&long),
+        vec![("f".to_string(), 1, 7), ("h".to_string(), 9, 2)]
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
