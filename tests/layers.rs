@@ -2,7 +2,8 @@
 //! of any crate depends on itself through others (a circle), and in crates/proxy no module
 //! imports from a layer above its own. Cargo keeps the arrows between crates pointing down;
 //! this keeps them pointing down inside one. And no function outside tests is over 100
-//! lines: the longest reads as a list of steps.
+//! lines (the longest reads as a list of steps), and tests longer than that live in a
+//! `tests.rs` beside their module.
 //!
 //! A module's imports are the paths it names through `crate::` and `super::` (in `use` lines
 //! and in code), outside comments and its `#[cfg(test)]` tail; a path names the deepest module
@@ -442,6 +443,38 @@ fn no_function_over_100_lines_outside_tests() {
                     let rel = f.strip_prefix(&src).unwrap_or(&f).display().to_string();
                     problems.push(format!("{krate}/src/{rel}:{line}: fn {name} is {n} lines"));
                 }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// An inline `mod tests { ... }` of at most this many lines; longer ones live beside their
+/// module, in `foo/tests.rs` (as linkerd2-proxy keeps them).
+const MAX_INLINE_TEST_LINES: usize = 100;
+
+#[test]
+fn long_test_modules_live_in_their_own_file() {
+    let mut problems = Vec::new();
+    for (krate, src) in crates() {
+        let mut files = Vec::new();
+        rs_files(&src, &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).expect("read");
+            let lines: Vec<&str> = text.lines().collect();
+            let Some(start) = lines.iter().position(|l| *l == "mod tests {") else {
+                continue;
+            };
+            let end = lines[start..]
+                .iter()
+                .position(|l| *l == "}")
+                .map_or(lines.len(), |n| start + n);
+            if end - start > MAX_INLINE_TEST_LINES {
+                let rel = f.strip_prefix(&src).unwrap_or(&f).display().to_string();
+                problems.push(format!(
+                    "{krate}/src/{rel}: its tests are {} lines inline: move them to a tests.rs beside it",
+                    end - start
+                ));
             }
         }
     }
