@@ -1,4 +1,3 @@
-
 use super::*;
 use tollgate_config::HeaderPart::*;
 
