@@ -388,6 +388,21 @@ fn proxy_imports_point_down_its_layers() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// Every source file of every crate (test files apart), as `crate/src/path` and its text.
+fn sources() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (krate, src) in crates() {
+        let mut files = Vec::new();
+        rs_files(&src, &mut files);
+        for f in files {
+            let rel = f.strip_prefix(&src).unwrap_or(&f).display().to_string();
+            let text = std::fs::read_to_string(&f).expect("read");
+            out.push((format!("{krate}/src/{rel}"), text));
+        }
+    }
+    out
+}
+
 /// Functions of at most this many lines (the `fn` line to the closing brace), outside tests.
 const MAX_FN_LINES: usize = 100;
 
@@ -433,16 +448,10 @@ fn functions(text: &str) -> Vec<(String, usize, usize)> {
 #[test]
 fn no_function_over_100_lines_outside_tests() {
     let mut problems = Vec::new();
-    for (krate, src) in crates() {
-        let mut files = Vec::new();
-        rs_files(&src, &mut files);
-        for f in files {
-            let text = std::fs::read_to_string(&f).expect("read");
-            for (name, line, n) in functions(&text) {
-                if n > MAX_FN_LINES {
-                    let rel = f.strip_prefix(&src).unwrap_or(&f).display().to_string();
-                    problems.push(format!("{krate}/src/{rel}:{line}: fn {name} is {n} lines"));
-                }
+    for (at, text) in sources() {
+        for (name, line, n) in functions(&text) {
+            if n > MAX_FN_LINES {
+                problems.push(format!("{at}:{line}: fn {name} is {n} lines"));
             }
         }
     }
@@ -456,26 +465,20 @@ const MAX_INLINE_TEST_LINES: usize = 100;
 #[test]
 fn long_test_modules_live_in_their_own_file() {
     let mut problems = Vec::new();
-    for (krate, src) in crates() {
-        let mut files = Vec::new();
-        rs_files(&src, &mut files);
-        for f in files {
-            let text = std::fs::read_to_string(&f).expect("read");
-            let lines: Vec<&str> = text.lines().collect();
-            let Some(start) = lines.iter().position(|l| *l == "mod tests {") else {
-                continue;
-            };
-            let end = lines[start..]
-                .iter()
-                .position(|l| *l == "}")
-                .map_or(lines.len(), |n| start + n);
-            if end - start > MAX_INLINE_TEST_LINES {
-                let rel = f.strip_prefix(&src).unwrap_or(&f).display().to_string();
-                problems.push(format!(
-                    "{krate}/src/{rel}: its tests are {} lines inline: move them to a tests.rs beside it",
-                    end - start
-                ));
-            }
+    for (at, text) in sources() {
+        let lines: Vec<&str> = text.lines().collect();
+        let Some(start) = lines.iter().position(|l| *l == "mod tests {") else {
+            continue;
+        };
+        let end = lines[start..]
+            .iter()
+            .position(|l| *l == "}")
+            .map_or(lines.len(), |n| start + n);
+        if end - start > MAX_INLINE_TEST_LINES {
+            problems.push(format!(
+                "{at}: its tests are {} lines inline: move them to a tests.rs beside it",
+                end - start
+            ));
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));

@@ -41,32 +41,6 @@ pub(super) struct Settings {
     pub balancing: balancing::Balancing,
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            limits: Vec::new(),
-            allow: Vec::new(),
-            deny: Vec::new(),
-            only_from: Vec::new(),
-            timeouts: Timeouts::DEFAULT,
-            proto: Proto::Http,
-            ssl_redirect: true,
-            force_redirect: false,
-            client_auth: None,
-            hsts: None,
-            use_regex: false,
-            rewrite: None,
-            app_root: None,
-            redirect: None,
-            auth: None,
-            refusals: Vec::new(),
-            host_refusals: Vec::new(),
-            edge: Default::default(),
-            balancing: Default::default(),
-        }
-    }
-}
-
 /// Every annotation of a production Ingress.
 pub(super) fn read(ing: &Ingress, w: &mut Warnings) -> Settings {
     let mut a = Anns::new(ing);

@@ -126,12 +126,10 @@ pub async fn explain(
         auth.claims.as_deref().or(verified.as_ref()),
         auth.consumer.as_deref(),
     );
-    let plan = match (r.needs_plan, &rt.config.plans) {
-        (true, Some(plans)) => crate::identity::plan_of(plans, &input),
-        _ => 0,
-    };
-    if let (true, Some(plans)) = (r.needs_plan, &rt.config.plans) {
-        out["plan"] = json!(plans.names.get(plan));
+    let plans = rt.config.plans.as_ref().filter(|_| r.needs_plan);
+    let plan = plans.map_or(0, |p| crate::identity::plan_of(p, &input));
+    if let Some(p) = plans {
+        out["plan"] = json!(p.names.get(plan));
     }
     let allow_listed = matches!(f.access, Access::Allowed(_));
     let mut walk = Walk::default();
