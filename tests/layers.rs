@@ -1,7 +1,7 @@
 //! The house in layers (docs/where-things-are.md), checked on the source as text: no module
-//! of any crate depends on itself through others (a circle), and in crates/proxy no module
-//! imports from a layer above its own. Cargo keeps the arrows between crates pointing down;
-//! this keeps them pointing down inside one. And no function outside tests is over 100
+//! of any crate depends on itself through others (a circle), and in each layered crate (core,
+//! upstream, auth, proxy) no module imports from a layer above its own. Cargo keeps the arrows
+//! between crates pointing down; this keeps them pointing down inside one. And no function outside tests is over 100
 //! lines (the longest reads as a list of steps), and tests longer than that live in a
 //! `tests.rs` beside their module.
 //!
@@ -13,44 +13,72 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// crates/proxy's layers, lowest first; a module takes the layer of its longest listed prefix.
-/// Imports point to the module's own layer or below.
-const PROXY_LAYERS: &[(&str, u8)] = &[
-    // L0: what a request meets without knowing who asks (routing is crates/route, below):
-    // answers' fields, filters, TLS, the HTTP client, the client's address, what the gateway
-    // shows of itself, errors.
-    ("respond", 0),
-    ("filters", 0),
-    ("tls", 0),
-    ("net", 0),
-    ("client_ip", 0),
-    ("connections", 0),
-    ("observe", 0),
-    ("error", 0),
-    ("auth/cache", 0),
-    ("auth/htpasswd", 0),
-    ("auth/family", 0),
-    // L1: the concerns: auth, limits (compiled, identity, the decision, slots), upstreams.
-    ("auth", 1),
-    ("limits", 1),
-    ("identity", 1),
-    ("policy", 1),
-    ("slots", 1),
-    ("upstream", 1),
-    // L2: the serving state built from a config.
-    ("runtime", 2),
-    // L3: one request's state.
-    ("ctx", 3),
-    // L4: the request phases and stages, edge answers, the process, the RLS service, admin,
-    // background jobs and the tools.
-    ("edge", 4),
-    ("service", 4),
-    ("stages", 4),
-    ("shared", 4),
-    ("rls", 4),
-    ("admin", 4),
-    ("housekeeping", 4),
-    ("tools", 4),
+/// Each layered crate's layers, lowest first; a module takes the layer of its longest listed
+/// prefix, and imports point to the module's own layer or below. Between crates, Cargo keeps
+/// the order: route, core, then upstream and auth, then proxy, then rls and the gateway.
+const LAYERS: &[(&str, &[(&str, u8)])] = &[
+    (
+        // The ground floor: answers' fields, the client's address, TLS, connection bounds and
+        // errors; then the filters and the HTTP client; then what the gateway shows of itself.
+        "crates/core",
+        &[
+            ("respond", 0),
+            ("client_ip", 0),
+            ("tls", 0),
+            ("connections", 0),
+            ("error", 0),
+            ("filters", 1),
+            ("net", 1),
+            ("observe", 2),
+        ],
+    ),
+    (
+        // A target, its affinity and the retry budget; the pool of targets; one request's
+        // attempts.
+        "crates/upstream",
+        &[
+            ("target", 0),
+            ("affinity", 0),
+            ("budget", 0),
+            ("pool", 1),
+            ("attempt", 2),
+        ],
+    ),
+    (
+        // Caches, htpasswd files and the JWT family; the JWKS; the verifier; the methods.
+        "crates/auth",
+        &[
+            ("cache", 0),
+            ("htpasswd", 0),
+            ("family", 0),
+            ("jwks", 1),
+            ("jwt", 2),
+            ("api_key", 3),
+            ("basic", 3),
+            ("bearer", 3),
+            ("forward", 3),
+        ],
+    ),
+    (
+        "crates/proxy",
+        &[
+            // L1: limits compiled, keys, the decision, slots.
+            ("limits", 1),
+            // L2: the serving state built from a config.
+            ("runtime", 2),
+            // L3: one request's state.
+            ("ctx", 3),
+            // L4: the request phases and stages, edge answers, the process, admin,
+            // background jobs and the tools.
+            ("edge", 4),
+            ("service", 4),
+            ("stages", 4),
+            ("shared", 4),
+            ("admin", 4),
+            ("housekeeping", 4),
+            ("tools", 4),
+        ],
+    ),
 ];
 
 type Module = Vec<String>;
@@ -334,9 +362,9 @@ fn name(m: &Module) -> String {
     }
 }
 
-fn layer(m: &Module) -> Option<u8> {
+fn layer(layers: &[(&str, u8)], m: &Module) -> Option<u8> {
     let n = name(m);
-    PROXY_LAYERS
+    layers
         .iter()
         .filter(|(p, _)| n == *p || n.starts_with(&format!("{p}/")))
         .max_by_key(|(p, _)| p.len())
@@ -356,31 +384,32 @@ fn no_module_depends_on_itself_through_others() {
 }
 
 #[test]
-fn proxy_imports_point_down_its_layers() {
-    let src = root().join("crates/proxy/src");
-    let g = graph(&src);
+fn imports_point_down_each_crates_layers() {
     let mut problems = Vec::new();
-    for (p, _) in PROXY_LAYERS {
-        if !g.keys().any(|m| name(m) == *p) {
-            problems.push(format!("PROXY_LAYERS names {p}, which is no module"));
+    for (krate, layers) in LAYERS {
+        let g = graph(&root().join(krate).join("src"));
+        for (p, _) in *layers {
+            if !g.keys().any(|m| name(m) == *p) {
+                problems.push(format!("{krate}: LAYERS names {p}, which is no module"));
+            }
         }
-    }
-    for (m, deps) in &g {
-        if m.is_empty() {
-            continue;
-        }
-        let Some(lm) = layer(m) else {
-            problems.push(format!("{} has no layer in PROXY_LAYERS", name(m)));
-            continue;
-        };
-        for d in deps {
-            if let Some(ld) = layer(d) {
-                if ld > lm {
-                    problems.push(format!(
-                        "{} (L{lm}) imports {} (L{ld}), a layer above it",
-                        name(m),
-                        name(d)
-                    ));
+        for (m, deps) in &g {
+            if m.is_empty() {
+                continue;
+            }
+            let Some(lm) = layer(layers, m) else {
+                problems.push(format!("{krate}: {} has no layer in LAYERS", name(m)));
+                continue;
+            };
+            for d in deps {
+                if let Some(ld) = layer(layers, d) {
+                    if ld > lm {
+                        problems.push(format!(
+                            "{krate}: {} (L{lm}) imports {} (L{ld}), a layer above it",
+                            name(m),
+                            name(d)
+                        ));
+                    }
                 }
             }
         }

@@ -4,10 +4,10 @@
 //! global limit shared exactly by two Tollgate instances on one Redis.
 
 use std::time::Duration;
-use tollgate_proxy::rls::pb::envoy::extensions::common::ratelimit::v3::{
+use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::{
     rate_limit_descriptor::Entry, RateLimitDescriptor,
 };
-use tollgate_proxy::rls::pb::envoy::service::ratelimit::v3::{
+use tollgate_rls::pb::envoy::service::ratelimit::v3::{
     rate_limit_response::Code, rate_limit_service_client::RateLimitServiceClient, RateLimitRequest,
     RateLimitResponse,
 };

@@ -7,11 +7,11 @@
 
 use serde_json::{json, Value};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tollgate_proxy::rls::pb::envoy::extensions::common::ratelimit::v3::{
+use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::{
     rate_limit_descriptor::{Entry, RateLimitOverride},
     RateLimitDescriptor,
 };
-use tollgate_proxy::rls::pb::envoy::service::ratelimit::v3::{
+use tollgate_rls::pb::envoy::service::ratelimit::v3::{
     rate_limit_response::Code, rate_limit_service_client::RateLimitServiceClient, RateLimitRequest,
     RateLimitResponse,
 };

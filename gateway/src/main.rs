@@ -579,13 +579,13 @@ fn check(files: &[PathBuf]) -> i32 {
 fn certificates_ok(cfg: &Config) -> Result<(), Vec<String>> {
     let mut errors = Vec::new();
     if let Some(tls) = &cfg.tls {
-        errors.extend(tollgate_proxy::tls::check(tls).err().unwrap_or_default());
+        errors.extend(tollgate_core::tls::check(tls).err().unwrap_or_default());
     }
     // Upstream CA bundles and client certificates, as the runtime will read them.
     for u in &cfg.upstreams {
         if let Some(t) = &u.tls {
             for target in &u.targets {
-                if let Err(e) = tollgate_proxy::tls::upstream_tls(t, &target.host) {
+                if let Err(e) = tollgate_core::tls::upstream_tls(t, &target.host) {
                     errors.push(format!("upstreams.{}.tls: {e}", u.name));
                     break;
                 }
@@ -609,7 +609,7 @@ fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOLLGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,redis=error"));
     // Library heads and bodies at debug, and client-caused storms: see logguard.
-    let guard = tollgate_proxy::observe::logguard::Guard {
+    let guard = tollgate_core::observe::logguard::Guard {
         unredacted: std::env::var_os("TOLLGATE_LOG_UNREDACTED").is_some_and(|v| v == "1"),
     };
     // Colour only for a person at a terminal: a log file or a collector gets plain text.
@@ -698,7 +698,7 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
             .with_context(|| format!("rls.listen {addr}: cannot listen"))?;
         server.add_service(background_service(
             "rate limit service",
-            tollgate_proxy::rls::RlsServer::new(shared.clone(), listener, tls),
+            tollgate_rls::RlsServer::new(shared.clone(), listener, tls),
         ));
     }
 
@@ -858,8 +858,8 @@ fn raise_fd_limit(max_connections: usize) {
             lim = raised;
         }
     }
-    let fits = tollgate_proxy::connections::connections_for_fds(lim.rlim_cur);
-    tollgate_proxy::connections::set_fd_ceiling(fits);
+    let fits = tollgate_core::connections::connections_for_fds(lim.rlim_cur);
+    tollgate_core::connections::set_fd_ceiling(fits);
     if fits < max_connections {
         tracing::warn!(
             event = "max_connections_lowered",
@@ -867,7 +867,7 @@ fn raise_fd_limit(max_connections: usize) {
             configured = max_connections,
             enforced = fits.max(1),
             "the open-file limit cannot hold max_connections (2 descriptors per proxied connection, {} kept for the rest): at most {} connections are admitted; raise the limit (ulimit -n, LimitNOFILE=) to serve more",
-            tollgate_proxy::connections::FD_RESERVE,
+            tollgate_core::connections::FD_RESERVE,
             fits.max(1)
         );
     }
@@ -897,12 +897,12 @@ struct Reloader {
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// What the config file and every file it read (list files, key files) look like
-/// ([`tollgate_proxy::tls::stamp`]).
+/// ([`tollgate_core::tls::stamp`]).
 fn fingerprint(config: &Path, files: &[PathBuf]) -> u64 {
     let paths: Vec<&Path> = std::iter::once(config)
         .chain(files.iter().map(PathBuf::as_path))
         .collect();
-    tollgate_proxy::tls::stamp(&paths)
+    tollgate_core::tls::stamp(&paths)
 }
 
 impl Reloader {

@@ -1,7 +1,7 @@
 //! `[tls]`: the certificates the TLS listeners serve and how clients are asked for theirs;
 //! and the `tls`/`h2` keys of an upstream. Only names and forms are checked here: the
 //! certificate files themselves (PEM, key matches certificate, expiry) are read by the gateway
-//! (`tollgate_proxy::tls`), which `tollgate check` runs too.
+//! (`tollgate_core::tls`), which `tollgate check` runs too.
 
 use crate::model::{CertFiles, ClientAuth, TlsConfig, TlsVersion, UnknownSni, UpstreamTls};
 use crate::reader::{as_array, as_bool, as_str, type_err, Cx, Tbl, Value};

@@ -1,13 +1,13 @@
 //! One request's state, shared by its phases and stages. Fields are grouped by the stage
 //! that writes them (see [`crate::stages`]); later stages and phases only read them.
 
-use crate::respond::{names, Fields, Value};
 use crate::runtime::Runtime;
 use http::HeaderValue;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+use tollgate_core::respond::{names, Fields, Value};
 
 /// Requests being handled right now, process-wide (drain waits for zero).
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
@@ -38,7 +38,7 @@ pub struct Ctx {
     _in_flight: InFlight,
     pub start: Instant,
     /// The request's trace (`[tracing]` only: `None` costs nothing elsewhere).
-    pub trace: Option<Box<crate::observe::traces::TraceCtx>>,
+    pub trace: Option<Box<tollgate_core::observe::traces::TraceCtx>>,
     /// The runtime this request is decided and proxied under (a reload swaps in another for
     /// the next requests; this one keeps its own to the end).
     pub rt: Option<Arc<Runtime>>,
@@ -66,7 +66,7 @@ pub struct Ctx {
     /// The body cap the body stage set (0: none), counted in `request_body_filter`.
     pub max_body: u64,
     /// Edge state of a route with header rules, CORS, compression or bandwidth.
-    pub shaping: Option<Box<crate::filters::shaping::ShapingCtx>>,
+    pub shaping: Option<Box<tollgate_core::filters::shaping::ShapingCtx>>,
 
     // Stage 4, auth.
     /// What the route's auth decided (`None` on a route without auth: one pointer, nothing to
@@ -90,9 +90,9 @@ pub struct Ctx {
     pub shadow_exceeded: bool,
     /// Units of `count = "failures"` limits, given back unless the response is a failure:
     /// (limit, key, taken locally, taken in Redis). Empty on other routes (no allocation).
-    pub refund_unless_failure: Vec<(usize, u64, crate::policy::Took)>,
+    pub refund_unless_failure: Vec<(usize, u64, crate::limits::policy::Took)>,
     /// Slots of concurrency limits, given back when the request ends (the context drops).
-    pub slots: Option<crate::slots::Slots>,
+    pub slots: Option<crate::limits::slots::Slots>,
     /// When the request must have its body in, for holding those slots (their limits'
     /// shortest `slot_timeout`): past it the request is cut (408) and its slots come back.
     pub slot_deadline: Option<Instant>,
@@ -104,7 +104,7 @@ pub struct Ctx {
     pub tries: usize,
     /// Targets tried, the pick in flight, the affinity pin (upstreams with a policy, affinity
     /// or retries only).
-    pub balance: Option<Box<crate::upstream::attempt::BalanceCtx>>,
+    pub balance: Option<Box<tollgate_upstream::attempt::BalanceCtx>>,
     /// Request body bytes passed on so far, and when the first came, for `min_body_rate`.
     pub body_bytes: u64,
     pub body_started: Option<Instant>,
@@ -156,12 +156,12 @@ impl Default for Ctx {
 /// What the route's auth decided about a request.
 pub struct AuthCtx {
     /// The auth (its headers are the upstream's to get from it alone).
-    pub rt: Arc<crate::auth::AuthRt>,
+    pub rt: Arc<tollgate_auth::AuthRt>,
     /// The consumer, the verified claims, the headers for the upstream and the cookies for the
     /// client (empty when refused).
-    pub passed: crate::auth::Passed,
+    pub passed: tollgate_auth::Passed,
     /// A refusal answered after the limits (on a route counting failures).
-    pub refusal: Option<crate::auth::Refusal>,
+    pub refusal: Option<tollgate_auth::Refusal>,
 }
 
 impl Ctx {
@@ -171,7 +171,7 @@ impl Ctx {
     }
 
     /// The claims of the token the route's auth verified.
-    pub fn claims(&self) -> Option<&crate::auth::jwt::Claims> {
+    pub fn claims(&self) -> Option<&tollgate_auth::jwt::Claims> {
         self.auth.as_ref()?.passed.claims.as_deref()
     }
 }
@@ -272,7 +272,7 @@ impl Ctx {
             if rt.config.server.legacy_headers {
                 out.put(
                     &names::X_RATELIMIT_LIMIT,
-                    Value::Int(crate::respond::quota_window(&l.cfg).0),
+                    Value::Int(tollgate_core::respond::quota_window(&l.cfg).0),
                 );
                 out.put(&names::X_RATELIMIT_REMAINING, Value::Int(remaining));
                 out.put(&names::X_RATELIMIT_RESET, Value::Int(reset));

@@ -4,10 +4,8 @@
 //! target, TLS, the key body). The stages ([`crate::stages`]) and the phases
 //! ([`crate::service`]) both build on this module; it builds on neither.
 
-use crate::client_ip::trusted;
 use crate::ctx::{Ctx, Outcome};
-use crate::policy::{Plan, Verdict};
-use crate::respond::{names, Extra, Fields, Head, Problem, Value};
+use crate::limits::policy::{Plan, Verdict};
 use crate::runtime::Runtime;
 use crate::shared::Shared;
 use bytes::Bytes;
@@ -24,6 +22,8 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::sync::Arc;
 use tollgate_config::Action;
+use tollgate_core::client_ip::trusted;
+use tollgate_core::respond::{names, Extra, Fields, Head, Problem, Value};
 use tollgate_limit::ceil_secs;
 use tollgate_route::normalize::{normalize_host, normalize_path, PathRules, Refusal};
 
@@ -156,7 +156,7 @@ pub(crate) async fn hold(session: &mut Session, delay: std::time::Duration) -> b
 pub(crate) async fn read_key_body(
     session: &mut Session,
     limit: usize,
-) -> std::result::Result<Option<crate::identity::ParsedBody>, (Problem, &'static str)> {
+) -> std::result::Result<Option<crate::limits::identity::ParsedBody>, (Problem, &'static str)> {
     let req = session.req_header();
     let declared = declared_length(req).flatten();
     if declared.is_some_and(|n| n > limit as u64) {
@@ -207,7 +207,7 @@ pub(crate) async fn read_key_body(
         }
         _ => return Err((Problem::BadRequest, "the request body could not be read")),
     }
-    crate::identity::ParsedBody::parse(&content_type, &buf)
+    crate::limits::identity::ParsedBody::parse(&content_type, &buf)
         .map_err(|why| (Problem::BadRequest, why))
 }
 
@@ -455,7 +455,7 @@ impl Gateway {
     }
 
     /// A 429 for `limit`, its body the limit's pre-rendered refusal (rate limit, quota or
-    /// challenge: [`crate::respond::refusal`]). `reason` is the metric's reason when not the
+    /// challenge: [`tollgate_core::respond::refusal`]). `reason` is the metric's reason when not the
     /// limit's own (`rate_limit` or `quota`): `tarpit_overflow` or `challenge`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn refuse(
@@ -717,7 +717,7 @@ impl Gateway {
             ctx.ratelimit = Some((
                 li,
                 remaining,
-                crate::respond::reset_secs(cfg, remaining, reset),
+                tollgate_core::respond::reset_secs(cfg, remaining, reset),
             ));
         }
         if v.shadow_exceeded != 0 {
@@ -748,7 +748,7 @@ impl Gateway {
     pub(crate) fn refund_unless_failure(
         &self,
         rt: &Runtime,
-        units: &[(usize, u64, crate::policy::Took)],
+        units: &[(usize, u64, crate::limits::policy::Took)],
         status: u16,
     ) {
         let now = self.shared.clock.now();
@@ -769,7 +769,7 @@ impl Gateway {
                     0
                 },
             );
-            crate::policy::return_unit(l, key, t, took);
+            crate::limits::policy::return_unit(l, key, t, took);
         }
     }
 }
@@ -778,10 +778,10 @@ impl Gateway {
 /// the route's response header rules, and its CORS fields once the CORS stage judged the
 /// origin (a 429 a page can read).
 pub(crate) fn edge_answer(
-    s: &crate::filters::shaping::ShapingRt,
+    s: &tollgate_core::filters::shaping::ShapingRt,
     ctx: &crate::ctx::Ctx,
     session: &pingora::proxy::Session,
-    head: &mut crate::respond::Head,
+    head: &mut tollgate_core::respond::Head,
 ) {
     if let (Some(c), Some(sc)) = (&s.cors, &ctx.shaping) {
         c.put_answer(head, &sc.allowed);
@@ -795,16 +795,16 @@ pub(crate) fn edge_answer(
 pub(crate) fn vars<'a>(
     ctx: &'a crate::ctx::Ctx,
     session: &'a pingora::proxy::Session,
-) -> crate::filters::headers::Vars<'a> {
+) -> tollgate_core::filters::headers::Vars<'a> {
     let req = session.req_header();
     let (route, proxies) = match (&ctx.rt, ctx.route) {
         (Some(rt), Some(r)) => (&*rt.routes[r].name, &rt.trusted_proxies[..]),
         _ => ("", &[][..]),
     };
-    crate::filters::headers::Vars {
+    tollgate_core::filters::headers::Vars {
         client_ip: match ctx.client {
-            Some(ip) => crate::filters::headers::ClientIp::Known(ip),
-            None => crate::filters::headers::ClientIp::Through {
+            Some(ip) => tollgate_core::filters::headers::ClientIp::Known(ip),
+            None => tollgate_core::filters::headers::ClientIp::Through {
                 peer: ctx.peer,
                 req,
                 proxies,

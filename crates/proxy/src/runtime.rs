@@ -5,17 +5,17 @@
 //! finish on the runtime they started with. Limiter state and upstream pools (with their
 //! health) are carried over from the previous runtime when their definitions did not change.
 
-use crate::error::BuildError;
 use crate::limits::compiled::{LimitRt, LimitSet, TarpitRt};
-use crate::observe::metrics::Metrics;
-use crate::respond::policy_item;
-use crate::upstream::pool::Pool;
 use http::HeaderValue;
 use ipnet::IpNet;
 use prometheus::{Histogram, IntCounter, IntGauge};
 use std::sync::{Arc, OnceLock};
 use tollgate_config::{Config, RouteAction, RouteConfig, UpstreamConfig};
+use tollgate_core::error::BuildError;
+use tollgate_core::observe::metrics::Metrics;
+use tollgate_core::respond::policy_item;
 use tollgate_store::GlobalStore;
+use tollgate_upstream::pool::Pool;
 
 pub use tollgate_config::MAX_LIMITS_PER_ROUTE;
 
@@ -27,7 +27,9 @@ pub struct UpstreamRt {
 
 /// Each target's TLS, in target order (the name verified is the target's host unless `sni`
 /// says); empty for a plaintext upstream.
-fn upstream_tls(cfg: &UpstreamConfig) -> Result<Vec<crate::tls::UpstreamTlsRt>, BuildError> {
+fn upstream_tls(
+    cfg: &UpstreamConfig,
+) -> Result<Vec<tollgate_core::tls::UpstreamTlsRt>, BuildError> {
     let Some(tls) = &cfg.tls else {
         return Ok(Vec::new());
     };
@@ -42,9 +44,11 @@ fn upstream_tls(cfg: &UpstreamConfig) -> Result<Vec<crate::tls::UpstreamTlsRt>, 
     cfg.targets
         .iter()
         .map(|target| {
-            crate::tls::upstream_tls(tls, &target.host).map_err(|reason| BuildError::UpstreamTls {
-                upstream: cfg.name.clone(),
-                reason,
+            tollgate_core::tls::upstream_tls(tls, &target.host).map_err(|reason| {
+                BuildError::UpstreamTls {
+                    upstream: cfg.name.clone(),
+                    reason,
+                }
             })
         })
         .collect()
@@ -52,8 +56,8 @@ fn upstream_tls(cfg: &UpstreamConfig) -> Result<Vec<crate::tls::UpstreamTlsRt>, 
 
 /// A route's authentication and its metric handles.
 pub struct RouteAuth {
-    pub auth: Arc<crate::auth::AuthRt>,
-    /// `tollgate_auth_total{route,method,result}`, by [`crate::auth::RESULTS`].
+    pub auth: Arc<tollgate_auth::AuthRt>,
+    /// `tollgate_auth_total{route,method,result}`, by [`tollgate_auth::RESULTS`].
     pub counts: [IntCounter; 6],
     /// `tollgate_auth_service_seconds{route}`.
     pub latency: prometheus::Histogram,
@@ -87,7 +91,7 @@ fn upstreams(
 fn tracing(
     config: &Config,
     previous: Option<&Runtime>,
-) -> Result<Option<Arc<crate::observe::traces::TraceRt>>, BuildError> {
+) -> Result<Option<Arc<tollgate_core::observe::traces::TraceRt>>, BuildError> {
     Ok(match &config.tracing {
         None => None,
         Some(t) => match previous
@@ -96,7 +100,7 @@ fn tracing(
         {
             Some(kept) => Some(kept.clone()),
             None => Some(Arc::new(
-                crate::observe::traces::TraceRt::build(t).map_err(BuildError::Tracing)?,
+                tollgate_core::observe::traces::TraceRt::build(t).map_err(BuildError::Tracing)?,
             )),
         },
     })
@@ -107,7 +111,7 @@ fn tracing(
 fn jwks(
     config: &Config,
     previous: Option<&Runtime>,
-) -> Result<Option<Arc<crate::auth::jwks::Jwks>>, BuildError> {
+) -> Result<Option<Arc<tollgate_auth::jwks::Jwks>>, BuildError> {
     let Some(r) = config.jwt.as_ref().and_then(|j| j.remote.as_ref()) else {
         return Ok(None);
     };
@@ -117,7 +121,7 @@ fn jwks(
     if let Some(j) = kept {
         return Ok(Some(j.clone()));
     }
-    crate::auth::jwks::Jwks::new(&r.url, r.ca.as_deref(), r.refetch)
+    tollgate_auth::jwks::Jwks::new(&r.url, r.ca.as_deref(), r.refetch)
         .map(|j| Some(Arc::new(j)))
         .map_err(|e| BuildError::Auth("jwt.jwks_url".into(), e))
 }
@@ -127,7 +131,7 @@ fn jwks(
 fn auths(
     config: &Config,
     previous: Option<&Runtime>,
-) -> Result<Vec<Arc<crate::auth::AuthRt>>, BuildError> {
+) -> Result<Vec<Arc<tollgate_auth::AuthRt>>, BuildError> {
     config
         .auth
         .iter()
@@ -135,10 +139,10 @@ fn auths(
             let same_jwt = previous.is_some_and(|p| p.config.jwt == config.jwt);
             let kept = previous
                 .and_then(|p| p.auths.iter().find(|a| a.cfg == *cfg))
-                .filter(|a| same_jwt || !matches!(a.method, crate::auth::Method::Bearer(_)));
+                .filter(|a| same_jwt || !matches!(a.method, tollgate_auth::Method::Bearer(_)));
             match kept {
                 Some(a) => Ok(a.clone()),
-                None => crate::auth::AuthRt::build(
+                None => tollgate_auth::AuthRt::build(
                     cfg,
                     config
                         .jwt
@@ -175,7 +179,7 @@ pub struct RouteRt {
     /// The request body cap (`max_body_bytes`, the route's or `[server]`'s; 0: none).
     pub max_body: u64,
     /// Header rules, CORS, compression, bandwidth (`None`: the route uses none of them).
-    pub shaping: Option<Box<crate::filters::shaping::ShapingRt>>,
+    pub shaping: Option<Box<tollgate_core::filters::shaping::ShapingRt>>,
     /// `http_requests_rejected_total{reason="body_too_large",route,limit=""}`.
     pub body_refused: IntCounter,
     /// `path_regex`, compiled (anchored at the path's start).
@@ -203,7 +207,7 @@ pub struct RouteRt {
     pub rejected: Vec<IntCounter>,
     /// The access lists that apply (the server's and the route's), if any; routes without
     /// lists of their own share the server's.
-    pub access: Option<Arc<crate::filters::access::AccessRt>>,
+    pub access: Option<Arc<tollgate_core::filters::access::AccessRt>>,
     /// Refusals by `reject` limits are held here first.
     pub tarpit: Option<Arc<TarpitRt>>,
     /// A limit of the route counts only failed responses: units are given back after others.
@@ -236,9 +240,10 @@ impl RouteRt {
     pub fn count(&self, metrics: &Metrics, status: u16) {
         if let Some(slot) = self.requests.get(status as usize) {
             slot.get_or_init(|| {
-                metrics
-                    .requests
-                    .with_label_values(&[&*self.name, crate::observe::metrics::status_str(status)])
+                metrics.requests.with_label_values(&[
+                    &*self.name,
+                    tollgate_core::observe::metrics::status_str(status),
+                ])
             })
             .inc();
         }
@@ -250,8 +255,8 @@ pub fn count_unrouted(metrics: &Metrics, status: u16) {
     metrics
         .requests
         .with_label_values(&[
-            crate::observe::metrics::NO_ROUTE,
-            crate::observe::metrics::status_str(status),
+            tollgate_core::observe::metrics::NO_ROUTE,
+            tollgate_core::observe::metrics::status_str(status),
         ])
         .inc();
 }
@@ -272,11 +277,11 @@ pub struct Runtime {
     pub upstreams: Vec<UpstreamRt>,
     pub trusted_proxies: Vec<IpNet>,
     pub ipv6_prefix: u8,
-    pub jwt: Option<crate::auth::jwt::Verifier>,
+    pub jwt: Option<tollgate_auth::jwt::Verifier>,
     /// `[jwt] jwks_url`'s key set (the previous runtime's while the URL and CA stay).
-    pub jwks: Option<Arc<crate::auth::jwks::Jwks>>,
+    pub jwks: Option<Arc<tollgate_auth::jwks::Jwks>>,
     /// `Config::auth`, compiled (the previous runtime's where unchanged: their caches stay).
-    pub auths: Vec<Arc<crate::auth::AuthRt>>,
+    pub auths: Vec<Arc<tollgate_auth::AuthRt>>,
     /// `[tls] hsts`, for responses over TLS.
     pub hsts: Option<HeaderValue>,
     /// The port HTTPS redirects name (`None`: 443, left out).
@@ -286,7 +291,7 @@ pub struct Runtime {
     preserve_case: bool,
     /// `[tracing]`, compiled (the previous runtime's while it is unchanged: its client and
     /// connections go on).
-    pub tracing: Option<Arc<crate::observe::traces::TraceRt>>,
+    pub tracing: Option<Arc<tollgate_core::observe::traces::TraceRt>>,
     /// `[[rls.rules]]`, compiled: limit set `routes.len() + i` (see [`Runtime::limits_of`]).
     pub rls: Vec<crate::limits::rules::RuleRt>,
     /// `[[rls.domains]]`, compiled (envoyproxy/ratelimit's trees).
@@ -369,7 +374,7 @@ impl Runtime {
         let upstreams = upstreams(&config, previous, preserve_case)?;
 
         let server_access =
-            crate::filters::access::AccessRt::build(&config.access, None).map(Arc::new);
+            tollgate_core::filters::access::AccessRt::build(&config.access, None).map(Arc::new);
         let jwks = jwks(&config, previous)?;
         let auths = auths(&config, previous)?;
         let routes = config
@@ -408,7 +413,7 @@ impl Runtime {
             jwt: config
                 .jwt
                 .as_ref()
-                .map(|j| crate::auth::jwt::Verifier::new(j, jwks.clone())),
+                .map(|j| tollgate_auth::jwt::Verifier::new(j, jwks.clone())),
             jwks,
             auths,
             trusted_proxies: config.server.trusted_proxies.clone(),
@@ -472,7 +477,7 @@ impl RouteRt {
     fn with_auth(
         mut self,
         cfg: &RouteConfig,
-        auths: &[Arc<crate::auth::AuthRt>],
+        auths: &[Arc<tollgate_auth::AuthRt>],
         metrics: &Metrics,
     ) -> Result<Self, BuildError> {
         let Some(i) = cfg.auth else {
@@ -489,7 +494,7 @@ impl RouteRt {
         self.stages.auth = true;
         self.auth = Some(RouteAuth {
             auth: auth.clone(),
-            counts: crate::auth::RESULTS
+            counts: tollgate_auth::RESULTS
                 .map(|r| metrics.auth.with_label_values(&[&cfg.name, method, r])),
             latency: metrics.auth_service.with_label_values(&[&cfg.name]),
         });
@@ -501,7 +506,7 @@ impl RouteRt {
     fn build(
         cfg: &RouteConfig,
         limits: &[LimitRt],
-        server_access: &Option<Arc<crate::filters::access::AccessRt>>,
+        server_access: &Option<Arc<tollgate_core::filters::access::AccessRt>>,
         previous: Option<&Runtime>,
         config: &Config,
         metrics: &Metrics,
@@ -515,9 +520,8 @@ impl RouteRt {
         let needs_body = needs_body(cfg, limits);
         let access = match &cfg.access {
             None => server_access.clone(),
-            Some(own) => {
-                crate::filters::access::AccessRt::build(&config.access, Some(own)).map(Arc::new)
-            }
+            Some(own) => tollgate_core::filters::access::AccessRt::build(&config.access, Some(own))
+                .map(Arc::new),
         };
         let (inputs, body_fields) = route_inputs(
             config,
@@ -528,7 +532,7 @@ impl RouteRt {
             needs_plan,
         );
         let tarpit = tarpit(cfg, previous);
-        let shaping = crate::filters::shaping::ShapingRt::build(cfg, config);
+        let shaping = tollgate_core::filters::shaping::ShapingRt::build(cfg, config);
         Ok(RouteRt {
             stages: Stages {
                 access: access.is_some(),
@@ -640,7 +644,7 @@ fn policy_headers(
                 // Requests in flight have no window to state.
                 .filter(|l| l.cfg.algorithm.caps().rated)
                 .map(|l| {
-                    let (q, w) = crate::respond::quota_window(&l.cfg);
+                    let (q, w) = tollgate_core::respond::quota_window(&l.cfg);
                     policy_item(&l.name_sf, q, w)
                 })
                 .collect();
@@ -687,7 +691,7 @@ fn route_inputs(
     config: &Config,
     route: &RouteConfig,
     limits: &[LimitRt],
-    access: Option<&crate::filters::access::AccessRt>,
+    access: Option<&tollgate_core::filters::access::AccessRt>,
     needs_jwt: bool,
     needs_plan: bool,
 ) -> (tollgate_route::normalize::Inputs, Vec<String>) {

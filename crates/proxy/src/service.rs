@@ -14,10 +14,8 @@
 //!   `fail_to_proxy` for what cannot be proxied (502 unreachable, 504 too slow).
 //! - `logging`: metrics, and the access log line when enabled.
 
-use crate::client_ip::trusted;
 use crate::ctx::{new_request_id, Ctx};
 use crate::edge::{client_gone, push_ip, Gateway};
-use crate::respond::{header, names, Problem};
 use crate::runtime::count_unrouted;
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -27,6 +25,8 @@ use pingora::prelude::*;
 use pingora::proxy::FailToProxy;
 use pingora::ErrorSource;
 use std::time::Instant;
+use tollgate_core::client_ip::trusted;
+use tollgate_core::respond::{header, names, Problem};
 
 #[async_trait]
 impl ProxyHttp for Gateway {
@@ -61,7 +61,7 @@ impl ProxyHttp for Gateway {
             let rt = rt.clone();
             let client = ctx.client.unwrap_or(ctx.peer);
             let b = ctx.balance.get_or_insert_with(Default::default);
-            crate::upstream::attempt::attempt(
+            tollgate_upstream::attempt::attempt(
                 &rt.upstreams[u].pool,
                 session.req_header(),
                 client,
@@ -99,7 +99,7 @@ impl ProxyHttp for Gateway {
             p.observe(pool.config().connect_timeout.as_micros() as u64);
         }
         // Nothing was sent: the next target, whatever the method, body or retry policy.
-        let retry = crate::upstream::attempt::may_fall_over(
+        let retry = tollgate_upstream::attempt::may_fall_over(
             pool,
             ctx.balance.as_deref_mut(),
             ctx.tries,
@@ -111,7 +111,7 @@ impl ProxyHttp for Gateway {
 
     /// A failure after the connection: retried when `retry.on` names it (a timeout, or the
     /// connection lost before a response head) and the request may be retried (see
-    /// [`crate::upstream::attempt::may_retry`]), or when a status was refused for a retry in
+    /// [`tollgate_upstream::attempt::may_retry`]), or when a status was refused for a retry in
     /// `upstream_response_filter`; otherwise Pingora's rule (an idempotent request on a reused
     /// connection the upstream had closed).
     fn error_while_proxy(
@@ -142,7 +142,7 @@ impl ProxyHttp for Gateway {
                 let answered = ctx.balance.as_ref().is_some_and(|b| b.answered);
                 let why = match e.etype() {
                     ErrorType::ReadTimedout | ErrorType::WriteTimedout if upstream => {
-                        Some(crate::upstream::attempt::Failure::Timeout)
+                        Some(tollgate_upstream::attempt::Failure::Timeout)
                     }
                     // On a pooled connection the upstream had closed, Pingora's own rule below
                     // sends an idempotent request again, spending nothing: only a fresh
@@ -150,12 +150,12 @@ impl ProxyHttp for Gateway {
                     ErrorType::ConnectionClosed | ErrorType::ReadError | ErrorType::WriteError
                         if upstream && !answered && !client_reused =>
                     {
-                        Some(crate::upstream::attempt::Failure::Reset)
+                        Some(tollgate_upstream::attempt::Failure::Reset)
                     }
                     _ => None,
                 };
                 let retry = why.is_some_and(|why| {
-                    crate::upstream::attempt::may_retry(
+                    tollgate_upstream::attempt::may_retry(
                         pool,
                         ctx.balance.as_deref_mut(),
                         plain,
@@ -209,11 +209,11 @@ impl ProxyHttp for Gateway {
         };
         let pool = &rt.upstreams[u].pool;
         let plain = retryable_request(session, ctx);
-        if crate::upstream::attempt::may_retry(
+        if tollgate_upstream::attempt::may_retry(
             pool,
             ctx.balance.as_deref_mut(),
             plain,
-            crate::upstream::attempt::Failure::Status(code),
+            tollgate_upstream::attempt::Failure::Status(code),
             &self.shared.metrics,
         ) {
             let mut e = Error::explain(
@@ -240,10 +240,10 @@ impl ProxyHttp for Gateway {
             .as_ref()
             .is_some_and(|rt| rt.config.server.underscores_in_headers)
         {
-            crate::filters::headers::remove_spellings(upstream, |k| {
+            tollgate_core::filters::headers::remove_spellings(upstream, |k| {
                 GATEWAY_WRITES
                     .iter()
-                    .any(|n| crate::filters::headers::underscore_spelling(k, n))
+                    .any(|n| tollgate_core::filters::headers::underscore_spelling(k, n))
             });
         }
         // The route's header rules first: what the gateway writes below always wins.
@@ -285,7 +285,7 @@ impl ProxyHttp for Gateway {
             if let Some(s) = rt.routes[r].shaping.as_deref() {
                 let kept = ctx.shaping.take();
                 let vars = crate::edge::vars(ctx, session);
-                let count = |sc: &crate::filters::shaping::ShapingCtx| {
+                let count = |sc: &tollgate_core::filters::shaping::ShapingCtx| {
                     if let Some(enc) = sc.encoding() {
                         self.shared
                             .metrics
@@ -303,7 +303,7 @@ impl ProxyHttp for Gateway {
                     // Nothing for the body to do (no compression, no bandwidth, no CORS
                     // origin): the response state lives on the stack, nothing allocated.
                     None if !s.shapes_body() => {
-                        crate::filters::shaping::ShapingCtx::default().response(
+                        tollgate_core::filters::shaping::ShapingCtx::default().response(
                             s,
                             session.req_header(),
                             resp,
@@ -311,7 +311,7 @@ impl ProxyHttp for Gateway {
                         );
                     }
                     None => {
-                        let mut sc = Box::<crate::filters::shaping::ShapingCtx>::default();
+                        let mut sc = Box::<tollgate_core::filters::shaping::ShapingCtx>::default();
                         sc.response(s, session.req_header(), resp, &vars);
                         count(&sc);
                         ctx.shaping = Some(sc);
@@ -642,7 +642,7 @@ impl Gateway {
         session: &Session,
         e: Option<&Error>,
         ctx: &Ctx,
-        t: &crate::observe::traces::TraceCtx,
+        t: &tollgate_core::observe::traces::TraceCtx,
         status: u16,
     ) {
         let Some(rt) = &ctx.rt else { return };
@@ -677,7 +677,7 @@ impl Gateway {
             .unwrap_or("");
         let client = ctx.client.unwrap_or(ctx.peer);
         let upstream = ctx.upstream.map(|u| rt.upstreams[u].cfg.name.as_str());
-        let finished = crate::observe::traces::Finished {
+        let finished = tollgate_core::observe::traces::Finished {
             method: req.method.as_str(),
             path: ctx.canonical_path.as_deref().unwrap_or(req.uri.path()),
             host: req
@@ -689,16 +689,18 @@ impl Gateway {
             status,
             decision: ctx.outcome.name(),
             limit,
-            client: crate::observe::traces::client_text(tr.cfg.client_address, client, || {
-                self.shared.hasher.pseudonym(client)
-            }),
+            client: tollgate_core::observe::traces::client_text(
+                tr.cfg.client_address,
+                client,
+                || self.shared.hasher.pseudonym(client),
+            ),
             request_id: ctx.request_id(),
             upstream,
             tries: ctx.tries as u32,
             error: e.map(|e| e.etype().as_str().to_string()),
             end: std::time::Instant::now(),
         };
-        let spans = crate::observe::traces::spans(t, &finished);
+        let spans = tollgate_core::observe::traces::spans(t, &finished);
         self.shared
             .spans
             .push(spans, tr.cfg.max_queue, &self.shared.metrics);
@@ -723,7 +725,7 @@ fn retryable_request(session: &mut Session, ctx: &Ctx) -> bool {
 /// Affinity: the client is (re)pinned to the target that answered unless its cookie named it.
 fn pin(
     ctx: &Ctx,
-    b: &crate::upstream::attempt::BalanceCtx,
+    b: &tollgate_upstream::attempt::BalanceCtx,
     resp: &mut ResponseHeader,
 ) -> Result<()> {
     let (Some(rt), Some(u), Some(p)) = (&ctx.rt, ctx.upstream, &b.pick) else {
@@ -742,7 +744,7 @@ fn pin(
 
 /// The trace context the upstream continues: under the gateway's upstream span; a context
 /// the gateway did not take is not passed on.
-fn trace_context(t: &mut crate::observe::traces::TraceCtx, upstream: &mut RequestHeader) {
+fn trace_context(t: &mut tollgate_core::observe::traces::TraceCtx, upstream: &mut RequestHeader) {
     upstream.insert_static_header(&names::TRACEPARENT, t.upstream_traceparent());
     match &t.tracestate {
         Some(ts) => upstream.insert_static_header(&names::TRACESTATE, ts.clone()),
@@ -837,10 +839,10 @@ fn auth_headers(a: &crate::ctx::AuthCtx, upstream: &mut RequestHeader) -> Result
     // Other spellings of them too: CGI, WSGI, Rack and PHP read `X_User_Id` as
     // `X-User-Id` (HTTP_X_USER_ID).
     if !a.rt.owned.is_empty() {
-        crate::filters::headers::remove_spellings(upstream, |k| {
+        tollgate_core::filters::headers::remove_spellings(upstream, |k| {
             a.rt.owned
                 .iter()
-                .any(|o| crate::filters::headers::underscore_spelling(k, o.as_str()))
+                .any(|o| tollgate_core::filters::headers::underscore_spelling(k, o.as_str()))
         });
     }
     for (name, value) in &a.passed.headers {
@@ -848,7 +850,7 @@ fn auth_headers(a: &crate::ctx::AuthCtx, upstream: &mut RequestHeader) -> Result
     }
     // A key read from the query leaves the target line (and so every upstream log).
     if let Some(q) = &a.rt.strip_query {
-        if let Some(target) = crate::auth::api_key::strip_param(upstream.raw_path(), q) {
+        if let Some(target) = tollgate_auth::api_key::strip_param(upstream.raw_path(), q) {
             upstream.set_raw_path(&target)?;
         }
     }

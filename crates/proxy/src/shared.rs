@@ -4,16 +4,16 @@
 //! registry and the gauges it refreshes at every scrape. [`crate::runtime`] holds the model
 //! itself: what a config compiles to, immutable.
 
-use crate::error::BuildError;
-use crate::identity::KeyHasher;
 use crate::limits::compiled::LimitState;
-use crate::observe::metrics::Metrics;
+use crate::limits::identity::KeyHasher;
 use crate::runtime::Runtime;
 use arc_swap::ArcSwap;
 use pingora::protocols::l4::socket::SocketAddr;
 use pingora::services::listening::ConnectionAdmission;
 use std::sync::Arc;
 use tollgate_config::Config;
+use tollgate_core::error::BuildError;
+use tollgate_core::observe::metrics::Metrics;
 use tollgate_limit::{Clock, StoreStats};
 use tollgate_store::{GlobalStore, RedisConfig, RedisStore, StoreMetrics, Target};
 
@@ -26,13 +26,13 @@ pub struct Shared {
     pub hasher: KeyHasher,
     pub store: Option<Arc<dyn GlobalStore>>,
     /// Open downstream connections, bounded by `[server]` max_connections(_per_client).
-    pub connections: Arc<crate::connections::Connections>,
+    pub connections: Arc<tollgate_core::connections::Connections>,
     /// The TLS listeners' certificates (`[tls]` at start), renewed in place.
-    pub tls: Option<Arc<crate::tls::Certificates>>,
+    pub tls: Option<Arc<tollgate_core::tls::Certificates>>,
     /// The rate limit service (`[rls]`) is accepting calls.
     pub rls_serving: std::sync::atomic::AtomicBool,
     /// Trace spans waiting for export (`[tracing]`).
-    pub spans: crate::observe::traces::SpanQueue,
+    pub spans: tollgate_core::observe::traces::SpanQueue,
 }
 
 impl Shared {
@@ -62,19 +62,20 @@ impl Shared {
         };
         let tls = match &config.tls {
             Some(t) => {
-                let tm = crate::tls::TlsMetrics::register(&metrics.registry)?;
-                let certs = crate::tls::Certificates::load(t, tm).map_err(BuildError::Tls)?;
+                let tm = tollgate_core::tls::TlsMetrics::register(&metrics.registry)?;
+                let certs =
+                    tollgate_core::tls::Certificates::load(t, tm).map_err(BuildError::Tls)?;
                 Some(Arc::new(certs))
             }
             None => None,
         };
         let runtime = Runtime::build(config, None, store.as_ref(), &metrics)?;
         Ok(Self {
-            spans: crate::observe::traces::SpanQueue::default(),
+            spans: tollgate_core::observe::traces::SpanQueue::default(),
             rls_serving: std::sync::atomic::AtomicBool::new(false),
             tls,
             runtime: ArcSwap::from_pointee(runtime),
-            connections: Arc::new(crate::connections::Connections::new(
+            connections: Arc::new(tollgate_core::connections::Connections::new(
                 metrics.connections_open.clone(),
                 metrics
                     .connections_refused
@@ -97,7 +98,7 @@ impl Shared {
         // (certificates renewed in place are taken one by one by the watcher instead).
         let tls_changed = current.config.tls.as_ref() != config.tls.as_ref();
         if let (Some(_), Some(t), true) = (&self.tls, &config.tls, tls_changed) {
-            if let Err(errors) = crate::tls::check(t) {
+            if let Err(errors) = tollgate_core::tls::check(t) {
                 self.metrics.reloads.with_label_values(&["error"]).inc();
                 return Err(BuildError::Tls(errors));
             }
@@ -267,11 +268,14 @@ impl ConnectionAdmission for Admission {
         let rt = self.shared.runtime.load();
         let server = &rt.config.server;
         let h = &server.hardening;
-        let client = peer
-            .and_then(|a| a.as_inet())
-            .map(|a| crate::identity::key_ip(crate::client_ip::fold(a.ip()), server.ipv6_prefix));
+        let client = peer.and_then(|a| a.as_inet()).map(|a| {
+            crate::limits::identity::key_ip(
+                tollgate_core::client_ip::fold(a.ip()),
+                server.ipv6_prefix,
+            )
+        });
         let (max, per_client) = (
-            crate::connections::effective_max_connections(h.max_connections),
+            tollgate_core::connections::effective_max_connections(h.max_connections),
             h.max_connections_per_client,
         );
         drop(rt);

@@ -1,6 +1,6 @@
 //! `[jwt] jwks_url`: the key set fetched when due (at start, then per its max-age; sooner
 //! after a failure), in a task of its own bounded by the fetch's deadline. A fetch for an
-//! unknown kid (a request's) moves the schedule too: see [`crate::auth::jwks`].
+//! unknown kid (a request's) moves the schedule too: see [`tollgate_auth::jwks`].
 
 use crate::runtime::Runtime;
 use crate::shared::Shared;

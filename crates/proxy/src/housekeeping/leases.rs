@@ -3,7 +3,7 @@
 //! unspent units given back to Redis; at shutdown every slice is.
 
 use crate::limits::compiled::LimitState;
-use crate::policy::give_back_lease;
+use crate::limits::policy::give_back_lease;
 use crate::shared::Shared;
 use std::time::Duration;
 

@@ -86,7 +86,7 @@ impl BackgroundService for Housekeeping {
         let mut block_sweep = Due::new(blocks::POLL_EVERY);
         let mut lease_sweep = Due::new(leases::SWEEP_EVERY);
         let mut slot_renewal = Due::new(slots::CHECK_EVERY);
-        let mut trace_export = Due::new(crate::observe::traces::EXPORT_EVERY);
+        let mut trace_export = Due::new(tollgate_core::observe::traces::EXPORT_EVERY);
         loop {
             let now = Instant::now();
             if block_sweep.now(now) {

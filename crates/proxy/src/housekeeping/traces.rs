@@ -11,7 +11,7 @@ use std::time::Instant;
 /// last), unless one is under way.
 pub fn run(shared: &Arc<Shared>, due: &mut super::Due, now: Instant) {
     let q = &shared.spans;
-    if q.is_empty() || !(q.len() >= crate::observe::traces::BATCH || due.now(now)) {
+    if q.is_empty() || !(q.len() >= tollgate_core::observe::traces::BATCH || due.now(now)) {
         return;
     }
     if q.exporting.swap(true, Ordering::AcqRel) {
@@ -22,8 +22,13 @@ pub fn run(shared: &Arc<Shared>, due: &mut super::Due, now: Instant) {
         // Cleared however the export ends (done, failed, or its task dropped).
         let _done = Exporting(&shared);
         let rt = shared.runtime.load_full();
-        crate::observe::traces::export(rt.tracing.as_deref(), &shared.spans, &shared.metrics, None)
-            .await;
+        tollgate_core::observe::traces::export(
+            rt.tracing.as_deref(),
+            &shared.spans,
+            &shared.metrics,
+            None,
+        )
+        .await;
     });
 }
 
@@ -43,7 +48,7 @@ pub async fn flush(shared: &Shared) {
     }
     let rt = shared.runtime.load_full();
     let deadline = Instant::now() + FLUSH_WITHIN;
-    crate::observe::traces::export(
+    tollgate_core::observe::traces::export(
         rt.tracing.as_deref(),
         &shared.spans,
         &shared.metrics,

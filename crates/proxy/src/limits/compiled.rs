@@ -1,19 +1,19 @@
 //! A limit's compiled form (filter_config in Envoy's words): its limiter state, local or
 //! global, its ladder, tarpit and quota, built once per config and kept across reloads while
-//! its definition stays. The per-request decision over these is [`crate::policy`].
+//! its definition stays. The per-request decision over these is [`crate::limits::policy`].
 
-use crate::observe::metrics::Metrics;
-use crate::respond::sf_string;
 use prometheus::{IntCounter, IntGauge};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tollgate_config::{Action, Config, LimitConfig, OnError, Scope, TarpitConfig};
+use tollgate_core::observe::metrics::Metrics;
+use tollgate_core::respond::sf_string;
 use tollgate_limit::{Ladder, LeasePolicy, Leases, LimitSpec, LocalLimiter, VerdictCache};
 use tollgate_store::GlobalStore;
 
-use crate::error::BuildError;
 pub use tollgate_config::MAX_LIMITS_PER_ROUTE;
+use tollgate_core::error::BuildError;
 
 /// Where a limit's state lives.
 pub enum LimitState {
@@ -169,7 +169,7 @@ pub struct LimitRt {
     /// The policy name as a Structured Fields string.
     pub name_sf: String,
     /// The 429 body, rendered once: a refusal fills in its wait and request id.
-    pub refusal: crate::respond::Template,
+    pub refusal: tollgate_core::respond::Template,
     pub shadow_counter: IntCounter,
     /// `tollgate_limit_decisions_total{limit,result}`: allowed, refused, shadow_refused, blocked.
     pub decisions: [IntCounter; 4],
@@ -371,7 +371,7 @@ impl LimitRt {
                     .map(|i| {
                         metrics.blocks_total.with_label_values(&[
                             &cfg.name,
-                            crate::observe::metrics::status_str(i as u16),
+                            tollgate_core::observe::metrics::status_str(i as u16),
                         ])
                     })
                     .collect(),
@@ -396,7 +396,7 @@ impl LimitRt {
             quota_rt: quota_rt(cfg, prev, config, metrics),
             shadow: cfg.shadow || shadow_all,
             name_sf: sf_string(&cfg.name),
-            refusal: crate::respond::refusal(cfg, quota),
+            refusal: tollgate_core::respond::refusal(cfg, quota),
             shadow_counter: metrics.shadow_exceeded.with_label_values(&[&cfg.name]),
             decisions: ["allowed", "refused", "shadow_refused", "blocked"]
                 .map(|r| metrics.decisions.with_label_values(&[&cfg.name, r])),

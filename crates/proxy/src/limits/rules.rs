@@ -7,8 +7,8 @@
 //! is not limited (answered OK), as envoyproxy/ratelimit answers one its config lacks.
 
 use crate::limits::compiled::LimitRt;
-use crate::observe::metrics::Metrics;
 use tollgate_config::Config;
+use tollgate_core::observe::metrics::Metrics;
 
 pub struct RuleRt {
     pub domain: String,

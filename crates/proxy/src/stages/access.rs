@@ -7,13 +7,13 @@
 //! Entered only on a route with access lists ([`super::Stages::access`]).
 
 use super::Step;
-use crate::client_ip::client_ip;
 use crate::ctx::{Ctx, Outcome};
 use crate::edge::Gateway;
-use crate::filters::access::{Access, DenyReason};
-use crate::respond::Problem;
 use crate::runtime::Runtime;
 use pingora::prelude::*;
+use tollgate_core::client_ip::client_ip;
+use tollgate_core::filters::access::{Access, DenyReason};
+use tollgate_core::respond::Problem;
 
 pub async fn run(
     gw: &Gateway,

@@ -9,12 +9,12 @@
 use super::Step;
 use crate::ctx::Ctx;
 use crate::edge::Gateway;
-use crate::respond::{names, Fields, Value};
 use crate::runtime::Runtime;
 use bytes::Bytes;
 use http::HeaderValue;
 use pingora::prelude::*;
 use tollgate_config::RouteAction;
+use tollgate_core::respond::{names, Fields, Value};
 
 pub async fn run(
     gw: &Gateway,

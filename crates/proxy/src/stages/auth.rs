@@ -14,16 +14,16 @@
 //! Entered only on a route with auth ([`super::Stages::auth`]).
 
 use super::Step;
-use crate::auth::{Refusal, Request};
-use crate::client_ip::client_ip;
 use crate::ctx::{AuthCtx, Ctx, Outcome};
 use crate::edge::Gateway;
-use crate::respond::names;
 use crate::runtime::Runtime;
 use bytes::Bytes;
 use pingora::prelude::*;
 use std::borrow::Cow;
 use std::sync::Arc;
+use tollgate_auth::{Refusal, Request};
+use tollgate_core::client_ip::client_ip;
+use tollgate_core::respond::names;
 
 pub async fn run(
     gw: &Gateway,
@@ -43,7 +43,7 @@ pub async fn run(
     ctx.client = Some(client);
     // What an auth service is told the request is: made only for one (a token, a password or
     // a key is checked without them).
-    let asks = matches!(ra.auth.method, crate::auth::Method::Forward(_));
+    let asks = matches!(ra.auth.method, tollgate_auth::Method::Forward(_));
     let path = ctx.canonical_path.as_deref().unwrap_or(head.uri.path());
     let path_and_query = match asks {
         true => visible(path, head.uri.query()),
@@ -75,13 +75,13 @@ pub async fn run(
             ra.counts[refusal.outcome() as usize].inc();
             let counted = matches!(
                 refusal.outcome(),
-                crate::auth::Outcome::Unauthenticated | crate::auth::Outcome::Forbidden
+                tollgate_auth::Outcome::Unauthenticated | tollgate_auth::Outcome::Forbidden
             );
             if counted && rt.routes[route].counts_failures && rt.routes[route].stages.limits {
                 // The limits count this failure (and may refuse first): answered after them.
                 ctx.auth = Some(Box::new(AuthCtx {
                     rt: ra.auth.clone(),
-                    passed: crate::auth::Passed::default(),
+                    passed: tollgate_auth::Passed::default(),
                     refusal: Some(refusal),
                 }));
                 return Ok(Step::Next);
@@ -121,10 +121,10 @@ pub async fn refuse(
         },
         Refusal::SignIn { location, cookies } => {
             let mut head = Gateway::head(session, ctx, 302, "text/plain", 0)?;
-            crate::respond::Fields::put(
+            tollgate_core::respond::Fields::put(
                 &mut head,
                 &names::LOCATION,
-                crate::respond::Value::Header(&location),
+                tollgate_core::respond::Value::Header(&location),
             );
             for c in &cookies {
                 head.append(&names::SET_COOKIE, c);

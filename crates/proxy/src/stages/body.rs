@@ -12,8 +12,8 @@
 use super::Step;
 use crate::ctx::Ctx;
 use crate::edge::Gateway;
-use crate::respond::Problem;
 use pingora::prelude::*;
+use tollgate_core::respond::Problem;
 
 pub async fn run(gw: &Gateway, session: &mut Session, ctx: &mut Ctx, cap: u64) -> Result<Step> {
     ctx.max_body = cap;

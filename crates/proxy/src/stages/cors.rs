@@ -10,10 +10,10 @@
 use super::Step;
 use crate::ctx::Ctx;
 use crate::edge::Gateway;
-use crate::filters::cors::CorsRt;
 use crate::runtime::Runtime;
 use bytes::Bytes;
 use pingora::prelude::*;
+use tollgate_core::filters::cors::CorsRt;
 
 pub async fn run(
     gw: &Gateway,

@@ -19,20 +19,20 @@
 //! list allowed.
 
 use super::Step;
-use crate::auth::jwt::Claims;
-use crate::auth::jwt::Verifier;
-use crate::client_ip::client_ip;
 use crate::ctx::{Ctx, Outcome};
 use crate::edge::{read_key_body, Gateway};
-use crate::identity::KeyInput;
-use crate::identity::ParsedBody;
-use crate::policy::{decide_global, decide_local, Plan, Verdict};
-use crate::respond::{names, Problem};
+use crate::limits::identity::KeyInput;
+use crate::limits::identity::ParsedBody;
+use crate::limits::policy::{decide_global, decide_local, Plan, Verdict};
 use crate::runtime::Runtime;
 use http::HeaderValue;
 use pingora::prelude::*;
 use std::borrow::Cow;
 use std::time::Instant;
+use tollgate_auth::jwt::Claims;
+use tollgate_auth::jwt::Verifier;
+use tollgate_core::client_ip::client_ip;
+use tollgate_core::respond::{names, Problem};
 
 pub async fn run(
     gw: &Gateway,
@@ -91,7 +91,7 @@ pub async fn run(
         descriptor: None,
     };
     if let (true, Some(plans)) = (rt.routes[route].needs_plan, &rt.config.plans) {
-        ctx.plan = crate::identity::plan_of(plans, &input);
+        ctx.plan = crate::limits::identity::plan_of(plans, &input);
     }
     let clock = &gw.shared.clock;
     let mut plan = decide_local(
@@ -226,7 +226,7 @@ async fn answer_or_admit(
         // the client's time).
         let mut slot_timeout: Option<std::time::Duration> = None;
         if rt.routes[route].holds_slots {
-            let mut slots = crate::slots::Slots::new(rt.clone(), gw.shared.clock.clone());
+            let mut slots = crate::limits::slots::Slots::new(rt.clone(), gw.shared.clock.clone());
             for (pos, &li) in rt.routes[route].cfg.limits.iter().enumerate() {
                 let took = plan.took(pos);
                 let cfg = &rt.limits[li].cfg;

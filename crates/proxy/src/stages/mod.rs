@@ -29,7 +29,7 @@
 //! once when its input is absent.
 //!
 //! What a route does to the request on its way up and to the answer on its way back (header
-//! rules, the upstream's Host, CORS fields, compression, bandwidth) is [`crate::filters::shaping`],
+//! rules, the upstream's Host, CORS fields, compression, bandwidth) is [`tollgate_core::filters::shaping`],
 //! applied in the proxy phases.
 //!
 //! New capabilities are new stages: a file here, a line in

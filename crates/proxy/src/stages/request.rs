@@ -13,14 +13,14 @@
 use super::Step;
 use crate::ctx::{new_request_id, valid_request_id, Ctx};
 use crate::edge::{is_secure, Gateway};
-use crate::respond::{names, Problem};
 use crate::runtime::Runtime;
 use pingora::prelude::*;
 use std::net::{IpAddr, Ipv4Addr};
+use tollgate_core::respond::{names, Problem};
 
 pub async fn run(gw: &Gateway, session: &mut Session, ctx: &mut Ctx, rt: &Runtime) -> Result<Step> {
     if !rt.config.server.underscores_in_headers {
-        let dropped = crate::filters::headers::drop_underscored(session.req_header_mut());
+        let dropped = tollgate_core::filters::headers::drop_underscored(session.req_header_mut());
         if dropped > 0 {
             gw.shared
                 .metrics

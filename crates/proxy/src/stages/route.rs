@@ -14,10 +14,10 @@
 
 use crate::ctx::Ctx;
 use crate::edge::{canonical_target, https_location, Gateway};
-use crate::respond::{Fields, Problem};
 use crate::runtime::Runtime;
 use pingora::prelude::*;
 use std::borrow::Cow;
+use tollgate_core::respond::{Fields, Problem};
 use tollgate_route::routing::RewriteRefusal;
 
 pub async fn run(
@@ -166,8 +166,8 @@ async fn www_redirect(
     };
     let mut head = Gateway::head(session, ctx, 308, "text/plain", 0)?;
     head.put(
-        &crate::respond::names::LOCATION,
-        crate::respond::Value::Header(&location),
+        &tollgate_core::respond::names::LOCATION,
+        tollgate_core::respond::Value::Header(&location),
     );
     gw.answer(session, ctx, head, bytes::Bytes::new()).await
 }

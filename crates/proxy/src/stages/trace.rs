@@ -3,16 +3,16 @@
 //! Reads: `traceparent` and `tracestate`, only when their sender may set them
 //! (`trust_context`: the trusted proxies by default); the peer address.
 //! Writes: `ctx.trace` (the trace id, the gateway's spans' ids, whether it is sampled); the
-//! upstream is sent the context later ([`crate::filters::shaping`]'s upstream request), and the spans
+//! upstream is sent the context later ([`tollgate_core::filters::shaping`]'s upstream request), and the spans
 //! are built when the request ends (`logging`), only if sampled or refused with
 //! `sample_refusals`.
 //! Answers: never.
 //! Entered only when `[tracing]` is configured.
 
-use crate::client_ip::trusted;
 use crate::ctx::Ctx;
-use crate::observe::traces::{begin, TraceRt};
 use pingora::prelude::*;
+use tollgate_core::client_ip::trusted;
+use tollgate_core::observe::traces::{begin, TraceRt};
 
 pub fn run(session: &Session, ctx: &mut Ctx, t: &TraceRt, proxies: &[ipnet::IpNet]) {
     let trusted =

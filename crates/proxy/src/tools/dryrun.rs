@@ -5,13 +5,13 @@
 //! answers cannot drift apart; what a stage does with a live session (writing the answer,
 //! counting metrics) is left out.
 
-use crate::client_ip::client_ip;
 use crate::edge::canonical_target;
-use crate::filters::access::Access;
-use crate::respond::Problem;
 use crate::runtime::Runtime;
 use pingora::http::RequestHeader;
 use std::net::IpAddr;
+use tollgate_core::client_ip::client_ip;
+use tollgate_core::filters::access::Access;
+use tollgate_core::respond::Problem;
 use tollgate_route::routing::Rewritten;
 
 /// Where the front stages leave a request.
@@ -60,10 +60,10 @@ pub fn front(rt: &Runtime, req: &RequestHeader, peer: IpAddr, tls: bool) -> Fron
     let client = client_ip(peer, req, &rt.trusted_proxies);
     // As `edge::is_secure`: over TLS, or from a trusted proxy that says the client used it.
     let secure = tls
-        || (crate::client_ip::trusted(peer, &rt.trusted_proxies)
+        || (tollgate_core::client_ip::trusted(peer, &rt.trusted_proxies)
             && crate::edge::forwarded_https(
                 req.headers
-                    .get(crate::respond::names::X_FORWARDED_PROTO.name()),
+                    .get(tollgate_core::respond::names::X_FORWARDED_PROTO.name()),
             ));
     let mut f = Front {
         host: None,
@@ -189,10 +189,10 @@ impl Front {
         req: &'a RequestHeader,
         (path, query): (&'a str, Option<&'a str>),
         route: usize,
-        claims: Option<&'a crate::auth::jwt::Claims>,
+        claims: Option<&'a tollgate_auth::jwt::Claims>,
         consumer: Option<&'a str>,
-    ) -> crate::identity::KeyInput<'a> {
-        crate::identity::KeyInput {
+    ) -> crate::limits::identity::KeyInput<'a> {
+        crate::limits::identity::KeyInput {
             req,
             client_cert: None,
             client_ip: self.client,

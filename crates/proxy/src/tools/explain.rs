@@ -8,15 +8,15 @@
 //! lease here; Redis is asked nothing: a global limit that would ask says so, and `tollgate
 //! explain --redis` adds the key's state there). Nothing is counted, taken or logged.
 
-use crate::filters::access::Access;
-use crate::identity::{describe_key, KeyHasher};
 use crate::limits::compiled::LimitState;
-use crate::policy::limit_key;
+use crate::limits::identity::{describe_key, KeyHasher};
+use crate::limits::policy::limit_key;
 use crate::runtime::Runtime;
 use crate::tools::dryrun::{front, request, Front};
 use serde_json::{json, Value};
 use std::net::IpAddr;
 use tollgate_config::{Action, PathMatch, Scope};
+use tollgate_core::filters::access::Access;
 use tollgate_limit::{Decision, Nanos};
 
 /// One request to explain.
@@ -73,7 +73,7 @@ pub fn split_header(h: &str) -> Result<(String, String), String> {
 pub async fn explain(
     rt: &Runtime,
     hasher: &KeyHasher,
-    metrics: &crate::observe::metrics::Metrics,
+    metrics: &tollgate_core::observe::metrics::Metrics,
     q: &Question,
     now: Nanos,
     unix: Nanos,
@@ -93,7 +93,9 @@ pub async fn explain(
     };
     let r = &rt.routes[route];
     out["access"] = json!(access_text(&f.access));
-    if r.stages.cors && crate::filters::cors::CorsRt::is_preflight(&req.method, &req.headers) {
+    if r.stages.cors
+        && tollgate_core::filters::cors::CorsRt::is_preflight(&req.method, &req.headers)
+    {
         out["decision"] = json!({"status": 204, "answer": "cors_preflight",
             "detail": "A CORS preflight, answered at the edge: never limited or proxied."});
         return Ok(out);
@@ -127,7 +129,7 @@ pub async fn explain(
         auth.consumer.as_deref(),
     );
     let plans = rt.config.plans.as_ref().filter(|_| r.needs_plan);
-    let plan = plans.map_or(0, |p| crate::identity::plan_of(p, &input));
+    let plan = plans.map_or(0, |p| crate::limits::identity::plan_of(p, &input));
     if let Some(p) = plans {
         out["plan"] = json!(p.names.get(plan));
     }
@@ -222,15 +224,15 @@ fn counted(
 async fn bearer(
     rt: &Runtime,
     req: &pingora::http::RequestHeader,
-    metrics: &crate::observe::metrics::Metrics,
-) -> Result<Option<crate::auth::jwt::Claims>, &'static str> {
+    metrics: &tollgate_core::observe::metrics::Metrics,
+) -> Result<Option<tollgate_auth::jwt::Claims>, &'static str> {
     let Some(v) = &rt.jwt else {
         return Ok(None);
     };
     let Some(token) = req
         .headers
         .get(&v.header)
-        .and_then(|h| crate::auth::jwt::Verifier::token(h.as_bytes()))
+        .and_then(|h| tollgate_auth::jwt::Verifier::token(h.as_bytes()))
     else {
         return Ok(None);
     };
@@ -287,7 +289,7 @@ fn access_text(a: &Access) -> String {
 struct AuthStep {
     shown: Option<Value>,
     consumer: Option<std::sync::Arc<str>>,
-    claims: Option<std::sync::Arc<crate::auth::jwt::Claims>>,
+    claims: Option<std::sync::Arc<tollgate_auth::jwt::Claims>>,
     refusal: Option<(u16, String, bool)>,
 }
 
@@ -296,7 +298,7 @@ async fn auth_step(
     route: usize,
     req: &pingora::http::RequestHeader,
     f: &Front,
-    metrics: &crate::observe::metrics::Metrics,
+    metrics: &tollgate_core::observe::metrics::Metrics,
 ) -> AuthStep {
     let r = &rt.routes[route];
     let mut step = AuthStep {
@@ -308,7 +310,7 @@ async fn auth_step(
     let Some(ra) = &r.auth else {
         return step;
     };
-    let areq = crate::auth::Request {
+    let areq = tollgate_auth::Request {
         head: req,
         client: f.client,
         secure: f.secure,
@@ -332,25 +334,25 @@ async fn auth_step(
                 .unwrap_or_default();
             step.consumer = passed.consumer;
             step.claims = passed.claims;
-            (crate::auth::RESULTS[o as usize].to_string(), detail)
+            (tollgate_auth::RESULTS[o as usize].to_string(), detail)
         }
         Some(Err(refusal)) => {
             let (status, detail) = match &refusal {
-                crate::auth::Refusal::Problem {
+                tollgate_auth::Refusal::Problem {
                     problem, detail, ..
                 } => (problem.status(), detail.to_string()),
-                crate::auth::Refusal::SignIn { .. } => (302, "redirected to sign in".to_string()),
+                tollgate_auth::Refusal::SignIn { .. } => (302, "redirected to sign in".to_string()),
             };
             // As the auth stage: a failed credential on a route whose limits count
             // failures is answered after the limits; anything else at once.
             let counted = matches!(
                 refusal.outcome(),
-                crate::auth::Outcome::Unauthenticated | crate::auth::Outcome::Forbidden
+                tollgate_auth::Outcome::Unauthenticated | tollgate_auth::Outcome::Forbidden
             );
             let held = counted && r.counts_failures && r.stages.limits;
             step.refusal = Some((status, detail.clone(), held));
             (
-                crate::auth::RESULTS[refusal.outcome() as usize].to_string(),
+                tollgate_auth::RESULTS[refusal.outcome() as usize].to_string(),
                 detail,
             )
         }
@@ -737,12 +739,12 @@ fn text_limits(o: &mut String, limits: &Value) {
     }
 }
 
-fn method_name(m: &crate::auth::Method) -> &'static str {
+fn method_name(m: &tollgate_auth::Method) -> &'static str {
     match m {
-        crate::auth::Method::Bearer(_) => "jwt",
-        crate::auth::Method::Forward(_) => "forward",
-        crate::auth::Method::Basic(_) => "basic",
-        crate::auth::Method::ApiKey(_) => "api_key",
+        tollgate_auth::Method::Bearer(_) => "jwt",
+        tollgate_auth::Method::Forward(_) => "forward",
+        tollgate_auth::Method::Basic(_) => "basic",
+        tollgate_auth::Method::ApiKey(_) => "api_key",
     }
 }
 
@@ -818,11 +820,15 @@ async fn ask_admin(admin: &str, token: &str, q: &Question) -> Result<Value, Stri
         .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
         .body(http_body_util::Empty::<bytes::Bytes>::new())
         .map_err(|e| format!("{url}: {e}"))?;
-    let client = crate::net::client::build(None, false)?;
-    let (parts, body) =
-        crate::net::client::exchange(&client, req, std::time::Duration::from_secs(5), 4 << 20)
-            .await
-            .map_err(|e| format!("{admin}: {e}"))?;
+    let client = tollgate_core::net::client::build(None, false)?;
+    let (parts, body) = tollgate_core::net::client::exchange(
+        &client,
+        req,
+        std::time::Duration::from_secs(5),
+        4 << 20,
+    )
+    .await
+    .map_err(|e| format!("{admin}: {e}"))?;
     let v: Value = serde_json::from_slice(&body).map_err(|e| format!("{admin}: {e}"))?;
     if parts.status != 200 {
         return Err(format!(

@@ -3,7 +3,7 @@
 //!
 //! Each logged request is made into a request head ([`crate::tools::dryrun`]), taken through the
 //! front stages the live pipeline runs (canonical target, route, rewrite, input checks, access
-//! lists), and decided by the limiters themselves ([`crate::policy::decide_local`]) at the
+//! lists), and decided by the limiters themselves ([`crate::limits::policy::decide_local`]) at the
 //! time it was logged. A global limit is decided as the fleet decides it: one exact counter of
 //! its rate and burst (what Redis keeps for every instance together). Escalation ladders climb
 //! as they do live. The whole log is run four times: as configured, and with every limit's
@@ -15,8 +15,8 @@
 //! the log's own span. Logs without a client address count every request as one client; a
 //! Tollgate log's pseudonymous client is one client per pseudonym.
 
-use crate::identity::{describe_key, KeyHasher, KeyInput};
-use crate::policy::decide_local;
+use crate::limits::identity::{describe_key, KeyHasher, KeyInput};
+use crate::limits::policy::decide_local;
 use crate::runtime::Runtime;
 use crate::tools::dryrun::front;
 use pingora::http::RequestHeader;
@@ -193,11 +193,11 @@ impl Stats {
 
 /// What a request took of concurrency limits, given back at once (a replayed request holds
 /// nothing).
-fn give_back(rt: &Runtime, limits: &[usize], plan: &crate::policy::Plan, time: u64) {
+fn give_back(rt: &Runtime, limits: &[usize], plan: &crate::limits::policy::Plan, time: u64) {
     for (pos, &li) in limits.iter().enumerate() {
         let took = plan.took(pos);
         if took.any() && rt.limits[li].cfg.algorithm.caps().holds {
-            crate::policy::return_unit(&rt.limits[li], plan.key(pos), time, took);
+            crate::limits::policy::return_unit(&rt.limits[li], plan.key(pos), time, took);
         }
     }
 }
@@ -219,7 +219,7 @@ impl Pass {
     ) -> Result<Pass, String> {
         let detailed = factor == 1.0;
         let config = fleet(config, factor)?;
-        let metrics = crate::observe::metrics::Metrics::new().map_err(|e| e.to_string())?;
+        let metrics = tollgate_core::observe::metrics::Metrics::new().map_err(|e| e.to_string())?;
         let rt = Runtime::build(config, None, None, &metrics).map_err(|e| e.to_string())?;
         let hasher = KeyHasher::new();
         let mut order = Vec::new();
@@ -246,14 +246,14 @@ impl Pass {
             };
             let r = &rt.routes[route];
             if r.cfg.limits.is_empty()
-                || matches!(f.access, crate::filters::access::Access::Allowed(_))
+                || matches!(f.access, tollgate_core::filters::access::Access::Allowed(_))
             {
                 continue;
             }
             let (path, query) = f.key_path(&rt, &req);
             let input = f.key_input(&req, (&path, query), route, None, None);
             let plan_i = match (r.needs_plan, &rt.config.plans) {
-                (true, Some(plans)) => crate::identity::plan_of(plans, &input),
+                (true, Some(plans)) => crate::limits::identity::plan_of(plans, &input),
                 _ => 0,
             };
             let plan = decide_local(&rt, route, &hasher, &input, plan_i, rec.time, rec.time);
@@ -269,7 +269,7 @@ impl Pass {
                 // step never reached) the one it would have: each limit counts every request
                 // that has a value for its key.
                 let key = match plan.key(pos) {
-                    0 => match crate::policy::limit_key(&rt, l, &hasher, &input) {
+                    0 => match crate::limits::policy::limit_key(&rt, l, &hasher, &input) {
                         Some(k) => k,
                         None => continue,
                     },
@@ -462,8 +462,11 @@ mod tests {
     #[test]
     fn pseudonyms_survive_the_ipv6_prefix() {
         for prefix in [48u8, 56, 64, 72, 128] {
-            let a = crate::identity::key_ip(pseudonym_ip(0x0123_4567_89ab_cdef, prefix), prefix);
-            let b = crate::identity::key_ip(
+            let a = crate::limits::identity::key_ip(
+                pseudonym_ip(0x0123_4567_89ab_cdef, prefix),
+                prefix,
+            );
+            let b = crate::limits::identity::key_ip(
                 pseudonym_ip(0x0123_4567_89ab_cdee ^ (1 << 40), prefix),
                 prefix,
             );
@@ -473,8 +476,8 @@ mod tests {
         // Every bit of the pseudonym is kept from /72 on.
         let p = 72;
         assert_ne!(
-            crate::identity::key_ip(pseudonym_ip(1, p), p),
-            crate::identity::key_ip(pseudonym_ip(2, p), p)
+            crate::limits::identity::key_ip(pseudonym_ip(1, p), p),
+            crate::limits::identity::key_ip(pseudonym_ip(2, p), p)
         );
     }
 }

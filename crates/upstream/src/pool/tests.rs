@@ -1,0 +1,316 @@
+use super::*;
+
+fn upstream(targets: &[SocketAddr]) -> UpstreamConfig {
+    UpstreamConfig {
+        name: "u".into(),
+        targets: targets
+            .iter()
+            .map(|a| tollgate_config::UpstreamTarget {
+                written: a.to_string(),
+                host: a.ip().to_string(),
+                port: a.port(),
+                addr: Some(*a),
+            })
+            .collect(),
+        resolve_every: Duration::from_secs(5),
+        connect_timeout: Duration::from_millis(300),
+        read_timeout: Duration::from_secs(7),
+        write_timeout: Duration::from_secs(8),
+        tls: None,
+        h2: false,
+        health_check: None,
+        balance: Balance::RoundRobin,
+        hash_key: None,
+        affinity: None,
+        retry: None,
+    }
+}
+
+#[test]
+fn round_robin_skips_the_unhealthy_and_gives_up_when_none_is_left() {
+    let addrs: Vec<SocketAddr> = (1..=3)
+        .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
+        .collect();
+    let pool = Pool::new(&upstream(&addrs), &[], false);
+    let picks: Vec<u16> = (0..6)
+        .filter_map(|_| pool.select().map(|t| t.addr.port()))
+        .collect();
+    assert_eq!(picks, [1, 2, 3, 1, 2, 3]);
+
+    pool.set_health(&pool.targets()[1], false);
+    let picks: Vec<u16> = (0..4)
+        .filter_map(|_| pool.select().map(|t| t.addr.port()))
+        .collect();
+    assert!(!picks.contains(&2), "{picks:?}");
+    assert_eq!(picks.len(), 4);
+
+    for t in pool.targets().iter() {
+        pool.set_health(t, false);
+    }
+    assert!(pool.select().is_none());
+    assert!(Pool::new(&upstream(&[]), &[], false).select().is_none());
+}
+
+fn ports(picks: &[crate::target::Pick]) -> Vec<u16> {
+    picks.iter().map(|p| p.target.addr.port()).collect()
+}
+
+fn choose(
+    pool: &Pool,
+    hash: Option<&[u8]>,
+    pinned: Option<u64>,
+    tried: &[u64],
+) -> Option<crate::target::Pick> {
+    pool.choose(&Choice {
+        hash,
+        pinned,
+        tried,
+    })
+}
+
+#[test]
+fn least_request_takes_the_target_with_the_fewest_in_flight() {
+    let addrs: Vec<SocketAddr> = (1..=3)
+        .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
+        .collect();
+    let mut cfg = upstream(&addrs);
+    cfg.balance = Balance::LeastRequest;
+    let pool = Pool::new(&cfg, &[], false);
+    // Three held picks land on three targets; a fourth joins one of them.
+    let held: Vec<_> = (0..3)
+        .filter_map(|_| choose(&pool, None, None, &[]))
+        .collect();
+    let mut p = ports(&held);
+    p.sort();
+    assert_eq!(p, [1, 2, 3]);
+    // Target 2's requests end: the next two go there first, one at a time.
+    let (two, rest): (Vec<_>, Vec<_>) = held.into_iter().partition(|p| p.target.addr.port() == 2);
+    drop(two);
+    let next = choose(&pool, None, None, &[]).expect("a pick");
+    assert_eq!(next.target.addr.port(), 2);
+    assert_eq!(
+        pool.targets()
+            .iter()
+            .map(|t| t.active.load(Ordering::Relaxed))
+            .sum::<usize>(),
+        3
+    );
+    drop((next, rest));
+    assert!(pool
+        .targets()
+        .iter()
+        .all(|t| t.active.load(Ordering::Relaxed) == 0));
+}
+
+#[test]
+fn ewma_avoids_the_slow_target_until_it_recovers() {
+    let addrs: Vec<SocketAddr> = (1..=2)
+        .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
+        .collect();
+    let mut cfg = upstream(&addrs);
+    cfg.balance = Balance::Ewma;
+    let pool = Pool::new(&cfg, &[], false);
+    let slow = choose(&pool, None, None, &[]).expect("pick");
+    let slow_port = slow.target.addr.port();
+    slow.observe(500_000);
+    drop(slow);
+    let fast = choose(&pool, None, None, &[]).expect("pick");
+    assert_ne!(fast.target.addr.port(), slow_port);
+    fast.observe(2_000);
+    drop(fast);
+    for _ in 0..20 {
+        let p = choose(&pool, None, None, &[]).expect("pick");
+        assert_ne!(p.target.addr.port(), slow_port);
+        p.observe(2_000);
+    }
+}
+
+#[test]
+fn hashing_keeps_keys_on_their_target_and_moves_only_a_leavers_share() {
+    let addrs: Vec<SocketAddr> = (1..=3)
+        .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
+        .collect();
+    let mut cfg = upstream(&addrs);
+    cfg.balance = Balance::Hash;
+    let pool = Pool::new(&cfg, &[], false);
+    let keys: Vec<String> = (0..3000).map(|i| format!("user-{i}")).collect();
+    let before: Vec<u16> = keys
+        .iter()
+        .map(|k| {
+            choose(&pool, Some(k.as_bytes()), None, &[])
+                .expect("pick")
+                .target
+                .addr
+                .port()
+        })
+        .collect();
+    for port in 1..=3 {
+        let share = before.iter().filter(|p| **p == port).count();
+        assert!(
+            (700..1300).contains(&share),
+            "target {port} holds {share} of 3000"
+        );
+    }
+    // The same key again: the same target.
+    assert!(keys.iter().zip(&before).all(|(k, p)| {
+        choose(&pool, Some(k.as_bytes()), None, &[]).map(|x| x.target.addr.port()) == Some(*p)
+    }));
+    // Target 3 leaves rotation: only its keys move.
+    pool.set_health(&pool.targets()[2], false);
+    let mut moved = 0;
+    for (k, p) in keys.iter().zip(&before) {
+        let now = choose(&pool, Some(k.as_bytes()), None, &[])
+            .expect("pick")
+            .target
+            .addr
+            .port();
+        assert_ne!(now, 3);
+        if now != *p {
+            assert_eq!(*p, 3, "{k} moved from a target that stayed");
+            moved += 1;
+        }
+    }
+    assert_eq!(moved, before.iter().filter(|p| **p == 3).count());
+    // Without the key: round robin.
+    assert!(choose(&pool, None, None, &[]).is_some());
+}
+
+#[test]
+fn a_pin_holds_while_its_target_is_healthy_and_retries_leave_tried_targets() {
+    let addrs: Vec<SocketAddr> = (1..=3)
+        .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
+        .collect();
+    let mut cfg = upstream(&addrs);
+    cfg.retry = Some(tollgate_config::Retry {
+        attempts: 2,
+        on: tollgate_config::RETRY_ON_DEFAULT,
+        budget: 0.2,
+    });
+    let pool = Pool::new(&cfg, &[], false);
+    assert!(pool.chooses());
+    let t2 = pool.targets()[1].id;
+    for _ in 0..5 {
+        assert_eq!(
+            choose(&pool, None, Some(t2), &[]).expect("pick").target.id,
+            t2
+        );
+    }
+    // An unknown id, or the pinned target down or tried: the policy's choice.
+    assert!(choose(&pool, None, Some(12345), &[]).is_some());
+    pool.set_health(&pool.targets()[1], false);
+    assert_ne!(
+        choose(&pool, None, Some(t2), &[]).expect("pick").target.id,
+        t2
+    );
+    pool.set_health(&pool.targets()[1], true);
+    let tried = [t2, pool.targets()[0].id];
+    assert_eq!(
+        choose(&pool, None, Some(t2), &tried)
+            .expect("pick")
+            .target
+            .addr
+            .port(),
+        3
+    );
+    assert_eq!(pool.untried(&tried), 1);
+    let all: Vec<u64> = pool.targets().iter().map(|t| t.id).collect();
+    assert!(choose(&pool, None, None, &all).is_none());
+    // Ids are stable: a new pool for the same targets gives the same ones.
+    assert_eq!(Pool::new(&cfg, &[], false).targets()[1].id, t2);
+}
+
+#[test]
+fn the_peer_carries_the_upstreams_settings() {
+    let a = SocketAddr::from(([127, 0, 0, 1], 9));
+    let mut cfg = upstream(&[a]);
+    cfg.h2 = true;
+    let pool = Pool::new(&cfg, &[], false);
+    let p = pool.select().expect("a target").peer();
+    assert_eq!(
+        p._address,
+        pingora::protocols::l4::socket::SocketAddr::Inet(a)
+    );
+    assert_eq!(
+        p.options.connection_timeout,
+        Some(Duration::from_millis(300))
+    );
+    assert_eq!(p.options.read_timeout, Some(Duration::from_secs(7)));
+    assert_eq!(p.options.write_timeout, Some(Duration::from_secs(8)));
+    assert_eq!(p.options.alpn, pingora::protocols::ALPN::H2);
+    assert!(!p.is_tls());
+}
+
+/// Two names of one TLS upstream that resolve to one address stay two targets, each with
+/// its own SNI, and Pingora never hands one's connection to the other (its reuse hash
+/// covers the SNI).
+#[test]
+fn targets_on_one_address_keep_their_own_sni() {
+    use pingora::upstreams::peer::Peer;
+    let a = SocketAddr::from(([127, 0, 0, 1], 8443));
+    let mut cfg = upstream(&[]);
+    for name in ["a.test", "b.test"] {
+        cfg.targets.push(tollgate_config::UpstreamTarget {
+            written: format!("{name}:8443"),
+            host: name.into(),
+            port: 8443,
+            addr: None,
+        });
+    }
+    let tls: Vec<UpstreamTlsRt> = ["a.test", "b.test"]
+        .iter()
+        .map(|n| UpstreamTlsRt {
+            sni: n.to_string(),
+            verify: true,
+            ca: None,
+            client_cert: None,
+        })
+        .collect();
+    let pool = Pool::new(&cfg, &tls, false);
+    let both = vec![
+        Resolved {
+            addrs: vec![a],
+            error: None,
+        };
+        2
+    ];
+    *pool.resolved.lock() = both.clone();
+    pool.rebuild(&both);
+    let peers: Vec<_> = pool.targets().iter().map(|t| t.peer()).collect();
+    assert_eq!(peers.len(), 2);
+    assert_eq!((peers[0].sni(), peers[1].sni()), ("a.test", "b.test"));
+    assert_ne!(peers[0].reuse_hash(), peers[1].reuse_hash());
+    // A reload keeps each name's own peer too.
+    let next = Pool::new(&cfg, &tls, false);
+    next.inherit(&pool);
+    let snis: Vec<String> = next
+        .targets()
+        .iter()
+        .map(|t| t.peer().sni().to_string())
+        .collect();
+    assert_eq!(snis, ["a.test", "b.test"]);
+}
+
+/// A real listener passes the check; a closed port fails it and leaves rotation; when it
+/// listens again it comes back.
+#[tokio::test]
+async fn the_tcp_check_takes_targets_out_and_brings_them_back() {
+    let open = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let closed_addr = closed.local_addr().expect("addr");
+    drop(closed);
+    let pool = Pool::new(
+        &upstream(&[open.local_addr().expect("addr"), closed_addr]),
+        &[],
+        false,
+    );
+    pool.check(Duration::from_secs(2)).await;
+    assert!(pool.targets()[0].healthy());
+    assert!(!pool.targets()[1].healthy());
+    for _ in 0..4 {
+        assert_eq!(pool.select().map(|t| t.addr), open.local_addr().ok());
+    }
+    let back = std::net::TcpListener::bind(closed_addr).expect("rebind the same port");
+    pool.check(Duration::from_secs(2)).await;
+    assert!(pool.targets()[1].healthy());
+    drop(back);
+}
