@@ -71,7 +71,7 @@ const LAYERS: &[(&str, &[(&str, u8)])] = &[
             // L4: the request phases and stages, edge answers, the process, admin,
             // background jobs and the tools.
             ("edge", 4),
-            ("service", 4),
+            ("gateway", 4),
             ("stages", 4),
             ("shared", 4),
             ("admin", 4),

@@ -1,13 +1,13 @@
-//! The gateway and what it answers at the edge: [`Gateway`] (the `ProxyHttp` type), the
-//! answers the stages and phases write (problem+json, 429 and its RateLimit fields, 403 for a
-//! block, 503, redirects), and the request-reading helpers the stages share (the canonical
-//! target, TLS, the key body). The stages ([`crate::stages`]) and the phases
-//! ([`crate::service`]) both build on this module; it builds on neither.
+//! What the gateway answers at the edge: the answers the stages and phases write
+//! (problem+json, 429 and its RateLimit fields, 403 for a block, 503, redirects), and the
+//! request-reading helpers the stages share (the canonical target, TLS, the key body). The
+//! stages ([`crate::stages`]) and the phases ([`crate::gateway`]) both build on this module;
+//! it builds on neither (only on the [`Gateway`] type).
 
 use crate::ctx::{Ctx, Outcome};
+use crate::gateway::Gateway;
 use crate::limits::policy::{Plan, Verdict};
 use crate::runtime::Runtime;
-use crate::shared::Shared;
 use bytes::Bytes;
 use http::HeaderValue;
 use pingora::http::{RequestHeader, ResponseHeader, StaticHeaderName};
@@ -20,7 +20,6 @@ use pingora::ErrorSource;
 use std::borrow::Cow;
 use std::io::Write;
 use std::net::IpAddr;
-use std::sync::Arc;
 use tollgate_config::Action;
 use tollgate_core::client_ip::trusted;
 use tollgate_core::respond::{names, Extra, Fields, Head, Problem, Value};
@@ -36,20 +35,7 @@ pub enum Step {
     Answered,
 }
 
-pub struct Gateway {
-    pub(crate) shared: Arc<Shared>,
-}
-
 impl Gateway {
-    pub fn new(shared: Arc<Shared>) -> Self {
-        Self { shared }
-    }
-
-    /// The runtime a new request is decided under.
-    pub(crate) fn runtime(&self) -> Arc<Runtime> {
-        self.shared.runtime.load_full()
-    }
-
     /// Writes a problem+json answer with no extra members or fields: the stage then ends the
     /// request.
     pub(crate) async fn answer_problem(
@@ -814,5 +800,77 @@ pub(crate) fn vars<'a>(
         req: Some(req),
         route,
         secure: ctx.secure,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{forwarded_https, https_location, push_ip};
+    use http::HeaderValue;
+
+    /// X-Forwarded-For's address is the one `Display` writes, for every kind of address.
+    #[test]
+    fn forwarded_for_addresses_are_written_as_display_writes_them() {
+        for ip in [
+            "0.0.0.0",
+            "127.0.0.1",
+            "10.200.3.45",
+            "255.255.255.255",
+            "::1",
+            "2001:db8::8a2e:370:7334",
+            "::ffff:192.0.2.1",
+            "fe80::1",
+        ] {
+            let ip: std::net::IpAddr = ip.parse().expect("address");
+            let mut out = b"a, ".to_vec();
+            push_ip(&mut out, ip);
+            assert_eq!(out, format!("a, {ip}").into_bytes());
+        }
+    }
+
+    #[test]
+    fn forwarded_proto_spellings() {
+        let says = |v: &str| forwarded_https(Some(&HeaderValue::from_str(v).expect("a value")));
+        for yes in ["https", "HTTPS", " https ", "https, http", "https,http"] {
+            assert!(says(yes), "{yes:?}");
+        }
+        for no in [
+            "http",
+            "http, https",
+            "",
+            "httpsx",
+            "h ttps",
+            ",https",
+            "wss",
+        ] {
+            assert!(!says(no), "{no:?}");
+        }
+        assert!(!forwarded_https(None));
+    }
+
+    #[test]
+    fn redirect_locations() {
+        let loc = |h: Option<&str>, p: &str, q: Option<&str>, port: Option<u16>| {
+            https_location(h, p, q, port).map(|v| v.to_str().map(str::to_string).ok())
+        };
+        assert_eq!(
+            loc(Some("a.test"), "/x", Some("q=1"), Some(8443)),
+            Some(Some("https://a.test:8443/x?q=1".into()))
+        );
+        assert_eq!(
+            loc(Some("a.test"), "/", None, None),
+            Some(Some("https://a.test/".into()))
+        );
+        // An IPv6 literal gets its brackets; a query outside ASCII is escaped, byte by byte.
+        assert_eq!(
+            loc(Some("::1"), "/", Some("q=é"), None),
+            Some(Some("https://[::1]/?q=%C3%A9".into()))
+        );
+        assert_eq!(
+            loc(Some("[::1]"), "/p", None, Some(1)),
+            Some(Some("https://[::1]:1/p".into()))
+        );
+        // No host: nothing to redirect to.
+        assert_eq!(loc(None, "/", None, None), None);
     }
 }

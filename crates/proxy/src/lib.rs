@@ -16,7 +16,8 @@
 //!   Reload builds a new one and swaps it; limiter state and upstream health survive for
 //!   definitions that did not change.
 //! - L3: [`ctx`]: one request's state.
-//! - L4: [`edge`] (the `Gateway` and edge answers), [`service`] (the request phases),
+//! - L4: [`gateway`] (the `Gateway` and its request phases, one file each), [`edge`] (edge
+//!   answers),
 //!   [`stages`] (the request phase's pipeline), [`shared`] (the live process), [`admin`]
 //!   (/healthz, /readyz, /metrics), [`housekeeping`] (the background jobs), [`tools`] (dry
 //!   runs, explain, simulate).
@@ -32,14 +33,14 @@
 pub mod admin;
 pub mod ctx;
 pub mod edge;
+pub mod gateway;
 pub mod housekeeping;
 pub mod limits;
 pub mod runtime;
-pub mod service;
 pub mod shared;
 pub mod stages;
 pub mod tools;
 
-pub use edge::Gateway;
+pub use gateway::Gateway;
 pub use runtime::Runtime;
 pub use shared::Shared;

@@ -8,7 +8,7 @@
 
 use super::Step;
 use crate::ctx::{Ctx, Outcome};
-use crate::edge::Gateway;
+use crate::gateway::Gateway;
 use crate::runtime::Runtime;
 use pingora::prelude::*;
 use tollgate_core::client_ip::client_ip;

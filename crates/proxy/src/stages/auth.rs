@@ -15,7 +15,7 @@
 
 use super::Step;
 use crate::ctx::{AuthCtx, Ctx, Outcome};
-use crate::edge::Gateway;
+use crate::gateway::Gateway;
 use crate::runtime::Runtime;
 use bytes::Bytes;
 use pingora::prelude::*;

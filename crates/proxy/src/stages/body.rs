@@ -11,7 +11,7 @@
 
 use super::Step;
 use crate::ctx::Ctx;
-use crate::edge::Gateway;
+use crate::gateway::Gateway;
 use pingora::prelude::*;
 use tollgate_core::respond::Problem;
 

@@ -9,7 +9,7 @@
 
 use super::Step;
 use crate::ctx::Ctx;
-use crate::edge::Gateway;
+use crate::gateway::Gateway;
 use crate::runtime::Runtime;
 use bytes::Bytes;
 use pingora::prelude::*;

@@ -20,7 +20,8 @@
 
 use super::Step;
 use crate::ctx::{Ctx, Outcome};
-use crate::edge::{read_key_body, Gateway};
+use crate::edge::read_key_body;
+use crate::gateway::Gateway;
 use crate::limits::identity::KeyInput;
 use crate::limits::identity::ParsedBody;
 use crate::limits::policy::{decide_global, decide_local, Plan, Verdict};

@@ -46,7 +46,7 @@ pub mod route;
 pub mod trace;
 
 use crate::ctx::{Ctx, Outcome};
-use crate::edge::Gateway;
+use crate::gateway::Gateway;
 use pingora::prelude::*;
 
 pub use crate::edge::Step;

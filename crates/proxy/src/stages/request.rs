@@ -12,7 +12,8 @@
 
 use super::Step;
 use crate::ctx::{new_request_id, valid_request_id, Ctx};
-use crate::edge::{is_secure, Gateway};
+use crate::edge::is_secure;
+use crate::gateway::Gateway;
 use crate::runtime::Runtime;
 use pingora::prelude::*;
 use std::net::{IpAddr, Ipv4Addr};

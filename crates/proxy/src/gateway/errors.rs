@@ -1,0 +1,111 @@
+//! `invalid_request_response` and `fail_to_proxy`: problem+json for a request Pingora could
+//! not read (400, 408, 431) and for what could not be proxied (502 unreachable, 503
+//! unresolved, 504 too slow, 413, 408).
+
+use super::Gateway;
+use crate::ctx::{new_request_id, Ctx};
+use crate::edge::client_gone;
+use crate::runtime::count_unrouted;
+use bytes::Bytes;
+use http::HeaderValue;
+use pingora::http::ResponseHeader;
+use pingora::prelude::*;
+use pingora::proxy::FailToProxy;
+use pingora::ErrorSource;
+use tollgate_core::respond::{header, names, Problem};
+
+/// A request Pingora could not read (malformed 400, head too slow 408, too large 431):
+/// problem+json like every other edge answer, and counted.
+pub(super) fn invalid_request_response(
+    gw: &Gateway,
+    status: u16,
+) -> Option<(ResponseHeader, Bytes)> {
+    let (problem, detail) = match status {
+        408 => (
+            Problem::RequestTimeout,
+            "The request head did not arrive within header_timeout.",
+        ),
+        431 => (
+            Problem::HeaderFieldsTooLarge,
+            "The request head is over max_header_bytes or max_headers.",
+        ),
+        _ => (Problem::BadRequest, "The request could not be read."),
+    };
+    count_unrouted(&gw.shared.metrics, problem.status());
+    let id = new_request_id();
+    let body = problem.body(detail, id.to_str().unwrap_or(""), &[]);
+    let mut resp = header(
+        problem.status(),
+        "application/problem+json",
+        body.len(),
+        &id,
+    )
+    .ok()?;
+    resp.insert_static_header(&names::CONNECTION, HeaderValue::from_static("close"));
+    Some((resp, body))
+}
+
+pub(super) async fn fail_to_proxy(
+    gw: &Gateway,
+    session: &mut Session,
+    e: &Error,
+    ctx: &mut Ctx,
+) -> FailToProxy {
+    // No target because no name of the upstream resolves (yet): 503, not 502.
+    let unresolved = *e.etype() == ErrorType::ConnectNoRoute
+        && matches!((&ctx.rt, ctx.upstream), (Some(rt), Some(u)) if rt.upstreams[u].pool.is_empty());
+    let problem = match e.etype() {
+        _ if unresolved => Some(Problem::UpstreamUnresolved),
+        ErrorType::HTTPStatus(400) => Some(Problem::BadRequest),
+        ErrorType::HTTPStatus(413) => Some(Problem::BodyTooLarge),
+        ErrorType::HTTPStatus(_) => Some(Problem::Internal),
+        _ => match e.esource() {
+            ErrorSource::Upstream => match e.etype() {
+                ErrorType::ReadTimedout | ErrorType::WriteTimedout => {
+                    Some(Problem::UpstreamTimeout)
+                }
+                _ => Some(Problem::UpstreamUnavailable),
+            },
+            ErrorSource::Downstream => match e.etype() {
+                // The client is gone or stopped reading (send_timeout): nothing can reach it.
+                t if client_gone(t) => None,
+                // A body that stalled or dripped below min_body_rate.
+                ErrorType::ReadTimedout => Some(Problem::RequestTimeout),
+                _ => Some(Problem::BadRequest),
+            },
+            ErrorSource::Internal | ErrorSource::Unset => Some(Problem::Internal),
+        },
+    };
+    let mut code = 0;
+    if let Some(p) = problem {
+        code = p.status();
+        if session.response_written().is_none() {
+            if ctx.request_id.is_empty() {
+                ctx.request_id = new_request_id();
+            }
+
+            let detail = match p {
+                Problem::UpstreamUnavailable => "The upstream could not be reached.",
+                Problem::UpstreamUnresolved => {
+                    "The upstream's address is not known: its name does not resolve (yet)."
+                }
+                Problem::UpstreamTimeout => "The upstream did not answer in time.",
+                Problem::BadRequest => "The request could not be read.",
+                Problem::BodyTooLarge => {
+                    "The request body is larger than this route accepts (max_body_bytes)."
+                }
+                Problem::RequestTimeout => {
+                    "The request body did not arrive in time (body_timeout, min_body_rate)."
+                }
+                _ => "The gateway failed to handle this request.",
+            };
+            if let Err(err) = gw.problem(session, ctx, p, detail, &[], &[]).await {
+                tracing::debug!(error = %err, "could not send the error response");
+            }
+        }
+    }
+    FailToProxy {
+        error_code: code,
+        can_reuse_downstream: false,
+    }
+}

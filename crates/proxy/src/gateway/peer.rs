@@ -1,0 +1,49 @@
+//! `upstream_peer`: the next healthy target of the chosen upstream's pool, round robin or by
+//! its policy and affinity cookie (none healthy: 502; a name that never resolved: 503, from
+//! `fail_to_proxy`).
+
+use super::Gateway;
+use crate::ctx::Ctx;
+use pingora::prelude::*;
+use pingora::ErrorSource;
+
+pub(super) fn upstream_peer(
+    _gw: &Gateway,
+    session: &mut Session,
+    ctx: &mut Ctx,
+) -> Result<Box<HttpPeer>> {
+    // Chosen by request_filter for every request that gets here.
+    let (Some(rt), Some(u)) = (&ctx.rt, ctx.upstream) else {
+        return Err(Error::explain(
+            ErrorType::InternalError,
+            "no upstream in context",
+        ));
+    };
+    ctx.tries += 1;
+    let pool = &rt.upstreams[u].pool;
+    let peer = if pool.chooses() {
+        // A policy, affinity or retries: the pick is kept for its whole attempt.
+        let rt = rt.clone();
+        let client = ctx.client.unwrap_or(ctx.peer);
+        let b = ctx.balance.get_or_insert_with(Default::default);
+        tollgate_upstream::attempt::attempt(
+            &rt.upstreams[u].pool,
+            session.req_header(),
+            client,
+            ctx.canonical_path.as_deref(),
+            b,
+            ctx.tries == 1,
+        )
+    } else {
+        pool.select_peer()
+    };
+    let Some(peer) = peer else {
+        let mut e = Error::explain(
+            ErrorType::ConnectNoRoute,
+            "no healthy target in the upstream pool",
+        );
+        e.esource = ErrorSource::Upstream;
+        return Err(e);
+    };
+    Ok(peer)
+}

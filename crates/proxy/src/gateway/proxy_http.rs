@@ -1,0 +1,140 @@
+//! The request phases: Pingora's `ProxyHttp` for [`Gateway`], each phase one call into its
+//! file (as river keeps them):
+//! - `request_filter`: the stages ([`crate::stages`]): route, access, CORS, auth, limits,
+//!   the route's answer or its upstream. Answers written there end the request.
+//! - `upstream_peer`: [`super::peer`];
+//! - `upstream_request_filter`: [`super::upstream_request`];
+//! - `request_body_filter`: [`super::request_body`];
+//! - `fail_to_connect`, `error_while_proxy`, `upstream_response_filter`: [`super::retry`];
+//! - `response_filter`, `response_body_filter`: [`super::response`];
+//! - `invalid_request_response`, `fail_to_proxy`: [`super::errors`];
+//! - `request_summary`, `logging`: [`super::logging`].
+
+use super::Gateway;
+use crate::ctx::Ctx;
+use crate::edge::client_gone;
+use async_trait::async_trait;
+use bytes::Bytes;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::prelude::*;
+use pingora::proxy::FailToProxy;
+use pingora::ErrorSource;
+
+#[async_trait]
+impl ProxyHttp for Gateway {
+    type CTX = Ctx;
+
+    /// No downstream modules: Pingora's default adds a disabled compression module that every
+    /// request still walks through. Tollgate does not compress; the upstream does. (Edge
+    /// answers over HTTP/1 are written past the modules: add one here, and `answer` must take
+    /// the header map path.)
+    fn init_downstream_modules(&self, _modules: &mut pingora::modules::http::HttpModules) {}
+
+    fn new_ctx(&self) -> Ctx {
+        Ctx::new()
+    }
+
+    async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
+        crate::stages::run(self, session, ctx).await
+    }
+
+    async fn upstream_peer(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
+        super::peer::upstream_peer(self, session, ctx)
+    }
+
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        ctx: &mut Ctx,
+        e: Box<Error>,
+    ) -> Box<Error> {
+        super::retry::fail_to_connect(self, ctx, e)
+    }
+
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<Error>,
+        ctx: &mut Ctx,
+        client_reused: bool,
+    ) -> Box<Error> {
+        super::retry::error_while_proxy(self, peer, session, e, ctx, client_reused)
+    }
+
+    async fn upstream_response_filter(
+        &self,
+        session: &mut Session,
+        resp: &mut ResponseHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        super::retry::upstream_response_filter(self, session, resp, ctx)
+    }
+
+    async fn upstream_request_filter(
+        &self,
+        session: &mut Session,
+        upstream: &mut RequestHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        super::upstream_request::upstream_request_filter(self, session, upstream, ctx)
+    }
+
+    async fn response_filter(
+        &self,
+        session: &mut Session,
+        resp: &mut ResponseHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        super::response::response_filter(self, session, resp, ctx)
+    }
+
+    fn response_body_filter(
+        &self,
+        session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> Result<Option<std::time::Duration>> {
+        super::response::response_body_filter(self, session, body, end_of_stream, ctx)
+    }
+
+    async fn request_body_filter(
+        &self,
+        session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        super::request_body::request_body_filter(self, session, body, end_of_stream, ctx)
+    }
+
+    fn request_summary(&self, session: &Session, ctx: &Ctx) -> String {
+        super::logging::request_summary(self, session, ctx)
+    }
+
+    fn invalid_request_response(
+        &self,
+        status: u16,
+        _error: &Error,
+    ) -> Option<(ResponseHeader, Bytes)> {
+        super::errors::invalid_request_response(self, status)
+    }
+
+    async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
+        super::errors::fail_to_proxy(self, session, e, ctx).await
+    }
+
+    /// A client that left, stopped reading or dripped its body is the client's doing, not
+    /// the gateway's: its request line carries the error, and Pingora's ERROR line is not
+    /// written (a client could otherwise fill the log with them at will).
+    fn suppress_error_log(&self, _session: &Session, _ctx: &Ctx, e: &Error) -> bool {
+        *e.esource() == ErrorSource::Downstream
+            && (client_gone(e.etype()) || *e.etype() == ErrorType::ReadTimedout)
+    }
+
+    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
+        super::logging::logging(self, session, e, ctx)
+    }
+}
