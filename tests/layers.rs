@@ -1,9 +1,9 @@
 //! The house in layers (docs/where-things-are.md), checked on the source as text: no module
 //! of any crate depends on itself through others (a circle), and in each layered crate (core,
 //! upstream, auth, proxy) no module imports from a layer above its own. Cargo keeps the arrows
-//! between crates pointing down; this keeps them pointing down inside one. And no function outside tests is over 100
-//! lines (the longest reads as a list of steps), and tests longer than that live in a
-//! `tests.rs` beside their module.
+//! between crates pointing down; this keeps them pointing down inside one. And no function
+//! outside tests is over 100 lines (the longest reads as a list of steps), and tests longer
+//! than that live in a `tests.rs` beside their module.
 //!
 //! A module's imports are the paths it names through `crate::` and `super::` (in `use` lines
 //! and in code), outside comments and its `#[cfg(test)]` tail; a path names the deepest module
