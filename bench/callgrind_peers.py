@@ -37,6 +37,10 @@ bcrypt once per credential, then cached); each is reported against the allowed r
 With TRACING=RATIO Tollgate runs with [tracing] sample = RATIO, exporting to the backend (which
 answers every POST 200, so exports succeed and their cost is counted with the requests').
 
+With ROUTES=N Tollgate's config holds N more routes (on N/3 hosts no request names, each
+with an exact path, a prefix and a regex) before the measured ones: a request's cost against
+the route count (issue 40).
+
 With REQ=browser every request carries seven more fields, as a browser's or an API client's.
 
 Environment: KA=2000,6000  CONNS=2  DENY_RATE=1  PROXIES=tollgate,bare,nginx,haproxy,caddy  AUTH=0  EDGE=0  TRACING=  REQ=
@@ -57,6 +61,9 @@ PROXIES = os.environ.get("PROXIES", "tollgate,bare,nginx,haproxy,caddy").split("
 AUTH = os.environ.get("AUTH", "0") == "1"
 EDGE = os.environ.get("EDGE", "0") == "1"
 TRACING = os.environ.get("TRACING", "")
+# ROUTES=N: N more routes before the measured ones, on N/3 hosts the requests never name
+# (each host: an exact path, a prefix and a regex), as a cluster's Ingresses give them.
+ROUTES = int(os.environ.get("ROUTES", "0"))
 # REQ=browser: every request also carries the fields a browser or an API client sends (7 more
 # than Host), for costs that depend on the head's size (a proxy's header maps).
 BROWSER = ("User-Agent: Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/131.0 Safari/537.36\r\n"
@@ -204,10 +211,17 @@ upstream = "be_lr"
 otlp = "http://127.0.0.1:{be}"
 sample = {TRACING}
 """ if TRACING else ""
+    many = "".join(
+        f"""[[routes]]
+name = "h{i}"
+host = "h{i // 3}.cluster.test"
+{('path_exact = "/x"', 'path_prefix = "/api"', 'path_regex = "/v[0-9]+/"')[i % 3]}
+upstream = "be"
+""" for i in range(ROUTES))
     open(conf, "w").write(f"""[server]
 listen = ["127.0.0.1:{port}"]
 threads = 1
-{tracing}{auth}{edge}[upstreams.be]
+{tracing}{auth}{edge}{many}[upstreams.be]
 targets = ["127.0.0.1:{be}"]
 health_check = false
 [[routes]]

@@ -273,6 +273,8 @@ pub struct Runtime {
     /// `example.com`): a request for one of them meets that host's routes only (unless
     /// `host_fallthrough`).
     pub(crate) hosts: tollgate_route::routing::Hosts,
+    /// `order` indexed by host and path: a lookup costs the same whatever the route count.
+    table: tollgate_route::table::Table,
     pub limits: Vec<LimitRt>,
     pub upstreams: Vec<UpstreamRt>,
     pub trusted_proxies: Vec<IpNet>,
@@ -387,6 +389,9 @@ impl Runtime {
             .collect::<Result<Vec<_>, BuildError>>()?;
         let order = tollgate_route::routing::order(routes.iter().map(|r| &r.cfg));
         let hosts = tollgate_route::routing::Hosts::new(&order);
+        let table = tollgate_route::table::Table::new(&order, |i| {
+            (&routes[i].cfg.path, routes[i].cfg.case_insensitive)
+        });
         let rls = crate::limits::rules::RuleRt::build_all(&config, &limits, metrics);
         let index = |name: &str| limits.iter().position(|l| l.cfg.name == name);
         let rls_tree = crate::limits::tree::TreeRt::build(
@@ -433,6 +438,7 @@ impl Runtime {
             routes,
             order,
             hosts,
+            table,
             limits,
             upstreams,
         })
@@ -456,7 +462,10 @@ impl Runtime {
         method: &str,
     ) -> Option<&tollgate_route::routing::Entry> {
         let tier = self.hosts.tier(host, self.config.server.host_fallthrough);
-        self.order.iter().find(|e| {
+        // The table proposes only the entries whose host and path can match, in match
+        // order; each is tested in full, as a scan of `order` would.
+        let at = self.table.find(tier, host, path, |at| {
+            let e = &self.order[at];
             let r = &self.routes[e.route];
             tier.admits(e.host.as_deref(), host)
                 && tollgate_route::routing::path_matches(&r.cfg, r.regex.as_ref(), path)
@@ -464,7 +473,8 @@ impl Runtime {
                     .methods
                     .as_ref()
                     .is_none_or(|ms| ms.iter().any(|m| m == method))
-        })
+        })?;
+        self.order.get(at)
     }
 
     pub fn route_action(&self, route: usize) -> &RouteAction {

@@ -129,7 +129,7 @@ impl Hosts {
 }
 
 /// `a.example.com` -> `example.com` (one label, not empty); `None` for a name of one label.
-fn wildcard_parent(host: &str) -> Option<&str> {
+pub(crate) fn wildcard_parent(host: &str) -> Option<&str> {
     match host.split_once('.') {
         Some((label, rest)) if !label.is_empty() && !rest.is_empty() => Some(rest),
         _ => None,

@@ -1,0 +1,161 @@
+//! The route table: which entries of [`crate::routing::order`] a request can meet, found
+//! without walking the others, so a request costs the same with 15 routes or 15,000.
+//!
+//! The entries are split by host: one bucket per exact host, one per wildcard's parent
+//! (`*.example.com` under `example.com`), one for the routes without a host. Within a bucket,
+//! exact paths are in a hash map, prefixes in a hash map per prefix length (the lengths
+//! longest first), regexes in their order. A lookup takes, bucket by bucket in tier order,
+//! the first entry in match order that `accepts` (the caller's whole test: host tier, path,
+//! methods), so the answer is the linear scan's by construction: each phase only leaves out
+//! entries whose path cannot match, and takes the lowest position among those it keeps.
+//! `table/tests.rs` checks it against the scan on random route sets and requests.
+//!
+//! A case-insensitive route's paths are kept in lower case (as the config gives them): its
+//! candidates are looked up by the request path in lower case too, and a case-sensitive
+//! route found that way is dropped by `accepts`.
+
+use crate::routing::{Entry, Tier};
+use std::collections::HashMap;
+use tollgate_config::PathMatch;
+
+/// Positions in the match order.
+type Positions = Vec<u32>;
+
+#[derive(Default, Debug)]
+struct Bucket {
+    exact: HashMap<Box<[u8]>, Positions>,
+    /// Prefix lengths present, longest first.
+    prefix_lens: Vec<usize>,
+    prefix: HashMap<Box<[u8]>, Positions>,
+    regex: Positions,
+    /// Any route here matches case-insensitively: look up the lower-cased path too.
+    any_ci: bool,
+}
+
+impl Bucket {
+    fn add(&mut self, at: u32, path: &PathMatch, ci: bool) {
+        self.any_ci |= ci;
+        match path {
+            PathMatch::Exact(p) => self.exact.entry(key(p, ci)).or_default().push(at),
+            PathMatch::Prefix(p) => {
+                if !self.prefix_lens.contains(&p.len()) {
+                    self.prefix_lens.push(p.len());
+                }
+                self.prefix.entry(key(p, ci)).or_default().push(at);
+            }
+            PathMatch::Regex(_) => self.regex.push(at),
+        }
+    }
+
+    fn seal(&mut self) {
+        self.prefix_lens.sort_unstable_by(|a, b| b.cmp(a));
+    }
+
+    /// The first position, in match order, that `accepts`.
+    fn find(&self, path: &str, accepts: &mut impl FnMut(usize) -> bool) -> Option<usize> {
+        let p = path.as_bytes();
+        let lower =
+            (self.any_ci && p.iter().any(u8::is_ascii_uppercase)).then(|| p.to_ascii_lowercase());
+        let first = |m: &HashMap<Box<[u8]>, Positions>,
+                     k: &[u8],
+                     accepts: &mut dyn FnMut(usize) -> bool| {
+            let mut best: Option<usize> = None;
+            let keys = std::iter::once(k).chain(lower.as_deref().map(|l| &l[..k.len()]));
+            for k in keys {
+                for &at in m.get(k).into_iter().flatten() {
+                    let at = at as usize;
+                    if best.is_none_or(|b| at < b) && accepts(at) {
+                        best = Some(at);
+                    }
+                }
+            }
+            best
+        };
+        if let Some(at) = first(&self.exact, p, &mut *accepts) {
+            return Some(at);
+        }
+        for &len in &self.prefix_lens {
+            if len > p.len() {
+                continue;
+            }
+            if let Some(at) = first(&self.prefix, &p[..len], &mut *accepts) {
+                return Some(at);
+            }
+        }
+        self.regex
+            .iter()
+            .map(|&at| at as usize)
+            .find(|&at| accepts(at))
+    }
+}
+
+fn key(p: &str, ci: bool) -> Box<[u8]> {
+    if ci {
+        p.to_ascii_lowercase().into_bytes().into()
+    } else {
+        p.as_bytes().into()
+    }
+}
+
+/// The entries of one match order, indexed by host and path.
+#[derive(Default, Debug)]
+pub struct Table {
+    exact: HashMap<Box<str>, Bucket>,
+    /// By the wildcard's parent: `*.example.com` under `example.com`.
+    wildcard: HashMap<Box<str>, Bucket>,
+    none: Bucket,
+}
+
+impl Table {
+    /// `entries` in match order ([`crate::routing::order`]); `path_of(route)` is the route's
+    /// path and whether it ignores case.
+    pub fn new<'a>(entries: &[Entry], path_of: impl Fn(usize) -> (&'a PathMatch, bool)) -> Self {
+        let mut t = Table::default();
+        for (at, e) in entries.iter().enumerate() {
+            let (path, ci) = path_of(e.route);
+            let bucket = match e.host.as_deref() {
+                Some(w) if w.starts_with("*.") => t.wildcard.entry(w[2..].into()).or_default(),
+                Some(h) => t.exact.entry(h.into()).or_default(),
+                None => &mut t.none,
+            };
+            bucket.add(at as u32, path, ci);
+        }
+        for b in t.exact.values_mut().chain(t.wildcard.values_mut()) {
+            b.seal();
+        }
+        t.none.seal();
+        t
+    }
+
+    /// The position of the first entry, in match order, that a request for `host` and `path`
+    /// may meet under `tier` and that `accepts` (given the position).
+    pub fn find(
+        &self,
+        tier: Tier,
+        host: Option<&str>,
+        path: &str,
+        mut accepts: impl FnMut(usize) -> bool,
+    ) -> Option<usize> {
+        if let (Tier::Exact | Tier::Any, Some(h)) = (tier, host) {
+            if let Some(at) = self.exact.get(h).and_then(|b| b.find(path, &mut accepts)) {
+                return Some(at);
+            }
+        }
+        if let (Tier::Wildcard | Tier::Any, Some(h)) = (tier, host) {
+            let parent = crate::routing::wildcard_parent(h);
+            if let Some(at) = parent
+                .and_then(|p| self.wildcard.get(p))
+                .and_then(|b| b.find(path, &mut accepts))
+            {
+                return Some(at);
+            }
+        }
+        match tier {
+            Tier::None | Tier::Any => self.none.find(path, &mut accepts),
+            Tier::Exact | Tier::Wildcard => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
