@@ -16,6 +16,10 @@
 
 use crate::routing::{Entry, Tier};
 use std::collections::HashMap;
+
+/// foldhash: a fast hash, seeded per process (the keys are the config's; lookups are the
+/// client's paths and hosts).
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use tollgate_config::PathMatch;
 
 /// Positions in the match order.
@@ -23,10 +27,10 @@ type Positions = Vec<u32>;
 
 #[derive(Default, Debug)]
 struct Bucket {
-    exact: HashMap<Box<[u8]>, Positions>,
+    exact: Map<Box<[u8]>, Positions>,
     /// Prefix lengths present, longest first.
     prefix_lens: Vec<usize>,
-    prefix: HashMap<Box<[u8]>, Positions>,
+    prefix: Map<Box<[u8]>, Positions>,
     regex: Positions,
     /// Any route here matches case-insensitively: look up the lower-cased path too.
     any_ci: bool,
@@ -56,21 +60,23 @@ impl Bucket {
         let p = path.as_bytes();
         let lower =
             (self.any_ci && p.iter().any(u8::is_ascii_uppercase)).then(|| p.to_ascii_lowercase());
-        let first = |m: &HashMap<Box<[u8]>, Positions>,
-                     k: &[u8],
-                     accepts: &mut dyn FnMut(usize) -> bool| {
-            let mut best: Option<usize> = None;
-            let keys = std::iter::once(k).chain(lower.as_deref().map(|l| &l[..k.len()]));
-            for k in keys {
-                for &at in m.get(k).into_iter().flatten() {
-                    let at = at as usize;
-                    if best.is_none_or(|b| at < b) && accepts(at) {
-                        best = Some(at);
+        let first =
+            |m: &Map<Box<[u8]>, Positions>, k: &[u8], accepts: &mut dyn FnMut(usize) -> bool| {
+                if m.is_empty() {
+                    return None;
+                }
+                let mut best: Option<usize> = None;
+                let keys = std::iter::once(k).chain(lower.as_deref().map(|l| &l[..k.len()]));
+                for k in keys {
+                    for &at in m.get(k).into_iter().flatten() {
+                        let at = at as usize;
+                        if best.is_none_or(|b| at < b) && accepts(at) {
+                            best = Some(at);
+                        }
                     }
                 }
-            }
-            best
-        };
+                best
+            };
         if let Some(at) = first(&self.exact, p, &mut *accepts) {
             return Some(at);
         }
@@ -100,9 +106,9 @@ fn key(p: &str, ci: bool) -> Box<[u8]> {
 /// The entries of one match order, indexed by host and path.
 #[derive(Default, Debug)]
 pub struct Table {
-    exact: HashMap<Box<str>, Bucket>,
+    exact: Map<Box<str>, Bucket>,
     /// By the wildcard's parent: `*.example.com` under `example.com`.
-    wildcard: HashMap<Box<str>, Bucket>,
+    wildcard: Map<Box<str>, Bucket>,
     none: Bucket,
 }
 
