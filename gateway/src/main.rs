@@ -19,8 +19,12 @@ use tollgate_proxy::admin::Admin;
 use tollgate_proxy::housekeeping::Housekeeping;
 use tollgate_proxy::{Gateway, Shared};
 
+#[cfg(not(feature = "system-alloc"))]
 mod alloc;
 
+/// mimalloc, except in a build for a heap profiler (`--features system-alloc`: heaptrack
+/// and valgrind's massif see only the C library's malloc; bench/README.md, "Memory").
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static GLOBAL: alloc::MiMalloc = alloc::MiMalloc;
 
