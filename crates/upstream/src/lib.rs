@@ -9,12 +9,15 @@
 //!   taken), `least_request`, `ewma` (the lowest peak-EWMA latency times requests in flight + 1),
 //!   `hash` (Ketama over every target; an unhealthy target's keys go to the next point) and
 //!   `affinity`;
+//! - [`health`]: active TCP checks, one per distinct address and timeout however many
+//!   upstreams name it;
 //! - [`attempt`]: one request's attempts, fall-over and retries.
 //!
-//! Imports point down that list: `attempt` -> `pool` -> `target`, `affinity`, `budget`.
+//! Imports point down that list: `attempt`, `health` -> `pool` -> `target`, `affinity`, `budget`.
 
 pub mod affinity;
 pub mod attempt;
 pub mod budget;
+pub mod health;
 pub mod pool;
 pub mod target;

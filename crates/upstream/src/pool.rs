@@ -50,6 +50,8 @@ pub struct Pool {
     /// Every name has been looked up once (successfully or not).
     settled: AtomicBool,
     resolving: AtomicBool,
+    /// Some target is a name (looked up every `resolve_every`).
+    named: bool,
     due: Mutex<Instant>,
     /// `balance = "hash"`: the Ketama ring over every target (healthy or not).
     ring: ArcSwap<Option<pingora_ketama::Continuum>>,
@@ -92,6 +94,7 @@ impl Pool {
             settled: AtomicBool::new(cfg.targets.iter().all(|t| t.addr.is_some())),
             resolved: Mutex::new(resolved),
             resolving: AtomicBool::new(false),
+            named: cfg.targets.iter().any(|t| t.addr.is_none()),
             due: Mutex::new(Instant::now()),
             ring: ArcSwap::from_pointee(None),
             affinity: cfg
@@ -274,7 +277,7 @@ impl Pool {
     /// Whether the pool has names and their next lookup is due; if so, claims it (one lookup
     /// round at a time).
     pub fn claim_resolve(&self, now: Instant) -> bool {
-        if self.cfg.targets.iter().all(|t| t.addr.is_some()) || *self.due.lock() > now {
+        if !self.named || *self.due.lock() > now {
             return false;
         }
         !self.resolving.swap(true, Ordering::AcqRel)
@@ -372,35 +375,33 @@ impl Pool {
                 .store(Arc::new(Some(pingora_ketama::Continuum::new(&buckets))));
         }
         self.targets.store(Arc::new(next));
+        TARGETS_EPOCH.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// One round of the TCP health check, all targets at once; each result is applied when
-    /// it is known, and a change of state is logged.
-    pub async fn check(&self, timeout: Duration) {
-        let targets = self.targets();
-        let probes = targets.iter().map(|t| async move {
-            let up = matches!(
-                tokio::time::timeout(timeout, tokio::net::TcpStream::connect(t.addr)).await,
-                Ok(Ok(_))
-            );
-            self.set_health(t, up);
-        });
-        futures_util::future::join_all(probes).await;
-    }
-
-    fn set_health(&self, t: &Target, up: bool) {
-        if t.healthy.swap(up, Ordering::Relaxed) != up {
-            if up {
-                // Back in rotation: its old latency says nothing of it now.
-                t.ewma_us.store(0, Ordering::Relaxed);
-                tracing::info!(event = "upstream_target_up", upstream = %self.upstream,
-                    target = %t.name, address = %t.addr, "upstream target passes its health check again");
-            } else {
-                tracing::warn!(event = "upstream_target_down", upstream = %self.upstream,
-                    target = %t.name, address = %t.addr, "upstream target failed its health check: out of rotation");
-            }
+    /// Puts `t` in or out of rotation; whether that changed it (the caller logs, once per
+    /// address: [`crate::health`]).
+    pub(crate) fn set_health(&self, t: &Target, up: bool) -> bool {
+        let changed = t.healthy.swap(up, Ordering::Relaxed) != up;
+        if changed && up {
+            // Back in rotation: its old latency says nothing of it now.
+            t.ewma_us.store(0, Ordering::Relaxed);
         }
+        changed
     }
+
+    /// The upstream's name.
+    pub fn name(&self) -> &str {
+        &self.upstream
+    }
+}
+
+/// Bumped whenever any pool's targets change (a name resolved to other addresses), so that
+/// the health rounds regroup only then.
+static TARGETS_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// How many times any pool's targets changed.
+pub fn targets_epoch() -> u64 {
+    TARGETS_EPOCH.load(Ordering::Relaxed)
 }
 
 /// The peer for one target: everything Pingora needs to connect and reuse connections,

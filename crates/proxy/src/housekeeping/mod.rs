@@ -1,8 +1,9 @@
 //! The gateway's background jobs, one Pingora background service ticking every 50 ms. Each
 //! job is one file, named for what it keeps true, with how often it runs:
 //!
-//! - [`upstreams`]: names looked up again every `resolve_every`; each pool's TCP health check
-//!   at its `interval` (a target that fails leaves rotation until it passes).
+//! - [`upstreams`]: names looked up again every `resolve_every`; the TCP health checks, one
+//!   per distinct target address and timeout at the shortest `interval` of the upstreams
+//!   naming it (a target that fails leaves rotation until it passes).
 //! - [`redis`]: Redis probed once a second (sooner while a node is down or a cluster's map is
 //!   stale), so `/readyz` and `tollgate_redis_up` are current without traffic and an open
 //!   breaker closes as soon as Redis answers.
@@ -79,7 +80,7 @@ impl Housekeeping {
 #[async_trait]
 impl BackgroundService for Housekeeping {
     async fn start(&self, mut shutdown: ShutdownWatch) {
-        let mut health = upstreams::HealthRounds::default();
+        let mut health = upstreams::Health::default();
         let mut probe = redis::Probe::default();
         let mut renewed = slots::Renewals::default();
         let mut block_poll = Due::new(blocks::POLL_EVERY);

@@ -1,12 +1,13 @@
 //! Upstream names and health: names looked up again every `resolve_every` (one round at a
-//! time), and each pool's TCP health check at its `interval`. A target that fails its check is
-//! taken out of rotation until it passes again; results live in the pool, which reloads carry
-//! over when unchanged.
+//! time), and the TCP health checks, one per distinct target address and timeout however many
+//! upstreams name it ([`tollgate_upstream::health`]). A target that fails its check is taken
+//! out of rotation until it passes again; results live in the pool, which reloads carry over
+//! when unchanged.
 
 use crate::runtime::Runtime;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
+use tollgate_upstream::health::HealthRounds;
 
 /// Starts the lookups that are due.
 pub fn resolve(rt: &Runtime, now: Instant) {
@@ -18,30 +19,27 @@ pub fn resolve(rt: &Runtime, now: Instant) {
     }
 }
 
-/// Next due time per pool, keyed by the pool's address (pools are shared across reloads).
+/// The health rounds over the current runtime's upstreams.
 #[derive(Default)]
-pub struct HealthRounds {
-    due: HashMap<usize, Instant>,
+pub struct Health {
+    rounds: HealthRounds,
+    /// The runtime the rounds were grouped from, held so that a new one is never taken for it
+    /// (a freed runtime's address can be reused), and a count of the runtimes seen.
+    rt: Option<Arc<Runtime>>,
+    set: usize,
 }
 
-impl HealthRounds {
-    /// Starts the health rounds that are due; each probe is bounded by its timeout, and a
-    /// round never blocks the others.
-    pub fn run(&mut self, rt: &Runtime, now: Instant) {
-        let mut live = Vec::with_capacity(rt.upstreams.len());
-        for u in &rt.upstreams {
-            let Some(hc) = u.cfg.health_check else {
-                continue;
-            };
-            let id = Arc::as_ptr(&u.pool) as usize;
-            live.push(id);
-            if self.due.get(&id).is_some_and(|t| *t > now) {
-                continue;
-            }
-            self.due.insert(id, now + hc.interval);
-            let pool = u.pool.clone();
-            tokio::spawn(async move { pool.check(hc.timeout).await });
+impl Health {
+    /// Starts the probes that are due, each in its own task bounded by its timeout: a round
+    /// never blocks the others.
+    pub fn run(&mut self, rt: &Arc<Runtime>, now: Instant) {
+        if !self.rt.as_ref().is_some_and(|r| Arc::ptr_eq(r, rt)) {
+            self.rt = Some(rt.clone());
+            self.set += 1;
         }
-        self.due.retain(|id, _| live.contains(id));
+        let pools = || rt.upstreams.iter().map(|u| &u.pool);
+        for probe in self.rounds.due(self.set, pools, now) {
+            tokio::spawn(probe.run());
+        }
     }
 }

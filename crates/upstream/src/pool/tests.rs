@@ -289,28 +289,3 @@ fn targets_on_one_address_keep_their_own_sni() {
         .collect();
     assert_eq!(snis, ["a.test", "b.test"]);
 }
-
-/// A real listener passes the check; a closed port fails it and leaves rotation; when it
-/// listens again it comes back.
-#[tokio::test]
-async fn the_tcp_check_takes_targets_out_and_brings_them_back() {
-    let open = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let closed_addr = closed.local_addr().expect("addr");
-    drop(closed);
-    let pool = Pool::new(
-        &upstream(&[open.local_addr().expect("addr"), closed_addr]),
-        &[],
-        false,
-    );
-    pool.check(Duration::from_secs(2)).await;
-    assert!(pool.targets()[0].healthy());
-    assert!(!pool.targets()[1].healthy());
-    for _ in 0..4 {
-        assert_eq!(pool.select().map(|t| t.addr), open.local_addr().ok());
-    }
-    let back = std::net::TcpListener::bind(closed_addr).expect("rebind the same port");
-    pool.check(Duration::from_secs(2)).await;
-    assert!(pool.targets()[1].healthy());
-    drop(back);
-}
