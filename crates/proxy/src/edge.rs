@@ -7,6 +7,7 @@
 use crate::ctx::{Ctx, Outcome};
 use crate::gateway::Gateway;
 use crate::limits::policy::{Plan, Verdict};
+use crate::runtime::series::RefusalKind;
 use crate::runtime::Runtime;
 use bytes::Bytes;
 use http::HeaderValue;
@@ -467,12 +468,12 @@ impl Gateway {
         ctx.ratelimit = Some((limit, 0, secs));
         if let Some(pos) = rt.routes[route].cfg.limits.iter().position(|&i| i == limit) {
             let r = &rt.routes[route];
-            let counters = match reason {
-                Some("tarpit_overflow") => &r.overflowed,
-                Some("challenge") => &r.challenged,
-                _ => &r.rejected,
+            let why = match reason {
+                Some("tarpit_overflow") => RefusalKind::TarpitOverflow,
+                Some("challenge") => RefusalKind::Challenge,
+                _ => RefusalKind::Limit,
             };
-            if let Some(c) = counters.get(pos) {
+            if let Some(c) = r.series.refused(&self.shared.metrics, &r.name, pos, l, why) {
                 c.inc();
             }
         }
@@ -586,7 +587,12 @@ impl Gateway {
     ) -> Result<()> {
         let l = &rt.limits[limit];
         let pos = rt.routes[route].cfg.limits.iter().position(|&i| i == limit);
-        if let Some(c) = pos.and_then(|p| rt.routes[route].blocked.get(p)) {
+        let r = &rt.routes[route];
+        let metrics = &self.shared.metrics;
+        if let Some(c) = pos.and_then(|p| {
+            r.series
+                .refused(metrics, &r.name, p, l, RefusalKind::Blocked)
+        }) {
             c.inc();
         }
         let secs = ceil_secs(wait).max(1);
@@ -639,7 +645,7 @@ impl Gateway {
             return Ok(true);
         };
         let r = &rt.routes[route];
-        let Some(slot) = tarpit.enter(&r.tarpit_held) else {
+        let Some(slot) = tarpit.enter(r.series.tarpit_held(&self.shared.metrics, &r.name)) else {
             ctx.outcome = Outcome::TarpitOverflow;
             // Full: holding more would let an attacker spend our memory instead of theirs.
             self.refuse(
@@ -654,7 +660,7 @@ impl Gateway {
             .await?;
             return Ok(true);
         };
-        r.tarpit_total.inc();
+        r.series.tarpit_total(&self.shared.metrics, &r.name).inc();
         ctx.outcome = Outcome::Tarpitted;
         let held = tarpit.delay();
         let stayed = hold(session, held).await;

@@ -36,7 +36,9 @@ pub(super) fn logging(gw: &Gateway, session: &mut Session, e: Option<&Error>, ct
         (Some(rt), Some(route)) => {
             let r = &rt.routes[route];
             r.count(metrics, status);
-            r.duration.observe(elapsed.as_secs_f64());
+            r.series
+                .duration(metrics, &r.name)
+                .observe(elapsed.as_secs_f64());
         }
         _ => count_unrouted(metrics, status),
     }

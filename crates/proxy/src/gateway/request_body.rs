@@ -13,7 +13,7 @@ use std::time::Instant;
 /// keep the average (and never longer than `body_timeout`), so a dripping client is cut
 /// off within `body_timeout` of falling behind, and its upstream connection released.
 pub(super) fn request_body_filter(
-    _gw: &Gateway,
+    gw: &Gateway,
     session: &mut Session,
     body: &mut Option<Bytes>,
     end_of_stream: bool,
@@ -32,7 +32,8 @@ pub(super) fn request_body_filter(
         // fail_to_proxy); else the upstream request is aborted, the connection closed.
         *body = None;
         if let Some(r) = ctx.route {
-            rt.routes[r].body_refused.inc();
+            let r = &rt.routes[r];
+            r.series.body_refused(&gw.shared.metrics, &r.name).inc();
         }
         let mut e = Error::explain(
             ErrorType::HTTPStatus(413),

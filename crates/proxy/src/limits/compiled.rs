@@ -337,28 +337,23 @@ fn limit_state(
 }
 
 impl LimitRt {
-    /// One limit, with what `previous` knew of it (its limiter state, ladder, tarpit, hot
-    /// keys) when its definition did not change; `built`: the limits before it (a plan
-    /// limit's variants share one ladder and one hot-key table).
+    /// One limit, with what `prev` (the previous runtime's limit of the same name and plan)
+    /// knew of it (its limiter state, ladder, tarpit, hot keys) when its definition did not
+    /// change; `sibling`: the first limit of the same name built before it (a plan limit's
+    /// variants share one ladder and one hot-key table).
     pub(crate) fn build(
         cfg: &LimitConfig,
-        built: &[LimitRt],
-        previous: &[LimitRt],
+        sibling: Option<&LimitRt>,
+        prev: Option<&LimitRt>,
         config: &Config,
         store: Option<&Arc<dyn GlobalStore>>,
         metrics: &Metrics,
     ) -> Result<Self, BuildError> {
-        let limits = built;
         let shadow_all = config.server.shadow;
-        let prev = previous
-            .iter()
-            .find(|l| l.cfg.name == cfg.name && l.cfg.plan == cfg.plan);
         let ladder = (!cfg.block.is_empty()).then(|| {
             // One ladder per limit name: a plan limit's variants share it, and a reload
             // keeps it while the key and the steps stay the same.
-            let kept = limits
-                .iter()
-                .find(|l: &&LimitRt| l.cfg.name == cfg.name)
+            let kept = sibling
                 .and_then(|l| l.ladder.as_ref())
                 .or_else(|| {
                     prev.filter(|p| p.cfg.same_blocks_as(cfg))
@@ -400,9 +395,7 @@ impl LimitRt {
             shadow_counter: metrics.shadow_exceeded.with_label_values(&[&cfg.name]),
             decisions: ["allowed", "refused", "shadow_refused", "blocked"]
                 .map(|r| metrics.decisions.with_label_values(&[&cfg.name, r])),
-            hot: limits
-                .iter()
-                .find(|l: &&LimitRt| l.cfg.name == cfg.name)
+            hot: sibling
                 .map(|l| l.hot.clone())
                 .or_else(|| prev.map(|p| p.hot.clone()))
                 .unwrap_or_else(|| {

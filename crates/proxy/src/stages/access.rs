@@ -32,12 +32,14 @@ pub async fn run(
     match access.check(client, &req.headers) {
         Access::Unlisted => Ok(Step::Next),
         Access::Allowed(why) => {
-            r.access_allowed[why as usize].inc();
+            r.series
+                .access_allowed(&gw.shared.metrics, &r.name, why as usize)
+                .inc();
             ctx.outcome = Outcome::AllowListed;
             Ok(Step::Next)
         }
         Access::Denied(why) => {
-            r.access_denied.inc();
+            r.series.access_denied(&gw.shared.metrics, &r.name).inc();
             ctx.outcome = Outcome::AccessDenied;
             let detail = match why {
                 DenyReason::Ip => "Requests from this address are not accepted.",

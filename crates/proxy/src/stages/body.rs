@@ -32,7 +32,8 @@ pub async fn run(gw: &Gateway, session: &mut Session, ctx: &mut Ctx, cap: u64) -
 /// 413 `BODY_TOO_LARGE`, the connection closed after it (the body is left unread).
 pub async fn too_large(gw: &Gateway, session: &mut Session, ctx: &mut Ctx) -> Result<()> {
     if let (Some(rt), Some(r)) = (&ctx.rt, ctx.route) {
-        rt.routes[r].body_refused.inc();
+        let r = &rt.routes[r];
+        r.series.body_refused(&gw.shared.metrics, &r.name).inc();
     }
     session.set_keepalive(None);
     let detail = format!(
