@@ -74,8 +74,8 @@ fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>>
     })
     .unwrap_or_default();
     let tables = crate::routes::Tables {
-        upstreams: &upstreams,
-        limits: &limits,
+        upstreams: crate::routes::Named::new(&upstreams),
+        limits: crate::routes::Named::new(&limits),
         weights: &weights,
         auth: &auth_env,
     };

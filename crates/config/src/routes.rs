@@ -11,10 +11,40 @@ use std::path::PathBuf;
 /// What routes refer to: the upstreams and limits defined, each limit's weight (a plan
 /// limit's variants), and what auth tables need.
 pub(crate) struct Tables<'a> {
-    pub upstreams: &'a [(String, UpstreamConfig)],
-    pub limits: &'a [(String, Option<LimitConfig>)],
+    pub upstreams: Named<'a, UpstreamConfig>,
+    pub limits: Named<'a, Option<LimitConfig>>,
     pub weights: &'a [usize],
     pub auth: &'a crate::auth::Env<'a>,
+}
+
+/// Tables defined by name, each found by its name in one lookup (15,000 routes naming
+/// 10,000 upstreams made a scan per route quadratic); the first of a repeated name, as a scan
+/// finds it (the repeat is an error of its own table).
+pub(crate) struct Named<'a, T> {
+    items: &'a [(String, T)],
+    at: HashMap<&'a str, usize>,
+}
+
+impl<'a, T> Named<'a, T> {
+    pub fn new(items: &'a [(String, T)]) -> Self {
+        let mut at = HashMap::with_capacity(items.len());
+        for (i, (n, _)) in items.iter().enumerate() {
+            at.entry(n.as_str()).or_insert(i);
+        }
+        Self { items, at }
+    }
+
+    /// The index of the table named `name`.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.at.get(name).copied()
+    }
+}
+
+impl<T> std::ops::Deref for Named<'_, T> {
+    type Target = [(String, T)];
+    fn deref(&self) -> &Self::Target {
+        self.items
+    }
 }
 
 pub(crate) fn read(
@@ -54,7 +84,7 @@ fn route(
         limits,
         weights,
         ..
-    } = *tables;
+    } = tables;
     let base = tables.auth.base;
     let path = r.path.clone();
     let path = path.as_str();
@@ -229,7 +259,7 @@ fn action(
     cx: &mut Cx,
     r: &mut Tbl,
     path: &str,
-    upstreams: &[(String, UpstreamConfig)],
+    upstreams: &Named<UpstreamConfig>,
 ) -> Option<RouteAction> {
     let upstream = r.get("upstream");
     let respond = r.get("respond");
@@ -253,7 +283,7 @@ fn action(
         (Some(uv), None) => {
             let p = r.key_path("upstream");
             let u = as_str(cx, &p, uv)?;
-            let idx = upstreams.iter().position(|(n, _)| n == u);
+            let idx = upstreams.position(u);
             if idx.is_none() {
                 let known: Vec<_> = upstreams.iter().map(|(n, _)| n.as_str()).collect();
                 cx.err(
@@ -276,7 +306,7 @@ fn action(
 fn route_limits(
     cx: &mut Cx,
     r: &mut Tbl,
-    limits: &[(String, Option<LimitConfig>)],
+    limits: &Named<Option<LimitConfig>>,
     weights: &[usize],
 ) -> Vec<usize> {
     let mut limit_idx = Vec::new();
@@ -285,7 +315,7 @@ fn route_limits(
     };
     let p = r.key_path("limits");
     for (ip, l, span) in as_str_list(cx, &p, lv, false).unwrap_or_default() {
-        match limits.iter().position(|(n, _)| n == l) {
+        match limits.position(l) {
             Some(idx) if limit_idx.contains(&idx) => {
                 cx.err(&ip, span, format!("limit \"{l}\" is listed twice"));
             }
@@ -591,18 +621,13 @@ fn rewrite(cx: &mut Cx, r: &mut Tbl) -> Option<Rewrite> {
 }
 
 /// `canary = { upstream, weight, weight_total, header, header_value, cookie }`.
-fn canary(
-    cx: &mut Cx,
-    p: &str,
-    v: &Value,
-    upstreams: &[(String, UpstreamConfig)],
-) -> Option<Canary> {
+fn canary(cx: &mut Cx, p: &str, v: &Value, upstreams: &Named<UpstreamConfig>) -> Option<Canary> {
     let mut t = Tbl::of(cx, p.to_string(), v)?;
     let upstream = match t.get("upstream") {
         Some(uv) => {
             let up = t.key_path("upstream");
             as_str(cx, &up, uv).and_then(|u| {
-                let found = upstreams.iter().position(|(n, _)| n == u);
+                let found = upstreams.position(u);
                 if found.is_none() {
                     let known: Vec<_> = upstreams.iter().map(|(n, _)| n.as_str()).collect();
                     cx.err(

@@ -16,7 +16,7 @@
 
 use super::objects::PathKind;
 
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(super) enum Matcher {
     Exact(String),
     Prefix(String),

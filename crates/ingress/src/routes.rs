@@ -17,7 +17,7 @@ use super::settings::Settings;
 use super::text::{comment, unique, Warnings};
 use super::tls::ACME;
 use super::upstreams::UpKey;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// What a route does.
 #[derive(Clone, Debug)]
@@ -347,14 +347,16 @@ impl<F: Fn(&Ingress, &Settings, &Backend) -> UpKey> Of<'_, F> {
 /// One route per host and matcher.
 fn dedupe(routes: Vec<Route>, w: &mut Warnings) -> Vec<Route> {
     let mut kept: Vec<Route> = Vec::with_capacity(routes.len());
+    // Where each (host, matcher) was kept: one lookup a route, not a scan of those kept.
+    let mut at: HashMap<(Option<String>, Matcher), usize> = HashMap::with_capacity(routes.len());
     for r in routes {
-        let Some(k) = kept
-            .iter_mut()
-            .find(|k| k.host == r.host && k.matcher == r.matcher)
-        else {
+        let slot = at.entry((r.host.clone(), r.matcher.clone()));
+        let std::collections::hash_map::Entry::Occupied(slot) = slot else {
+            slot.or_insert(kept.len());
             kept.push(r);
             continue;
         };
+        let k = &mut kept[*slot.get()];
         let (winner, loser) = if r.rank > k.rank {
             (&r, &*k)
         } else {
@@ -427,14 +429,17 @@ fn target_text(r: &Route) -> String {
 fn order(routes: Vec<Route>) -> Vec<Route> {
     let (mut literal, regex): (Vec<Route>, Vec<Route>) =
         routes.into_iter().partition(|r| !r.is_regex());
-    let mut hosts: Vec<Option<String>> = Vec::new();
-    for r in &regex {
-        if !hosts.contains(&r.host) {
-            hosts.push(r.host.clone());
-        }
+    // Each host's regex routes, hosts in the order first seen.
+    let mut hosts: Vec<Vec<Route>> = Vec::new();
+    let mut at: HashMap<Option<String>, usize> = HashMap::new();
+    for r in regex {
+        let i = *at.entry(r.host.clone()).or_insert_with(|| {
+            hosts.push(Vec::new());
+            hosts.len() - 1
+        });
+        hosts[i].push(r);
     }
-    for h in hosts {
-        let mut of_host: Vec<Route> = regex.iter().filter(|r| r.host == h).cloned().collect();
+    for mut of_host in hosts {
         of_host.sort_by(|a, b| {
             b.location
                 .len()
