@@ -237,7 +237,7 @@ impl ServeHttp for Admin {
                         upstreams.extend_from_slice(
                             format!(
                                 "upstream {}: {target} does not resolve ({why})\n",
-                                u.cfg.name
+                                u.cfg().name
                             )
                             .as_bytes(),
                         );

@@ -519,17 +519,18 @@ impl Gateway {
         use crate::limits::compiled::{ALLOWED, BLOCKED, REFUSED, SHADOW_REFUSED};
         let refused_any = v.denied.is_some() || v.blocked.is_some();
         let now = plan.now();
+        let m = &self.shared.metrics;
         for (pos, &li) in rt.routes[route].cfg.limits.iter().enumerate() {
             let l = &rt.limits[li];
             let bit = 1u32 << pos;
             if v.refused & bit != 0 {
                 let blocked = v.blocked.is_some_and(|(b, _)| b == li);
-                l.decisions[if blocked { BLOCKED } else { REFUSED }].inc();
+                l.decided(m, if blocked { BLOCKED } else { REFUSED }).inc();
                 l.hot.refused(plan.key(pos), now);
             } else if v.shadow_exceeded & bit != 0 {
-                l.decisions[SHADOW_REFUSED].inc();
+                l.decided(m, SHADOW_REFUSED).inc();
             } else if !refused_any && plan.took(pos).any() {
-                l.decisions[ALLOWED].inc();
+                l.decided(m, ALLOWED).inc();
             }
         }
     }
@@ -718,7 +719,7 @@ impl Gateway {
             for (pos, &li) in limits.iter().enumerate() {
                 if v.shadow_exceeded & (1 << pos) != 0 {
                     let l = &rt.limits[li];
-                    l.shadow_counter.inc();
+                    l.shadowed(&self.shared.metrics).inc();
                     tracing::warn!(
                         event = "shadow_limit_exceeded",
                         limit = %l.cfg.name,

@@ -23,9 +23,15 @@ pub mod series;
 pub use tollgate_config::MAX_LIMITS_PER_ROUTE;
 
 pub struct UpstreamRt {
-    pub cfg: UpstreamConfig,
-    /// The targets, their health and the peers they are reached through.
+    /// The targets, their health and the peers they are reached through (and the upstream's
+    /// config: [`UpstreamRt::cfg`]).
     pub pool: Arc<Pool>,
+}
+
+impl UpstreamRt {
+    pub fn cfg(&self) -> &UpstreamConfig {
+        self.pool.config()
+    }
 }
 
 /// Each target's TLS, in target order (the name verified is the target's host unless `sni`
@@ -94,7 +100,7 @@ impl<'a> Kept<'a> {
         }
         Self {
             limits: index(&p.limits, |l| (l.cfg.name.as_str(), l.cfg.plan)),
-            upstreams: index(&p.upstreams, |u| u.cfg.name.as_str()),
+            upstreams: index(&p.upstreams, |u| u.cfg().name.as_str()),
             routes: index(&p.routes, |r| r.cfg.name.as_str()),
             auths: index(&p.auths, |a| a.cfg.name.as_str()),
         }
@@ -104,18 +110,17 @@ impl<'a> Kept<'a> {
 /// Each upstream's pool, built anew (a reload reads the TLS files again), with the health
 /// of the previous pool when the upstream did not change.
 fn upstreams(
-    config: &Config,
+    configs: &[UpstreamConfig],
     kept: &Kept,
     preserve_case: bool,
 ) -> Result<Vec<UpstreamRt>, BuildError> {
-    let mut upstreams = Vec::with_capacity(config.upstreams.len());
-    for cfg in &config.upstreams {
+    let mut upstreams = Vec::with_capacity(configs.len());
+    for cfg in configs {
         let pool = Pool::new(cfg, &upstream_tls(cfg)?, preserve_case);
         if let Some(old) = kept.upstreams.get(cfg.name.as_str()) {
             pool.inherit(&old.pool);
         }
         upstreams.push(UpstreamRt {
-            cfg: cfg.clone(),
             pool: Arc::new(pool),
         });
     }
@@ -277,6 +282,9 @@ pub fn count_unrouted(metrics: &Metrics, status: u16) {
 }
 
 pub struct Runtime {
+    /// The config it was built from, less its `routes` and `upstreams`: those were moved into
+    /// [`Runtime::routes`] (each [`RouteRt::cfg`]) and [`Runtime::upstreams`] (each
+    /// [`UpstreamRt::cfg`]), so that 15,000 routes are held once, not twice.
     pub config: Config,
     /// How request paths are made canonical (`[server]` merge_slashes, escaped_slashes).
     pub path_rules: tollgate_route::normalize::PathRules,
@@ -350,11 +358,13 @@ impl Runtime {
 
     /// Builds the serving state for `config`, reusing what `previous` holds where unchanged.
     pub fn build(
-        config: Config,
+        mut config: Config,
         previous: Option<&Runtime>,
         store: Option<&Arc<dyn GlobalStore>>,
         metrics: &Metrics,
     ) -> Result<Self, BuildError> {
+        let route_configs = std::mem::take(&mut config.routes);
+        let upstream_configs = std::mem::take(&mut config.upstreams);
         let kept = Kept::new(previous);
         let mut limits: Vec<LimitRt> = Vec::with_capacity(config.limits.len());
         // The first limit of each name built so far (a plan limit's variants share its
@@ -370,20 +380,18 @@ impl Runtime {
 
         let preserve_case =
             previous.map_or(config.server.preserve_header_case, |p| p.preserve_case);
-        let upstreams = upstreams(&config, &kept, preserve_case)?;
+        let upstreams = upstreams(&upstream_configs, &kept, preserve_case)?;
+        drop(upstream_configs);
 
         let server_access =
             tollgate_core::filters::access::AccessRt::build(&config.access, None).map(Arc::new);
         let jwks = jwks(&config, previous)?;
         let auths = auths(&config, previous, &kept)?;
-        let routes = config
-            .routes
-            .iter()
-            .map(|cfg| {
-                let r = RouteRt::build(cfg, &limits, &server_access, &kept, &config)?;
-                r.with_auth(cfg, &auths, metrics)
-            })
-            .collect::<Result<Vec<_>, BuildError>>()?;
+        let mut routes = Vec::with_capacity(route_configs.len());
+        for cfg in route_configs {
+            let r = RouteRt::build(cfg, &limits, &server_access, &kept, &config)?;
+            routes.push(r.with_auth(&auths, metrics)?);
+        }
         let order = tollgate_route::routing::order(routes.iter().map(|r| &r.cfg));
         let hosts = tollgate_route::routing::Hosts::new(&order);
         let table = tollgate_route::table::Table::new(&order, |i| {
@@ -483,10 +491,10 @@ impl RouteRt {
     /// The route's auth, when it requires one, with its metric handles.
     fn with_auth(
         mut self,
-        cfg: &RouteConfig,
         auths: &[Arc<tollgate_auth::AuthRt>],
         metrics: &Metrics,
     ) -> Result<Self, BuildError> {
+        let cfg = &self.cfg;
         let Some(i) = cfg.auth else {
             return Ok(self);
         };
@@ -498,25 +506,27 @@ impl RouteRt {
             ));
         };
         let method = auth.cfg.method.label();
-        self.stages.auth = true;
-        self.auth = Some(RouteAuth {
+        let route_auth = RouteAuth {
             auth: auth.clone(),
             counts: tollgate_auth::RESULTS
                 .map(|r| metrics.auth.with_label_values(&[&cfg.name, method, r])),
             latency: metrics.auth_service.with_label_values(&[&cfg.name]),
-        });
+        };
+        self.stages.auth = true;
+        self.auth = Some(route_auth);
         Ok(self)
     }
 
     /// One route: its stages, its keys' inputs, its RateLimit-Policy per plan (its metric
     /// series are made on first use); its tarpit carried over from the previous runtime when unchanged.
     fn build(
-        cfg: &RouteConfig,
+        owned: RouteConfig,
         limits: &[LimitRt],
         server_access: &Option<Arc<tollgate_core::filters::access::AccessRt>>,
         kept: &Kept,
         config: &Config,
     ) -> Result<Self, BuildError> {
+        let cfg = &owned;
         let plan_count = config.plans.as_ref().map_or(1, |p| p.names.len().max(1));
         let policy_headers = policy_headers(cfg, limits, plan_count);
         let needs_plan = cfg.limits.iter().any(|&i| limits[i].cfg.plan.is_some());
@@ -577,7 +587,7 @@ impl RouteRt {
             policy_headers,
             needs_plan,
             series: series::RouteSeries::new(cfg.limits.len()),
-            cfg: cfg.clone(),
+            cfg: owned,
         })
     }
 }

@@ -133,7 +133,7 @@ impl Shared {
             for t in u.pool.targets().iter() {
                 self.metrics
                     .upstream_healthy
-                    .with_label_values(&[&u.cfg.name, &t.addr.to_string()])
+                    .with_label_values(&[&u.cfg().name, &t.addr.to_string()])
                     .set(t.healthy() as i64);
             }
         }

@@ -229,7 +229,7 @@ impl Rls {
             m.rls_hit(key, "over_limit", past);
             if c.shadow {
                 m.rls_hit(key, "shadow_mode", past);
-                rt.limits[c.limit].shadow_counter.inc();
+                rt.limits[c.limit].shadowed(m).inc();
             }
         } else {
             m.rls_hit(key, "within_limit", hits);

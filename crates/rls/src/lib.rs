@@ -223,7 +223,7 @@ impl Rls {
         if v.shadow_exceeded != 0 {
             for (pos, &li) in rt.limits_of(set).iter().enumerate() {
                 if v.shadow_exceeded & (1 << pos) != 0 {
-                    rt.limits[li].shadow_counter.inc();
+                    rt.limits[li].shadowed(&self.shared.metrics).inc();
                 }
             }
         }

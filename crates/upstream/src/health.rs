@@ -14,7 +14,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-type Members = Arc<[(Arc<Pool>, Arc<Target>)]>;
+/// A group's members: each pool and its target at the group's address.
+type Member = (Arc<Pool>, Arc<Target>);
+type Members = Arc<[Member]>;
+/// What regrouping gathers per (address, timeout): the shortest interval, and the members.
+type Gathered = HashMap<(SocketAddr, Duration), (Duration, Vec<Member>)>;
 
 /// The rounds of every group: when each is next due.
 #[derive(Default)]
@@ -91,8 +95,7 @@ impl HealthRounds {
             .drain(..)
             .map(|g| ((g.addr, g.timeout), (g.due, g.members)))
             .collect();
-        let mut by: HashMap<(SocketAddr, Duration), (Duration, Vec<(Arc<Pool>, Arc<Target>)>)> =
-            HashMap::new();
+        let mut by: Gathered = HashMap::new();
         for p in pools() {
             let Some(hc) = p.config().health_check else {
                 continue;
@@ -129,7 +132,7 @@ impl HealthRounds {
 
 /// The same upstreams' same targets (a reload builds new pools, which inherit the health of
 /// the old ones: their schedule goes on).
-fn same(a: &Members, b: &[(Arc<Pool>, Arc<Target>)]) -> bool {
+fn same(a: &Members, b: &[Member]) -> bool {
     a.len() == b.len()
         && a.iter()
             .zip(b)

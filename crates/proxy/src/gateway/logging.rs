@@ -139,7 +139,7 @@ impl Gateway {
             .map(|l| rt.limits[l].cfg.name.as_str())
             .unwrap_or("");
         let client = ctx.client.unwrap_or(ctx.peer);
-        let upstream = ctx.upstream.map(|u| rt.upstreams[u].cfg.name.as_str());
+        let upstream = ctx.upstream.map(|u| rt.upstreams[u].cfg().name.as_str());
         let finished = tollgate_core::observe::traces::Finished {
             method: req.method.as_str(),
             path: ctx.canonical_path.as_deref().unwrap_or(req.uri.path()),

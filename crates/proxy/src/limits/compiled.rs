@@ -4,7 +4,7 @@
 
 use prometheus::{IntCounter, IntGauge};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tollgate_config::{Action, Config, LimitConfig, OnError, Scope, TarpitConfig};
 use tollgate_core::observe::metrics::Metrics;
@@ -170,9 +170,12 @@ pub struct LimitRt {
     pub name_sf: String,
     /// The 429 body, rendered once: a refusal fills in its wait and request id.
     pub refusal: tollgate_core::respond::Template,
-    pub shadow_counter: IntCounter,
-    /// `tollgate_limit_decisions_total{limit,result}`: allowed, refused, shadow_refused, blocked.
-    pub decisions: [IntCounter; 4],
+    /// `tollgate_shadow_exceeded_total{limit}`, made on first use ([`LimitRt::shadowed`]).
+    shadow_counter: OnceLock<IntCounter>,
+    /// `tollgate_limit_decisions_total{limit,result}`: allowed, refused, shadow_refused,
+    /// blocked; each made on first use ([`LimitRt::decided`]), so that 5,000 limits hold no
+    /// series before their first request.
+    decisions: [OnceLock<IntCounter>; 4],
     /// Refusals per key this minute (shared by a plan limit's variants and across reloads).
     pub hot: Arc<tollgate_limit::HotKeys>,
 }
@@ -337,6 +340,21 @@ fn limit_state(
 }
 
 impl LimitRt {
+    /// `tollgate_limit_decisions_total{limit,result}` for result `i` (`ALLOWED`, `REFUSED`,
+    /// `SHADOW_REFUSED`, `BLOCKED`).
+    pub fn decided(&self, m: &Metrics, i: usize) -> &IntCounter {
+        self.decisions[i].get_or_init(|| {
+            let result = ["allowed", "refused", "shadow_refused", "blocked"][i];
+            m.decisions.with_label_values(&[&self.cfg.name, result])
+        })
+    }
+
+    /// `tollgate_shadow_exceeded_total{limit}`.
+    pub fn shadowed(&self, m: &Metrics) -> &IntCounter {
+        self.shadow_counter
+            .get_or_init(|| m.shadow_exceeded.with_label_values(&[&self.cfg.name]))
+    }
+
     /// One limit, with what `prev` (the previous runtime's limit of the same name and plan)
     /// knew of it (its limiter state, ladder, tarpit, hot keys) when its definition did not
     /// change; `sibling`: the first limit of the same name built before it (a plan limit's
@@ -392,9 +410,8 @@ impl LimitRt {
             shadow: cfg.shadow || shadow_all,
             name_sf: sf_string(&cfg.name),
             refusal: tollgate_core::respond::refusal(cfg, quota),
-            shadow_counter: metrics.shadow_exceeded.with_label_values(&[&cfg.name]),
-            decisions: ["allowed", "refused", "shadow_refused", "blocked"]
-                .map(|r| metrics.decisions.with_label_values(&[&cfg.name, r])),
+            shadow_counter: OnceLock::new(),
+            decisions: Default::default(),
             hot: sibling
                 .map(|l| l.hot.clone())
                 .or_else(|| prev.map(|p| p.hot.clone()))

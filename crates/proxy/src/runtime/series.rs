@@ -143,7 +143,7 @@ mod tests {
             .get_metric()
             .iter()
             .map(|m| {
-                let labels = m.get_label().iter().map(|l| l.get_value().to_string());
+                let labels = m.get_label().iter().map(|l| l.value().to_string());
                 (labels.collect(), m.get_counter().get_value() as u64)
             })
             .collect()

@@ -499,7 +499,7 @@ fn reads_body(sources: &[tollgate_config::KeySource]) -> bool {
 fn action(rt: &Runtime, route: usize) -> Value {
     match rt.route_action(route) {
         tollgate_config::RouteAction::Upstream(u) => json!({"status": null, "answer": "proxied",
-            "detail": format!("proxied to upstream {}", rt.config.upstreams[*u].name)}),
+            "detail": format!("proxied to upstream {}", rt.upstreams[*u].cfg().name)}),
         tollgate_config::RouteAction::Respond { status, .. } => {
             json!({"status": status, "answer": "respond", "detail": "the route's own answer"})
         }
