@@ -42,6 +42,7 @@ const LAYERS: &[(&str, &[(&str, u8)])] = &[
             ("budget", 0),
             ("pool", 1),
             ("attempt", 2),
+            ("health", 2),
         ],
     ),
     (
