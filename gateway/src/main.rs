@@ -28,6 +28,13 @@ mod alloc;
 #[global_allocator]
 static GLOBAL: alloc::MiMalloc = alloc::MiMalloc;
 
+/// After a config was read and a runtime built: the parse's freed pages go back to the system
+/// (see `alloc::release_freed`; a no-op with the C library's malloc).
+fn release_freed() {
+    #[cfg(not(feature = "system-alloc"))]
+    alloc::release_freed();
+}
+
 const DEFAULT_CONFIG: &str = "conf/tollgate.toml";
 
 /// Bytes of read buffer per downstream connection (see `run`).
@@ -661,6 +668,7 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
         Shared::new(cfg, Arc::new(tollgate_limit::MonotonicClock::new()))
             .context("building the runtime")?,
     );
+    release_freed();
 
     let conf = server_conf(&server_cfg);
     let opt = Opt {
@@ -999,6 +1007,7 @@ impl Reloader {
                 tracing::error!(event = "reload_failed", error = %e, "config rejected; the old one keeps serving")
             }
         }
+        release_freed();
     }
 }
 
