@@ -100,12 +100,3 @@ mod tests {
         }
     }
 }
-
-/// Gives the pages the calling thread freed back to the system: called after a runtime is
-/// built (at start and after each reload), whose config parse frees far more than the
-/// runtime keeps (at 15,000 routes the TOML's tokens and tables are ~110 MB transient, and
-/// mimalloc would otherwise keep their pages as RSS).
-pub fn release_freed() {
-    // SAFETY: mi_collect takes no pointer; it only walks the calling thread's heap.
-    unsafe { mi::mi_collect(true) }
-}

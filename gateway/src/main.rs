@@ -28,11 +28,17 @@ mod alloc;
 #[global_allocator]
 static GLOBAL: alloc::MiMalloc = alloc::MiMalloc;
 
-/// After a config was read and a runtime built: the parse's freed pages go back to the system
-/// (see `alloc::release_freed`; a no-op with the C library's malloc).
+/// After a config was read and a runtime built (at start and after each reload): the pages
+/// the calling thread freed go back to the system. At 15,000 routes the parse's TOML tokens
+/// and tables are ~110 MB transient, which mimalloc would otherwise keep as RSS. A no-op with
+/// the C library's malloc.
 fn release_freed() {
+    // SAFETY: mi_collect takes no pointer; it only walks the calling thread's heap.
     #[cfg(not(feature = "system-alloc"))]
-    alloc::release_freed();
+    #[allow(unsafe_code)]
+    unsafe {
+        libmimalloc_sys::mi_collect(true)
+    }
 }
 
 const DEFAULT_CONFIG: &str = "conf/tollgate.toml";
