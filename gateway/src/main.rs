@@ -28,7 +28,7 @@ mod alloc;
 #[global_allocator]
 static GLOBAL: alloc::MiMalloc = alloc::MiMalloc;
 
-/// After a config was read and a runtime built (at start and after each reload): the pages
+/// After a config was read (and a runtime built, at start and after each reload): the pages
 /// the calling thread freed go back to the system. At 15,000 routes the parse's TOML tokens
 /// and tables are ~110 MB transient, which mimalloc would otherwise keep as RSS. A no-op with
 /// the C library's malloc.
@@ -978,6 +978,8 @@ impl Reloader {
                     .with_label_values(&["error"])
                     .inc();
                 tracing::error!(event = "reload_failed", error = %e, "config rejected; the old one keeps serving");
+                // A rejected file was parsed too: its pages go back as well.
+                release_freed();
                 return;
             }
         };

@@ -440,4 +440,4 @@ fn peer(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -15,8 +15,24 @@ const SLOTTED: [u16; 36] = [
     408, 409, 410, 411, 412, 413, 414, 415, 416, 422, 429, 431, 499, 500, 502, 503, 504,
 ];
 
+/// Each status's slot in [`SLOTTED`] (`NONE`: it has none), so that a response finds its
+/// counter by one index, as the 600 slots did.
+const SLOT_OF: [u8; 600] = {
+    let mut t = [NONE; 600];
+    let mut i = 0;
+    while i < SLOTTED.len() {
+        t[SLOTTED[i] as usize] = i as u8;
+        i += 1;
+    }
+    t
+};
+const NONE: u8 = u8::MAX;
+
 fn slot(status: u16) -> Option<usize> {
-    SLOTTED.binary_search(&status).ok()
+    match SLOT_OF.get(status as usize) {
+        Some(&i) if i != NONE => Some(i as usize),
+        _ => None,
+    }
 }
 
 /// What a refusal by one of the route's limits is counted as
@@ -152,8 +168,14 @@ mod tests {
     #[test]
     fn the_slotted_statuses_are_sorted_and_distinct() {
         assert!(SLOTTED.windows(2).all(|w| w[0] < w[1]));
+        for (i, &st) in SLOTTED.iter().enumerate() {
+            assert_eq!(slot(st), Some(i));
+        }
         assert_eq!(slot(200), Some(2));
+        assert_eq!(slot(0), None);
         assert_eq!(slot(599), None);
+        assert_eq!(slot(600), None);
+        assert_eq!(slot(u16::MAX), None);
     }
 
     #[test]

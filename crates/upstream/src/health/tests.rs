@@ -1,32 +1,14 @@
 use super::*;
-use tollgate_config::{Balance, HealthCheck, UpstreamConfig, UpstreamTarget};
+use tollgate_config::{HealthCheck, UpstreamConfig};
 
 fn upstream(name: &str, targets: &[SocketAddr], hc: Option<(u64, u64)>) -> Arc<Pool> {
     let cfg = UpstreamConfig {
         name: name.into(),
-        targets: targets
-            .iter()
-            .map(|a| UpstreamTarget {
-                written: a.to_string(),
-                host: a.ip().to_string(),
-                port: a.port(),
-                addr: Some(*a),
-            })
-            .collect(),
-        resolve_every: Duration::from_secs(5),
-        connect_timeout: Duration::from_millis(300),
-        read_timeout: Duration::from_secs(7),
-        write_timeout: Duration::from_secs(8),
-        tls: None,
-        h2: false,
         health_check: hc.map(|(interval, timeout)| HealthCheck {
             interval: Duration::from_millis(interval),
             timeout: Duration::from_millis(timeout),
         }),
-        balance: Balance::RoundRobin,
-        hash_key: None,
-        affinity: None,
-        retry: None,
+        ..crate::pool::tests::upstream(targets)
     };
     Arc::new(Pool::new(&cfg, &[], false))
 }

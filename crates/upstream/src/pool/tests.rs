@@ -1,6 +1,8 @@
 use super::*;
 
-fn upstream(targets: &[SocketAddr]) -> UpstreamConfig {
+/// An upstream named "u" of these address targets, without health check or policy (the
+/// health tests build on it too).
+pub(crate) fn upstream(targets: &[SocketAddr]) -> UpstreamConfig {
     UpstreamConfig {
         name: "u".into(),
         targets: targets
