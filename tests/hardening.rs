@@ -769,6 +769,13 @@ async fn the_per_client_connection_cap_holds_while_another_client_is_served() {
     .await;
     assert!(full);
     held.push(connect_from([127, 0, 0, 5]).await);
+    // The sixth must be counted before the seventh arrives, or the two
+    // race for the last slot and the one held open may be the refused one.
+    let at_cap = eventually(Duration::from_secs(2), || async {
+        metric(&metrics(admin).await, "tollgate_connections_open", &[]) >= 6.0
+    })
+    .await;
+    assert!(at_cap);
     let mut over = connect_from([127, 0, 0, 6]).await;
     let r = read_to_close(&mut over, Instant::now()).await;
     assert!(r.closed_after < Duration::from_secs(1), "not refused");
