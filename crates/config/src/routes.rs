@@ -152,17 +152,17 @@ fn route(
             host,
             path,
             case_insensitive,
-            rewrite,
-            canary,
+            rewrite: rewrite.map(Box::new),
+            canary: canary.map(Box::new),
             methods,
             action,
             limits: limit_idx,
-            access,
-            tarpit,
+            access: access.map(Box::new),
+            tarpit: tarpit.map(Box::new),
             https_redirect,
             auth: auth.ok().flatten(),
             aliases,
-            edge: edge.unwrap_or_default(),
+            edge: EdgeConfig::shared(edge.unwrap_or_default()),
         }),
         _ => None,
     }
@@ -729,7 +729,7 @@ pub fn rewrite_warnings(cfg: &Config) -> Vec<String> {
             if !guards_upstream || how.is_empty() || !may_write(&lit, &p.path) {
                 continue;
             }
-            let which = if matches!(rw, Rewrite::StripPrefix(_)) {
+            let which = if matches!(**rw, Rewrite::StripPrefix(_)) {
                 "strip_prefix"
             } else {
                 "rewrite"

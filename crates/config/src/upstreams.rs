@@ -90,7 +90,7 @@ pub(crate) fn read(cx: &mut Cx, mut t: Tbl, base: &Path) -> Vec<(String, Upstrea
             }
         }
         if let Some(v) = u.get("tls") {
-            up.tls = crate::tls::upstream_tls(cx, &u.key_path("tls"), v, base);
+            up.tls = crate::tls::upstream_tls(cx, &u.key_path("tls"), v, base).map(Box::new);
         }
         if let Some(v) = u.get("h2") {
             up.h2 = as_bool(cx, &u.key_path("h2"), v).unwrap_or(false);
@@ -155,7 +155,7 @@ fn balancing(cx: &mut Cx, u: &mut Tbl, up: &mut UpstreamConfig) {
         _ => {}
     }
     if let Some(v) = u.get("affinity") {
-        up.affinity = balance::affinity(cx, &u.key_path("affinity"), v);
+        up.affinity = balance::affinity(cx, &u.key_path("affinity"), v).map(Box::new);
     }
     if let Some(v) = u.get("retry") {
         up.retry = balance::retry(cx, &u.key_path("retry"), v);

@@ -408,7 +408,7 @@ access = { deny = ["10.0.0.0/8"] }
     );
     let r = &c.routes[0];
     assert_eq!(
-        r.tarpit.map(|t| (
+        r.tarpit.as_deref().map(|t| (
             t.delay_min.as_secs(),
             t.delay_max.as_secs(),
             t.max_concurrent

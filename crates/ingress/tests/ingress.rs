@@ -175,7 +175,7 @@ fn pick<'c>(c: &'c Config, host: &str, path: &str) -> Option<&'c RouteConfig> {
 
 /// The path the upstream gets from this route.
 fn rewritten(r: &RouteConfig, path: &str) -> String {
-    match &r.rewrite {
+    match r.rewrite.as_deref() {
         None => path.to_string(),
         Some(tollgate_config::Rewrite::Regex { regex, replace }) => regex::Regex::new(regex)
             .expect("a valid rewrite regex")

@@ -274,14 +274,7 @@ impl ServeHttp for Admin {
                     [state, redis, jwks, rls, &upstreams].concat(),
                 )
             }
-            "/metrics" => {
-                self.shared.refresh_gauges();
-                reply(
-                    200,
-                    "text/plain; version=0.0.4",
-                    self.shared.metrics.encode(),
-                )
-            }
+            "/metrics" => reply(200, "text/plain; version=0.0.4", self.shared.scrape()),
             _ => reply(
                 404,
                 "text/plain",

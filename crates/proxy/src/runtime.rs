@@ -227,9 +227,9 @@ pub struct RouteRt {
     /// `path_regex`, compiled (anchored at the path's start).
     pub(crate) regex: Option<regex::Regex>,
     /// How the path sent upstream is made.
-    pub rewrite: Option<tollgate_route::routing::RewriteRt>,
+    pub rewrite: Option<Box<tollgate_route::routing::RewriteRt>>,
     /// Which requests go to the canary upstream.
-    pub canary: Option<tollgate_route::routing::CanaryRt>,
+    pub canary: Option<Box<tollgate_route::routing::CanaryRt>>,
     /// A limit of the route reads a bearer token's claim: the token is verified first.
     pub needs_jwt: bool,
     /// A limit of the route is a quota: decisions need calendar time too.
@@ -562,12 +562,13 @@ impl RouteRt {
                 .unwrap_or(config.server.max_body_bytes),
             shaping,
             regex: route_regex(cfg)?,
-            rewrite: tollgate_route::routing::RewriteRt::new(cfg.rewrite.as_ref())
-                .map_err(|e| BuildError::Route(cfg.name.clone(), e))?,
+            rewrite: tollgate_route::routing::RewriteRt::new(cfg.rewrite.as_deref())
+                .map_err(|e| BuildError::Route(cfg.name.clone(), e))?
+                .map(Box::new),
             canary: cfg
                 .canary
-                .as_ref()
-                .map(tollgate_route::routing::CanaryRt::new),
+                .as_deref()
+                .map(|c| Box::new(tollgate_route::routing::CanaryRt::new(c))),
             access,
             inputs,
             body_fields,
@@ -659,7 +660,7 @@ fn policy_headers(
 
 /// The route's tarpit: the previous runtime's when unchanged (its held requests stay counted).
 fn tarpit(cfg: &RouteConfig, kept: &Kept) -> Option<Arc<TarpitRt>> {
-    cfg.tarpit.map(|t| {
+    cfg.tarpit.as_deref().copied().map(|t| {
         kept.routes
             .get(cfg.name.as_str())
             .and_then(|r| r.tarpit.as_ref())

@@ -10,10 +10,14 @@ use crate::runtime::Runtime;
 use arc_swap::ArcSwap;
 use pingora::protocols::l4::socket::SocketAddr;
 use pingora::services::listening::ConnectionAdmission;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tollgate_config::Config;
 use tollgate_core::error::BuildError;
-use tollgate_core::observe::metrics::Metrics;
+use tollgate_core::observe::metrics::{
+    Metrics, StateFamily, BLOCKS_ACTIVE, HOTTEST_KEY, LIMITER_KEYS, UPSTREAM_TARGET_HEALTHY,
+    VERDICT_CACHE_ENTRIES,
+};
 use tollgate_limit::{Clock, StoreStats};
 use tollgate_store::{GlobalStore, RedisConfig, RedisStore, StoreMetrics, Target};
 
@@ -120,38 +124,44 @@ impl Shared {
         }
     }
 
-    /// Refreshes the gauges that mirror state held elsewhere (called per /metrics scrape).
-    pub fn refresh_gauges(&self) {
+    /// What /metrics answers: the registry, then the gauges that mirror state held elsewhere
+    /// (limits, blocks, targets), written from that state at each scrape and not kept
+    /// ([`tollgate_core::observe::metrics::StateGauge`]).
+    pub fn scrape(&self) -> Vec<u8> {
         if let Some(store) = &self.store {
             store.publish();
         }
         self.metrics.in_flight.set(crate::ctx::in_flight() as i64);
         let rt = self.runtime.load();
-        self.limiter_gauges(&rt);
-        self.block_gauges(&rt);
+        let mut state = Vec::new();
+        self.limiter_gauges(&rt, &mut state);
+        self.block_gauges(&rt, &mut state);
+        let mut f = StateFamily::new(&mut state, &UPSTREAM_TARGET_HEALTHY);
+        let mut addr = String::new();
         for u in &rt.upstreams {
             for t in u.pool.targets().iter() {
-                self.metrics
-                    .upstream_healthy
-                    .with_label_values(&[&u.cfg().name, &t.addr.to_string()])
-                    .set(t.healthy() as i64);
+                use std::fmt::Write;
+                addr.clear();
+                let _ = write!(addr, "{}", t.addr);
+                f.sample(&[&addr, &u.cfg().name], t.healthy() as i64);
             }
         }
+        let mut out = self.metrics.encode();
+        out.extend_from_slice(&state);
+        out
     }
 
     /// Each limit's keys, evictions and cached refusals (a plan limit's variants added up).
-    fn limiter_gauges(&self, rt: &Runtime) {
+    fn limiter_gauges(&self, rt: &Runtime, out: &mut Vec<u8>) {
         // A plan limit has one variant per plan under one name: their figures add up.
+        let mut at: HashMap<&str, usize> = HashMap::with_capacity(rt.limits.len());
         let mut per_name: Vec<(&str, Option<usize>, StoreStats)> = Vec::new();
         for l in &rt.limits {
             let name = l.cfg.name.as_str();
-            let i = match per_name.iter().position(|(n, _, _)| *n == name) {
-                Some(i) => i,
-                None => {
-                    per_name.push((name, None, StoreStats::default()));
-                    per_name.len() - 1
-                }
-            };
+            let i = *at.entry(name).or_insert_with(|| {
+                per_name.push((name, None, StoreStats::default()));
+                per_name.len() - 1
+            });
             let entry = &mut per_name[i];
             if let LimitState::Global(g) = &l.state {
                 *entry.1.get_or_insert(0) += g.cache.live(self.clock.now());
@@ -168,82 +178,63 @@ impl Shared {
                 entry.2.evicted_refused += s.evicted_refused;
             }
         }
-        for (name, cache, s) in per_name {
+        let mut cached = StateFamily::new(out, &VERDICT_CACHE_ENTRIES);
+        for (name, cache, _) in &per_name {
             if let Some(live) = cache {
-                self.metrics
-                    .verdict_cache_entries
-                    .with_label_values(&[name])
-                    .set(live as i64);
+                cached.sample(&[name], *live as i64);
             }
-            self.metrics
-                .limiter_keys
-                .with_label_values(&[name])
-                .set(s.keys as i64);
-            Metrics::mirror(
-                &self
-                    .metrics
-                    .limiter_evicted
-                    .with_label_values(&[name, "idle"]),
-                s.evicted_idle,
-            );
-            Metrics::mirror(
-                &self
-                    .metrics
-                    .limiter_evicted
-                    .with_label_values(&[name, "active"]),
-                s.evicted_active,
-            );
+        }
+        let mut keys = StateFamily::new(out, &LIMITER_KEYS);
+        for (name, _, s) in &per_name {
+            keys.sample(&[name], s.keys as i64);
+        }
+        let evicted = &self.metrics.limiter_evicted;
+        for (name, _, s) in &per_name {
+            Metrics::mirror(evicted, &[name, "idle"], s.evicted_idle);
+            Metrics::mirror(evicted, &[name, "active"], s.evicted_active);
             // A refused key evicted: max_keys is too small for what it must hold back.
-            Metrics::mirror(
-                &self
-                    .metrics
-                    .limiter_evicted
-                    .with_label_values(&[name, "refused"]),
-                s.evicted_refused,
-            );
+            Metrics::mirror(evicted, &[name, "refused"], s.evicted_refused);
         }
     }
 
     /// The hottest key's rate per limit, and each ladder's blocks in force and blocks it
     /// could not record.
-    fn block_gauges(&self, rt: &Runtime) {
+    fn block_gauges(&self, rt: &Runtime, out: &mut Vec<u8>) {
         let now = self.clock.now();
-        let mut seen: Vec<&str> = Vec::new();
+        let mut hottest = StateFamily::new(out, &HOTTEST_KEY);
         for l in &rt.limits {
-            self.metrics
-                .hottest_key
-                .with_label_values(&[&l.cfg.name])
-                .set(l.hot.max(now) as i64);
+            hottest.sample(&[&l.cfg.name], l.hot.max(now) as i64);
         }
+        let mut seen: HashSet<&str> = HashSet::new();
+        let mut active = StateFamily::new(out, &BLOCKS_ACTIVE);
         for l in &rt.limits {
-            if let Some(lad) = &l.ladder {
-                if !seen.contains(&l.cfg.name.as_str()) {
-                    seen.push(&l.cfg.name);
-                    self.metrics
-                        .blocks_active
-                        .with_label_values(&[&l.cfg.name])
-                        .set(lad.ladder.blocks.active(now) as i64);
-                    for (why, total) in [
-                        ("table_full", lad.ladder.blocks.refused_full()),
-                        ("counts_full", lad.ladder.untracked()),
-                    ] {
-                        let c = self
-                            .metrics
-                            .blocks_not_recorded
-                            .with_label_values(&[&l.cfg.name, why]);
-                        let shown = c.get();
-                        if total > shown {
-                            if shown == 0 {
-                                tracing::warn!(
-                                    event = "blocks_not_recorded",
-                                    limit = %l.cfg.name,
-                                    why,
-                                    "this limit's ladder is full: new keys are limited but not blocked (blocks in force are never lifted to make room); counted in tollgate_blocks_not_recorded_total"
-                                );
-                            }
-                            c.inc_by(total - shown);
-                        }
+            let Some(lad) = &l.ladder else { continue };
+            if !seen.insert(&l.cfg.name) {
+                continue;
+            }
+            active.sample(&[&l.cfg.name], lad.ladder.blocks.active(now) as i64);
+            for (why, total) in [
+                ("table_full", lad.ladder.blocks.refused_full()),
+                ("counts_full", lad.ladder.untracked()),
+            ] {
+                if total == 0 {
+                    continue;
+                }
+                let c = self
+                    .metrics
+                    .blocks_not_recorded
+                    .with_label_values(&[&l.cfg.name, why]);
+                let shown = c.get();
+                if total > shown {
+                    if shown == 0 {
+                        tracing::warn!(
+                            event = "blocks_not_recorded",
+                            limit = %l.cfg.name,
+                            why,
+                            "this limit's ladder is full: new keys are limited but not blocked (blocks in force are never lifted to make room); counted in tollgate_blocks_not_recorded_total"
+                        );
                     }
+                    c.inc_by(total - shown);
                 }
             }
         }

@@ -14,7 +14,9 @@ pub struct Target {
     /// Stable across instances and reloads (what an affinity cookie names).
     pub id: u64,
     pub(super) healthy: AtomicBool,
-    pub(super) peer: HttpPeer,
+    /// Its settings, shared with the targets that have the same ([`crate::pool`]); the
+    /// address in it may be another target's.
+    pub(super) peer: Arc<HttpPeer>,
     /// Requests in flight (counted for `least_request` and `ewma` only).
     pub(crate) active: AtomicUsize,
     /// Peak-EWMA latency to the response head, in microseconds (`ewma` only), and when it
@@ -31,7 +33,9 @@ impl Target {
 
     /// The peer this target is reached through, for one request.
     pub fn peer(&self) -> Box<HttpPeer> {
-        Box::new(self.peer.clone())
+        let mut p = Box::new((*self.peer).clone());
+        p._address = pingora::protocols::l4::socket::SocketAddr::Inet(self.addr);
+        p
     }
 }
 

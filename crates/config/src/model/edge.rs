@@ -29,6 +29,20 @@ pub struct EdgeConfig {
 }
 
 /// `cors = { ... }` (docs/edge.md): which origins a browser may call the route from.
+impl EdgeConfig {
+    /// `edge` behind an `Arc`: the default (what most routes have) is one value that every
+    /// such route shares.
+    pub fn shared(edge: EdgeConfig) -> std::sync::Arc<EdgeConfig> {
+        static DEFAULT: std::sync::LazyLock<std::sync::Arc<EdgeConfig>> =
+            std::sync::LazyLock::new(Default::default);
+        if edge == EdgeConfig::default() {
+            DEFAULT.clone()
+        } else {
+            std::sync::Arc::new(edge)
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CorsConfig {
     pub allow_origins: Vec<OriginRule>,

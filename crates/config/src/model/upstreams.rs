@@ -15,7 +15,7 @@ pub struct UpstreamConfig {
     pub read_timeout: Duration,
     pub write_timeout: Duration,
     /// TLS to the targets.
-    pub tls: Option<UpstreamTls>,
+    pub tls: Option<Box<UpstreamTls>>,
     /// HTTP/2 to the targets (gRPC): by ALPN over TLS, with prior knowledge without.
     pub h2: bool,
     /// Active TCP health check; `None` disables it (targets are then always considered up).
@@ -24,7 +24,7 @@ pub struct UpstreamConfig {
     pub balance: Balance,
     /// With `balance = "hash"`: what is hashed.
     pub hash_key: Option<HashKey>,
-    pub affinity: Option<Affinity>,
+    pub affinity: Option<Box<Affinity>>,
     /// `None`: a failed connection tries the next target (nothing was sent), nothing else.
     pub retry: Option<Retry>,
 }

@@ -46,7 +46,7 @@ impl ShapingRt {
     pub fn build(cfg: &RouteConfig, config: &Config) -> Option<Box<ShapingRt>> {
         let e = &cfg.edge;
         let s = &config.server;
-        let forwarded_prefix = match (e.x_forwarded_prefix.as_deref(), &cfg.rewrite) {
+        let forwarded_prefix = match (e.x_forwarded_prefix.as_deref(), cfg.rewrite.as_deref()) {
             (Some(""), Some(Rewrite::StripPrefix(p))) => Some(p.trim_end_matches('/')),
             (Some(""), _) => None,
             (Some(p), _) => Some(p),

@@ -12,27 +12,22 @@ pub struct Metrics {
     pub rejected: IntCounterVec,
     pub duration: HistogramVec,
     pub shadow_exceeded: IntCounterVec,
-    pub limiter_keys: IntGaugeVec,
     pub limiter_evicted: IntCounterVec,
-    pub upstream_healthy: IntGaugeVec,
     pub reloads: IntCounterVec,
     pub in_flight: IntGauge,
     pub verdict_cache_hits: IntCounterVec,
     pub lease_decisions: IntCounterVec,
     pub lease_returned: IntCounterVec,
-    pub verdict_cache_entries: IntGaugeVec,
     pub redis_fallbacks: IntCounterVec,
     pub quota_overage: IntCounterVec,
     pub quota_crossed: IntCounterVec,
     pub access_allowed: IntCounterVec,
     pub tarpit_held: IntGaugeVec,
     pub tarpit_total: IntCounterVec,
-    pub blocks_active: IntGaugeVec,
     /// `tollgate_blocks_not_recorded_total{limit,why}`
     pub blocks_not_recorded: IntCounterVec,
     pub blocks_total: IntCounterVec,
     pub decisions: IntCounterVec,
-    pub hottest_key: IntGaugeVec,
     pub connections_open: IntGauge,
     pub connections_refused: IntCounterVec,
     /// `tollgate_auth_total{route,method,result}`
@@ -171,26 +166,21 @@ impl Metrics {
             jwks_fetches: counters(&r, "tollgate_jwks_fetches_total", "Fetches of the JWKS at [jwt] jwks_url, by result (ok, unchanged, error) and why (schedule, unknown_kid).", &["result", "why"])?,
             jwks_keys: gauge(&r, "tollgate_jwks_keys", "Keys of the JWKS set tokens are verified with (0 before the first fetch).")?,
             shadow_exceeded: counters(&r, "tollgate_shadow_exceeded_total", "Requests a shadow-mode limit would have refused (passed on, marked toward the upstream).", &["limit"])?,
-            limiter_keys: gauges(&r, "tollgate_limiter_keys", "Keys held by a local limit in this process.", &["limit"])?,
             limiter_evicted: counters(&r, "tollgate_limiter_evicted_keys_total", "Keys dropped from a full local limit: idle (lossless) or active (they start over).", &["limit", "kind"])?,
-            upstream_healthy: gauges(&r, "tollgate_upstream_target_healthy", "1 when an upstream target passes its health check.", &["upstream", "target"])?,
             reloads: counters(&r, "tollgate_config_reloads_total", "Config reloads, by result.", &["result"])?,
             in_flight: gauge(&r, "tollgate_in_flight_requests", "Requests being handled right now.")?,
             verdict_cache_hits: counters(&r, "tollgate_verdict_cache_hits_total", "Requests refused from the edge verdict cache, without asking Redis.", &["limit"])?,
             lease_decisions: counters(&r, "tollgate_lease_decisions_total", "Requests admitted from a budget lease (sync = \"lease\"), without asking Redis.", &["limit"])?,
             lease_returned: counters(&r, "tollgate_lease_returned_units_total", "Units of budget leases given back to Redis unspent (a slice ended, or shutdown).", &["limit"])?,
-            verdict_cache_entries: gauges(&r, "tollgate_verdict_cache_entries", "Refusals a global limit remembers at the edge (bounded by [redis] verdict_cache).", &["limit"])?,
             redis_fallbacks: counters(&r, "tollgate_redis_fallback_total", "Global decisions Redis could not make, by limit and the on_error applied.", &["limit", "on_error"])?,
             quota_overage: counters(&r, "tollgate_quota_overage_total", "Requests admitted past their quota (overage strategies soft, overage, throttle).", &["limit"])?,
             quota_crossed: counters(&r, "tollgate_quota_usage_crossed_total", "Keys whose quota usage crossed 80, 95 or 100 percent this period (alert on increase).", &["limit", "threshold"])?,
             access_allowed: counters(&r, "tollgate_access_allowed_total", "Requests let through by an allow list (address or API key), skipping every limit.", &["route", "reason"])?,
             tarpit_held: gauges(&r, "tollgate_tarpit_held", "Requests held in a tarpit right now, by route.", &["route"])?,
             tarpit_total: counters(&r, "tollgate_tarpit_held_total", "Requests held in a tarpit before their answer, by route.", &["route"])?,
-            blocks_active: gauges(&r, "tollgate_blocks_active", "Keys blocked right now by a limit's escalation ladder (here or, with Redis, by any instance).", &["limit"])?,
             blocks_not_recorded: counters(&r, "tollgate_blocks_not_recorded_total", "Blocks and refusal counts a limit's ladder could not record, by why: table_full (every entry of the block table is a block in force: a full table never lifts one for a newer one), counts_full (the refusal counts are full of keys refused at least as often).", &["limit", "why"])?,
             blocks_total: counters(&r, "tollgate_blocks_total", "Blocks imposed by this instance, by limit and ladder step (0 = first).", &["limit", "rung"])?,
             decisions: counters(&r, "tollgate_limit_decisions_total", "Decisions per limit: allowed, refused, shadow_refused (a shadow limit would have refused), blocked (an active block refused).", &["limit", "result"])?,
-            hottest_key: gauges(&r, "tollgate_limit_hottest_key_refusals", "The most refusals one key of this limit got in the current or last minute (this instance): one abusive client shows here without a label per key.", &["limit"])?,
             connections_open: gauge(&r, "tollgate_connections_open", "Downstream connections open in this process.")?,
             connections_refused: counters(&r, "tollgate_connections_refused_total", "Connections closed unread at accept: over max_connections or max_connections_per_client.", &["reason"])?,
             cors_preflights: counters(&r, "tollgate_cors_preflights_total", "CORS preflights answered at the edge (never proxied), by route and result: allowed (with the route's CORS fields), refused (an origin not allowed: no CORS field).", &["route", "result"])?,
@@ -236,12 +226,110 @@ impl Metrics {
         out
     }
 
-    /// Brings a counter mirrored from elsewhere up to `value` (never down).
-    pub fn mirror(counter: &IntCounter, value: u64) {
+    /// Brings a counter mirrored from elsewhere up to `value` (never down). A zero makes no
+    /// series: one appears with the first count, as for every other counter.
+    pub fn mirror(counters: &IntCounterVec, labels: &[&str], value: u64) {
+        if value == 0 {
+            return;
+        }
+        let counter = counters.with_label_values(labels);
         let now = counter.get();
         if value > now {
             counter.inc_by(value - now);
         }
+    }
+}
+
+/// A gauge that mirrors state held elsewhere (a limit's keys, a target's health): written
+/// from that state at each scrape ([`StateFamily`]) and never registered, so 5,000 limits and
+/// 10,000 upstreams hold no series between scrapes (issue 40). `labels` are in name order,
+/// as the registry writes them.
+pub struct StateGauge {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub labels: &'static [&'static str],
+}
+
+pub const LIMITER_KEYS: StateGauge = StateGauge {
+    name: "tollgate_limiter_keys",
+    help: "Keys held by a local limit in this process.",
+    labels: &["limit"],
+};
+pub const UPSTREAM_TARGET_HEALTHY: StateGauge = StateGauge {
+    name: "tollgate_upstream_target_healthy",
+    help: "1 when an upstream target passes its health check.",
+    labels: &["target", "upstream"],
+};
+pub const VERDICT_CACHE_ENTRIES: StateGauge = StateGauge {
+    name: "tollgate_verdict_cache_entries",
+    help: "Refusals a global limit remembers at the edge (bounded by [redis] verdict_cache).",
+    labels: &["limit"],
+};
+pub const BLOCKS_ACTIVE: StateGauge = StateGauge {
+    name: "tollgate_blocks_active",
+    help: "Keys blocked right now by a limit's escalation ladder (here or, with Redis, by any instance).",
+    labels: &["limit"],
+};
+pub const HOTTEST_KEY: StateGauge = StateGauge {
+    name: "tollgate_limit_hottest_key_refusals",
+    help: "The most refusals one key of this limit got in the current or last minute (this instance): one abusive client shows here without a label per key.",
+    labels: &["limit"],
+};
+
+/// Every state gauge: names the registry does not hold, yet /metrics shows.
+pub const STATE_GAUGES: [&StateGauge; 5] = [
+    &LIMITER_KEYS,
+    &UPSTREAM_TARGET_HEALTHY,
+    &VERDICT_CACHE_ENTRIES,
+    &BLOCKS_ACTIVE,
+    &HOTTEST_KEY,
+];
+
+/// One state gauge's lines in a scrape, in the registry's text format: the `# HELP` and
+/// `# TYPE` head with the first sample (a family without samples writes nothing).
+pub struct StateFamily<'o> {
+    out: &'o mut Vec<u8>,
+    gauge: &'o StateGauge,
+    started: bool,
+}
+
+impl<'o> StateFamily<'o> {
+    pub fn new(out: &'o mut Vec<u8>, gauge: &'o StateGauge) -> Self {
+        Self {
+            out,
+            gauge,
+            started: false,
+        }
+    }
+
+    /// One sample; `values` in the order of the gauge's `labels`.
+    pub fn sample(&mut self, values: &[&str], value: i64) {
+        use std::io::Write;
+        let g = self.gauge;
+        if !self.started {
+            self.started = true;
+            let _ = writeln!(self.out, "# HELP {} {}", g.name, g.help);
+            let _ = writeln!(self.out, "# TYPE {} gauge", g.name);
+        }
+        self.out.extend_from_slice(g.name.as_bytes());
+        for (i, (k, v)) in g.labels.iter().zip(values).enumerate() {
+            self.out.push(if i == 0 { b'{' } else { b',' });
+            self.out.extend_from_slice(k.as_bytes());
+            self.out.extend_from_slice(b"=\"");
+            for &c in v.as_bytes() {
+                match c {
+                    b'\\' => self.out.extend_from_slice(b"\\\\"),
+                    b'"' => self.out.extend_from_slice(b"\\\""),
+                    b'\n' => self.out.extend_from_slice(b"\\n"),
+                    c => self.out.push(c),
+                }
+            }
+            self.out.push(b'"');
+        }
+        if !g.labels.is_empty() {
+            self.out.push(b'}');
+        }
+        let _ = writeln!(self.out, " {value}");
     }
 }
 
@@ -301,6 +389,9 @@ mod dashboard {
         }
         assert!(names.len() >= 25, "{names:?}");
         for name in &names {
+            if super::STATE_GAUGES.iter().any(|g| g.name == name) {
+                continue;
+            }
             let probe = prometheus::IntGauge::new(name.as_str(), "probe").expect("a metric name");
             assert!(!probe.desc().is_empty());
             assert!(
@@ -311,5 +402,57 @@ mod dashboard {
         // And the check can fail: a name nobody exports is accepted.
         let unknown = prometheus::IntGauge::new("tollgate_no_such_metric", "probe").expect("name");
         assert!(m.registry.register(Box::new(unknown)).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod state {
+    use super::*;
+
+    /// A state gauge is written as the registry writes a gauge vec: the head once, labels in
+    /// name order, values escaped; a family without samples writes nothing, and its name is
+    /// one the registry does not also hold (two families of one name break a scrape).
+    #[test]
+    fn state_gauges_are_written_as_the_registry_would() {
+        let mut out = Vec::new();
+        StateFamily::new(&mut out, &BLOCKS_ACTIVE);
+        assert!(out.is_empty());
+        let mut f = StateFamily::new(&mut out, &UPSTREAM_TARGET_HEALTHY);
+        f.sample(&["10.0.0.1:80", "a\"b\\c\nd"], 1);
+        f.sample(&["10.0.0.2:80", "u"], 0);
+        let text = String::from_utf8(out).expect("utf-8");
+        assert_eq!(
+            text,
+            "# HELP tollgate_upstream_target_healthy 1 when an upstream target passes its health check.\n\
+             # TYPE tollgate_upstream_target_healthy gauge\n\
+             tollgate_upstream_target_healthy{target=\"10.0.0.1:80\",upstream=\"a\\\"b\\\\c\\nd\"} 1\n\
+             tollgate_upstream_target_healthy{target=\"10.0.0.2:80\",upstream=\"u\"} 0\n"
+        );
+        // The same sample from a registered vec reads the same.
+        let r = Registry::new();
+        let v = gauges(
+            &r,
+            UPSTREAM_TARGET_HEALTHY.name,
+            UPSTREAM_TARGET_HEALTHY.help,
+            &["upstream", "target"],
+        )
+        .expect("vec");
+        v.with_label_values(&["u", "10.0.0.2:80"]).set(0);
+        let mut reg = Vec::new();
+        TextEncoder::new()
+            .encode(&r.gather(), &mut reg)
+            .expect("encode");
+        let reg = String::from_utf8(reg).expect("utf-8");
+        let ours: Vec<&str> = text.lines().filter(|l| !l.contains("10.0.0.1")).collect();
+        assert_eq!(reg.lines().collect::<Vec<_>>(), ours);
+        let m = Metrics::new().expect("metrics");
+        for g in STATE_GAUGES {
+            let probe = IntGauge::new(g.name, "probe").expect("a metric name");
+            assert!(
+                m.registry.register(Box::new(probe)).is_ok(),
+                "{} is registered too",
+                g.name
+            );
+        }
     }
 }

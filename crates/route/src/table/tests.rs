@@ -57,10 +57,10 @@ fn route(i: usize, (host, alias, www, kind, p, ci, method): Spec) -> RouteConfig
         tarpit: None,
         https_redirect: None,
         auth: None,
-        edge: EdgeConfig {
+        edge: EdgeConfig::shared(EdgeConfig {
             www_redirect: www,
             ..EdgeConfig::default()
-        },
+        }),
     }
 }
 

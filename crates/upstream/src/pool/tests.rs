@@ -242,6 +242,41 @@ fn the_peer_carries_the_upstreams_settings() {
     assert!(!p.is_tls());
 }
 
+/// Plain targets with the same settings share one peer, yet each request's copy goes to its
+/// own target's address, and other settings get a peer of their own.
+#[test]
+fn plain_targets_share_their_settings_but_not_their_address() {
+    use pingora::upstreams::peer::Peer;
+    let (a, b) = (
+        SocketAddr::from(([127, 0, 0, 1], 11)),
+        SocketAddr::from(([127, 0, 0, 2], 12)),
+    );
+    let one = Pool::new(&upstream(&[a]), &[], false);
+    let two = Pool::new(&upstream(&[b, a]), &[], false);
+    let t = two.targets();
+    assert!(Arc::ptr_eq(&one.targets()[0].peer, &t[0].peer));
+    assert!(Arc::ptr_eq(&t[0].peer, &t[1].peer));
+    let inet = pingora::protocols::l4::socket::SocketAddr::Inet;
+    assert_eq!(t[0].peer()._address, inet(b));
+    assert_eq!(t[1].peer()._address, inet(a));
+    assert_eq!(one.targets()[0].peer()._address, inet(a));
+    assert_ne!(t[0].peer().reuse_hash(), t[1].peer().reuse_hash());
+    assert_eq!(
+        t[1].peer().reuse_hash(),
+        one.targets()[0].peer().reuse_hash()
+    );
+    let mut slower = upstream(&[a]);
+    slower.read_timeout = Duration::from_secs(70);
+    let other = Pool::new(&slower, &[], false);
+    assert!(!Arc::ptr_eq(&other.targets()[0].peer, &t[1].peer));
+    assert_eq!(
+        other.targets()[0].peer().options.read_timeout,
+        Some(Duration::from_secs(70))
+    );
+    let preserving = Pool::new(&upstream(&[a]), &[], true);
+    assert!(!Arc::ptr_eq(&preserving.targets()[0].peer, &t[1].peer));
+}
+
 /// Two names of one TLS upstream that resolve to one address stay two targets, each with
 /// its own SNI, and Pingora never hands one's connection to the other (its reuse hash
 /// covers the SNI).
