@@ -40,6 +40,7 @@ const LAYERS: &[(&str, &[(&str, u8)])] = &[
             ("target", 0),
             ("affinity", 0),
             ("budget", 0),
+            ("outlier", 0),
             ("pool", 1),
             ("attempt", 2),
             ("health", 2),

@@ -1,8 +1,9 @@
 //! End-to-end tests of load balancing over an upstream's targets (issue 28, item 5), with real
 //! processes: a hashed key spread over 3 targets that moves only the leaver's share, an
 //! affinity cookie that pins, refuses forgeries and re-pins when its target dies, retries that
-//! save a GET from a dead target or a 503 while a POST is never sent twice, and a retry budget
-//! that holds under a full outage.
+//! save a GET from a dead target or a 503 while a POST is never sent twice, a retry budget
+//! that holds under a full outage, and passive outlier ejection that takes a failing target
+//! out (5xx answers or refused connects) but never the last one.
 
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -287,15 +288,21 @@ async fn retries_save_a_get_from_a_dead_target_or_a_503_and_never_send_a_post_tw
 targets = ["127.0.0.1:{dead}", "{be}"]
 health_check = false
 retry = {{ attempts = 1, on = ["connect"], budget = 1.0 }}
+# What retries alone do (outlier ejection would take the bad target out).
+outlier = false
 [upstreams.busy_one]
 targets = ["127.0.0.1:{busy}", "{be}"]
 health_check = false
 retry = {{ attempts = 1, on = ["503"], budget = 1.0 }}
+# What retries alone do (outlier ejection would take the bad target out).
+outlier = false
 [upstreams.silent_one]
 targets = ["127.0.0.1:{silent}", "{be}"]
 health_check = false
 read_timeout = "300ms"
 retry = {{ attempts = 1, on = ["timeout"], budget = 1.0 }}
+# What retries alone do (outlier ejection would take the bad target out).
+outlier = false
 [[routes]]
 name = "silent"
 path_prefix = "/silent"
@@ -439,5 +446,134 @@ upstream = "app"
             "tollgate_upstream_retry_budget_exhausted_total",
             &["app"]
         ) > 0.0
+    );
+}
+
+/// Passive outlier ejection (docs/upstreams.md): five 5xx in a row, or five refused connects,
+/// take a target out; requests then go to the others only, the ejection is counted and shown;
+/// an upstream with `outlier = false` keeps sending the bad target its share; an upstream of
+/// one failing target keeps it (passive ejection never empties a pool).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_targets_are_ejected_but_never_the_last_one() {
+    let be = Backend::start().await.expect("backend");
+    let (bad, bad_gets, _) = status_upstream(500);
+    let (kept, kept_gets, _) = status_upstream(500);
+    let (alone, alone_gets, _) = status_upstream(502);
+    let dead = free_port();
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.app]
+targets = ["127.0.0.1:{bad}", "{be}"]
+health_check = false
+[upstreams.off]
+targets = ["127.0.0.1:{kept}", "{be}"]
+health_check = false
+outlier = false
+[upstreams.refusing]
+targets = ["127.0.0.1:{dead}", "{be}"]
+health_check = false
+outlier = {{ consecutive_failures = 3, ejection = "1h" }}
+[upstreams.alone]
+targets = ["127.0.0.1:{alone}"]
+health_check = false
+[[routes]]
+name = "app"
+path_prefix = "/app"
+upstream = "app"
+[[routes]]
+name = "off"
+path_prefix = "/off"
+upstream = "off"
+[[routes]]
+name = "refusing"
+path_prefix = "/refusing"
+upstream = "refusing"
+[[routes]]
+name = "alone"
+path_prefix = "/alone"
+upstream = "alone"
+"#,
+            be = be.addr
+        ),
+    );
+    let _gw = running(std::path::Path::new(BIN), &toml, port, admin).await;
+    // Round robin: every other request meets the bad target, until its fifth 500 in a row.
+    let mut fives = 0;
+    for _ in 0..30 {
+        let r = get(port, "/app/x", &[]).await.expect("req");
+        fives += usize::from(r.status == 500);
+    }
+    assert_eq!(fives, 5, "five 500s, then none");
+    assert_eq!(bad_gets.load(Ordering::SeqCst), 5);
+    // Without outlier ejection, the bad target keeps half.
+    for _ in 0..30 {
+        get(port, "/off/x", &[]).await.expect("req");
+    }
+    assert_eq!(kept_gets.load(Ordering::SeqCst), 15);
+    // Refused connects count too (three, as configured): each falls over to the backend, so
+    // every request is answered, and the dead target is then out.
+    for _ in 0..20 {
+        assert_eq!(
+            get(port, "/refusing/x", &[]).await.expect("req").status,
+            200
+        );
+    }
+    // The only target of a pool is never ejected: every request still reaches it.
+    for _ in 0..20 {
+        assert_eq!(get(port, "/alone/x", &[]).await.expect("req").status, 502);
+    }
+    assert_eq!(alone_gets.load(Ordering::SeqCst), 20);
+    let m = metrics(admin).await;
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_upstream_ejections_total",
+            &["upstream=\"app\""]
+        ),
+        1.0,
+        "{m}"
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_upstream_ejections_total",
+            &["upstream=\"refusing\""]
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_upstream_ejections_total",
+            &["upstream=\"off\""]
+        ),
+        0.0
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_upstream_ejections_total",
+            &["upstream=\"alone\""]
+        ),
+        0.0
+    );
+    let bad_target = format!("target=\"127.0.0.1:{bad}\"");
+    assert_eq!(
+        metric(&m, "tollgate_upstream_target_ejected", &[&bad_target]),
+        1.0
+    );
+    let alone_target = format!("target=\"127.0.0.1:{alone}\"");
+    assert!(
+        !m.lines().any(|l| l.starts_with("tollgate_upstream_target_ejected") && l.contains(&alone_target)),
+        "{m}"
+    );
+    // Still healthy by its health check (there is none): ejection is apart from health.
+    assert_eq!(
+        metric(&m, "tollgate_upstream_target_healthy", &[&bad_target]),
+        1.0
     );
 }

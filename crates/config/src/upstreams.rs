@@ -2,7 +2,7 @@
 
 use crate::model::UpstreamConfig;
 use crate::model::*;
-use crate::reader::{as_bool, as_str_list, join, type_err, Cx, Tbl};
+use crate::reader::{as_bool, as_int_in, as_str_list, join, type_err, Cx, Tbl};
 use crate::scalars::{dns_name, duration};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -55,6 +55,7 @@ pub(crate) fn read(cx: &mut Cx, mut t: Tbl, base: &Path) -> Vec<(String, Upstrea
             hash_key: None,
             affinity: None,
             retry: None,
+            outlier: Some(Outlier::default()),
         };
         match u.get("targets") {
             Some(tv) => {
@@ -123,11 +124,75 @@ pub(crate) fn read(cx: &mut Cx, mut t: Tbl, base: &Path) -> Vec<(String, Upstrea
                 _ => type_err(cx, &hp, hv, "a table { interval, timeout } or false"),
             }
         }
+        if let Some(v) = u.get("outlier") {
+            up.outlier = outlier(cx, &u.key_path("outlier"), v);
+        }
         balancing(cx, &mut u, &mut up);
         u.finish(cx);
         out.push((name.to_string(), up));
     }
     out
+}
+
+/// `outlier`: `false`, `true` (the defaults) or a table of them.
+fn outlier(cx: &mut Cx, path: &str, v: &crate::reader::Value) -> Option<Outlier> {
+    let mut o = Outlier::default();
+    match v.get_ref() {
+        DeValue::Boolean(false) => return None,
+        DeValue::Boolean(true) => return Some(o),
+        DeValue::Table(_) => {}
+        _ => {
+            type_err(
+                cx,
+                path,
+                v,
+                "false, or a table { consecutive_failures, ejection, max_ejection, max_ejected_percent }",
+            );
+            return Some(o);
+        }
+    }
+    let Some(mut t) = Tbl::of(cx, path.to_string(), v) else {
+        return Some(o);
+    };
+    if let Some(v) = t.get("consecutive_failures") {
+        if let Some(n) = as_int_in(cx, &t.key_path("consecutive_failures"), v, 1, 1000) {
+            o.consecutive_failures = n as u32;
+        }
+    }
+    if let Some(v) = t.get("max_ejected_percent") {
+        if let Some(n) = as_int_in(cx, &t.key_path("max_ejected_percent"), v, 0, 100) {
+            o.max_ejected_percent = n as u8;
+        }
+    }
+    for (key, slot) in [
+        ("ejection", &mut o.ejection),
+        ("max_ejection", &mut o.max_ejection),
+    ] {
+        if let Some(v) = t.get(key) {
+            match duration(cx, &t.key_path(key), v) {
+                Some(d) if d.is_zero() => cx.err(&t.key_path(key), v.span(), "must be more than 0"),
+                Some(d) => *slot = d,
+                None => {}
+            }
+        }
+    }
+    // Without its own cap, a long first ejection is its own cap.
+    let capped = t.get("max_ejection").map(|v| v.span());
+    if capped.is_none() {
+        o.max_ejection = o.max_ejection.max(o.ejection);
+    }
+    if let (true, Some(span)) = (o.max_ejection < o.ejection, capped) {
+        cx.err(
+            &t.key_path("max_ejection"),
+            span,
+            format!(
+                "max_ejection ({:?}) is shorter than ejection ({:?})",
+                o.max_ejection, o.ejection
+            ),
+        );
+    }
+    t.finish(cx);
+    Some(o)
 }
 
 /// `balance`, `hash_key`, `affinity`, `retry`.

@@ -1117,3 +1117,80 @@ fn tracing_keys_name_their_mistakes() {
         "https://otel.example.com/custom/traces"
     );
 }
+
+/// `outlier`: on by default with Envoy's figures, off with `false`, each wrong value named by
+/// its key and line, and unknown keys refused.
+#[test]
+fn outlier_ejection_defaults_switches_and_errors() {
+    let up = |extra: &str| format!("[upstreams.u]\ntargets = [\"127.0.0.1:1\"]\n{extra}\n");
+    let c = ok(&up(""));
+    let o = c.upstreams[0].outlier.expect("on by default");
+    assert_eq!(
+        (
+            o.consecutive_failures,
+            o.ejection.as_secs(),
+            o.max_ejection.as_secs(),
+            o.max_ejected_percent
+        ),
+        (5, 30, 300, 10)
+    );
+    assert_eq!(ok(&up("outlier = false")).upstreams[0].outlier, None);
+    assert!(ok(&up("outlier = true")).upstreams[0].outlier.is_some());
+    let o = ok(&up(
+        "outlier = { consecutive_failures = 2, ejection = \"10s\", max_ejection = \"40s\", max_ejected_percent = 50 }",
+    ))
+    .upstreams[0]
+        .outlier
+        .expect("on");
+    assert_eq!(
+        (
+            o.consecutive_failures,
+            o.ejection.as_secs(),
+            o.max_ejection.as_secs(),
+            o.max_ejected_percent
+        ),
+        (2, 10, 40, 50)
+    );
+    // A long first ejection without its own cap is its own cap.
+    let o = ok(&up("outlier = { ejection = \"1h\" }")).upstreams[0]
+        .outlier
+        .expect("on");
+    assert_eq!(o.max_ejection.as_secs(), 3600);
+    for (bad, key) in [
+        ("outlier = \"yes\"", "upstreams.u.outlier"),
+        (
+            "outlier = { consecutive_failures = 0 }",
+            "upstreams.u.outlier.consecutive_failures",
+        ),
+        (
+            "outlier = { consecutive_failures = -5 }",
+            "upstreams.u.outlier.consecutive_failures",
+        ),
+        (
+            "outlier = { max_ejected_percent = 101 }",
+            "upstreams.u.outlier.max_ejected_percent",
+        ),
+        (
+            "outlier = { ejection = \"0s\" }",
+            "upstreams.u.outlier.ejection",
+        ),
+        (
+            "outlier = { ejection = \"soon\" }",
+            "upstreams.u.outlier.ejection",
+        ),
+        (
+            "outlier = { ejection = \"60s\", max_ejection = \"30s\" }",
+            "upstreams.u.outlier.max_ejection",
+        ),
+        (
+            "outlier = { consecutive = 3 }",
+            "upstreams.u.outlier.consecutive",
+        ),
+    ] {
+        let p = problems(&up(bad));
+        assert!(
+            p.iter().any(|e| e.contains(key) && e.contains("line 3")),
+            "{bad}: {p:?}"
+        );
+    }
+}

@@ -105,6 +105,9 @@ pub struct Ctx {
     /// Targets tried, the pick in flight, the affinity pin (upstreams with a policy, affinity
     /// or retries only).
     pub balance: Option<Box<tollgate_upstream::attempt::BalanceCtx>>,
+    /// The address of the attempt in flight, when its upstream ejects outliers (what its
+    /// answer or failure is counted against).
+    pub target: Option<std::net::SocketAddr>,
     /// Request body bytes passed on so far, and when the first came, for `min_body_rate`.
     pub body_bytes: u64,
     pub body_started: Option<Instant>,
@@ -141,6 +144,7 @@ impl Ctx {
             upstream: None,
             tries: 0,
             balance: None,
+            target: None,
             body_bytes: 0,
             body_started: None,
         }

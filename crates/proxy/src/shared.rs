@@ -15,8 +15,8 @@ use std::sync::Arc;
 use tollgate_config::Config;
 use tollgate_core::error::BuildError;
 use tollgate_core::observe::metrics::{
-    Metrics, StateFamily, BLOCKS_ACTIVE, HOTTEST_KEY, LIMITER_KEYS, UPSTREAM_TARGET_HEALTHY,
-    VERDICT_CACHE_ENTRIES,
+    Metrics, StateFamily, BLOCKS_ACTIVE, HOTTEST_KEY, LIMITER_KEYS, UPSTREAM_TARGET_EJECTED,
+    UPSTREAM_TARGET_HEALTHY, VERDICT_CACHE_ENTRIES,
 };
 use tollgate_limit::{Clock, StoreStats};
 use tollgate_store::{GlobalStore, RedisConfig, RedisStore, StoreMetrics, Target};
@@ -136,6 +136,7 @@ impl Shared {
         let mut state = Vec::new();
         self.limiter_gauges(&rt, &mut state);
         self.block_gauges(&rt, &mut state);
+        let mut ejected = Vec::new();
         let mut f = StateFamily::new(&mut state, &UPSTREAM_TARGET_HEALTHY);
         let mut addr = String::new();
         for u in &rt.upstreams {
@@ -144,7 +145,14 @@ impl Shared {
                 addr.clear();
                 let _ = write!(addr, "{}", t.addr);
                 f.sample(&[&addr, &u.cfg().name], t.healthy() as i64);
+                if t.ejected() {
+                    ejected.push((addr.clone(), u.cfg().name.as_str()));
+                }
             }
+        }
+        let mut f = StateFamily::new(&mut state, &UPSTREAM_TARGET_EJECTED);
+        for (addr, upstream) in &ejected {
+            f.sample(&[addr, upstream], 1);
         }
         let mut out = self.metrics.encode();
         out.extend_from_slice(&state);

@@ -11,13 +11,17 @@
 //!   `affinity`;
 //! - [`health`]: active TCP checks, one per distinct address and timeout however many
 //!   upstreams name it;
+//! - [`outlier`]: passive outlier ejection (failures in a row take a target out for a while);
 //! - [`attempt`]: one request's attempts, fall-over and retries.
 //!
-//! Imports point down that list: `attempt`, `health` -> `pool` -> `target`, `affinity`, `budget`.
+//! Imports point down that list: `attempt`, `health`, `outlier` -> `pool` -> `target`,
+//! `affinity`, `budget` (`pool` names `outlier`'s ejection list, and `outlier` adds `Pool`'s
+//! methods for it).
 
 pub mod affinity;
 pub mod attempt;
 pub mod budget;
 pub mod health;
+pub mod outlier;
 pub mod pool;
 pub mod target;

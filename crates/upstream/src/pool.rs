@@ -37,7 +37,6 @@ struct Resolved {
 }
 
 pub struct Pool {
-    upstream: String,
     cfg: UpstreamConfig,
     /// Each written target's TLS, in target order (empty for plaintext upstreams).
     tls: Vec<UpstreamTlsRt>,
@@ -59,6 +58,11 @@ pub struct Pool {
     pub budget: Option<super::budget::RetryBudget>,
     /// A policy, affinity or retries: requests take [`Pool::choose`].
     chooses: bool,
+    /// Targets with failures in a row (passive outlier ejection, [`crate::outlier`]): while
+    /// none has, an answer costs one load.
+    pub(crate) suspects: AtomicUsize,
+    /// Where its ejected targets wait to come back.
+    pub(crate) ejections: &'static crate::outlier::Ejections,
 }
 
 /// What one choice of target must respect.
@@ -85,7 +89,6 @@ impl Pool {
             })
             .collect();
         let pool = Pool {
-            upstream: cfg.name.clone(),
             cfg: cfg.clone(),
             tls: tls.to_vec(),
             preserve_case,
@@ -105,6 +108,8 @@ impl Pool {
             chooses: cfg.balance != Balance::RoundRobin
                 || cfg.affinity.is_some()
                 || cfg.retry.is_some(),
+            suspects: AtomicUsize::new(0),
+            ejections: &crate::outlier::EJECTIONS,
         };
         pool.rebuild(&pool.resolved.lock());
         pool
@@ -145,7 +150,7 @@ impl Pool {
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         (0..n)
             .map(|i| &targets[start.wrapping_add(i) % n])
-            .find(|t| t.healthy())
+            .find(|t| t.in_rotation())
             .map(f)
     }
 
@@ -165,7 +170,7 @@ impl Pool {
     /// in flight for the policies that read it.
     pub fn choose(&self, c: &Choice) -> Option<crate::target::Pick> {
         let targets = self.targets.load();
-        let ok = |t: &Target| t.healthy() && !c.tried.contains(&t.id);
+        let ok = |t: &Target| t.in_rotation() && !c.tried.contains(&t.id);
         let counted = matches!(self.cfg.balance, Balance::LeastRequest | Balance::Ewma);
         let pick = |t: &Arc<Target>| crate::target::Pick::new(t.clone(), counted);
         if let Some(id) = c.pinned {
@@ -212,12 +217,12 @@ impl Pool {
         self.targets
             .load()
             .iter()
-            .filter(|t| t.healthy() && !tried.contains(&t.id))
+            .filter(|t| t.in_rotation() && !tried.contains(&t.id))
             .count()
     }
 
     /// Takes over what `old` (the same upstream before a reload) knew: the addresses its
-    /// names resolved to, and its targets' health.
+    /// names resolved to, its targets' health, and which of them are ejected until when.
     pub fn inherit(&self, old: &Pool) {
         {
             let before = old.resolved.lock();
@@ -244,6 +249,11 @@ impl Pool {
                 .find(|o| o.addr == t.addr && o.name == t.name)
             {
                 t.healthy.store(o.healthy(), Ordering::Relaxed);
+                // An ejected target stays out for the rest of its time, and its count goes on.
+                *t.ejections.lock() = *o.ejections.lock();
+                if o.ejected() && self.cfg.outlier.is_some() {
+                    self.ejections.carry(o, t, self.name());
+                }
             }
         }
     }
@@ -320,14 +330,14 @@ impl Pool {
                     None => {}
                     Some(Ok(addrs)) => {
                         if slot.addrs != addrs {
-                            tracing::info!(event = "upstream_resolved", upstream = %self.upstream,
+                            tracing::info!(event = "upstream_resolved", upstream = %self.name(),
                                 target = %t.written, addresses = ?addrs, "upstream name resolved");
                         }
                         *slot = Resolved { addrs, error: None };
                     }
                     Some(Err(why)) => {
                         if slot.error.as_deref() != Some(why.as_str()) {
-                            tracing::warn!(event = "upstream_unresolved", upstream = %self.upstream,
+                            tracing::warn!(event = "upstream_unresolved", upstream = %self.name(),
                                 target = %t.written, reason = %why, kept = slot.addrs.len(),
                                 "upstream name does not resolve");
                         }
@@ -353,16 +363,12 @@ impl Pool {
             for &addr in &r.addrs {
                 let kept = old.iter().find(|o| o.addr == addr && o.name == t.written);
                 next.push(kept.cloned().unwrap_or_else(|| {
-                    Arc::new(Target {
-                        name: t.written.clone(),
+                    Arc::new(Target::new(
+                        t.written.clone(),
                         addr,
-                        id: super::target::target_id(&t.written, addr),
-                        healthy: AtomicBool::new(true),
-                        peer: peer(&self.cfg, addr, self.tls.get(i), self.preserve_case),
-                        active: AtomicUsize::new(0),
-                        ewma_us: AtomicU64::new(0),
-                        ewma_at: AtomicU64::new(0),
-                    })
+                        super::target::target_id(&t.written, addr),
+                        peer(&self.cfg, addr, self.tls.get(i), self.preserve_case),
+                    ))
                 }));
             }
         }
@@ -389,9 +395,27 @@ impl Pool {
         changed
     }
 
+    /// An attempt on `addr` was answered below 500 (passive outlier ejection,
+    /// [`crate::outlier`]): its failures in a row start over. One load while none failed.
+    #[inline]
+    pub fn answered(&self, addr: SocketAddr) {
+        if self.suspects.load(Ordering::Relaxed) != 0 {
+            crate::outlier::Ejections::answered(&self.targets.load(), &self.suspects, addr);
+        }
+    }
+
+    /// An attempt on `addr` failed (a connect error or timeout, a read timeout or reset, or a
+    /// 5xx answer): what was ejected, if that made enough failures in a row.
+    pub fn failed(&self, addr: SocketAddr, now: Instant) -> Option<crate::outlier::Ejected> {
+        let o = self.cfg.outlier.as_ref()?;
+        let targets = self.targets.load();
+        self.ejections
+            .failed(o, self.name(), &targets, &self.suspects, addr, now)
+    }
+
     /// The upstream's name.
     pub fn name(&self) -> &str {
-        &self.upstream
+        &self.cfg.name
     }
 }
 

@@ -3,7 +3,7 @@
 
 use pingora::upstreams::peer::HttpPeer;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -24,11 +24,46 @@ pub struct Target {
     /// without a sample, so a target penalised once is tried again.
     pub(crate) ewma_us: AtomicU64,
     pub(crate) ewma_at: AtomicU64,
+    /// Out of rotation by passive outlier ejection until housekeeping puts it back
+    /// ([`crate::outlier`]).
+    pub(crate) ejected: AtomicBool,
+    /// Failures in a row since its last answer below 500.
+    pub(crate) fails: AtomicU32,
+    /// Times ejected since it last started over, and when it last came back.
+    pub(crate) ejections: parking_lot::Mutex<(u32, Option<Instant>)>,
 }
 
 impl Target {
+    /// Whether its health check passes (always, without one).
     pub fn healthy(&self) -> bool {
         self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Healthy and not ejected: a request may go to it.
+    #[inline]
+    pub fn in_rotation(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed) && !self.ejected.load(Ordering::Relaxed)
+    }
+
+    /// Whether passive outlier ejection holds it out.
+    pub fn ejected(&self) -> bool {
+        self.ejected.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn new(name: String, addr: SocketAddr, id: u64, peer: Arc<HttpPeer>) -> Self {
+        Self {
+            name,
+            addr,
+            id,
+            healthy: AtomicBool::new(true),
+            peer,
+            active: AtomicUsize::new(0),
+            ewma_us: AtomicU64::new(0),
+            ewma_at: AtomicU64::new(0),
+            ejected: AtomicBool::new(false),
+            fails: AtomicU32::new(0),
+            ejections: parking_lot::Mutex::new((0, None)),
+        }
     }
 
     /// The peer this target is reached through, for one request.

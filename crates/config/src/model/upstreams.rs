@@ -27,6 +27,8 @@ pub struct UpstreamConfig {
     pub affinity: Option<Box<Affinity>>,
     /// `None`: a failed connection tries the next target (nothing was sent), nothing else.
     pub retry: Option<Retry>,
+    /// Passive outlier ejection; `None` with `outlier = false`.
+    pub outlier: Option<Outlier>,
 }
 
 /// One `host:port` of an upstream.
@@ -39,6 +41,33 @@ pub struct UpstreamTarget {
     pub port: u16,
     /// Set when the target is an address: nothing to resolve.
     pub addr: Option<SocketAddr>,
+}
+
+/// Passive outlier ejection (docs/upstreams.md): a target that fails this many times in a
+/// row is out of rotation for a while, as Envoy's `consecutive_5xx` outlier detection does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outlier {
+    /// Failures in a row (connect errors and timeouts, read timeouts and resets, 5xx
+    /// answers) that take a target out.
+    pub consecutive_failures: u32,
+    /// How long the first ejection lasts; each next one lasts one more of it.
+    pub ejection: Duration,
+    /// The longest an ejection lasts.
+    pub max_ejection: Duration,
+    /// At most this share of the pool's targets is out at once (at least one target may be).
+    pub max_ejected_percent: u8,
+}
+
+impl Default for Outlier {
+    /// Envoy's defaults.
+    fn default() -> Self {
+        Self {
+            consecutive_failures: 5,
+            ejection: Duration::from_secs(30),
+            max_ejection: Duration::from_secs(300),
+            max_ejected_percent: 10,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

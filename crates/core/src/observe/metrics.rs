@@ -29,6 +29,9 @@ pub struct Metrics {
     pub blocks_total: IntCounterVec,
     pub decisions: IntCounterVec,
     pub connections_open: IntGauge,
+    /// `tollgate_upstream_ejections_total{upstream}`: targets taken out by passive outlier
+    /// ejection.
+    pub upstream_ejections: IntCounterVec,
     pub connections_refused: IntCounterVec,
     /// `tollgate_auth_total{route,method,result}`
     pub auth: IntCounterVec,
@@ -181,6 +184,7 @@ impl Metrics {
             blocks_not_recorded: counters(&r, "tollgate_blocks_not_recorded_total", "Blocks and refusal counts a limit's ladder could not record, by why: table_full (every entry of the block table is a block in force: a full table never lifts one for a newer one), counts_full (the refusal counts are full of keys refused at least as often).", &["limit", "why"])?,
             blocks_total: counters(&r, "tollgate_blocks_total", "Blocks imposed by this instance, by limit and ladder step (0 = first).", &["limit", "rung"])?,
             decisions: counters(&r, "tollgate_limit_decisions_total", "Decisions per limit: allowed, refused, shadow_refused (a shadow limit would have refused), blocked (an active block refused).", &["limit", "result"])?,
+            upstream_ejections: counters(&r, "tollgate_upstream_ejections_total", "Upstream targets taken out of rotation by passive outlier ejection (failures in a row), by upstream.", &["upstream"])?,
             connections_open: gauge(&r, "tollgate_connections_open", "Downstream connections open in this process.")?,
             connections_refused: counters(&r, "tollgate_connections_refused_total", "Connections closed unread at accept: over max_connections or max_connections_per_client.", &["reason"])?,
             cors_preflights: counters(&r, "tollgate_cors_preflights_total", "CORS preflights answered at the edge (never proxied), by route and result: allowed (with the route's CORS fields), refused (an origin not allowed: no CORS field).", &["route", "result"])?,
@@ -260,6 +264,12 @@ pub const UPSTREAM_TARGET_HEALTHY: StateGauge = StateGauge {
     help: "1 when an upstream target passes its health check.",
     labels: &["target", "upstream"],
 };
+/// Written for the ejected targets only: 1 while one is out.
+pub const UPSTREAM_TARGET_EJECTED: StateGauge = StateGauge {
+    name: "tollgate_upstream_target_ejected",
+    help: "1 while passive outlier ejection holds an upstream target out of rotation (only such targets are listed).",
+    labels: &["target", "upstream"],
+};
 pub const VERDICT_CACHE_ENTRIES: StateGauge = StateGauge {
     name: "tollgate_verdict_cache_entries",
     help: "Refusals a global limit remembers at the edge (bounded by [redis] verdict_cache).",
@@ -277,9 +287,10 @@ pub const HOTTEST_KEY: StateGauge = StateGauge {
 };
 
 /// Every state gauge: names the registry does not hold, yet /metrics shows.
-pub const STATE_GAUGES: [&StateGauge; 5] = [
+pub const STATE_GAUGES: [&StateGauge; 6] = [
     &LIMITER_KEYS,
     &UPSTREAM_TARGET_HEALTHY,
+    &UPSTREAM_TARGET_EJECTED,
     &VERDICT_CACHE_ENTRIES,
     &BLOCKS_ACTIVE,
     &HOTTEST_KEY,

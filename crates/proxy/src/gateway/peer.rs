@@ -37,6 +37,11 @@ pub(super) fn upstream_peer(
     } else {
         pool.select_peer()
     };
+    if let Some(p) = &peer {
+        if pool.config().outlier.is_some() {
+            ctx.target = p._address.as_inet().copied();
+        }
+    }
     let Some(peer) = peer else {
         let mut e = Error::explain(
             ErrorType::ConnectNoRoute,

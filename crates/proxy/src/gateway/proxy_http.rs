@@ -45,11 +45,11 @@ impl ProxyHttp for Gateway {
     fn fail_to_connect(
         &self,
         _session: &mut Session,
-        _peer: &HttpPeer,
+        peer: &HttpPeer,
         ctx: &mut Ctx,
         e: Box<Error>,
     ) -> Box<Error> {
-        super::retry::fail_to_connect(self, ctx, e)
+        super::retry::fail_to_connect(self, peer, ctx, e)
     }
 
     fn error_while_proxy(

@@ -1,6 +1,35 @@
 //! `fail_to_connect`, `error_while_proxy`, `upstream_response_filter`: another target on a
-//! failure the upstream's `retry` names (without one: on connect failure), and the latency
-//! that `ewma` weighs.
+//! failure the upstream's `retry` names (without one: on connect failure), the latency
+//! that `ewma` weighs, and each attempt's answer or failure for passive outlier ejection
+//! ([`tollgate_upstream::outlier`]).
+
+/// An attempt on `addr` of `pool` failed: counted toward its ejection, which is logged and
+/// counted when it happens.
+fn outlier_failed(
+    gw: &Gateway,
+    pool: &tollgate_upstream::pool::Pool,
+    addr: Option<std::net::SocketAddr>,
+) {
+    let Some(addr) = addr.filter(|_| pool.config().outlier.is_some()) else {
+        return;
+    };
+    if let Some(e) = pool.failed(addr, std::time::Instant::now()) {
+        gw.shared
+            .metrics
+            .upstream_ejections
+            .with_label_values(&[pool.name()])
+            .inc();
+        tracing::warn!(
+            event = "upstream_target_ejected",
+            upstream = %pool.name(),
+            target = %e.addr,
+            failures = e.failures,
+            seconds = e.lasts.as_secs(),
+            times = e.times,
+            "upstream target failed too many times in a row: out of rotation for a while (outlier ejection)"
+        );
+    }
+}
 
 use super::Gateway;
 use crate::ctx::Ctx;
@@ -8,11 +37,17 @@ use pingora::http::ResponseHeader;
 use pingora::prelude::*;
 use pingora::ErrorSource;
 
-pub(super) fn fail_to_connect(gw: &Gateway, ctx: &mut Ctx, mut e: Box<Error>) -> Box<Error> {
+pub(super) fn fail_to_connect(
+    gw: &Gateway,
+    peer: &HttpPeer,
+    ctx: &mut Ctx,
+    mut e: Box<Error>,
+) -> Box<Error> {
     let Some((rt, u)) = ctx.rt.as_ref().zip(ctx.upstream) else {
         return e;
     };
     let pool = &rt.upstreams[u].pool;
+    outlier_failed(gw, pool, peer._address.as_inet().copied());
     if let Some(p) = ctx.balance.as_ref().and_then(|b| b.pick.as_ref()) {
         // A target that cannot be reached is as slow as its connect timeout.
         p.observe(pool.config().connect_timeout.as_micros() as u64);
@@ -50,6 +85,19 @@ pub(super) fn error_while_proxy(
     }
     if let (Some(rt), Some(u)) = (&ctx.rt, ctx.upstream) {
         let pool = &rt.upstreams[u].pool;
+        // The target's fault: it timed out, or lost a fresh connection (a pooled one it had
+        // closed is the keep-alive race, not a failure of the target).
+        let target_failed = *e.esource() == ErrorSource::Upstream
+            && match e.etype() {
+                ErrorType::ReadTimedout | ErrorType::WriteTimedout => true,
+                ErrorType::ConnectionClosed | ErrorType::ReadError | ErrorType::WriteError => {
+                    !client_reused
+                }
+                _ => false,
+            };
+        if target_failed {
+            outlier_failed(gw, pool, peer._address.as_inet().copied());
+        }
         if let Some(p) = ctx.balance.as_ref().and_then(|b| b.pick.as_ref()) {
             if *e.etype() == ErrorType::ReadTimedout {
                 p.observe(pool.config().read_timeout.as_micros() as u64);
@@ -104,6 +152,9 @@ pub(super) fn upstream_response_filter(
     resp: &mut ResponseHeader,
     ctx: &mut Ctx,
 ) -> Result<()> {
+    if let Some(addr) = ctx.target {
+        outlier_answered(gw, ctx, addr, resp.status.as_u16());
+    }
     let Some(b) = ctx.balance.as_deref_mut() else {
         return Ok(());
     };
@@ -143,6 +194,20 @@ pub(super) fn upstream_response_filter(
         return Err(e);
     }
     Ok(())
+}
+
+/// An attempt on `addr` answered `code`: a 5xx is a failure of the target, anything else
+/// clears its failures in a row.
+fn outlier_answered(gw: &Gateway, ctx: &Ctx, addr: std::net::SocketAddr, code: u16) {
+    let Some((rt, u)) = ctx.rt.as_ref().zip(ctx.upstream) else {
+        return;
+    };
+    let pool = &rt.upstreams[u].pool;
+    if code >= 500 {
+        outlier_failed(gw, pool, Some(addr));
+    } else {
+        pool.answered(addr);
+    }
 }
 
 /// A request that may be sent again: idempotent, with no body (none declared, none passed on).

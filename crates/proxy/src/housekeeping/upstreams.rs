@@ -2,7 +2,8 @@
 //! time), and the TCP health checks, one per distinct target address and timeout however many
 //! upstreams name it ([`tollgate_upstream::health`]). A target that fails its check is taken
 //! out of rotation until it passes again; results live in the pool, which reloads carry over
-//! when unchanged.
+//! when unchanged. Targets ejected as outliers ([`tollgate_upstream::outlier`]) come back
+//! here when their time is up.
 
 use crate::runtime::Runtime;
 use std::sync::Arc;
@@ -40,6 +41,10 @@ impl Health {
         let pools = || rt.upstreams.iter().map(|u| &u.pool);
         for probe in self.rounds.due(self.set, pools, now) {
             tokio::spawn(probe.run());
+        }
+        for r in tollgate_upstream::outlier::EJECTIONS.lift(now) {
+            tracing::info!(event = "upstream_target_returned", upstream = %r.upstream,
+                target = %r.addr, "ejected upstream target back in rotation");
         }
     }
 }

@@ -25,6 +25,7 @@ pub(crate) fn upstream(targets: &[SocketAddr]) -> UpstreamConfig {
         hash_key: None,
         affinity: None,
         retry: None,
+        outlier: None,
     }
 }
 
