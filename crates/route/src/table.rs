@@ -4,7 +4,8 @@
 //! The entries are split by host: one bucket per exact host, one per wildcard's parent
 //! (`*.example.com` under `example.com`), one for the routes without a host. Within a bucket,
 //! exact paths are in a hash map, prefixes in a hash map per prefix length (the lengths
-//! longest first), regexes in their order. A lookup takes, bucket by bucket in tier order,
+//! longest first), regexes in their order (from [`REGEX_SET_MIN`] on, behind one `RegexSet`
+//! that names the ones matching the path). A lookup takes, bucket by bucket in tier order,
 //! the first entry in match order that `accepts` (the caller's whole test: host tier, path,
 //! methods), so the answer is the linear scan's by construction: each phase only leaves out
 //! entries whose path cannot match, and takes the lowest position among those it keeps.
@@ -32,9 +33,19 @@ struct Bucket {
     prefix_lens: Vec<usize>,
     prefix: Map<Box<[u8]>, Positions>,
     regex: Positions,
+    /// The patterns of `regex` (as [`tollgate_config::path_regex`] compiles them), until
+    /// `seal` makes them one set.
+    patterns: Vec<String>,
+    /// With [`REGEX_SET_MIN`] regexes or more: one pass over the path says which of them
+    /// match, and only those are tried, in their order.
+    regex_set: Option<regex::RegexSet>,
     /// Any route here matches case-insensitively: look up the lower-cased path too.
     any_ci: bool,
 }
+
+/// A host's regex routes go through one `RegexSet` from this many on (below it, trying each in
+/// turn costs less than the set's pass and the winner's second match).
+pub const REGEX_SET_MIN: usize = 3;
 
 impl Bucket {
     fn add(&mut self, at: u32, path: &PathMatch, ci: bool) {
@@ -47,12 +58,24 @@ impl Bucket {
                 }
                 self.prefix.entry(key(p, ci)).or_default().push(at);
             }
-            PathMatch::Regex(_) => self.regex.push(at),
+            PathMatch::Regex(p) => {
+                self.regex.push(at);
+                let flags = if ci { "(?i)" } else { "" };
+                self.patterns.push(format!("{flags}^(?:{p})"));
+            }
         }
     }
 
     fn seal(&mut self) {
         self.prefix_lens.sort_unstable_by(|a, b| b.cmp(a));
+        let patterns = std::mem::take(&mut self.patterns);
+        if patterns.len() >= REGEX_SET_MIN {
+            // A set too big to build leaves the regexes tried one by one: the same answer.
+            self.regex_set = regex::RegexSetBuilder::new(&patterns)
+                .size_limit(patterns.len() << 20)
+                .build()
+                .ok();
+        }
     }
 
     /// The first position, in match order, that `accepts`.
@@ -87,6 +110,14 @@ impl Bucket {
             if let Some(at) = first(&self.prefix, &p[..len], &mut *accepts) {
                 return Some(at);
             }
+        }
+        if let Some(set) = &self.regex_set {
+            // The set's matches come in pattern order, which is match order.
+            return set
+                .matches(path)
+                .iter()
+                .map(|i| self.regex[i] as usize)
+                .find(|&at| accepts(at));
         }
         self.regex
             .iter()

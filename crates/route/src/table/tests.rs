@@ -2,14 +2,16 @@
 //! no hosts, aliases, www spellings, exact, prefix and regex paths, either case, methods) and
 //! random requests, both find the same entry, under each tier and `host_fallthrough`.
 
-use super::Table;
+use super::{Table, REGEX_SET_MIN};
 use crate::routing::{order, path_matches, Entry, Hosts};
 use proptest::prelude::*;
 use tollgate_config::{EdgeConfig, PathMatch, RouteAction, RouteConfig};
 
 const HOSTS: [&str; 5] = ["a.test", "b.test", "*.test", "x.a.test", "*.a.test"];
 const PATHS: [&str; 8] = ["/", "/a", "/A", "/ab", "/a/b", "/b", "/aB/c", "/ab/"];
-const REGEXES: [&str; 4] = ["/a.*", "/[ab]+$", "/b", "/A/?"];
+const REGEXES: [&str; 7] = [
+    "/a.*", "/[ab]+$", "/b", "/A/?", "/(a|B)/", "/ab?$", "/[^/]*/b",
+];
 
 /// A route drawn: its host and alias (indexes into HOSTS), www spelling, path kind (exact,
 /// prefix, regex) and path, case-insensitivity, and method (GET or POST; `None`: any).
@@ -65,11 +67,26 @@ fn route(i: usize, (host, alias, www, kind, p, ci, method): Spec) -> RouteConfig
 }
 
 fn routes() -> impl Strategy<Value = Vec<RouteConfig>> {
+    routes_of((0..HOSTS.len()).boxed(), (0u8..3).boxed())
+}
+
+/// Mostly regex routes on two hosts: buckets of many regexes, behind a `RegexSet`.
+fn regex_routes() -> impl Strategy<Value = Vec<RouteConfig>> {
+    routes_of(
+        (0..2usize).boxed(),
+        prop_oneof![4 => Just(2u8), 1 => 0u8..2].boxed(),
+    )
+}
+
+fn routes_of(
+    host: BoxedStrategy<usize>,
+    kind: BoxedStrategy<u8>,
+) -> impl Strategy<Value = Vec<RouteConfig>> {
     let one = (
-        proptest::option::of(0..HOSTS.len()),
+        proptest::option::of(host),
         proptest::option::weighted(0.2, 0..HOSTS.len()),
         proptest::bool::weighted(0.2),
-        0u8..3,
+        kind,
         0..PATHS.len(),
         proptest::bool::weighted(0.3),
         proptest::option::weighted(0.3, any::<bool>()),
@@ -104,17 +121,34 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
     #[test]
     fn the_table_finds_what_the_scan_finds(rs in routes(), reqs in requests(), fallthrough in any::<bool>()) {
+        table_meets_scan(&rs, &reqs, fallthrough)?;
+    }
+
+    #[test]
+    fn a_host_s_regex_set_finds_what_the_scan_finds(rs in regex_routes(), reqs in requests(), fallthrough in any::<bool>()) {
+        table_meets_scan(&rs, &reqs, fallthrough)?;
+    }
+}
+
+fn table_meets_scan(
+    rs: &[RouteConfig],
+    reqs: &[(Option<String>, String, bool)],
+    fallthrough: bool,
+) -> Result<(), TestCaseError> {
+    {
         let entries: Vec<Entry> = order(rs.iter());
         let regexes: Vec<Option<regex::Regex>> = rs
             .iter()
             .map(|r| match &r.path {
-                PathMatch::Regex(p) => Some(tollgate_config::path_regex(p, r.case_insensitive).expect("regex")),
+                PathMatch::Regex(p) => {
+                    Some(tollgate_config::path_regex(p, r.case_insensitive).expect("regex"))
+                }
                 _ => None,
             })
             .collect();
         let hosts = Hosts::new(&entries);
         let table = Table::new(&entries, |i| (&rs[i].path, rs[i].case_insensitive));
-        for (host, path, get) in &reqs {
+        for (host, path, get) in reqs {
             let method = if *get { "GET" } else { "POST" };
             let host = host.as_deref();
             let tier = hosts.tier(host, fallthrough);
@@ -122,13 +156,58 @@ proptest! {
                 let r = &rs[e.route];
                 tier.admits(e.host.as_deref(), host)
                     && path_matches(r, regexes[e.route].as_ref(), path)
-                    && r.methods.as_ref().is_none_or(|ms| ms.iter().any(|m| m == method))
+                    && r.methods
+                        .as_ref()
+                        .is_none_or(|ms| ms.iter().any(|m| m == method))
             };
             let scan = entries.iter().position(fits);
             let found = table.find(tier, host, path, |at| fits(&entries[at]));
-            prop_assert_eq!(found, scan, "{:?} {:?} {} under {:?}", host, path, method, tier);
+            prop_assert_eq!(
+                found,
+                scan,
+                "{:?} {:?} {} under {:?}",
+                host,
+                path,
+                method,
+                tier
+            );
         }
     }
+    Ok(())
+}
+
+/// From `REGEX_SET_MIN` regexes on, a host's regexes are one set; it finds the first match in
+/// their order, and a path none matches finds none.
+#[test]
+fn many_regexes_of_one_host_are_one_set() {
+    let rs: Vec<RouteConfig> = (0..REGEXES.len())
+        .map(|p| route(p, (Some(0), None, false, 2, p, p % 2 == 1, None)))
+        .collect();
+    let entries = order(rs.iter());
+    let table = Table::new(&entries, |i| (&rs[i].path, rs[i].case_insensitive));
+    assert!(table.exact["a.test"].regex_set.is_some());
+    let two: Vec<RouteConfig> = rs[..REGEX_SET_MIN - 1].to_vec();
+    let entries2 = order(two.iter());
+    let small = Table::new(&entries2, |i| (&two[i].path, two[i].case_insensitive));
+    assert!(small.exact["a.test"].regex_set.is_none());
+    let hosts = Hosts::new(&entries);
+    let find = |path: &str| {
+        let tier = hosts.tier(Some("a.test"), false);
+        let re = |i: usize| {
+            tollgate_config::path_regex(rs[i].path.as_str(), rs[i].case_insensitive).ok()
+        };
+        table
+            .find(tier, Some("a.test"), path, |at| {
+                let r = entries[at].route;
+                path_matches(&rs[r], re(r).as_ref(), path)
+            })
+            .map(|at| entries[at].route)
+    };
+    assert_eq!(find("/abc"), Some(0));
+    assert_eq!(find("/b"), Some(1));
+    assert_eq!(find("/a/"), Some(0));
+    assert_eq!(find("/A/"), Some(3), "case-insensitive /A/? (route 3)");
+    assert_eq!(find("/zz"), None);
 }
 
 /// A plain case, spelled out: the exact host's routes only, an exact path before the longest
