@@ -219,13 +219,13 @@ pub struct RouteRt {
     /// The request stages this route uses (see [`crate::stages`]).
     pub stages: Stages,
     /// Its authentication, with its metric handles.
-    pub auth: Option<RouteAuth>,
+    pub auth: Option<Box<RouteAuth>>,
     /// The request body cap (`max_body_bytes`, the route's or `[server]`'s; 0: none).
     pub max_body: u64,
     /// Header rules, CORS, compression, bandwidth (`None`: the route uses none of them).
     pub shaping: Option<Box<tollgate_core::filters::shaping::ShapingRt>>,
     /// `path_regex`, compiled (anchored at the path's start).
-    pub(crate) regex: Option<regex::Regex>,
+    pub(crate) regex: Option<Box<regex::Regex>>,
     /// How the path sent upstream is made.
     pub rewrite: Option<Box<tollgate_route::routing::RewriteRt>>,
     /// Which requests go to the canary upstream.
@@ -473,7 +473,7 @@ impl Runtime {
             let e = &self.order[at];
             let r = &self.routes[e.route];
             tier.admits(e.host.as_deref(), host)
-                && tollgate_route::routing::path_matches(&r.cfg, r.regex.as_ref(), path)
+                && tollgate_route::routing::path_matches(&r.cfg, r.regex.as_deref(), path)
                 && r.cfg
                     .methods
                     .as_ref()
@@ -513,7 +513,7 @@ impl RouteRt {
             latency: metrics.auth_service.with_label_values(&[&cfg.name]),
         };
         self.stages.auth = true;
-        self.auth = Some(route_auth);
+        self.auth = Some(Box::new(route_auth));
         Ok(self)
     }
 
@@ -561,7 +561,7 @@ impl RouteRt {
                 .max_body_bytes
                 .unwrap_or(config.server.max_body_bytes),
             shaping,
-            regex: route_regex(cfg)?,
+            regex: route_regex(cfg)?.map(Box::new),
             rewrite: tollgate_route::routing::RewriteRt::new(cfg.rewrite.as_deref())
                 .map_err(|e| BuildError::Route(cfg.name.clone(), e))?
                 .map(Box::new),

@@ -54,8 +54,9 @@ pub struct Pool {
     due: Mutex<Instant>,
     /// `balance = "hash"`: the Ketama ring over every target (healthy or not).
     ring: ArcSwap<Option<pingora_ketama::Continuum>>,
-    pub affinity: Option<super::affinity::Affinities>,
-    pub budget: Option<super::budget::RetryBudget>,
+    /// Boxed, as the rest that few upstreams use: a cluster holds 10,000 pools.
+    pub affinity: Option<Box<super::affinity::Affinities>>,
+    pub budget: Option<Box<super::budget::RetryBudget>>,
     /// A policy, affinity or retries: requests take [`Pool::choose`].
     chooses: bool,
     /// Targets with failures in a row (passive outlier ejection, [`crate::outlier`]): while
@@ -103,8 +104,10 @@ impl Pool {
             affinity: cfg
                 .affinity
                 .as_ref()
-                .map(|a| super::affinity::Affinities::new(&cfg.name, a)),
-            budget: cfg.retry.map(|r| super::budget::RetryBudget::new(r.budget)),
+                .map(|a| Box::new(super::affinity::Affinities::new(&cfg.name, a))),
+            budget: cfg
+                .retry
+                .map(|r| Box::new(super::budget::RetryBudget::new(r.budget))),
             chooses: cfg.balance != Balance::RoundRobin
                 || cfg.affinity.is_some()
                 || cfg.retry.is_some(),

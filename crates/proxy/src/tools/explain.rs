@@ -563,7 +563,7 @@ fn routes(rt: &Runtime, f: &Front, method: &str) -> Value {
                 (Some(w), None) => format!("host {w} (the request names none)"),
                 _ => "a route naming the request's host comes first".to_string(),
             })
-        } else if !tollgate_route::routing::path_matches(&r.cfg, r.regex.as_ref(), path) {
+        } else if !tollgate_route::routing::path_matches(&r.cfg, r.regex.as_deref(), path) {
             Some(match &r.cfg.path {
                 PathMatch::Exact(p) => format!("path is exactly {p}"),
                 PathMatch::Prefix(p) => format!("path prefix {p}"),
