@@ -97,32 +97,7 @@ pub(crate) fn read(cx: &mut Cx, mut t: Tbl, base: &Path) -> Vec<(String, Upstrea
             up.h2 = as_bool(cx, &u.key_path("h2"), v).unwrap_or(false);
         }
         if let Some(hv) = u.get("health_check") {
-            let hp = u.key_path("health_check");
-            match hv.get_ref() {
-                DeValue::Boolean(false) => up.health_check = None,
-                DeValue::Boolean(true) => {}
-                DeValue::Table(_) => {
-                    if let Some(mut h) = Tbl::of(cx, hp.clone(), hv) {
-                        let mut hc = up.health_check.unwrap_or(HealthCheck {
-                            interval: Duration::from_secs(2),
-                            timeout: Duration::from_secs(1),
-                        });
-                        if let Some(v) = h.get("interval") {
-                            if let Some(d) = duration(cx, &h.key_path("interval"), v) {
-                                hc.interval = d.max(Duration::from_millis(10));
-                            }
-                        }
-                        if let Some(v) = h.get("timeout") {
-                            if let Some(d) = duration(cx, &h.key_path("timeout"), v) {
-                                hc.timeout = d;
-                            }
-                        }
-                        h.finish(cx);
-                        up.health_check = Some(hc);
-                    }
-                }
-                _ => type_err(cx, &hp, hv, "a table { interval, timeout } or false"),
-            }
+            up.health_check = health_check(cx, &u.key_path("health_check"), hv, up.health_check);
         }
         if let Some(v) = u.get("outlier") {
             up.outlier = outlier(cx, &u.key_path("outlier"), v);
@@ -132,6 +107,46 @@ pub(crate) fn read(cx: &mut Cx, mut t: Tbl, base: &Path) -> Vec<(String, Upstrea
         out.push((name.to_string(), up));
     }
     out
+}
+
+/// `health_check`: `false`, `true` (the defaults) or `{ interval, timeout }`; `current` is
+/// what the upstream has so far.
+fn health_check(
+    cx: &mut Cx,
+    hp: &str,
+    hv: &crate::reader::Value,
+    current: Option<HealthCheck>,
+) -> Option<HealthCheck> {
+    let fallback = HealthCheck {
+        interval: Duration::from_secs(2),
+        timeout: Duration::from_secs(1),
+    };
+    match hv.get_ref() {
+        DeValue::Boolean(false) => None,
+        DeValue::Boolean(true) => current,
+        DeValue::Table(_) => {
+            let Some(mut h) = Tbl::of(cx, hp.to_string(), hv) else {
+                return current;
+            };
+            let mut hc = current.unwrap_or(fallback);
+            if let Some(v) = h.get("interval") {
+                if let Some(d) = duration(cx, &h.key_path("interval"), v) {
+                    hc.interval = d.max(Duration::from_millis(10));
+                }
+            }
+            if let Some(v) = h.get("timeout") {
+                if let Some(d) = duration(cx, &h.key_path("timeout"), v) {
+                    hc.timeout = d;
+                }
+            }
+            h.finish(cx);
+            Some(hc)
+        }
+        _ => {
+            type_err(cx, hp, hv, "a table { interval, timeout } or false");
+            current
+        }
+    }
 }
 
 /// `outlier`: `false`, `true` (the defaults) or a table of them.
