@@ -15,6 +15,7 @@ use super::target::Target;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use pingora::upstreams::peer::HttpPeer;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -246,11 +247,9 @@ impl Pool {
         self.settled
             .fetch_or(old.settled.load(Ordering::Relaxed), Ordering::Relaxed);
         let old_targets = old.targets.load();
+        let by_key = by_addr_and_name(&old_targets);
         for t in self.targets.load().iter() {
-            if let Some(o) = old_targets
-                .iter()
-                .find(|o| o.addr == t.addr && o.name == t.name)
-            {
+            if let Some(o) = by_key.get(&(t.addr, t.name.as_str())) {
                 t.healthy.store(o.healthy(), Ordering::Relaxed);
                 // An ejected target stays out for the rest of its time, and its count goes on.
                 *t.ejections.lock() = *o.ejections.lock();
@@ -361,10 +360,11 @@ impl Pool {
     /// that stay.
     fn rebuild(&self, resolved: &[Resolved]) {
         let old = self.targets.load();
+        let by_key = by_addr_and_name(&old);
         let mut next = Vec::new();
         for (i, (t, r)) in self.cfg.targets.iter().zip(resolved).enumerate() {
             for &addr in &r.addrs {
-                let kept = old.iter().find(|o| o.addr == addr && o.name == t.written);
+                let kept = by_key.get(&(addr, t.written.as_str())).copied();
                 next.push(kept.cloned().unwrap_or_else(|| {
                     Arc::new(Target::new(
                         t.written.clone(),
@@ -382,6 +382,15 @@ impl Pool {
                 .collect();
             self.ring
                 .store(Arc::new(Some(pingora_ketama::Continuum::new(&buckets))));
+        }
+        // A target that leaves takes its failures in a row with it (the count of targets
+        // with failures stays true, so answers go back to one load).
+        let staying: std::collections::HashSet<*const Target> =
+            next.iter().map(Arc::as_ptr).collect();
+        for o in old.iter().filter(|o| !staying.contains(&Arc::as_ptr(o))) {
+            if o.fails.swap(0, Ordering::Relaxed) > 0 {
+                self.suspects.fetch_sub(1, Ordering::Relaxed);
+            }
         }
         self.targets.store(Arc::new(next));
         TARGETS_EPOCH.fetch_add(1, Ordering::Relaxed);
@@ -420,6 +429,15 @@ impl Pool {
     pub fn name(&self) -> &str {
         &self.cfg.name
     }
+}
+
+/// Targets by address and written name (a pool of thousands of pods is matched in one pass,
+/// not a scan per target).
+fn by_addr_and_name(targets: &[Arc<Target>]) -> HashMap<(SocketAddr, &str), &Arc<Target>> {
+    targets
+        .iter()
+        .map(|t| ((t.addr, t.name.as_str()), t))
+        .collect()
 }
 
 /// Bumped whenever any pool's targets change (a name resolved to other addresses), so that

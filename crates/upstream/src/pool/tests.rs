@@ -327,3 +327,36 @@ fn targets_on_one_address_keep_their_own_sni() {
         .collect();
     assert_eq!(snis, ["a.test", "b.test"]);
 }
+
+/// A target that leaves the pool (its name now resolves elsewhere) takes its failures in a
+/// row along: the pool's count of targets with failures goes back to zero, and answers to
+/// one load; a target that stays keeps its count.
+#[test]
+fn a_leaving_target_takes_its_failures_along() {
+    let (a, b) = (
+        SocketAddr::from(([127, 0, 0, 1], 21)),
+        SocketAddr::from(([127, 0, 0, 1], 22)),
+    );
+    let mut cfg = upstream(&[a, b]);
+    cfg.outlier = Some(tollgate_config::Outlier::default());
+    let pool = Pool::new(&cfg, &[], false);
+    let now = Instant::now();
+    assert_eq!(pool.failed(a, now), None);
+    assert_eq!(pool.failed(b, now), None);
+    assert_eq!(pool.suspects.load(Ordering::Relaxed), 2);
+    let only_b = [
+        Resolved {
+            addrs: vec![],
+            error: None,
+        },
+        Resolved {
+            addrs: vec![b],
+            error: None,
+        },
+    ];
+    pool.rebuild(&only_b);
+    assert_eq!(pool.suspects.load(Ordering::Relaxed), 1);
+    pool.answered(b);
+    assert_eq!(pool.suspects.load(Ordering::Relaxed), 0);
+    assert_eq!(pool.targets()[0].fails.load(Ordering::Relaxed), 0);
+}
