@@ -577,3 +577,68 @@ upstream = "alone"
         1.0
     );
 }
+
+/// What a client can do to outlier ejection: uploads it stalls make the targets wait and time
+/// out, yet are never counted against them (the body was not all sent); the same timeouts
+/// with the whole request sent do count, and eject.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_stalling_its_uploads_ejects_no_target() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (a, _) = silent_upstream();
+    let (b, _) = silent_upstream();
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.app]
+targets = ["127.0.0.1:{a}", "127.0.0.1:{b}"]
+health_check = false
+read_timeout = "200ms"
+outlier = {{ consecutive_failures = 2, max_ejected_percent = 50 }}
+[[routes]]
+name = "app"
+path_prefix = "/"
+upstream = "app"
+"#
+        ),
+    );
+    let _gw = running(std::path::Path::new(BIN), &toml, port, admin).await;
+    // Eight uploads that announce 10 bytes, send one, and stall until the gateway gives up.
+    for _ in 0..8 {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        s.write_all(b"POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\na")
+            .await
+            .expect("write");
+        let mut buf = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
+    }
+    let m = metrics(admin).await;
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_upstream_ejections_total",
+            &["upstream=\"app\""]
+        ),
+        0.0,
+        "{m}"
+    );
+    // The control: whole requests that time out do count (two in a row on one target).
+    for _ in 0..4 {
+        let r = get(port, "/x", &[]).await.expect("req");
+        assert_eq!(r.status, 504);
+    }
+    let m = metrics(admin).await;
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_upstream_ejections_total",
+            &["upstream=\"app\""]
+        ),
+        1.0,
+        "{m}"
+    );
+}

@@ -106,7 +106,8 @@ pub struct Ctx {
     /// or retries only).
     pub balance: Option<Box<tollgate_upstream::attempt::BalanceCtx>>,
     /// The address of the attempt in flight, when its upstream ejects outliers (what its
-    /// answer or failure is counted against).
+    /// answer or failure is counted against); taken when its answer's head came, so one
+    /// attempt counts once.
     pub target: Option<std::net::SocketAddr>,
     /// Request body bytes passed on so far, and when the first came, for `min_body_rate`.
     pub body_bytes: u64,

@@ -139,9 +139,16 @@ impl Shared {
         let mut ejected = Vec::new();
         let mut f = StateFamily::new(&mut state, &UPSTREAM_TARGET_HEALTHY);
         let mut addr = String::new();
+        let mut written: HashSet<std::net::SocketAddr> = HashSet::new();
         for u in &rt.upstreams {
-            for t in u.pool.targets().iter() {
+            let targets = u.pool.targets();
+            written.clear();
+            for t in targets.iter() {
                 use std::fmt::Write;
+                // Two written targets on one address are one series (as the registry did).
+                if targets.len() > 1 && !written.insert(t.addr) {
+                    continue;
+                }
                 addr.clear();
                 let _ = write!(addr, "{}", t.addr);
                 f.sample(&[&addr, &u.cfg().name], t.healthy() as i64);
@@ -209,9 +216,22 @@ impl Shared {
     /// could not record.
     fn block_gauges(&self, rt: &Runtime, out: &mut Vec<u8>) {
         let now = self.clock.now();
-        let mut hottest = StateFamily::new(out, &HOTTEST_KEY);
+        // A plan limit's variants share its name: one sample, the hottest of them.
+        let mut hot: Vec<(&str, u64)> = Vec::with_capacity(rt.limits.len());
+        let mut at: HashMap<&str, usize> = HashMap::with_capacity(rt.limits.len());
         for l in &rt.limits {
-            hottest.sample(&[&l.cfg.name], l.hot.max(now) as i64);
+            let v = l.hot.max(now);
+            match at.get(l.cfg.name.as_str()) {
+                Some(&i) => hot[i].1 = hot[i].1.max(v),
+                None => {
+                    at.insert(&l.cfg.name, hot.len());
+                    hot.push((&l.cfg.name, v));
+                }
+            }
+        }
+        let mut hottest = StateFamily::new(out, &HOTTEST_KEY);
+        for (name, v) in hot {
+            hottest.sample(&[name], v as i64);
         }
         let mut seen: HashSet<&str> = HashSet::new();
         let mut active = StateFamily::new(out, &BLOCKS_ACTIVE);

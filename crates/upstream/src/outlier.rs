@@ -139,6 +139,10 @@ impl Ejections {
         now: Instant,
     ) -> Option<Ejected> {
         let t = targets.iter().find(|t| t.addr == addr)?;
+        // Requests sent before it went out do not count against its return.
+        if t.ejected.load(Ordering::Relaxed) {
+            return None;
+        }
         let n = t.fails.fetch_add(1, Ordering::Relaxed) + 1;
         if n == 1 {
             suspects.fetch_add(1, Ordering::Relaxed);

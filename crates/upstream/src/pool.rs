@@ -152,9 +152,13 @@ impl Pool {
             return None;
         }
         let start = self.next.fetch_add(1, Ordering::Relaxed);
-        (0..n)
-            .map(|i| &targets[start.wrapping_add(i) % n])
+        let in_turn = (0..n).map(|i| &targets[start.wrapping_add(i) % n]);
+        in_turn
+            .clone()
             .find(|t| t.in_rotation())
+            // None in rotation, yet some healthy: ejection never empties a pool (a reload,
+            // a name resolving anew or a health check may have left only ejected ones).
+            .or_else(|| in_turn.clone().find(|t| t.healthy()))
             .map(f)
     }
 
@@ -174,11 +178,14 @@ impl Pool {
     /// in flight for the policies that read it.
     pub fn choose(&self, c: &Choice) -> Option<crate::target::Pick> {
         let targets = self.targets.load();
-        let ok = |t: &Target| t.in_rotation() && !c.tried.contains(&t.id);
+        let strict = |t: &Target| t.in_rotation() && !c.tried.contains(&t.id);
+        // With none of those left, the healthy ones that are ejected: ejection never empties
+        // a pool (see `with_next`).
+        let relaxed = |t: &Target| t.healthy() && !c.tried.contains(&t.id);
         let counted = matches!(self.cfg.balance, Balance::LeastRequest | Balance::Ewma);
         let pick = |t: &Arc<Target>| crate::target::Pick::new(t.clone(), counted);
         if let Some(id) = c.pinned {
-            if let Some(t) = targets.iter().find(|t| t.id == id && ok(t)) {
+            if let Some(t) = targets.iter().find(|t| t.id == id && strict(t)) {
                 return Some(pick(t));
             }
         }
@@ -193,7 +200,7 @@ impl Pool {
             self.next.load(Ordering::Relaxed)
         };
         let in_turn = (0..n).map(|i| &targets[start.wrapping_add(i) % n]);
-        let chosen = match self.cfg.balance {
+        let choose_by = |ok: &dyn Fn(&Target) -> bool| match self.cfg.balance {
             Balance::RoundRobin => in_turn.clone().find(|t| ok(t)),
             Balance::LeastRequest => in_turn
                 .clone()
@@ -213,16 +220,17 @@ impl Pool {
                 _ => in_turn.clone().find(|t| ok(t)),
             },
         };
-        chosen.map(pick)
+        choose_by(&strict).or_else(|| choose_by(&relaxed)).map(pick)
     }
 
     /// Healthy targets this request has not tried yet.
     pub fn untried(&self, tried: &[u64]) -> usize {
-        self.targets
-            .load()
-            .iter()
-            .filter(|t| t.in_rotation() && !tried.contains(&t.id))
-            .count()
+        let targets = self.targets.load();
+        let count = |ok: &dyn Fn(&Target) -> bool| targets.iter().filter(|t| ok(t)).count();
+        match count(&|t| t.in_rotation() && !tried.contains(&t.id)) {
+            0 => count(&|t| t.healthy() && !tried.contains(&t.id)),
+            n => n,
+        }
     }
 
     /// Takes over what `old` (the same upstream before a reload) knew: the addresses its

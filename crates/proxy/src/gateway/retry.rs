@@ -86,7 +86,10 @@ pub(super) fn error_while_proxy(
     if let (Some(rt), Some(u)) = (&ctx.rt, ctx.upstream) {
         let pool = &rt.upstreams[u].pool;
         // The target's fault: it timed out, or lost a fresh connection (a pooled one it had
-        // closed is the keep-alive race, not a failure of the target).
+        // closed is the keep-alive race, not a failure of the target); and only before its
+        // answer's head (`ctx.target` is taken then: a WebSocket or a stream that goes
+        // quiet later is not a failure), with the client's whole body sent (one that
+        // stalls its upload makes the upstream wait, and time out, by the client's doing).
         let target_failed = *e.esource() == ErrorSource::Upstream
             && match e.etype() {
                 ErrorType::ReadTimedout | ErrorType::WriteTimedout => true,
@@ -95,8 +98,10 @@ pub(super) fn error_while_proxy(
                 }
                 _ => false,
             };
-        if target_failed {
-            outlier_failed(gw, pool, peer._address.as_inet().copied());
+        if target_failed && (session.is_body_empty() || session.is_body_done()) {
+            if let Some(addr) = ctx.target.take() {
+                outlier_failed(gw, pool, Some(addr));
+            }
         }
         if let Some(p) = ctx.balance.as_ref().and_then(|b| b.pick.as_ref()) {
             if *e.etype() == ErrorType::ReadTimedout {
@@ -152,8 +157,11 @@ pub(super) fn upstream_response_filter(
     resp: &mut ResponseHeader,
     ctx: &mut Ctx,
 ) -> Result<()> {
-    if let Some(addr) = ctx.target {
-        outlier_answered(gw, ctx, addr, resp.status.as_u16());
+    // An informational head (100 Continue) is not the answer yet.
+    if resp.status.as_u16() >= 200 {
+        if let Some(addr) = ctx.target.take() {
+            outlier_answered(gw, ctx, addr, resp.status.as_u16());
+        }
     }
     let Some(b) = ctx.balance.as_deref_mut() else {
         return Ok(());

@@ -206,3 +206,58 @@ fn a_reload_keeps_an_ejected_target_out_for_the_rest_of_its_time() {
         Some(2)
     );
 }
+
+/// Ejection never empties a pool, whatever happens after it: a health check that takes the
+/// rest out, or a reload that keeps only the ejected target, leaves the ejected one serving.
+#[test]
+fn a_pool_left_with_only_ejected_targets_still_serves_them() {
+    let (p, _) = pool(2, o(1, 100));
+    let t0 = Instant::now();
+    assert!(p.failed(addr(1), t0).is_some());
+    let other = p.targets()[1].clone();
+    assert!(p.set_health(&other, false));
+    let port = |peer: Box<pingora::upstreams::peer::HttpPeer>| {
+        peer._address.as_inet().expect("inet").port()
+    };
+    assert_eq!(p.select_peer().map(port), Some(1));
+    let c = crate::pool::Choice {
+        hash: None,
+        pinned: None,
+        tried: &[],
+    };
+    assert_eq!(p.choose(&c).map(|k| k.target.addr.port()), Some(1));
+    assert_eq!(p.untried(&[]), 1);
+    // A health check that fails the ejected one too: nothing healthy, nothing chosen.
+    let first = p.targets()[0].clone();
+    assert!(p.set_health(&first, false));
+    assert!(p.select_peer().is_none());
+    // A reload down to the ejected target alone: it is carried over, and still serves.
+    let (old, list) = pool(2, o(1, 100));
+    assert!(old.failed(addr(2), t0).is_some());
+    let mut cfg = crate::pool::tests::upstream(&[addr(2)]);
+    cfg.outlier = Some(o(1, 100));
+    let mut new = Pool::new(&cfg, &[], false);
+    new.ejections = list;
+    new.inherit(&old);
+    assert_eq!(out(&new), [2]);
+    assert_eq!(new.select_peer().map(port), Some(2));
+}
+
+/// Failures of requests that were in flight when it went out do not count against its return.
+#[test]
+fn failures_while_out_do_not_count() {
+    let (p, list) = pool(3, o(2, 100));
+    let t0 = Instant::now();
+    assert_eq!(p.failed(addr(1), t0), None);
+    assert!(p.failed(addr(1), t0).is_some());
+    for _ in 0..10 {
+        assert_eq!(p.failed(addr(1), t0), None);
+    }
+    assert_eq!(list.lift(t0 + Duration::from_secs(30)).len(), 1);
+    assert_eq!(
+        p.failed(addr(1), t0 + Duration::from_secs(31)),
+        None,
+        "one is not two"
+    );
+    assert!(p.failed(addr(1), t0 + Duration::from_secs(31)).is_some());
+}
