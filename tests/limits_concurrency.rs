@@ -135,8 +135,10 @@ async fn global_slots_are_shared_and_a_killed_gateways_come_back_after_the_ttl()
     })
     .await;
     assert!(back, "the killed gateway's slots never came back");
+    // A slot renewed just before the kill lasts its ttl (1 s); the rest is polling, and this
+    // 2-core machine under the whole suite's load (2.5 s was seen too tight under load).
     let after = killed.elapsed();
-    assert!(after <= Duration::from_millis(2500), "{after:?}");
+    assert!(after <= Duration::from_millis(4000), "{after:?}");
     for t in held {
         t.abort();
     }
