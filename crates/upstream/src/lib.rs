@@ -14,9 +14,8 @@
 //! - [`outlier`]: passive outlier ejection (failures in a row take a target out for a while);
 //! - [`attempt`]: one request's attempts, fall-over and retries.
 //!
-//! Imports point down that list: `attempt`, `health`, `outlier` -> `pool` -> `target`,
-//! `affinity`, `budget` (`pool` names `outlier`'s ejection list, and `outlier` adds `Pool`'s
-//! methods for it).
+//! Imports point down: `attempt`, `health` -> `pool` -> `outlier` (the ejection list and its
+//! rules, over a pool's targets) -> `target`; and `pool` -> `affinity`, `budget`.
 
 pub mod affinity;
 pub mod attempt;
