@@ -596,13 +596,17 @@ fn check(files: &[PathBuf]) -> i32 {
 fn certificates_ok(cfg: &Config) -> Result<(), Vec<String>> {
     let mut errors = Vec::new();
     if let Some(tls) = &cfg.tls {
-        errors.extend(tollgate_core::tls::check(tls).err().unwrap_or_default());
+        errors.extend(
+            tollgate_core::tls::listener::check(tls)
+                .err()
+                .unwrap_or_default(),
+        );
     }
     // Upstream CA bundles and client certificates, as the runtime will read them.
     for u in &cfg.upstreams {
         if let Some(t) = &u.tls {
             for target in &u.targets {
-                if let Err(e) = tollgate_core::tls::upstream_tls(t, &target.host) {
+                if let Err(e) = tollgate_core::tls::upstream::upstream_tls(t, &target.host) {
                     errors.push(format!("upstreams.{}.tls: {e}", u.name));
                     break;
                 }
@@ -915,12 +919,12 @@ struct Reloader {
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// What the config file and every file it read (list files, key files) look like
-/// ([`tollgate_core::tls::stamp`]).
+/// ([`tollgate_core::tls::listener::stamp`]).
 fn fingerprint(config: &Path, files: &[PathBuf]) -> u64 {
     let paths: Vec<&Path> = std::iter::once(config)
         .chain(files.iter().map(PathBuf::as_path))
         .collect();
-    tollgate_core::tls::stamp(&paths)
+    tollgate_core::tls::listener::stamp(&paths)
 }
 
 impl Reloader {

@@ -38,7 +38,7 @@ impl UpstreamRt {
 /// says); empty for a plaintext upstream.
 fn upstream_tls(
     cfg: &UpstreamConfig,
-) -> Result<Vec<tollgate_core::tls::UpstreamTlsRt>, BuildError> {
+) -> Result<Vec<tollgate_core::tls::upstream::UpstreamTlsRt>, BuildError> {
     let Some(tls) = &cfg.tls else {
         return Ok(Vec::new());
     };
@@ -53,7 +53,7 @@ fn upstream_tls(
     cfg.targets
         .iter()
         .map(|target| {
-            tollgate_core::tls::upstream_tls(tls, &target.host).map_err(|reason| {
+            tollgate_core::tls::upstream::upstream_tls(tls, &target.host).map_err(|reason| {
                 BuildError::UpstreamTls {
                     upstream: cfg.name.clone(),
                     reason,

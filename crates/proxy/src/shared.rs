@@ -32,7 +32,7 @@ pub struct Shared {
     /// Open downstream connections, bounded by `[server]` max_connections(_per_client).
     pub connections: Arc<tollgate_core::connections::Connections>,
     /// The TLS listeners' certificates (`[tls]` at start), renewed in place.
-    pub tls: Option<Arc<tollgate_core::tls::Certificates>>,
+    pub tls: Option<Arc<tollgate_core::tls::listener::Certificates>>,
     /// The rate limit service (`[rls]`) is accepting calls.
     pub rls_serving: std::sync::atomic::AtomicBool,
     /// Trace spans waiting for export (`[tracing]`).
@@ -66,9 +66,9 @@ impl Shared {
         };
         let tls = match &config.tls {
             Some(t) => {
-                let tm = tollgate_core::tls::TlsMetrics::register(&metrics.registry)?;
-                let certs =
-                    tollgate_core::tls::Certificates::load(t, tm).map_err(BuildError::Tls)?;
+                let tm = tollgate_core::tls::listener::TlsMetrics::register(&metrics.registry)?;
+                let certs = tollgate_core::tls::listener::Certificates::load(t, tm)
+                    .map_err(BuildError::Tls)?;
                 Some(Arc::new(certs))
             }
             None => None,
@@ -102,7 +102,7 @@ impl Shared {
         // (certificates renewed in place are taken one by one by the watcher instead).
         let tls_changed = current.config.tls.as_ref() != config.tls.as_ref();
         if let (Some(_), Some(t), true) = (&self.tls, &config.tls, tls_changed) {
-            if let Err(errors) = tollgate_core::tls::check(t) {
+            if let Err(errors) = tollgate_core::tls::listener::check(t) {
                 self.metrics.reloads.with_label_values(&["error"]).inc();
                 return Err(BuildError::Tls(errors));
             }

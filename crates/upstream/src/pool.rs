@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tollgate_config::{Balance, UpstreamConfig};
-use tollgate_core::tls::UpstreamTlsRt;
+use tollgate_core::tls::upstream::UpstreamTlsRt;
 
 /// Upstream connections idle longer than this are closed rather than reused.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);

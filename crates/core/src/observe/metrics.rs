@@ -366,7 +366,7 @@ mod dashboard {
     fn the_dashboard_queries_only_metrics_the_gateway_exports() {
         let m = super::Metrics::new().expect("metrics");
         tollgate_store::StoreMetrics::register(&m.registry).expect("store metrics");
-        crate::tls::TlsMetrics::register(&m.registry).expect("tls metrics");
+        crate::tls::listener::TlsMetrics::register(&m.registry).expect("tls metrics");
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../deploy/grafana/tollgate.json"
