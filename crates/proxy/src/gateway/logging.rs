@@ -3,7 +3,7 @@
 
 use super::Gateway;
 use crate::ctx::Ctx;
-use crate::runtime::count_unrouted;
+use crate::runtime::route::count_unrouted;
 use pingora::prelude::*;
 
 /// What Pingora's error lines say about a request: the method and the route, never the

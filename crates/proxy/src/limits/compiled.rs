@@ -12,7 +12,6 @@ use tollgate_core::respond::sf_string;
 use tollgate_limit::{Ladder, LeasePolicy, Leases, LimitSpec, LocalLimiter, VerdictCache};
 use tollgate_store::GlobalStore;
 
-pub use tollgate_config::MAX_LIMITS_PER_ROUTE;
 use tollgate_core::error::BuildError;
 
 /// Where a limit's state lives.

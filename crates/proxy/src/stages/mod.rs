@@ -25,7 +25,7 @@
 //!
 //! A route pays only for the stages it uses: the pipeline below skips the access, auth and
 //! limit stages on a route without lists, auth or limits (the route's
-//! [`crate::runtime::Stages`], compiled when the runtime is built), and every stage returns at
+//! [`crate::runtime::route::Stages`], compiled when the runtime is built), and every stage returns at
 //! once when its input is absent.
 //!
 //! What a route does to the request on its way up and to the answer on its way back (header
@@ -33,7 +33,7 @@
 //! applied in the proxy phases.
 //!
 //! New capabilities are new stages: a file here, a line in
-//! [`run`], and a flag in [`crate::runtime::Stages`] when routes may go without it.
+//! [`run`], and a flag in [`crate::runtime::route::Stages`] when routes may go without it.
 
 pub mod access;
 pub mod action;
