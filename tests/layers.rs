@@ -72,7 +72,9 @@ const LAYERS: &[(&str, &[(&str, u8)])] = &[
             ("ctx", 3),
             // L4: the request phases and stages, edge answers, the process, admin,
             // background jobs and the tools.
-            ("edge", 4),
+            ("answer", 4),
+            ("inbound", 4),
+            ("verdicts", 4),
             ("gateway", 4),
             ("stages", 4),
             ("shared", 4),

@@ -16,9 +16,11 @@
 //!   Reload builds a new one and swaps it; limiter state and upstream health survive for
 //!   definitions that did not change.
 //! - L3: [`ctx`]: one request's state.
-//! - L4: [`gateway`] (the `Gateway` and its request phases, one file each), [`edge`] (edge
-//!   answers),
-//!   [`stages`] (the request phase's pipeline), [`shared`] (the live process), [`admin`]
+//! - L4: [`gateway`] (the `Gateway` and its request phases, one file each), [`answer`]
+//!   (every edge answer, written in one place, and the refusals), [`inbound`] (reading the
+//!   request: its canonical target, TLS, its body for keys), [`verdicts`] (what a limit
+//!   verdict leaves behind), [`stages`] (the request phase's pipeline), [`shared`] (the live
+//!   process), [`admin`]
 //!   (/healthz, /readyz, /metrics), [`housekeeping`] (the background jobs), [`tools`] (dry
 //!   runs, explain, simulate).
 //!
@@ -31,15 +33,17 @@
 //! here panics on input.
 
 pub mod admin;
+pub mod answer;
 pub mod ctx;
-pub mod edge;
 pub mod gateway;
 pub mod housekeeping;
+pub mod inbound;
 pub mod limits;
 pub mod runtime;
 pub mod shared;
 pub mod stages;
 pub mod tools;
+pub mod verdicts;
 
 pub use gateway::Gateway;
 pub use runtime::Runtime;

@@ -4,7 +4,7 @@
 
 use super::Gateway;
 use crate::ctx::{new_request_id, Ctx};
-use crate::edge::client_gone;
+use crate::inbound::client_gone;
 use crate::runtime::route::count_unrouted;
 use bytes::Bytes;
 use http::HeaderValue;

@@ -12,7 +12,7 @@
 
 use super::Gateway;
 use crate::ctx::Ctx;
-use crate::edge::client_gone;
+use crate::inbound::client_gone;
 use async_trait::async_trait;
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};

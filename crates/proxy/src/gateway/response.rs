@@ -20,7 +20,7 @@ pub(super) fn response_filter(
     if let (Some(rt), Some(r)) = (&ctx.rt, ctx.route) {
         if let Some(s) = rt.routes[r].shaping.as_deref() {
             let kept = ctx.shaping.take();
-            let vars = crate::edge::vars(ctx, session);
+            let vars = crate::inbound::vars(ctx, session);
             let count = |sc: &tollgate_core::filters::shaping::ShapingCtx| {
                 if let Some(enc) = sc.encoding() {
                     gw.shared

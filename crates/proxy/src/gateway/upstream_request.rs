@@ -4,7 +4,7 @@
 
 use super::Gateway;
 use crate::ctx::Ctx;
-use crate::edge::push_ip;
+use crate::inbound::push_ip;
 use bytes::Bytes;
 use http::HeaderValue;
 use pingora::http::RequestHeader;
@@ -37,7 +37,7 @@ pub(super) fn upstream_request_filter(
         _ => None,
     };
     if let Some(s) = shaping {
-        s.request(upstream, &crate::edge::vars(ctx, session))?;
+        s.request(upstream, &crate::inbound::vars(ctx, session))?;
     }
     upstream.insert_static_header(&names::X_REQUEST_ID, ctx.request_id.clone());
     if let Some(t) = ctx.trace.as_mut() {

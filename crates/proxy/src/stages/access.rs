@@ -6,7 +6,7 @@
 //! Answers: 403 `ACCESS_DENIED`.
 //! Entered only on a route with access lists ([`super::Stages::access`]).
 
-use super::Step;
+use crate::answer::Step;
 use crate::ctx::{Ctx, Outcome};
 use crate::gateway::Gateway;
 use crate::runtime::Runtime;

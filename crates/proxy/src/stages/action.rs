@@ -6,7 +6,7 @@
 //! its canary's).
 //! Answers: the route's `respond` (its status, body and `Location`).
 
-use super::Step;
+use crate::answer::Step;
 use crate::ctx::Ctx;
 use crate::gateway::Gateway;
 use crate::runtime::Runtime;

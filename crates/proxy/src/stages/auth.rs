@@ -13,7 +13,7 @@
 //! (`AUTH_UNAVAILABLE`): an auth service in trouble never lets a request through.
 //! Entered only on a route with auth ([`super::Stages::auth`]).
 
-use super::Step;
+use crate::answer::Step;
 use crate::ctx::{AuthCtx, Ctx, Outcome};
 use crate::gateway::Gateway;
 use crate::runtime::Runtime;

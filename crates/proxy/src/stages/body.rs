@@ -9,7 +9,7 @@
 //! aborted and the connection closed).
 //! Answers: 413 `BODY_TOO_LARGE`, and the connection is closed (its body is never read).
 
-use super::Step;
+use crate::answer::Step;
 use crate::ctx::Ctx;
 use crate::gateway::Gateway;
 use pingora::prelude::*;
@@ -17,7 +17,7 @@ use tollgate_core::respond::Problem;
 
 pub async fn run(gw: &Gateway, session: &mut Session, ctx: &mut Ctx, cap: u64) -> Result<Step> {
     ctx.max_body = cap;
-    match crate::edge::declared_length(session.req_header()) {
+    match crate::inbound::declared_length(session.req_header()) {
         // No length: counted as it streams. A length that is not a number never gets here
         // (Pingora refuses it); should one, it is refused too.
         None => Ok(Step::Next),

@@ -7,7 +7,7 @@
 //! Answers: 204 to a preflight, never proxied: with the route's CORS fields when its origin
 //! is allowed, without any when it is not (the browser then refuses the call).
 
-use super::Step;
+use crate::answer::Step;
 use crate::ctx::Ctx;
 use crate::gateway::Gateway;
 use crate::runtime::Runtime;

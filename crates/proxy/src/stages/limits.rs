@@ -18,10 +18,10 @@
 //! Entered only on a route with limits ([`super::Stages::limits`]) for a client no access
 //! list allowed.
 
-use super::Step;
+use crate::answer::Step;
 use crate::ctx::{Ctx, Outcome};
-use crate::edge::read_key_body;
 use crate::gateway::Gateway;
+use crate::inbound::read_key_body;
 use crate::limits::identity::KeyInput;
 use crate::limits::identity::ParsedBody;
 use crate::limits::policy::{decide_global, decide_local, Plan, Verdict};

@@ -49,7 +49,7 @@ use crate::ctx::{Ctx, Outcome};
 use crate::gateway::Gateway;
 use pingora::prelude::*;
 
-pub use crate::edge::Step;
+use crate::answer::Step;
 
 /// The whole request phase: every stage in order until one answers. `Ok(true)` when the
 /// request was answered at the edge (Pingora's `request_filter` contract).

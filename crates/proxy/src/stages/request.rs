@@ -10,10 +10,10 @@
 //! Answers: 431 when an HTTP/2 head has more fields than `max_headers` (an HTTP/1 head over
 //! the bounds never gets here: Pingora's reader refuses it).
 
-use super::Step;
+use crate::answer::Step;
 use crate::ctx::{new_request_id, valid_request_id, Ctx};
-use crate::edge::is_secure;
 use crate::gateway::Gateway;
+use crate::inbound::is_secure;
 use crate::runtime::Runtime;
 use pingora::prelude::*;
 use std::net::{IpAddr, Ipv4Addr};

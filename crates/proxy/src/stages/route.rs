@@ -13,8 +13,8 @@
 //! Returns the route taken, `None` when it answered.
 
 use crate::ctx::Ctx;
-use crate::edge::{canonical_target, https_location};
 use crate::gateway::Gateway;
+use crate::inbound::{canonical_target, https_location};
 use crate::runtime::Runtime;
 use pingora::prelude::*;
 use std::borrow::Cow;

@@ -5,7 +5,7 @@
 //! answers cannot drift apart; what a stage does with a live session (writing the answer,
 //! counting metrics) is left out.
 
-use crate::edge::canonical_target;
+use crate::inbound::canonical_target;
 use crate::runtime::Runtime;
 use pingora::http::RequestHeader;
 use std::net::IpAddr;
@@ -58,10 +58,10 @@ impl Answer {
 /// [`crate::stages::access`]) on `req` from `peer`.
 pub fn front(rt: &Runtime, req: &RequestHeader, peer: IpAddr, tls: bool) -> Front {
     let client = client_ip(peer, req, &rt.trusted_proxies);
-    // As `edge::is_secure`: over TLS, or from a trusted proxy that says the client used it.
+    // As `inbound::is_secure`: over TLS, or from a trusted proxy that says the client used it.
     let secure = tls
         || (tollgate_core::client_ip::trusted(peer, &rt.trusted_proxies)
-            && crate::edge::forwarded_https(
+            && crate::inbound::forwarded_https(
                 req.headers
                     .get(tollgate_core::respond::names::X_FORWARDED_PROTO.name()),
             ));
@@ -97,8 +97,12 @@ pub fn front(rt: &Runtime, req: &RequestHeader, peer: IpAddr, tls: bool) -> Fron
     };
     let r = &rt.routes[entry.route];
     if !secure && r.redirects(&rt.config.server) {
-        let location =
-            crate::edge::https_location(t.host.as_deref(), &t.path, req.uri.query(), rt.https_port);
+        let location = crate::inbound::https_location(
+            t.host.as_deref(),
+            &t.path,
+            req.uri.query(),
+            rt.https_port,
+        );
         f.answer = Some(https_answer(location));
         return f;
     }
@@ -152,7 +156,7 @@ fn body_cap(req: &RequestHeader, max_body: u64) -> Option<Answer> {
     if max_body == 0 {
         return None;
     }
-    match crate::edge::declared_length(req) {
+    match crate::inbound::declared_length(req) {
         Some(Some(n)) if n <= max_body => None,
         None => None,
         Some(_) => Some(Answer::problem(
