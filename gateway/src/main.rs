@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
-use tollgate_config::{Config, ServerConfig};
+use tollgate_config::model::{Config, ServerConfig};
 use tollgate_proxy::admin::Admin;
 use tollgate_proxy::housekeeping::Housekeeping;
 use tollgate_proxy::{Gateway, Shared};
@@ -988,8 +988,8 @@ impl Reloader {
             }
         };
         let old = self.shared.runtime.load();
-        // Declared beside the fields they name (tollgate_config::restart_only_changes).
-        let fixed = tollgate_config::restart_only_changes(&old.config, &cfg);
+        // Declared beside the fields they name (tollgate_config::model::restart_only_changes).
+        let fixed = tollgate_config::model::restart_only_changes(&old.config, &cfg);
         for key in fixed {
             tracing::warn!(
                 event = "reload_needs_restart",

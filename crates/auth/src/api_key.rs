@@ -13,7 +13,7 @@ use super::{one_header, Outcome, Passed, Refusal, Request};
 use http::HeaderValue;
 use std::collections::HashMap;
 use std::sync::Arc;
-use tollgate_config::ApiKeyAuth;
+use tollgate_config::model::ApiKeyAuth;
 use tollgate_core::respond::Problem;
 
 /// A consumer's key, as the upstream hears of it.

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
-use tollgate_config::BasicAuth;
+use tollgate_config::model::BasicAuth;
 use tollgate_core::respond::Problem;
 
 const CACHED_CREDENTIALS: usize = 10_000;

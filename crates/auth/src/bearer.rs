@@ -13,7 +13,7 @@ use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tollgate_config::{ClaimRule, JwtAuth};
+use tollgate_config::model::{ClaimRule, JwtAuth};
 use tollgate_core::respond::Problem;
 
 /// Verified tokens kept per auth.

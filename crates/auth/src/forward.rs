@@ -23,7 +23,7 @@ use http::header::{HeaderName, HeaderValue};
 use http_body_util::Empty;
 use std::sync::Arc;
 use std::time::Instant;
-use tollgate_config::{ForwardAuth, KeySource};
+use tollgate_config::model::{ForwardAuth, KeySource};
 use tollgate_core::net::client::{self, Failure, HttpClient};
 use tollgate_core::respond::Problem;
 

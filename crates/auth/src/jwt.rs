@@ -15,7 +15,7 @@ use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Header};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-use tollgate_config::JwtSettings;
+use tollgate_config::model::JwtSettings;
 
 use super::family::Family;
 

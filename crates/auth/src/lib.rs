@@ -22,7 +22,7 @@ use pingora::http::RequestHeader;
 use std::borrow::Cow;
 use std::net::IpAddr;
 use std::sync::Arc;
-use tollgate_config::{AuthConfig, AuthMethod};
+use tollgate_config::model::{AuthConfig, AuthMethod};
 use tollgate_core::respond::Problem;
 
 /// The results `tollgate_auth_total` counts, in the order of [`RouteAuth::counts`].

@@ -48,9 +48,9 @@ pub fn warnings(cfg: &Config) -> Vec<String> {
     out.extend(weak_hash_warnings(cfg));
     out
 }
-pub use model::*;
 pub use values::{parse_duration, parse_rate};
 
+use model::Config;
 use std::path::Path;
 
 /// At most this many limits on one route: a decision keeps their keys on the stack.

@@ -222,12 +222,12 @@ fn balancing(cx: &mut Cx, u: &mut Tbl, up: &mut UpstreamConfig) {
         up.hash_key = balance::hash_key(cx, &u.key_path("hash_key"), v);
     }
     match (up.balance, hk) {
-        (crate::Balance::Hash, None) => cx.err(
+        (crate::model::Balance::Hash, None) => cx.err(
             &u.key_path("balance"),
             bv.map_or(u.span.clone(), |v| v.span()),
             "balance = \"hash\" needs hash_key (what to hash, e.g. \"client_ip\" or \"cookie:session\")",
         ),
-        (b, Some(v)) if b != crate::Balance::Hash => cx.err(
+        (b, Some(v)) if b != crate::model::Balance::Hash => cx.err(
             &u.key_path("hash_key"),
             v.span(),
             "hash_key is read only with balance = \"hash\"",

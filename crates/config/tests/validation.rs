@@ -1,6 +1,7 @@
 //! One fixture per kind of config error, with its exact message, and the defaults.
 
 use std::time::Duration;
+use tollgate_config::model::*;
 use tollgate_config::*;
 
 fn problems(toml: &str) -> Vec<String> {
@@ -385,7 +386,7 @@ access = { deny = ["10.0.0.0/8"] }
         Some("0123456789abcdef0123")
     );
     let l = &c.limits[0];
-    assert_eq!(l.action, tollgate_config::Action::Tarpit);
+    assert_eq!(l.action, tollgate_config::model::Action::Tarpit);
     let t = l.tarpit.expect("tarpit");
     assert_eq!(
         (
@@ -563,7 +564,7 @@ respond = { status = 200 }
     assert_eq!(v6.routes[0].host.as_deref(), Some("::1"));
     assert_eq!(
         c.routes[0].path,
-        tollgate_config::PathMatch::Prefix("/admin/".into())
+        tollgate_config::model::PathMatch::Prefix("/admin/".into())
     );
     assert!(c.routes[0].case_insensitive);
     assert!(problems(
@@ -700,18 +701,18 @@ fn the_keys_a_reload_cannot_change_are_named() {
     let old = ok("[server]\nthreads = 2\nbody_timeout = \"30s\"\nheader_timeout = \"10s\"\n");
     let new = ok("[server]\nthreads = 4\nbody_timeout = \"5s\"\nheader_timeout = \"3s\"\n");
     assert_eq!(
-        tollgate_config::restart_only_changes(&old, &new),
+        tollgate_config::model::restart_only_changes(&old, &new),
         vec![
             "server.threads",
             "server.header_timeout, idle_timeout, max_header_bytes, max_headers, max_h2_streams"
         ],
         "body_timeout applies at once"
     );
-    assert!(tollgate_config::restart_only_changes(&old, &old).is_empty());
+    assert!(tollgate_config::model::restart_only_changes(&old, &old).is_empty());
     let r1 = ok("[redis]\nurl = \"redis://127.0.0.1\"\ninstances = 2\n");
     let r2 = ok("[redis]\nurl = \"redis://127.0.0.1\"\ninstances = 3\nmax_in_flight = 64\n");
     assert_eq!(
-        tollgate_config::restart_only_changes(&r1, &r2),
+        tollgate_config::model::restart_only_changes(&r1, &r2),
         vec!["redis (url, cluster, timeout, ca, client_cert, password_env, max_in_flight)"]
     );
 }
@@ -943,10 +944,10 @@ fn balancing_keys_name_their_mistakes() {
         "[upstreams.a]\ntargets = [\"127.0.0.1:1\"]\nbalance = \"hash\"\nhash_key = \"header:X-User\"\naffinity = { max_age = \"1h\", secure = true }\nretry = { attempts = 2, on = [\"connect\", \"503\"], budget = 0.25 }\n",
     );
     let u = &cfg.upstreams[0];
-    assert_eq!(u.balance, tollgate_config::Balance::Hash);
+    assert_eq!(u.balance, tollgate_config::model::Balance::Hash);
     assert_eq!(
         u.hash_key,
-        Some(tollgate_config::HashKey::Header("x-user".into()))
+        Some(tollgate_config::model::HashKey::Header("x-user".into()))
     );
     let a = u.affinity.as_ref().expect("affinity");
     assert_eq!(

@@ -5,7 +5,7 @@
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
 use ipnet::IpNet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use tollgate_config::AccessConfig;
+use tollgate_config::model::AccessConfig;
 use tollgate_core::filters::access::{AccessRt, IpSet};
 
 /// `n` random CIDRs, 3 in 4 IPv4 (/16 to /32) and 1 in 4 IPv6 (/32 to /64), fixed seed.

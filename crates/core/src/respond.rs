@@ -254,11 +254,12 @@ impl Problem {
 /// action is `challenge` (with its `challenge_url`), the quota shape for a quota (with its
 /// `upgrade_url` when set), the rate-limit shape otherwise. Filled in per refusal with the
 /// wait (Retry-After's seconds) and the request id.
-pub fn refusal(cfg: &tollgate_config::LimitConfig, quota: bool) -> Template {
+pub fn refusal(cfg: &tollgate_config::model::LimitConfig, quota: bool) -> Template {
     use Piece::{Hole as H, Text as T};
     let name = cfg.name.as_str();
     let secs = ("retry_after", H(Hole::Secs));
-    if let (tollgate_config::Action::Challenge, Some(url)) = (cfg.action, &cfg.challenge_url) {
+    if let (tollgate_config::model::Action::Challenge, Some(url)) = (cfg.action, &cfg.challenge_url)
+    {
         let detail = format!(
             "Too many requests under \"{name}\": solve the challenge at challenge_url to continue."
         );
@@ -579,7 +580,7 @@ pub fn sf_string(name: &str) -> String {
 /// RateLimit-Policy's quota and window for a limit (draft-ietf-httpapi-ratelimit-headers-11):
 /// a window's count and its length; a bucket's (token, GCRA, leaky) capacity and the whole
 /// seconds it takes to refill, so that `r` (what is left of that quota) never exceeds `q`.
-pub fn quota_window(cfg: &tollgate_config::LimitConfig) -> (u64, u64) {
+pub fn quota_window(cfg: &tollgate_config::model::LimitConfig) -> (u64, u64) {
     let (count, period) = (cfg.rate.count().max(1), cfg.rate.period_ns());
     let caps = cfg.algorithm.caps();
     if caps.window || caps.calendar {
@@ -593,7 +594,7 @@ pub fn quota_window(cfg: &tollgate_config::LimitConfig) -> (u64, u64) {
 /// RateLimit's `t` in whole seconds: until more of the quota is available. A window's quota
 /// comes back at its end (`reset`); a bucket's one unit at a time, so until the next unit (at
 /// most one emission interval; 0 when the bucket is full).
-pub fn reset_secs(cfg: &tollgate_config::LimitConfig, remaining: u64, reset: u64) -> u64 {
+pub fn reset_secs(cfg: &tollgate_config::model::LimitConfig, remaining: u64, reset: u64) -> u64 {
     let caps = cfg.algorithm.caps();
     if caps.window || caps.calendar {
         return tollgate_limit::ceil_secs(reset);

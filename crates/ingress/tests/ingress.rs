@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::time::Duration;
-use tollgate_config::{AuthMethod, Config, PathMatch, RouteAction, RouteConfig};
+use tollgate_config::model::{AuthMethod, Config, PathMatch, RouteAction, RouteConfig};
 use tollgate_ingress::{import, ImportError, Imported, Options, Treatment};
 
 fn fixture(name: &str) -> String {
@@ -74,7 +74,7 @@ fn route<'c>(c: &'c Config, name: &str) -> &'c RouteConfig {
     })
 }
 
-fn upstream<'c>(c: &'c Config, name: &str) -> &'c tollgate_config::UpstreamConfig {
+fn upstream<'c>(c: &'c Config, name: &str) -> &'c tollgate_config::model::UpstreamConfig {
     c.upstreams
         .iter()
         .find(|u| u.name == name)
@@ -177,11 +177,11 @@ fn pick<'c>(c: &'c Config, host: &str, path: &str) -> Option<&'c RouteConfig> {
 fn rewritten(r: &RouteConfig, path: &str) -> String {
     match r.rewrite.as_deref() {
         None => path.to_string(),
-        Some(tollgate_config::Rewrite::Regex { regex, replace }) => regex::Regex::new(regex)
+        Some(tollgate_config::model::Rewrite::Regex { regex, replace }) => regex::Regex::new(regex)
             .expect("a valid rewrite regex")
             .replace(path, replace.as_str())
             .into_owned(),
-        Some(tollgate_config::Rewrite::StripPrefix(p)) => {
+        Some(tollgate_config::model::Rewrite::StripPrefix(p)) => {
             let rest = &path[p.len()..];
             if rest.starts_with('/') {
                 rest.to_string()
@@ -444,7 +444,9 @@ fn auth_annotations_that_cannot_be_kept_are_refused() {
     assert_eq!(f.cache, Some(Duration::from_secs(300)), "the shorter entry");
     assert_eq!(
         f.cache_key,
-        [tollgate_config::KeySource::Header("authorization".into())]
+        [tollgate_config::model::KeySource::Header(
+            "authorization".into()
+        )]
     );
     assert_eq!(f.method.as_deref(), Some("POST"));
     assert_eq!(f.redirect.as_deref(), Some("https://a.example.com/after"));
@@ -504,7 +506,7 @@ fn client_certificates_of_the_documented_example_are_kept_server_wide() {
             "/etc/tollgate/tls/default/ca-secret/ca.crt"
         ))
     );
-    assert_eq!(t.client_auth, tollgate_config::ClientAuth::Require);
+    assert_eq!(t.client_auth, tollgate_config::model::ClientAuth::Require);
     for a in [
         "auth-tls-verify-depth",
         "auth-tls-error-page",
@@ -992,7 +994,7 @@ fn whitelist_connections_and_timeouts_have_their_equivalents() {
         RouteAction::Upstream(u) => &c.upstreams[u],
         _ => panic!("{name} is not proxied"),
     };
-    let times = |u: &tollgate_config::UpstreamConfig| {
+    let times = |u: &tollgate_config::model::UpstreamConfig| {
         (
             u.connect_timeout.as_secs(),
             u.read_timeout.as_secs(),

@@ -12,7 +12,7 @@ use pingora::protocols::l4::socket::SocketAddr;
 use pingora::services::listening::ConnectionAdmission;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use tollgate_config::Config;
+use tollgate_config::model::Config;
 use tollgate_core::error::BuildError;
 use tollgate_core::observe::metrics::{
     Metrics, StateFamily, BLOCKS_ACTIVE, HOTTEST_KEY, LIMITER_KEYS, UPSTREAM_TARGET_EJECTED,
@@ -45,8 +45,8 @@ impl Shared {
         let store: Option<Arc<dyn GlobalStore>> = match &config.redis {
             Some(r) => {
                 let target = match &r.target {
-                    tollgate_config::RedisTarget::Url(u) => Target::Single(u.clone()),
-                    tollgate_config::RedisTarget::Cluster(n) => Target::Cluster(n.clone()),
+                    tollgate_config::model::RedisTarget::Url(u) => Target::Single(u.clone()),
+                    tollgate_config::model::RedisTarget::Cluster(n) => Target::Cluster(n.clone()),
                 };
                 // One connection per worker thread, one for the background prober.
                 let mut rc = RedisConfig::new(target, r.timeout, config.server.threads + 1);

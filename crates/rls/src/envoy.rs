@@ -21,7 +21,7 @@ use crate::pb::envoy::service::ratelimit::v3::rate_limit_response::{
 };
 use crate::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use crate::Rls;
-use tollgate_config::{EnvoyUnit, OnError, RlsHeaders};
+use tollgate_config::model::{EnvoyUnit, OnError, RlsHeaders};
 use tollgate_proxy::runtime::Runtime;
 use tonic::Status;
 

@@ -153,8 +153,8 @@ impl Rls {
         }
         if let Some(s) = shown {
             out.response_headers_to_add = match rt.config.rls.as_ref().map(|r| r.response_headers) {
-                Some(tollgate_config::RlsHeaders::None) => Vec::new(),
-                Some(tollgate_config::RlsHeaders::Envoy) => s.envoy_fields(rt),
+                Some(tollgate_config::model::RlsHeaders::None) => Vec::new(),
+                Some(tollgate_config::model::RlsHeaders::Envoy) => s.envoy_fields(rt),
                 _ => s.fields(rt),
             };
         }

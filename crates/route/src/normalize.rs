@@ -23,7 +23,7 @@
 //! IP literal; anything else is refused.
 
 use std::borrow::Cow;
-use tollgate_config::EscapedSlashes;
+use tollgate_config::model::EscapedSlashes;
 
 /// Why a path or host was refused (the 400's detail).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,9 @@
 use crate::normalize::{normalize_path, PathRules, Refusal};
 use http::HeaderMap;
 use std::collections::HashSet;
-use tollgate_config::{rewrite_template, Canary, PathMatch, Rewrite, RouteConfig, TemplatePart};
+use tollgate_config::model::{
+    rewrite_template, Canary, PathMatch, Rewrite, RouteConfig, TemplatePart,
+};
 
 /// One way a request may meet a route: by one of its hosts (the first, or an alias), or by
 /// the other spelling of its one host (`www_redirect`: answered with a redirect to it).

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 /// foldhash: a fast hash, seeded per process (the keys are the config's; lookups are the
 /// client's paths and hosts).
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-use tollgate_config::PathMatch;
+use tollgate_config::model::PathMatch;
 
 /// Positions in the match order.
 type Positions = Vec<u32>;

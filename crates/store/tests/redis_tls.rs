@@ -240,8 +240,8 @@ async fn an_acl_user_with_its_password_in_the_url_or_from_password_env() {
     let c = tollgate_config::load_file(&path).expect("valid");
     let rs = c.redis.expect("[redis]");
     let target = match rs.target {
-        tollgate_config::RedisTarget::Url(u) => Target::Single(u),
-        tollgate_config::RedisTarget::Cluster(n) => Target::Cluster(n),
+        tollgate_config::model::RedisTarget::Url(u) => Target::Single(u),
+        tollgate_config::model::RedisTarget::Cluster(n) => Target::Cluster(n),
     };
     let tls = rs.tls.map(|t| Tls {
         ca: t.ca,

@@ -9,7 +9,7 @@
 use ring::hmac;
 use std::net::IpAddr;
 use std::sync::OnceLock;
-use tollgate_config::{Affinity, HashKey};
+use tollgate_config::model::{Affinity, HashKey};
 
 /// What `hash_key` names in this request, as bytes to hash (`None`: the request lacks it).
 pub(crate) fn hash_input(

@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
-use tollgate_config::Outlier;
+use tollgate_config::model::Outlier;
 
 /// The targets out of rotation, and when each comes back.
 #[derive(Default)]

@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tollgate_config::{Balance, UpstreamConfig};
+use tollgate_config::model::{Balance, UpstreamConfig};
 use tollgate_core::tls::upstream::UpstreamTlsRt;
 
 /// Upstream connections idle longer than this are closed rather than reused.

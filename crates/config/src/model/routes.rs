@@ -25,7 +25,7 @@ pub struct RouteConfig {
     /// Upper-case method names; `None` matches every method.
     pub methods: Option<Vec<String>>,
     pub action: RouteAction,
-    /// Indexes into [`crate::Config::limits`], in the order written.
+    /// Indexes into [`crate::model::Config::limits`], in the order written.
     pub limits: Vec<usize>,
     /// The route's own access lists (added to `[access]`).
     pub access: Option<Box<AccessConfig>>,
@@ -33,7 +33,7 @@ pub struct RouteConfig {
     pub tarpit: Option<Box<TarpitConfig>>,
     /// Overrides `server.https_redirect` for this route.
     pub https_redirect: Option<bool>,
-    /// Index into [`crate::Config::auth`]: who may pass (docs/auth.md).
+    /// Index into [`crate::model::Config::auth`]: who may pass (docs/auth.md).
     pub auth: Option<usize>,
     /// Body cap, CORS, header rules, compression, bandwidth, www redirect (docs/edge.md).
     /// Shared: the routes that set nothing of it hold one default ([`EdgeConfig::shared`]).
@@ -129,7 +129,7 @@ pub fn rewrite_template(replace: &str) -> Vec<TemplatePart> {
 /// the route's own upstream. Header first, then cookie, then weight (ingress-nginx's order).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Canary {
-    /// Index into [`crate::Config::upstreams`].
+    /// Index into [`crate::model::Config::upstreams`].
     pub upstream: usize,
     /// Of every `weight_total` requests left to chance, this many go to the canary.
     pub weight: u32,
@@ -145,7 +145,7 @@ pub struct Canary {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum RouteAction {
-    /// Index into [`crate::Config::upstreams`].
+    /// Index into [`crate::model::Config::upstreams`].
     Upstream(usize),
     /// Answered by the gateway itself (`location`: a redirect's Location header).
     Respond {

@@ -1,4 +1,4 @@
-use crate::{RedisTarget, RedisTls};
+use crate::model::{RedisTarget, RedisTls};
 use std::path::{Path, PathBuf};
 
 /// PEM the config accepts: it checks the armour and the base64, not the DER (the store
@@ -22,7 +22,7 @@ fn dir() -> PathBuf {
     d
 }
 
-fn parse(text: &str, base: &Path) -> Result<crate::Config, Vec<String>> {
+fn parse(text: &str, base: &Path) -> Result<crate::model::Config, Vec<String>> {
     crate::parse::parse(text, base, false).map_err(|p| p.iter().map(|p| p.to_string()).collect())
 }
 

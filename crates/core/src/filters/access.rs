@@ -15,7 +15,7 @@
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use ipnet::IpNet;
 use std::net::IpAddr;
-use tollgate_config::AccessConfig;
+use tollgate_config::model::AccessConfig;
 
 /// A set of addresses as sorted, disjoint, non-adjacent inclusive ranges.
 #[derive(Debug, Default, Clone)]

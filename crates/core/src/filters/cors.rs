@@ -12,7 +12,7 @@
 
 use crate::respond::{names, Fields, Value};
 use http::{HeaderMap, HeaderValue};
-use tollgate_config::{CorsConfig, OriginRule};
+use tollgate_config::model::{CorsConfig, OriginRule};
 
 #[derive(Debug)]
 pub struct CorsRt {

@@ -7,7 +7,7 @@ use crate::respond::Head;
 use http::{HeaderName, HeaderValue};
 use pingora::http::{RequestHeader, ResponseHeader, StaticHeaderName};
 use std::net::IpAddr;
-use tollgate_config::{HeaderPart, HeaderRules, HeaderTemplate, HeaderVar};
+use tollgate_config::model::{HeaderPart, HeaderRules, HeaderTemplate, HeaderVar};
 
 /// A value: made once, or filled per request.
 #[derive(Debug)]

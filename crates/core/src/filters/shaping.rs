@@ -13,7 +13,7 @@ use http::HeaderValue;
 use pingora::http::ResponseHeader;
 use pingora::protocols::http::compression::ResponseCompressionCtx;
 use std::time::{Duration, Instant};
-use tollgate_config::{Config, Rewrite, RouteConfig, COMPRESS_MIN_BYTES};
+use tollgate_config::model::{Config, Rewrite, RouteConfig, COMPRESS_MIN_BYTES};
 
 /// A route's edge behaviour, compiled.
 #[derive(Debug)]

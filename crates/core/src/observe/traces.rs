@@ -30,7 +30,7 @@ use opentelemetry_proto::tonic::trace::v1::{
 use pingora::http::RequestHeader;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tollgate_config::{ClientAddress, TracingConfig, TrustContext};
+use tollgate_config::model::{ClientAddress, TracingConfig, TrustContext};
 
 /// The most spans one export carries.
 pub const BATCH: usize = 512;

@@ -9,7 +9,7 @@ use rustls::SignatureScheme;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tollgate_config::{CertFiles, TlsConfig, UnknownSni};
+use tollgate_config::model::{CertFiles, TlsConfig, UnknownSni};
 
 /// One certificate chain with its key, ready to serve.
 #[derive(Debug, Clone)]

@@ -10,7 +10,7 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 use std::sync::Arc;
-use tollgate_config::{ClientAuth, TlsConfig};
+use tollgate_config::model::{ClientAuth, TlsConfig};
 
 /// The client-certificate verifier in force, swapped when `client_ca` changes. Sends no list
 /// of acceptable CAs (the hint is optional; clients send the certificate they were given).

@@ -11,7 +11,7 @@ use prometheus::{IntCounterVec, IntGaugeVec, Opts, Registry};
 use rustls::ServerConfig;
 use std::path::Path;
 use std::sync::Arc;
-use tollgate_config::{CertFiles, TlsConfig, TlsVersion};
+use tollgate_config::model::{CertFiles, TlsConfig, TlsVersion};
 
 /// Loads every certificate `cfg` names as start would, and says what is wrong (check, and a
 /// config reload before it changes anything).

@@ -17,7 +17,7 @@ pub struct UpstreamTlsRt {
 /// Reads an upstream's CA bundle and client certificate. `host` is the target's host (a DNS
 /// name or an IP address), the name verified when `sni` is not set.
 pub fn upstream_tls(
-    cfg: &tollgate_config::UpstreamTls,
+    cfg: &tollgate_config::model::UpstreamTls,
     host: &str,
 ) -> Result<UpstreamTlsRt, String> {
     use pingora::utils::tls::{parse_x509, CertKey, WrappedX509};

@@ -11,7 +11,7 @@ use crate::runtime::Runtime;
 use http::HeaderValue;
 use pingora::prelude::*;
 use pingora::ErrorSource;
-use tollgate_config::Action;
+use tollgate_config::model::Action;
 use tollgate_core::respond::{names, Extra, Fields, Problem, Value};
 use tollgate_limit::ceil_secs;
 

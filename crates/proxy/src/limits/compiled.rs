@@ -6,7 +6,7 @@ use prometheus::{IntCounter, IntGauge};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-use tollgate_config::{Action, Config, LimitConfig, OnError, Scope, TarpitConfig};
+use tollgate_config::model::{Action, Config, LimitConfig, OnError, Scope, TarpitConfig};
 use tollgate_core::observe::metrics::Metrics;
 use tollgate_core::respond::sf_string;
 use tollgate_limit::{Ladder, LeasePolicy, Leases, LimitSpec, LocalLimiter, VerdictCache};
@@ -194,7 +194,7 @@ pub struct QuotaRt {
     pub quota: u64,
     /// What the limiter counts up to (the quota, or more: see `LimitConfig::quota_ceiling`).
     pub ceiling: u64,
-    pub overage: tollgate_config::Overage,
+    pub overage: tollgate_config::model::Overage,
     /// `overage = "throttle"`: the reduced rate past the quota (per process: a global quota's
     /// throttle takes `rate / instances`).
     pub throttle: Option<Arc<dyn LocalLimiter>>,
@@ -229,7 +229,7 @@ fn quota_rt(
 ) -> Option<QuotaRt> {
     cfg.calendar?;
     let throttle = match cfg.overage {
-        tollgate_config::Overage::Throttle(rate) => {
+        tollgate_config::model::Overage::Throttle(rate) => {
             let kept = previous
                 .filter(|p| p.cfg.same_state_as(cfg))
                 .and_then(|p| p.quota_rt.as_ref())

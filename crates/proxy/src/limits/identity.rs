@@ -6,7 +6,7 @@
 use pingora::http::RequestHeader;
 use std::hash::{BuildHasher, Hasher};
 use std::net::IpAddr;
-use tollgate_config::KeySource;
+use tollgate_config::model::KeySource;
 
 /// The address as a limiter sees it: IPv6 cut to its prefix (a /64 is one subscriber).
 pub fn key_ip(ip: IpAddr, ipv6_prefix: u8) -> IpAddr {
@@ -312,7 +312,7 @@ fn source_text<'a>(src: &KeySource, input: &'a KeyInput) -> Option<std::borrow::
 
 /// The caller's plan: its tenant's entry in `tenants`, else the plan its `from` value names,
 /// else the default.
-pub fn plan_of(plans: &tollgate_config::Plans, input: &KeyInput) -> usize {
+pub fn plan_of(plans: &tollgate_config::model::Plans, input: &KeyInput) -> usize {
     if let Some(t) = plans.tenant.as_ref().and_then(|s| source_text(s, input)) {
         if let Some((_, p)) = plans.tenants.iter().find(|(name, _)| *name == t) {
             return *p;

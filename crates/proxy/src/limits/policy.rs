@@ -19,7 +19,7 @@
 
 use crate::limits::compiled::{GlobalRt, LimitRt, LimitSet, LimitState};
 use crate::limits::identity::{KeyHasher, KeyInput};
-use tollgate_config::OnError;
+use tollgate_config::model::OnError;
 use tollgate_config::MAX_LIMITS_PER_ROUTE;
 use tollgate_limit::{Cached, Clock, Decision, Grant, LocalLimiter, Nanos, Take};
 
@@ -455,7 +455,7 @@ pub async fn decide_global(
                 // flood of fresh keys must not crowd out. (Not a grown lease: two quick
                 // requests grow one, so a flood could claim the reserve with them.)
                 known: p.probes & (1 << pos) != 0,
-                patient: rt.limits()[li].cfg.on_error == tollgate_config::OnError::Fail,
+                patient: rt.limits()[li].cfg.on_error == tollgate_config::model::OnError::Fail,
             };
             calls.push(async move {
                 let r = if let (Some(leases), false) = (&g.leases, exact) {

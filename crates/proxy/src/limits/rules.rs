@@ -7,7 +7,7 @@
 //! is not limited (answered OK), as envoyproxy/ratelimit answers one its config lacks.
 
 use crate::limits::compiled::LimitRt;
-use tollgate_config::Config;
+use tollgate_config::model::Config;
 use tollgate_core::observe::metrics::Metrics;
 
 pub struct RuleRt {

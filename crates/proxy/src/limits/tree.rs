@@ -13,7 +13,7 @@
 //! Pure: no IO, no clock; the service ([`super`]) decides with the found node's limit.
 
 use std::collections::HashMap;
-use tollgate_config::{EnvoyUnit, RlsDomain, RlsNode};
+use tollgate_config::model::{EnvoyUnit, RlsDomain, RlsNode};
 
 /// The trees of every domain.
 pub struct TreeRt {

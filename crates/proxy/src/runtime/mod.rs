@@ -16,7 +16,7 @@ use ipnet::IpNet;
 use route::RouteRt;
 use std::collections::HashMap;
 use std::sync::Arc;
-use tollgate_config::{Config, RouteAction};
+use tollgate_config::model::{Config, RouteAction};
 use tollgate_core::error::BuildError;
 use tollgate_core::observe::metrics::Metrics;
 use tollgate_store::GlobalStore;

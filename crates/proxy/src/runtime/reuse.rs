@@ -3,7 +3,7 @@
 
 use super::{Kept, Runtime};
 use std::sync::Arc;
-use tollgate_config::Config;
+use tollgate_config::model::Config;
 use tollgate_core::error::BuildError;
 
 /// `[tracing]`, compiled: the previous runtime's while it is unchanged (its client and

@@ -7,7 +7,7 @@ use crate::limits::compiled::{LimitRt, TarpitRt};
 use http::HeaderValue;
 use prometheus::IntCounter;
 use std::sync::Arc;
-use tollgate_config::{Config, RouteConfig};
+use tollgate_config::model::{Config, RouteConfig};
 use tollgate_core::error::BuildError;
 use tollgate_core::observe::metrics::Metrics;
 use tollgate_core::respond::policy_item;
@@ -81,7 +81,7 @@ pub struct RouteRt {
 
 impl RouteRt {
     /// Plaintext requests to this route are redirected to HTTPS.
-    pub fn redirects(&self, server: &tollgate_config::ServerConfig) -> bool {
+    pub fn redirects(&self, server: &tollgate_config::model::ServerConfig) -> bool {
         self.cfg.https_redirect.unwrap_or(server.https_redirect)
     }
 
@@ -211,7 +211,9 @@ impl RouteRt {
 /// Whether a route's limits read a bearer token: a `jwt:CLAIM` key, or a plan taken from
 /// one.
 fn needs_jwt(cfg: &RouteConfig, limits: &[LimitRt], config: &Config) -> bool {
-    let is_jwt = |k: &tollgate_config::KeySource| matches!(k, tollgate_config::KeySource::Jwt(_));
+    let is_jwt = |k: &tollgate_config::model::KeySource| {
+        matches!(k, tollgate_config::model::KeySource::Jwt(_))
+    };
     let plans_by_jwt = config
         .plans
         .as_ref()
@@ -228,14 +230,14 @@ fn needs_body(cfg: &RouteConfig, limits: &[LimitRt]) -> bool {
             .cfg
             .key
             .iter()
-            .any(|k| matches!(k, tollgate_config::KeySource::Body(_)))
+            .any(|k| matches!(k, tollgate_config::model::KeySource::Body(_)))
     })
 }
 
 /// A regex route's pattern, compiled.
 fn route_regex(cfg: &RouteConfig) -> Result<Option<regex::Regex>, BuildError> {
     match &cfg.path {
-        tollgate_config::PathMatch::Regex(p) => {
+        tollgate_config::model::PathMatch::Regex(p) => {
             tollgate_config::path_regex(p, cfg.case_insensitive)
                 .map(Some)
                 .map_err(|e| BuildError::Route(cfg.name.clone(), e.to_string()))
@@ -294,7 +296,7 @@ fn route_inputs(
     needs_jwt: bool,
     needs_plan: bool,
 ) -> (tollgate_route::normalize::Inputs, Vec<String>) {
-    use tollgate_config::KeySource;
+    use tollgate_config::model::KeySource;
     let mut inputs = tollgate_route::normalize::Inputs::default();
     let mut body = Vec::new();
     let plan_sources = config

@@ -2,7 +2,7 @@
 
 use super::Kept;
 use std::sync::Arc;
-use tollgate_config::UpstreamConfig;
+use tollgate_config::model::UpstreamConfig;
 use tollgate_core::error::BuildError;
 use tollgate_upstream::pool::Pool;
 

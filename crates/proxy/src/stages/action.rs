@@ -13,7 +13,7 @@ use crate::runtime::Runtime;
 use bytes::Bytes;
 use http::HeaderValue;
 use pingora::prelude::*;
-use tollgate_config::RouteAction;
+use tollgate_config::model::RouteAction;
 use tollgate_core::respond::{names, Fields, Value};
 
 pub async fn run(

@@ -15,7 +15,7 @@ use tollgate_core::client_ip::trusted;
 use tollgate_core::observe::traces::{begin, TraceRt};
 
 pub fn run(session: &Session, ctx: &mut Ctx, t: &TraceRt, proxies: &[ipnet::IpNet]) {
-    let trusted =
-        t.cfg.trust == tollgate_config::TrustContext::TrustedProxies && trusted(ctx.peer, proxies);
+    let trusted = t.cfg.trust == tollgate_config::model::TrustContext::TrustedProxies
+        && trusted(ctx.peer, proxies);
     ctx.trace = Some(begin(t, session.req_header(), trusted, ctx.start));
 }

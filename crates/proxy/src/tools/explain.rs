@@ -15,7 +15,7 @@ use crate::runtime::Runtime;
 use crate::tools::dryrun::{front, request, Front};
 use serde_json::{json, Value};
 use std::net::IpAddr;
-use tollgate_config::{Action, PathMatch, Scope};
+use tollgate_config::model::{Action, PathMatch, Scope};
 use tollgate_core::filters::access::Access;
 use tollgate_limit::{Decision, Nanos};
 
@@ -490,17 +490,19 @@ fn refusal(l: &crate::limits::compiled::LimitRt, wait: Nanos) -> Verdict {
     Verdict::Refuse(429, code, wait)
 }
 
-fn reads_body(sources: &[tollgate_config::KeySource]) -> bool {
+fn reads_body(sources: &[tollgate_config::model::KeySource]) -> bool {
     sources
         .iter()
-        .any(|s| matches!(s, tollgate_config::KeySource::Body(_)))
+        .any(|s| matches!(s, tollgate_config::model::KeySource::Body(_)))
 }
 
 fn action(rt: &Runtime, route: usize) -> Value {
     match rt.route_action(route) {
-        tollgate_config::RouteAction::Upstream(u) => json!({"status": null, "answer": "proxied",
-            "detail": format!("proxied to upstream {}", rt.upstreams[*u].cfg().name)}),
-        tollgate_config::RouteAction::Respond { status, .. } => {
+        tollgate_config::model::RouteAction::Upstream(u) => {
+            json!({"status": null, "answer": "proxied",
+            "detail": format!("proxied to upstream {}", rt.upstreams[*u].cfg().name)})
+        }
+        tollgate_config::model::RouteAction::Respond { status, .. } => {
             json!({"status": status, "answer": "respond", "detail": "the route's own answer"})
         }
     }
@@ -760,7 +762,7 @@ pub struct Source {
 
 /// `tollgate explain`: the explanation of `q` under `config`, as JSON.
 pub async fn cli(
-    config: tollgate_config::Config,
+    config: tollgate_config::model::Config,
     q: &Question,
     src: &Source,
 ) -> Result<Value, String> {

@@ -24,7 +24,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::Duration;
-use tollgate_config::{Config, Scope};
+use tollgate_config::model::{Config, Scope};
 use tollgate_limit::Rate;
 use tollgate_replay::{
     Client, FirstRefusal, KeyCount, LimitReport, Record, Report, Scaled, Series,
@@ -369,7 +369,7 @@ fn shown_key(rt: &Runtime, li: usize, input: &KeyInput, rec: &Record) -> String 
     }
 }
 
-fn describe(l: &tollgate_config::LimitConfig, config: &Config) -> String {
+fn describe(l: &tollgate_config::model::LimitConfig, config: &Config) -> String {
     let scope = match (l.scope, l.lease_max) {
         (Scope::Global, Some(_)) => "global, leased",
         (Scope::Global, None) => "global",

@@ -38,7 +38,7 @@ fn tiers_keep_a_known_host_on_its_own_routes() {
 
 const RULES: PathRules = PathRules {
     merge_slashes: true,
-    escaped_slashes: tollgate_config::EscapedSlashes::Reject,
+    escaped_slashes: tollgate_config::model::EscapedSlashes::Reject,
 };
 
 fn regex(re: &str, replace: &str) -> RewriteRt {
@@ -156,7 +156,7 @@ fn a_rewrite_cannot_climb_or_write_what_a_client_could_not() {
     assert_eq!(ok(&app, "/app-a;b/c", None), "/apps/a;b/c");
     let keep = PathRules {
         merge_slashes: true,
-        escaped_slashes: tollgate_config::EscapedSlashes::Keep,
+        escaped_slashes: tollgate_config::model::EscapedSlashes::Keep,
     };
     let svc = RewriteRt::Strip("/svc".into());
     assert_eq!(

@@ -5,7 +5,7 @@
 use super::{Table, REGEX_SET_MIN};
 use crate::routing::{order, path_matches, Entry, Hosts};
 use proptest::prelude::*;
-use tollgate_config::{EdgeConfig, PathMatch, RouteAction, RouteConfig};
+use tollgate_config::model::{EdgeConfig, PathMatch, RouteAction, RouteConfig};
 
 const HOSTS: [&str; 5] = ["a.test", "b.test", "*.test", "x.a.test", "*.a.test"];
 const PATHS: [&str; 8] = ["/", "/a", "/A", "/ab", "/a/b", "/b", "/aB/c", "/ab/"];

@@ -1,5 +1,5 @@
 use super::*;
-use tollgate_config::{HealthCheck, UpstreamConfig};
+use tollgate_config::model::{HealthCheck, UpstreamConfig};
 
 fn upstream(name: &str, targets: &[SocketAddr], hc: Option<(u64, u64)>) -> Arc<Pool> {
     let cfg = UpstreamConfig {

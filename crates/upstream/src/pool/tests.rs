@@ -7,7 +7,7 @@ pub(crate) fn upstream(targets: &[SocketAddr]) -> UpstreamConfig {
         name: "u".into(),
         targets: targets
             .iter()
-            .map(|a| tollgate_config::UpstreamTarget {
+            .map(|a| tollgate_config::model::UpstreamTarget {
                 written: a.to_string(),
                 host: a.ip().to_string(),
                 port: a.port(),
@@ -184,9 +184,9 @@ fn a_pin_holds_while_its_target_is_healthy_and_retries_leave_tried_targets() {
         .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
         .collect();
     let mut cfg = upstream(&addrs);
-    cfg.retry = Some(tollgate_config::Retry {
+    cfg.retry = Some(tollgate_config::model::Retry {
         attempts: 2,
-        on: tollgate_config::RETRY_ON_DEFAULT,
+        on: tollgate_config::model::RETRY_ON_DEFAULT,
         budget: 0.2,
     });
     let pool = Pool::new(&cfg, &[], false);
@@ -287,7 +287,7 @@ fn targets_on_one_address_keep_their_own_sni() {
     let a = SocketAddr::from(([127, 0, 0, 1], 8443));
     let mut cfg = upstream(&[]);
     for name in ["a.test", "b.test"] {
-        cfg.targets.push(tollgate_config::UpstreamTarget {
+        cfg.targets.push(tollgate_config::model::UpstreamTarget {
             written: format!("{name}:8443"),
             host: name.into(),
             port: 8443,
@@ -338,7 +338,7 @@ fn a_leaving_target_takes_its_failures_along() {
         SocketAddr::from(([127, 0, 0, 1], 22)),
     );
     let mut cfg = upstream(&[a, b]);
-    cfg.outlier = Some(tollgate_config::Outlier::default());
+    cfg.outlier = Some(tollgate_config::model::Outlier::default());
     let pool = Pool::new(&cfg, &[], false);
     let now = Instant::now();
     assert_eq!(pool.failed(a, now), None);

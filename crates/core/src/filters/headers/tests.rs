@@ -1,5 +1,5 @@
 use super::*;
-use tollgate_config::HeaderPart::*;
+use tollgate_config::model::HeaderPart::*;
 
 #[test]
 fn underscores_are_found_wherever_they_are() {
