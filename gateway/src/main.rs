@@ -221,6 +221,7 @@ fn main() {
                 ingress_class,
                 allow_insecure,
                 configmap,
+                preselected: false,
             },
         ),
         Command::ImportEnvoyRatelimit {

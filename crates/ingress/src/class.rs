@@ -8,11 +8,16 @@
 use super::objects::Ingress;
 use super::text::{comment, Warnings};
 
-pub(super) fn select(all: Vec<Ingress>, class: &str, w: &mut Warnings) -> Vec<Ingress> {
+pub(super) fn select(all: Vec<Ingress>, opts: &super::Options, w: &mut Warnings) -> Vec<Ingress> {
+    let class = opts.ingress_class.as_str();
     let mut kept = Vec::new();
     let mut other = Vec::new();
     let mut classless = Vec::new();
     for ing in all {
+        if opts.preselected {
+            kept.push(ing);
+            continue;
+        }
         let theirs = ing
             .class_name
             .as_deref()

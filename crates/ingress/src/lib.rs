@@ -74,6 +74,9 @@ pub struct Options {
     /// The controller's ConfigMap (`NS/NAME`) among the input's objects; `None`: the one named
     /// as ingress-nginx's manifests name it, when the input holds it.
     pub configmap: Option<String>,
+    /// The Ingresses were chosen already (the live controller chooses by IngressClass
+    /// objects, as ingress-nginx does): every one is translated, whatever its class.
+    pub preselected: bool,
 }
 
 impl Default for Options {
@@ -82,6 +85,7 @@ impl Default for Options {
             ingress_class: "nginx".into(),
             allow_insecure: false,
             configmap: None,
+            preselected: false,
         }
     }
 }
@@ -143,7 +147,7 @@ pub fn import(yaml: &str, opts: &Options) -> Result<Imported, ImportError> {
             "no networking.k8s.io/v1 Ingress in the input".into(),
         ));
     }
-    let ings = class::select(all, &opts.ingress_class, &mut w);
+    let ings = class::select(all, opts, &mut w);
     if ings.is_empty() {
         let said: Vec<&String> = w.iter().collect();
         return Err(ImportError::NoIngress(format!(

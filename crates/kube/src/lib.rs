@@ -1,0 +1,63 @@
+//! Tollgate's live Kubernetes ingress controller (`tollgate run --kubernetes`).
+//!
+//! The parts, each a module:
+//! - [`select`]: which Ingresses are served, by class, as ingress-nginx decides it;
+//! - [`translate`]: the chosen Ingresses (and the controller's ConfigMap) through the
+//!   importer's own translation, `import-ingress`'s fail-closed rules included;
+//! - [`endpoints`]: Service targets made their ready endpoints (EndpointSlices);
+//! - [`merge`]: BASE.toml with the cluster's part added (BASE wins; an Ingress cannot take
+//!   over a BASE definition);
+//! - [`holdoff`]: changes batched (100 ms quiet, 500 ms at most);
+//! - [`watch`]: the reflectors and the loop, the only IO;
+//! - [`metrics`]: the `tollgate_kube_*` series.
+//!
+//! The pure parts are tested without IO; `gateway/tests/kubernetes.rs` runs the binary
+//! against the API server stand-in (`crates/kube-standin`) with kubectl.
+
+pub mod endpoints;
+pub mod holdoff;
+pub mod merge;
+pub mod metrics;
+pub mod select;
+pub mod translate;
+pub mod watch;
+
+use std::path::Path;
+
+/// The controller's flags.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Options {
+    pub classes: select::Classes,
+    /// `--watch-namespace`: Ingresses, Services and EndpointSlices of this namespace only.
+    pub namespace: Option<String>,
+    /// `--configmap NS/NAME`: ingress-nginx's global keys that Tollgate maps.
+    pub configmap: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubeconfig {0}: {1}")]
+    Kubeconfig(String, String),
+    #[error("no cluster to talk to (no --kubeconfig, no $KUBECONFIG, not in a pod): {0}")]
+    Infer(String),
+    #[error("the Kubernetes client: {0}")]
+    Client(String),
+}
+
+/// A client from `kubeconfig`, else `$KUBECONFIG` or `~/.kube/config`, else the pod's
+/// service account.
+pub async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client, Error> {
+    let config = match kubeconfig {
+        Some(p) => {
+            let kc = kube::config::Kubeconfig::read_from(p)
+                .map_err(|e| Error::Kubeconfig(p.display().to_string(), e.to_string()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| Error::Kubeconfig(p.display().to_string(), e.to_string()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| Error::Infer(e.to_string()))?,
+    };
+    kube::Client::try_from(config).map_err(|e| Error::Client(e.to_string()))
+}

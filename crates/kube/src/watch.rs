@@ -1,0 +1,228 @@
+//! The reflectors (kube-rs: list, then watch from the list's resourceVersion, re-listing on
+//! 410 Gone, backing off while the API server is away) and the loop that batches their
+//! changes ([`crate::holdoff`]) into translations. Nothing is translated before every
+//! reflector has listed once; while the API server is away the reflectors keep what they
+//! held, so nothing changes and the last translation keeps serving.
+
+use crate::holdoff::Holdoff;
+use crate::metrics::KubeMetrics;
+use crate::translate::{translate, Cluster, Translated};
+use crate::Options;
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+use std::sync::Arc;
+use tokio::sync::{mpsc, watch as latest};
+
+/// The kinds watched, as metrics label them.
+pub const KINDS: [&str; 5] = [
+    "IngressClass",
+    "Ingress",
+    "Service",
+    "EndpointSlice",
+    "ConfigMap",
+];
+
+enum Seen {
+    Changed,
+    Synced,
+}
+
+fn reflect<K>(
+    kind: &'static str,
+    api: Api<K>,
+    cfg: watcher::Config,
+    tx: mpsc::UnboundedSender<(&'static str, Seen)>,
+    m: KubeMetrics,
+) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    tokio::spawn(async move {
+        let mut events = reflector::reflector(writer, watcher(api, cfg))
+            .default_backoff()
+            .boxed();
+        let mut lists = 0u64;
+        while let Some(ev) = events.next().await {
+            let seen = match ev {
+                Ok(watcher::Event::Init) => {
+                    lists += 1;
+                    if lists > 1 {
+                        m.restarts.with_label_values(&[kind]).inc();
+                        tracing::info!(event = "kube_relist", kind, "listing again");
+                    }
+                    continue;
+                }
+                Ok(watcher::Event::InitApply(_)) => continue,
+                Ok(watcher::Event::InitDone) => Seen::Synced,
+                Ok(_) => Seen::Changed,
+                Err(e) => {
+                    m.restarts.with_label_values(&[kind]).inc();
+                    tracing::warn!(event = "kube_watch_failed", kind, error = %e, "watch failed: retrying with backoff; what was seen keeps serving");
+                    continue;
+                }
+            };
+            if tx.send((kind, seen)).is_err() {
+                return;
+            }
+        }
+    });
+    reader
+}
+
+fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+struct Stores {
+    classes: Store<IngressClass>,
+    ingresses: Store<Ingress>,
+    services: Store<Service>,
+    slices: Store<EndpointSlice>,
+    configmap: Option<Store<ConfigMap>>,
+}
+
+impl Stores {
+    fn translate(&self, opts: &Options, m: &KubeMetrics) -> Translated {
+        let (c, i, s, e) = (
+            self.classes.state(),
+            self.ingresses.state(),
+            self.services.state(),
+            self.slices.state(),
+        );
+        let cm = self
+            .configmap
+            .as_ref()
+            .map(|s| s.state())
+            .unwrap_or_default();
+        for (kind, n) in [
+            ("IngressClass", c.len()),
+            ("Ingress", i.len()),
+            ("Service", s.len()),
+            ("EndpointSlice", e.len()),
+            ("ConfigMap", cm.len()),
+        ] {
+            m.objects.with_label_values(&[kind]).set(n as i64);
+        }
+        let cluster = Cluster {
+            classes: c.iter().map(Arc::as_ref).collect(),
+            ingresses: i.iter().map(Arc::as_ref).collect(),
+            services: s.iter().map(Arc::as_ref).collect(),
+            slices: e.iter().map(Arc::as_ref).collect(),
+            configmap: cm.first().map(Arc::as_ref),
+        };
+        translate(&opts.classes, opts.configmap.as_deref(), &cluster)
+    }
+}
+
+/// Watches the cluster and sends each translation to `out` (the newest wins), until `out`
+/// is dropped.
+pub async fn run(
+    client: Client,
+    opts: Options,
+    m: KubeMetrics,
+    out: latest::Sender<Option<Translated>>,
+) {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let ns = opts.namespace.as_deref();
+    let all = watcher::Config::default();
+    let stores = Stores {
+        classes: reflect(
+            "IngressClass",
+            Api::all(client.clone()),
+            all.clone(),
+            tx.clone(),
+            m.clone(),
+        ),
+        ingresses: reflect(
+            "Ingress",
+            api(&client, ns),
+            all.clone(),
+            tx.clone(),
+            m.clone(),
+        ),
+        services: reflect(
+            "Service",
+            api(&client, ns),
+            all.clone(),
+            tx.clone(),
+            m.clone(),
+        ),
+        slices: reflect(
+            "EndpointSlice",
+            api(&client, ns),
+            all.clone(),
+            tx.clone(),
+            m.clone(),
+        ),
+        configmap: opts
+            .configmap
+            .as_deref()
+            .and_then(|c| c.split_once('/'))
+            .map(|(cns, name)| {
+                let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+                reflect(
+                    "ConfigMap",
+                    Api::namespaced(client.clone(), cns),
+                    cfg,
+                    tx.clone(),
+                    m.clone(),
+                )
+            }),
+    };
+    let kinds = 4 + usize::from(stores.configmap.is_some());
+    drop(tx);
+    let mut synced = BTreeSet::new();
+    let mut hold = Holdoff::default();
+    let mut said = BTreeSet::new();
+    loop {
+        let due = hold.due();
+        tokio::select! {
+            ev = rx.recv() => match ev {
+                Some((kind, seen)) => {
+                    if matches!(seen, Seen::Synced) {
+                        synced.insert(kind);
+                    }
+                    hold.changed(std::time::Instant::now());
+                }
+                None => return,
+            },
+            _ = tokio::time::sleep_until(due.map_or_else(tokio::time::Instant::now, tokio::time::Instant::from_std)), if due.is_some() => {}
+        }
+        if synced.len() < kinds || !hold.take(std::time::Instant::now()) {
+            continue;
+        }
+        let t = stores.translate(&opts, &m);
+        // Each problem is logged and counted once, when first seen.
+        let now: BTreeSet<String> = t.problems.iter().cloned().collect();
+        for p in now.difference(&said) {
+            let kind = if p.starts_with("Ingress ") || p.contains("Ingress ") {
+                "Ingress"
+            } else {
+                "ConfigMap"
+            };
+            m.problems.with_label_values(&[kind]).inc();
+            tracing::warn!(event = "kube_translation_problem", kind, problem = %p, "an object could not be served as it asks");
+        }
+        said = now;
+        if out.send(Some(t)).is_err() {
+            return;
+        }
+    }
+}
