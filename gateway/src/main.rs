@@ -21,6 +21,7 @@ use tollgate_proxy::{Gateway, Shared};
 
 #[cfg(not(feature = "system-alloc"))]
 mod alloc;
+mod kubernetes;
 
 /// mimalloc, except in a build for a heap profiler (`--features system-alloc`: heaptrack
 /// and valgrind's massif see only the C library's malloc; bench/README.md, "Memory").
@@ -68,6 +69,8 @@ enum Command {
         upgrade: bool,
         #[arg(long, value_enum, default_value_t = LogFormat::Text)]
         log_format: LogFormat,
+        #[command(flatten)]
+        kube: kubernetes::KubeArgs,
     },
     /// Validate config files without serving: exit 0, or 2 with one line per problem.
     Check {
@@ -259,9 +262,10 @@ fn main() {
             config,
             upgrade,
             log_format,
+            kube,
         } => {
             init_logging(log_format);
-            match run(config, upgrade) {
+            match run(config, upgrade, kube) {
                 Ok(()) => 0,
                 Err(e) => {
                     eprintln!("tollgate: {e:#}");
@@ -656,9 +660,18 @@ fn load(path: &Path) -> anyhow::Result<Config> {
     tollgate_config::load_file(path).map_err(|e| anyhow::anyhow!("invalid config:\n{e}"))
 }
 
-fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
-    let path = config_path(config);
-    let cfg = load(&path)?;
+fn run(config: Option<PathBuf>, upgrade: bool, kube: kubernetes::KubeArgs) -> anyhow::Result<()> {
+    // A controller's BASE.toml is optional: without one, the cluster's Ingresses alone.
+    let (path, cluster) = if kube.kubernetes {
+        let base = config.unwrap_or_else(|| PathBuf::from("/dev/null"));
+        (base, Some(Arc::new(kubernetes::Cluster::default())))
+    } else {
+        (config_path(config), None)
+    };
+    let cfg = match &cluster {
+        Some(c) => c.load(&path)?,
+        None => load(&path)?,
+    };
     for w in tollgate_config::rewrite_warnings(&cfg) {
         tracing::warn!(event = "rewrite_reaches_guarded_path", "{w}");
     }
@@ -680,6 +693,17 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
             .context("building the runtime")?,
     );
     release_freed();
+    shared
+        .kube_syncing
+        .store(cluster.is_some(), Ordering::Relaxed);
+    let reloader = Arc::new(Reloader {
+        shared: shared.clone(),
+        path: path.clone(),
+        cluster: cluster.clone(),
+        seen,
+        pending: std::sync::Mutex::new(None),
+        busy: std::sync::Mutex::new(()),
+    });
 
     let conf = server_conf(&server_cfg);
     let opt = Opt {
@@ -707,23 +731,17 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
         "health checks",
         Housekeeping::new(shared.clone()),
     ));
-    let rls = shared
-        .runtime
-        .load()
-        .config
-        .rls
-        .as_ref()
-        .map(|r| (r.listen, r.tls));
-    let rls_listen = rls.map(|r| r.0);
-    if let Some((addr, tls)) = rls {
-        // Bound here: an address in use fails the start, loudly.
-        let listener = std::net::TcpListener::bind(addr)
-            .with_context(|| format!("rls.listen {addr}: cannot listen"))?;
+    if let Some(cluster) = cluster {
         server.add_service(background_service(
-            "rate limit service",
-            tollgate_rls::RlsServer::new(shared.clone(), listener, tls),
+            "kubernetes controller",
+            kubernetes::Controller {
+                args: kube,
+                reloader: reloader.clone(),
+                cluster,
+            },
         ));
     }
+    let rls_listen = rls_service(&mut server, &shared)?;
 
     tracing::info!(
         config = %path.display(),
@@ -735,18 +753,33 @@ fn run(config: Option<PathBuf>, upgrade: bool) -> anyhow::Result<()> {
         "tollgate serving"
     );
     server.run(RunArgs {
-        shutdown_signal: Box::new(Signals {
-            reloader: Arc::new(Reloader {
-                shared,
-                path,
-                seen,
-                pending: std::sync::Mutex::new(None),
-                busy: std::sync::Mutex::new(()),
-            }),
-            draining,
-        }),
+        shutdown_signal: Box::new(Signals { reloader, draining }),
     });
     Ok(())
+}
+
+/// `[rls]`'s gRPC service, bound here: an address in use fails the start, loudly.
+fn rls_service(
+    server: &mut Server,
+    shared: &Arc<Shared>,
+) -> anyhow::Result<Option<std::net::SocketAddr>> {
+    let rls = shared
+        .runtime
+        .load()
+        .config
+        .rls
+        .as_ref()
+        .map(|r| (r.listen, r.tls));
+    let Some((addr, tls)) = rls else {
+        return Ok(None);
+    };
+    let listener = std::net::TcpListener::bind(addr)
+        .with_context(|| format!("rls.listen {addr}: cannot listen"))?;
+    server.add_service(background_service(
+        "rate limit service",
+        tollgate_rls::RlsServer::new(shared.clone(), listener, tls),
+    ));
+    Ok(Some(addr))
 }
 
 /// Pingora's server settings from `[server]`.
@@ -907,7 +940,10 @@ struct Signals {
 /// resolving upstream names must not hold up the signal task: a SIGTERM still drains at once).
 struct Reloader {
     shared: Arc<Shared>,
+    /// The config file (BASE.toml under --kubernetes).
     path: PathBuf,
+    /// Under --kubernetes: the cluster's part, added to the file's.
+    cluster: Option<Arc<kubernetes::Cluster>>,
     /// The config's files as last loaded (or tried): the watcher reloads when they change.
     seen: std::sync::Mutex<u64>,
     /// A change seen once, waiting to be seen unchanged a second time.
@@ -958,13 +994,21 @@ impl Reloader {
         }
     }
 
-    /// A reload asked for (SIGHUP): after the one running, if any.
-    fn reload(&self) {
+    /// A reload asked for (SIGHUP, a cluster change): after the one running, if any. Whether
+    /// the new config serves.
+    fn reload(&self) -> bool {
         let _busy = self.busy.lock();
-        self.reload_now();
+        self.reload_now()
     }
 
-    fn reload_now(&self) {
+    fn load(&self) -> anyhow::Result<Config> {
+        match &self.cluster {
+            Some(c) => c.load(&self.path),
+            None => load(&self.path),
+        }
+    }
+
+    fn reload_now(&self) -> bool {
         // Whatever the outcome, the version read is the one seen: an invalid file is not
         // retried until it changes again. (Taken before reading: a change made while this
         // reload runs is seen afterwards.)
@@ -974,7 +1018,7 @@ impl Reloader {
             *g = before;
         }
         let started = std::time::Instant::now();
-        let cfg = match load(&self.path) {
+        let cfg = match self.load() {
             Ok(cfg) => cfg,
             Err(e) => {
                 self.shared
@@ -985,7 +1029,7 @@ impl Reloader {
                 tracing::error!(event = "reload_failed", error = %e, "config rejected; the old one keeps serving");
                 // A rejected file was parsed too: its pages go back as well.
                 release_freed();
-                return;
+                return false;
             }
         };
         let old = self.shared.runtime.load();
@@ -1000,7 +1044,7 @@ impl Reloader {
         }
         drop(old);
         let new_files = cfg.files.clone();
-        match self.shared.reload(cfg) {
+        let served = match self.shared.reload(cfg) {
             Ok(()) => {
                 // The new config may read other files: they are watched from now on, unless
                 // something changed while it was read (then the next look reloads again).
@@ -1014,13 +1058,16 @@ impl Reloader {
                     config = %self.path.display(),
                     ms = started.elapsed().as_secs_f64() * 1000.0,
                     "config reloaded"
-                )
+                );
+                true
             }
             Err(e) => {
-                tracing::error!(event = "reload_failed", error = %e, "config rejected; the old one keeps serving")
+                tracing::error!(event = "reload_failed", error = %e, "config rejected; the old one keeps serving");
+                false
             }
-        }
+        };
         release_freed();
+        served
     }
 }
 
@@ -1088,7 +1135,7 @@ impl ShutdownSignalWatch for Signals {
                 }
                 _ = hup.recv() => {
                     let r = self.reloader.clone();
-                    tokio::task::spawn_blocking(move || r.reload());
+                    tokio::task::spawn_blocking(move || { r.reload(); });
                 }
                 _ = term.recv() => {
                     self.draining.store(true, Ordering::Relaxed);

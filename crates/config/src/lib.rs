@@ -108,6 +108,16 @@ fn read_file(path: &Path, resolve: bool) -> Result<Config, ConfigErrors> {
     parse::parse(&text, base, resolve).map_err(|problems| ConfigErrors { file, problems })
 }
 
+/// As [`load_file`], for `text` made from the file at `path` (BASE.toml with the cluster's
+/// part, under `tollgate run --kubernetes`): relative names in it are read beside `path`.
+pub fn load_text(path: &Path, text: &str) -> Result<Config, ConfigErrors> {
+    let base = path.parent().unwrap_or(Path::new("."));
+    parse::parse(text, base, true).map_err(|problems| ConfigErrors {
+        file: path.display().to_string(),
+        problems,
+    })
+}
+
 /// Validates config text without resolving upstream host names (see [`check_file`]).
 pub fn check_str(text: &str, file: &str) -> Result<Config, ConfigErrors> {
     parse::parse(text, Path::new("."), false).map_err(|problems| ConfigErrors {

@@ -2,6 +2,15 @@
 
 use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
+/// The kinds watched, as the metrics label them.
+pub const KINDS: [&str; 5] = [
+    "IngressClass",
+    "Ingress",
+    "Service",
+    "EndpointSlice",
+    "ConfigMap",
+];
+
 #[derive(Clone)]
 pub struct KubeMetrics {
     /// Translations handed to the gateway, by `result` (`ok`, `error`: the config was refused
@@ -63,7 +72,7 @@ impl KubeMetrics {
         for res in ["ok", "error"] {
             syncs.with_label_values(&[res]);
         }
-        for k in crate::watch::KINDS {
+        for k in KINDS {
             restarts.with_label_values(&[k]);
             problems.with_label_values(&[k]);
         }

@@ -21,15 +21,6 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch as latest};
 
-/// The kinds watched, as metrics label them.
-pub const KINDS: [&str; 5] = [
-    "IngressClass",
-    "Ingress",
-    "Service",
-    "EndpointSlice",
-    "ConfigMap",
-];
-
 enum Seen {
     Changed,
     Synced,

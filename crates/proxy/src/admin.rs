@@ -256,11 +256,17 @@ impl ServeHttp for Admin {
                     }
                     _ => b"",
                 };
+                let kube: &[u8] = if self.shared.kube_syncing.load(Ordering::Relaxed) {
+                    b"kubernetes: syncing\n"
+                } else {
+                    b""
+                };
                 let state: &[u8] = if self.draining.load(Ordering::Relaxed) {
                     b"draining\n"
                 } else if !settled
                     || !jwks.is_empty()
                     || !rls.is_empty()
+                    || !kube.is_empty()
                     || self.shared.store.as_ref().is_some_and(|s| !s.ready())
                 {
                     b"starting\n"
@@ -271,7 +277,7 @@ impl ServeHttp for Admin {
                 reply(
                     status,
                     "text/plain",
-                    [state, redis, jwks, rls, &upstreams].concat(),
+                    [state, redis, jwks, rls, kube, &upstreams].concat(),
                 )
             }
             "/metrics" => reply(200, "text/plain; version=0.0.4", self.shared.scrape()),

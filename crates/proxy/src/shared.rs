@@ -35,6 +35,9 @@ pub struct Shared {
     pub tls: Option<Arc<tollgate_core::tls::listener::Certificates>>,
     /// The rate limit service (`[rls]`) is accepting calls.
     pub rls_serving: std::sync::atomic::AtomicBool,
+    /// Under `run --kubernetes`: the cluster's config has not been served yet (every watched
+    /// kind listed once and the translation loaded); /readyz says starting meanwhile.
+    pub kube_syncing: std::sync::atomic::AtomicBool,
     /// Trace spans waiting for export (`[tracing]`).
     pub spans: tollgate_core::observe::traces::SpanQueue,
 }
@@ -77,6 +80,7 @@ impl Shared {
         Ok(Self {
             spans: tollgate_core::observe::traces::SpanQueue::default(),
             rls_serving: std::sync::atomic::AtomicBool::new(false),
+            kube_syncing: std::sync::atomic::AtomicBool::new(false),
             tls,
             runtime: ArcSwap::from_pointee(runtime),
             connections: Arc::new(tollgate_core::connections::Connections::new(

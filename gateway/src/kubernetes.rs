@@ -1,0 +1,141 @@
+//! `tollgate run --kubernetes`: the config served is BASE.toml (`--config`, or nothing) with
+//! the cluster's Ingresses added, translated live by `tollgate-kube`. Each translation goes
+//! through the reload path every config change takes (one build, one atomic swap), so a
+//! translation the config refuses leaves the last good one serving.
+
+use crate::Reloader;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use tollgate_config::model::Config;
+use tollgate_kube::metrics::KubeMetrics;
+use tollgate_kube::translate::Translated;
+
+/// The flags of `run` that make it a controller (names as ingress-nginx's).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct KubeArgs {
+    /// Serve the cluster's Ingresses (on top of --config, if given).
+    #[arg(long)]
+    pub kubernetes: bool,
+    /// The kubeconfig to use; without it $KUBECONFIG, then the pod's service account.
+    #[arg(long, requires = "kubernetes")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The spec.controller of the IngressClasses served.
+    #[arg(long, default_value = tollgate_kube::select::DEFAULT_CONTROLLER, requires = "kubernetes")]
+    pub controller_class: String,
+    /// A class served by name too (ingressClassName or the kubernetes.io/ingress.class
+    /// annotation): `nginx` takes over ingress-nginx's Ingresses unedited.
+    #[arg(long, requires = "kubernetes")]
+    pub ingress_class: Option<String>,
+    /// Serve Ingresses that name no class.
+    #[arg(long, requires = "kubernetes")]
+    pub watch_ingress_without_class: bool,
+    /// Watch this namespace only.
+    #[arg(long, requires = "kubernetes")]
+    pub watch_namespace: Option<String>,
+    /// The controller's ConfigMap (NAMESPACE/NAME): ingress-nginx's global keys.
+    #[arg(long, requires = "kubernetes")]
+    pub configmap: Option<String>,
+}
+
+impl KubeArgs {
+    pub fn options(&self) -> tollgate_kube::Options {
+        tollgate_kube::Options {
+            classes: tollgate_kube::select::Classes {
+                controller: self.controller_class.clone(),
+                ingress_class: self.ingress_class.clone(),
+                without_class: self.watch_ingress_without_class,
+            },
+            namespace: self.watch_namespace.clone(),
+            configmap: self.configmap.clone(),
+        }
+    }
+}
+
+/// The cluster's part of the config, as last translated.
+#[derive(Default)]
+pub struct Cluster {
+    latest: Mutex<Option<Translated>>,
+}
+
+impl Cluster {
+    /// BASE.toml (`base`; `/dev/null` without --config) with the cluster's part.
+    pub fn load(&self, base: &Path) -> anyhow::Result<Config> {
+        let text = std::fs::read_to_string(base)
+            .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", base.display()))?;
+        let latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
+        let text = match latest.as_ref().and_then(|t| t.toml.as_deref()) {
+            None => text,
+            Some(cluster) => {
+                let (merged, problems) = tollgate_kube::merge::merge(&text, cluster)
+                    .map_err(|e| anyhow::anyhow!("invalid config: {e}"))?;
+                for p in problems {
+                    tracing::warn!(event = "kube_translation_problem", problem = %p, "not served");
+                }
+                merged
+            }
+        };
+        tollgate_config::load_text(base, &text).map_err(|e| anyhow::anyhow!("invalid config:\n{e}"))
+    }
+}
+
+/// The background service: the reflectors, and a reload for each translation.
+pub struct Controller {
+    pub args: KubeArgs,
+    pub reloader: Arc<Reloader>,
+    pub cluster: Arc<Cluster>,
+}
+
+#[async_trait::async_trait]
+impl pingora::services::background::BackgroundService for Controller {
+    async fn start(&self, mut shutdown: pingora::server::ShutdownWatch) {
+        let shared = self.reloader.shared.clone();
+        let metrics = match KubeMetrics::register(&shared.metrics.registry) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::error!(event = "kube_failed", error = %e, "controller metrics");
+                return;
+            }
+        };
+        let client = loop {
+            match tollgate_kube::client(self.args.kubeconfig.as_deref()).await {
+                Ok(c) => break c,
+                Err(e) => {
+                    tracing::error!(event = "kube_unreachable", error = %e, "no Kubernetes client yet: retrying in 5 s; BASE.toml serves meanwhile");
+                    tokio::select! {
+                        _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
+                        _ = shutdown.changed() => return,
+                    }
+                }
+            }
+        };
+        let (tx, mut rx) = tokio::sync::watch::channel(None);
+        let watching = tokio::spawn(tollgate_kube::watch::run(
+            client,
+            self.args.options(),
+            metrics.clone(),
+            tx,
+        ));
+        loop {
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    let t = rx.borrow_and_update().clone();
+                    *self.cluster.latest.lock().unwrap_or_else(|e| e.into_inner()) = t;
+                    let r = self.reloader.clone();
+                    let ok = tokio::task::spawn_blocking(move || r.reload()).await.unwrap_or(false);
+                    metrics.syncs.with_label_values(&[if ok { "ok" } else { "error" }]).inc();
+                    if ok {
+                        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                        metrics.last_sync.set(now as i64);
+                        shared.kube_syncing.store(false, Ordering::Relaxed);
+                    }
+                }
+                _ = shutdown.changed() => break,
+            }
+        }
+        watching.abort();
+    }
+}

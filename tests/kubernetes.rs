@@ -1,0 +1,391 @@
+//! `tollgate run --kubernetes` end to end (issue 41): the binary against the API server
+//! stand-in (`crates/kube-standin`, proved with kubectl and python3-kubernetes), objects
+//! written with Debian's kubectl, traffic from real sockets to loopback backends.
+//! - an Ingress applied serves within 1 s; a changed path, annotation (an allow list) and
+//!   EndpointSlice are served within 1 s, with no failed request through the endpoint change;
+//!   deleting it stops it;
+//! - what is not ours is not served: another class, an empty class, no class;
+//! - a bad Ingress (a protection with no translation) answers 403 on its own routes only;
+//! - an Ingress cannot take over a BASE.toml upstream;
+//! - the API server away: the last config serves; back: nothing lost, a 410 re-lists.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use tollgate_kube_standin::StandIn;
+use tollgate_testkit::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
+
+fn kubectl_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("KUBECTL") {
+        return p.into();
+    }
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/kubectl/usr/bin/kubectl");
+    assert!(
+        p.exists(),
+        "{} missing: `make test` unpacks Debian's kubernetes-client there",
+        p.display()
+    );
+    p
+}
+
+struct Cluster {
+    standin: StandIn,
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Cluster {
+    async fn start() -> Cluster {
+        let standin = StandIn::start(
+            "127.0.0.1:0".parse().expect("addr"),
+            Duration::from_millis(500),
+        )
+        .await
+        .expect("stand-in");
+        let dir = temp_dir("kube");
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig, standin.kubeconfig()).expect("kubeconfig");
+        let c = Cluster {
+            standin,
+            dir,
+            kubeconfig,
+        };
+        c.kubectl(&["create", "namespace", "shop"]);
+        c.apply(CLASSES);
+        c
+    }
+
+    fn kubectl(&self, args: &[&str]) -> String {
+        let o = Command::new(kubectl_bin())
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .env("HOME", &self.dir)
+            .output()
+            .expect("kubectl");
+        assert!(
+            o.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    fn apply(&self, yaml: &str) {
+        let f = self.dir.join(format!("obj-{}.yaml", fastrand::u64(..)));
+        std::fs::write(&f, yaml).expect("write");
+        self.kubectl(&["apply", "--validate=false", "-f", f.to_str().expect("path")]);
+    }
+
+    async fn gateway(&self, port: u16, admin: u16, base_extra: &str) -> GatewayProc {
+        let base = format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\nadmin = \"127.0.0.1:{admin}\"\n{base_extra}");
+        let kc = self.kubeconfig.to_str().expect("path").to_string();
+        GatewayProc::start_with(
+            Path::new(BIN),
+            &base,
+            port,
+            Some(admin),
+            &["--kubernetes", "--kubeconfig", &kc],
+        )
+        .await
+        .expect("gateway")
+    }
+}
+
+const CLASSES: &str = r#"apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata:
+  name: tollgate
+spec:
+  controller: tollgate.io/ingress-controller
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata:
+  name: nginx
+spec:
+  controller: k8s.io/ingress-nginx
+"#;
+
+fn service(name: &str, backend_port: u16) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Service
+metadata:
+  name: {name}
+  namespace: shop
+spec:
+  ports:
+  - name: http
+    port: 80
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: {name}-1
+  namespace: shop
+  labels:
+    kubernetes.io/service-name: {name}
+addressType: IPv4
+ports:
+- name: http
+  port: {backend_port}
+endpoints:
+- addresses: ["127.0.0.1"]
+  conditions:
+    ready: true
+"#
+    )
+}
+
+fn ingress(name: &str, class: &str, path: &str, annotations: &str) -> String {
+    let class = if class == "-" {
+        String::new()
+    } else {
+        format!("  ingressClassName: \"{class}\"\n")
+    };
+    format!(
+        r#"apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: {name}
+  namespace: shop
+  annotations:
+    tollgate.io/test: "1"
+{annotations}spec:
+{class}  rules:
+  - host: {name}.example
+    http:
+      paths:
+      - path: {path}
+        pathType: Prefix
+        backend:
+          service:
+            name: web
+            port:
+              number: 80
+"#
+    )
+}
+
+async fn status(port: u16, host: &str, path: &str) -> u16 {
+    match get(port, path, &[("host", host)]).await {
+        Ok(r) => r.status,
+        Err(_) => 0,
+    }
+}
+
+/// How long until `host` `path` answers `want` (at most `limit`).
+async fn until(port: u16, host: &str, path: &str, want: u16, limit: Duration) -> Option<Duration> {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if status(port, host, path).await == want {
+            return Some(t.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
+}
+
+async fn ready(admin: u16) -> bool {
+    eventually(Duration::from_secs(10), || async move {
+        get(admin, "/readyz", &[])
+            .await
+            .is_ok_and(|r| r.status == 200)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ingresses_applied_with_kubectl_are_served_changed_and_stopped_within_a_second() {
+    let c = Cluster::start().await;
+    let (a, b) = (
+        Backend::start().await.expect("a"),
+        Backend::start().await.expect("b"),
+    );
+    c.apply(&service("web", a.addr.port()));
+    let (port, admin) = (free_port(), free_port());
+    let _gw = c.gateway(port, admin, "").await;
+    assert!(ready(admin).await, "ready once every kind has listed");
+    let second = Duration::from_secs(1);
+    // Applied: served within 1 s.
+    c.apply(&ingress("shop", "tollgate", "/", ""));
+    let took = until(port, "shop.example", "/", 200, Duration::from_secs(5))
+        .await
+        .expect("served");
+    assert!(took < second, "served after {took:?}");
+    assert!(a.hits() > 0);
+    // Not ours: ingress-nginx's class, an empty class, no class (no --watch-ingress-without-class).
+    c.apply(&ingress("theirs", "nginx", "/", ""));
+    c.apply(&ingress("empty", "", "/", ""));
+    c.apply(&ingress("classless", "-", "/", ""));
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    for host in ["theirs.example", "empty.example", "classless.example"] {
+        assert_eq!(status(port, host, "/").await, 404, "{host}");
+    }
+    // An annotation: an allow list that excludes loopback refuses within 1 s; lifted, serves.
+    c.apply(&ingress(
+        "shop",
+        "tollgate",
+        "/",
+        "    nginx.ingress.kubernetes.io/whitelist-source-range: 10.0.0.0/8\n",
+    ));
+    let took = until(port, "shop.example", "/", 403, Duration::from_secs(5))
+        .await
+        .expect("refused");
+    assert!(took < second, "the allow list took {took:?}");
+    c.apply(&ingress("shop", "tollgate", "/", ""));
+    assert!(until(port, "shop.example", "/", 200, second)
+        .await
+        .is_some());
+    // The endpoints move to backend b, under load: no request fails through the change.
+    let load = tokio::spawn(async move {
+        let mut failed = 0;
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(3) {
+            if status(port, "shop.example", "/").await != 200 {
+                failed += 1;
+            }
+        }
+        failed
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before_b = b.hits();
+    c.apply(&service("web", b.addr.port()));
+    let moved = Instant::now();
+    while b.hits() == before_b && moved.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        moved.elapsed() < second,
+        "the endpoints took {:?}",
+        moved.elapsed()
+    );
+    assert_eq!(
+        load.await.expect("load"),
+        0,
+        "requests failed through the endpoint change"
+    );
+    // A changed path.
+    c.apply(&ingress("shop", "tollgate", "/v2", ""));
+    assert!(until(port, "shop.example", "/", 404, second)
+        .await
+        .is_some());
+    assert_eq!(status(port, "shop.example", "/v2/x").await, 200);
+    // A protection with no translation (a snippet) answers 403 on that Ingress's routes only.
+    c.apply(&ingress(
+        "bad",
+        "tollgate",
+        "/",
+        "    nginx.ingress.kubernetes.io/configuration-snippet: \"deny all;\"\n",
+    ));
+    assert!(until(port, "bad.example", "/", 403, Duration::from_secs(3))
+        .await
+        .is_some());
+    assert_eq!(
+        status(port, "shop.example", "/v2/x").await,
+        200,
+        "the others keep serving"
+    );
+    // Deleted: stopped.
+    c.kubectl(&["delete", "ingress", "shop", "-n", "shop"]);
+    assert!(until(port, "shop.example", "/v2/x", 404, second)
+        .await
+        .is_some());
+    let m = metrics(admin).await;
+    assert!(metric(&m, "tollgate_kube_syncs_total", &["result=\"ok\""]) >= 5.0);
+    assert_eq!(
+        metric(&m, "tollgate_kube_objects", &["kind=\"Ingress\""]),
+        4.0
+    );
+    assert!(metric(&m, "tollgate_kube_last_sync_timestamp_seconds", &[]) > 1.7e9);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ingress_cannot_take_over_a_base_upstream() {
+    let c = Cluster::start().await;
+    let (mine, theirs) = (
+        Backend::start().await.expect("mine"),
+        Backend::start().await.expect("theirs"),
+    );
+    c.apply(&service("web", theirs.addr.port()));
+    let (port, admin) = (free_port(), free_port());
+    // BASE's upstream is named as the translation names the Ingress's ("NS.SVC.PORT").
+    let base = format!("[upstreams.\"shop.web.80\"]\ntargets = [\"{}\"]\n\n[[routes]]\nname = \"admin\"\nhost = \"admin.example\"\npath_prefix = \"/\"\nupstream = \"shop.web.80\"\n", mine.addr);
+    let _gw = c.gateway(port, admin, &base).await;
+    assert!(ready(admin).await);
+    c.apply(&ingress("shop", "tollgate", "/", ""));
+    c.apply(&ingress("other", "tollgate", "/", ""));
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(status(port, "admin.example", "/").await, 200);
+    assert_eq!(
+        theirs.hits(),
+        0,
+        "the cluster's definition never replaced BASE's"
+    );
+    assert_eq!(
+        status(port, "shop.example", "/").await,
+        404,
+        "the Ingress's routes naming it are not served"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_away_keeps_the_last_config_and_loses_no_update() {
+    let c = Cluster::start().await;
+    let a = Backend::start().await.expect("a");
+    c.apply(&service("web", a.addr.port()));
+    c.apply(&ingress("shop", "tollgate", "/", ""));
+    let (port, admin) = (free_port(), free_port());
+    let _gw = c.gateway(port, admin, "").await;
+    assert!(ready(admin).await);
+    assert!(
+        until(port, "shop.example", "/", 200, Duration::from_secs(3))
+            .await
+            .is_some()
+    );
+    // Away for 3 s: every request meanwhile is served by the last config.
+    let outage = c.standin.outage(Duration::from_secs(3));
+    let check = async {
+        let t = Instant::now();
+        let mut failed = 0;
+        while t.elapsed() < Duration::from_millis(2500) {
+            if status(port, "shop.example", "/").await != 200 {
+                failed += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        failed
+    };
+    let ((), failed) = tokio::join!(outage, check);
+    assert_eq!(failed, 0);
+    // Back: a change made now is served (the watch resumes or re-lists).
+    c.apply(&ingress("shop", "tollgate", "/after", ""));
+    assert!(
+        until(port, "shop.example", "/after", 200, Duration::from_secs(20))
+            .await
+            .is_some(),
+        "the update after the outage"
+    );
+    // Every watch told 410 Gone: they list again, and a change after it is served.
+    c.standin.expire_watches();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.apply(&ingress("late", "tollgate", "/", ""));
+    assert!(
+        until(port, "late.example", "/", 200, Duration::from_secs(20))
+            .await
+            .is_some(),
+        "the update after a 410"
+    );
+    let m = metrics(admin).await;
+    assert!(
+        metric(
+            &m,
+            "tollgate_kube_watch_restarts_total",
+            &["kind=\"Ingress\""]
+        ) >= 1.0,
+        "{m}"
+    );
+}
