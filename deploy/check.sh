@@ -22,12 +22,39 @@ if [ ! -x "$VENV/bin/kubernetes-validate" ]; then
 fi
 # servicemonitor.yaml is a custom resource (monitoring.coreos.com/v1) the bundled schemas do
 # not know (kubernetes-validate would only warn and check nothing): it is checked below.
-manifests=$(ls deploy/k8s/*.yaml | grep -v -e kustomization.yaml -e servicemonitor.yaml)
+manifests=$(ls deploy/k8s/*.yaml deploy/k8s/controller/*.yaml | grep -v -e kustomization.yaml -e servicemonitor.yaml)
 "$VENV/bin/kubernetes-validate" --strict --quiet -k "$K8S_VERSION" $manifests
 # Every resource kustomization.yaml lists exists.
 for r in $("$VENV/bin/python" -c 'import sys,yaml; print(" ".join(yaml.safe_load(open("deploy/k8s/kustomization.yaml"))["resources"]))'); do
   test -f "deploy/k8s/$r" || { echo "kustomization.yaml lists a missing $r"; exit 1; }
 done
+for r in $("$VENV/bin/python" -c 'import sys,yaml; print(" ".join(yaml.safe_load(open("deploy/k8s/controller/kustomization.yaml"))["resources"]))'); do
+  test -f "deploy/k8s/controller/$r" || { echo "controller/kustomization.yaml lists a missing $r"; exit 1; }
+done
+
+echo "== the controller: deploy/k8s/controller"
+# Its ServiceAccount is the one the binding names; BASE.toml in its ConfigMap checks; the
+# Deployment runs it with --kubernetes on that file.
+"$VENV/bin/python" - "$BIN" <<'PY'
+import subprocess, sys, tempfile, yaml
+docs = {}
+for f in ["rbac", "configmap", "deployment"]:
+    for d in yaml.safe_load_all(open(f"deploy/k8s/controller/{f}.yaml")):
+        docs[(d["kind"], d["metadata"]["name"])] = d
+dep = docs[("Deployment", "tollgate-controller")]["spec"]["template"]["spec"]
+sa = dep["serviceAccountName"]
+assert ("ServiceAccount", sa) in docs, sa
+binding = docs[("ClusterRoleBinding", "tollgate-controller")]
+assert any(s["name"] == sa for s in binding["subjects"]), binding
+args = dep["containers"][0]["args"]
+assert "--kubernetes" in args and args[args.index("--config") + 1] == "/etc/tollgate/config/base.toml", args
+base = docs[("ConfigMap", "tollgate-controller-base")]["data"]["base.toml"]
+with tempfile.NamedTemporaryFile("w", suffix=".toml") as f:
+    f.write(base)
+    f.flush()
+    subprocess.run([sys.argv[1], "check", f.name], check=True)
+print("controller manifests ok")
+PY
 
 echo "== ServiceMonitor: deploy/k8s/servicemonitor.yaml"
 # What it must do: select a Service of service.yaml by its labels, name a port of that
