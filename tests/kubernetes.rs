@@ -304,7 +304,7 @@ async fn ingresses_applied_with_kubectl_are_served_changed_and_stopped_within_a_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_ingress_cannot_take_over_a_base_upstream() {
+async fn an_ingress_cannot_take_over_a_base_upstream_or_host() {
     let c = Cluster::start().await;
     let (mine, theirs) = (
         Backend::start().await.expect("mine"),
@@ -318,7 +318,12 @@ async fn an_ingress_cannot_take_over_a_base_upstream() {
     assert!(ready(admin).await);
     c.apply(&ingress("shop", "tollgate", "/", ""));
     c.apply(&ingress("other", "tollgate", "/", ""));
+    // BASE's host: an Ingress naming it does not take it over.
+    c.apply(&ingress("admin", "tollgate", "/", ""));
+    // An Ingress needing a Secret (basic auth) is not served, and holds nobody back.
+    c.apply(&ingress("locked", "tollgate", "/", "    nginx.ingress.kubernetes.io/auth-type: basic\n    nginx.ingress.kubernetes.io/auth-secret: users\n"));
     tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(status(port, "locked.example", "/").await, 404);
     assert_eq!(status(port, "admin.example", "/").await, 200);
     assert_eq!(
         theirs.hits(),

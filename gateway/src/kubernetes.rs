@@ -79,6 +79,15 @@ impl Cluster {
     }
 }
 
+/// BASE.toml with `cluster`, checked as it would load (names not looked up).
+fn check(base: &Path, cluster: &str) -> Result<(), String> {
+    let text = std::fs::read_to_string(base).map_err(|e| format!("{}: {e}", base.display()))?;
+    let (merged, _) = tollgate_kube::merge::merge(&text, cluster)?;
+    tollgate_config::check_text(base, &merged)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 /// The background service: the reflectors, and a reload for each translation.
 pub struct Controller {
     pub args: KubeArgs,
@@ -110,10 +119,13 @@ impl pingora::services::background::BackgroundService for Controller {
             }
         };
         let (tx, mut rx) = tokio::sync::watch::channel(None);
+        let base = self.reloader.path.clone();
+        let check = Arc::new(move |cluster: &str| check(&base, cluster));
         let watching = tokio::spawn(tollgate_kube::watch::run(
             client,
             self.args.options(),
             metrics.clone(),
+            check,
             tx,
         ));
         loop {

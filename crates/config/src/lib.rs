@@ -118,6 +118,16 @@ pub fn load_text(path: &Path, text: &str) -> Result<Config, ConfigErrors> {
     })
 }
 
+/// As [`load_text`] without resolving upstream host names (a translation judged before it
+/// is served).
+pub fn check_text(path: &Path, text: &str) -> Result<Config, ConfigErrors> {
+    let base = path.parent().unwrap_or(Path::new("."));
+    parse::parse(text, base, false).map_err(|problems| ConfigErrors {
+        file: path.display().to_string(),
+        problems,
+    })
+}
+
 /// Validates config text without resolving upstream host names (see [`check_file`]).
 pub fn check_str(text: &str, file: &str) -> Result<Config, ConfigErrors> {
     parse::parse(text, Path::new("."), false).map_err(|problems| ConfigErrors {

@@ -13,7 +13,8 @@
 //! Hooks for tests, under `/standin/` (and as methods): `compact` (older resourceVersions
 //! expire), `expire-watches` (open watches get 410), `drop-watches`, `outage?ms=N` (the
 //! listener closes and comes back on the same port), `log` (every request seen).
-//! Its fidelity is tested with kubectl and python3-kubernetes (tests/kube_standin.rs).
+//! kubectl and python3-kubernetes, clients written against the real server, are run against
+//! it in `tests/fidelity.rs`: what they send it understands, and what it answers they accept.
 
 pub mod kinds;
 pub mod patch;

@@ -23,8 +23,10 @@ pub fn ready(services: &[&Service], slices: &[&EndpointSlice]) -> Endpoints {
         for p in ports.into_iter().flatten() {
             let mut addrs: Vec<String> = Vec::new();
             let mut seen = false;
+            // FQDN slices (deprecated) would name hosts outside the cluster: only addresses.
             for slice in slices.iter().filter(|s| {
-                s.metadata.namespace.as_ref() == Some(ns)
+                matches!(s.address_type.as_str(), "IPv4" | "IPv6")
+                    && s.metadata.namespace.as_ref() == Some(ns)
                     && s.metadata
                         .labels
                         .as_ref()
@@ -149,7 +151,9 @@ mod tests {
             )]
             .into(),
         );
-        let eps = ready(&[&s], &[&a, &b, &other]);
+        let mut fqdn = slice("d", json!([{"addresses": ["attacker.example"]}]));
+        fqdn.address_type = "FQDN".into();
+        let eps = ready(&[&s], &[&a, &b, &other, &fqdn]);
         assert_eq!(
             eps[&("shop".into(), "web".into(), 80)],
             ["10.0.0.1:8080", "10.0.0.2:8080", "[fd00::1]:8080"]

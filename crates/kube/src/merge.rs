@@ -47,7 +47,30 @@ pub fn merge(base: &str, cluster: &str) -> Result<(String, Vec<String>), String>
             }
         }
     }
-    cluster_routes.retain(|r| keep_route(r, &dropped_names, &mut problems));
+    // A route name BASE uses would make the whole config invalid (names are unique): the
+    // cluster's route of that name is not served.
+    let base_routes: Vec<String> = match out.get("routes") {
+        Some(Value::Array(rs)) => rs
+            .iter()
+            .filter_map(|r| r.get("name")?.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let base_hosts = BaseHosts::of(out.get("routes"));
+    cluster_routes.retain(|r| {
+        let name = r.get("name").and_then(Value::as_str).unwrap_or("");
+        if let Some(why) = base_hosts.taken(r) {
+            problems.push(format!("route {name}: {why}: not served"));
+            return false;
+        }
+        if base_routes.iter().any(|b| b == name) {
+            problems.push(format!(
+                "route {name}: BASE.toml has a route of that name: the cluster's is not served"
+            ));
+            return false;
+        }
+        keep_route(r, &dropped_names, &mut problems)
+    });
     if !cluster_routes.is_empty() {
         match out.get_mut("routes") {
             Some(Value::Array(b)) => b.extend(cluster_routes),
@@ -57,6 +80,77 @@ pub fn merge(base: &str, cluster: &str) -> Result<(String, Vec<String>), String>
         }
     }
     Ok((toml::to_string(&out).map_err(|e| e.to_string())?, problems))
+}
+
+/// The hosts BASE's routes serve (their `host` and `aliases`, lower case), and whether any
+/// of its routes has no host.
+struct BaseHosts {
+    hosts: Vec<String>,
+    hostless: bool,
+}
+
+impl BaseHosts {
+    fn of(routes: Option<&Value>) -> Self {
+        let mut b = BaseHosts {
+            hosts: Vec::new(),
+            hostless: false,
+        };
+        for r in routes.and_then(Value::as_array).into_iter().flatten() {
+            match r.get("host").and_then(Value::as_str) {
+                Some(h) => b.hosts.push(h.trim_end_matches('.').to_ascii_lowercase()),
+                None => b.hostless = true,
+            }
+            if let Some(Value::Array(a)) = r.get("aliases") {
+                b.hosts.extend(
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(|h| h.trim_end_matches('.').to_ascii_lowercase()),
+                );
+            }
+        }
+        b
+    }
+
+    fn covers(&self, host: &str) -> bool {
+        self.hosts.iter().any(|b| {
+            b == host
+                || b.strip_prefix("*.").is_some_and(|parent| {
+                    host.split_once('.').is_some_and(|(_, rest)| rest == parent)
+                })
+                || host
+                    .strip_prefix("*.")
+                    .is_some_and(|parent| b.split_once('.').is_some_and(|(_, rest)| rest == parent))
+        })
+    }
+
+    /// Why a cluster route may not be served beside BASE's: it names a host BASE serves (or
+    /// one a BASE wildcard covers, or a wildcard over a BASE host), or it has no host while
+    /// BASE has host-less routes (it could take a longer prefix of them). BASE's host-less
+    /// routes are otherwise a default: an Ingress's own host is its own.
+    fn taken(&self, r: &Value) -> Option<String> {
+        let mut hosts: Vec<String> = r
+            .get("host")
+            .and_then(Value::as_str)
+            .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
+            .into_iter()
+            .collect();
+        if let Some(Value::Array(a)) = r.get("aliases") {
+            hosts.extend(
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(|h| h.trim_end_matches('.').to_ascii_lowercase()),
+            );
+        }
+        if r.get("host").is_none() {
+            return self
+                .hostless
+                .then(|| "no host, and BASE.toml has routes without one".to_string());
+        }
+        hosts
+            .into_iter()
+            .find(|h| self.covers(h))
+            .map(|h| format!("host {h} is BASE.toml's"))
+    }
 }
 
 /// BASE's keys stay; the cluster's fill what BASE leaves out, table by table.
@@ -131,7 +225,7 @@ mod tests {
     fn an_ingress_cannot_take_over_a_base_definition() {
         let base = "[upstreams.admin]\ntargets = [\"127.0.0.1:2\"]\n\n[limits.strict]\nkey = \"client_ip\"\nrate = \"1/s\"\n\n[[routes]]\nname = \"admin\"\npath_prefix = \"/admin\"\nupstream = \"admin\"\nlimits = [\"strict\"]\n";
         // An Ingress whose translated names meet BASE's: its upstream and its limit.
-        let cluster = "[upstreams.admin]\ntargets = [\"evil:80\"]\n\n[limits.strict]\nkey = \"client_ip\"\nrate = \"1000/s\"\n\n[upstreams.ok]\ntargets = [\"ok:80\"]\n\n[[routes]]\nname = \"x.1\"\nupstream = \"admin\"\npath_prefix = \"/\"\n\n[[routes]]\nname = \"x.2\"\nupstream = \"ok\"\nlimits = [\"strict\"]\npath_prefix = \"/b\"\n\n[[routes]]\nname = \"y.1\"\nupstream = \"ok\"\npath_prefix = \"/c\"\n";
+        let cluster = "[upstreams.admin]\ntargets = [\"evil:80\"]\n\n[limits.strict]\nkey = \"client_ip\"\nrate = \"1000/s\"\n\n[upstreams.ok]\ntargets = [\"ok:80\"]\n\n[[routes]]\nname = \"x.1\"\nhost = \"x.example\"\nupstream = \"admin\"\npath_prefix = \"/\"\n\n[[routes]]\nname = \"x.2\"\nhost = \"x.example\"\nupstream = \"ok\"\nlimits = [\"strict\"]\npath_prefix = \"/b\"\n\n[[routes]]\nname = \"y.1\"\nhost = \"y.example\"\nupstream = \"ok\"\npath_prefix = \"/c\"\n";
         let (text, problems) = merge(base, cluster).expect("merges");
         let t: Table = text.parse().expect("toml");
         assert_eq!(
@@ -151,6 +245,43 @@ mod tests {
             "the routes naming the taken definitions are dropped; the rest stay"
         );
         assert_eq!(problems.len(), 4, "{problems:?}");
+        // A route named as BASE's: the cluster's is dropped, BASE's stays.
+        let (text, problems) = merge(
+            base,
+            "[[routes]]\nname = \"admin\"\npath_prefix = \"/\"\nupstream = \"x\"\n",
+        )
+        .expect("merges");
+        let t: Table = text.parse().expect("toml");
+        assert_eq!(t["routes"].as_array().expect("routes").len(), 1);
+        assert_eq!(t["routes"][0]["upstream"].as_str(), Some("admin"));
+        assert_eq!(problems.len(), 1);
+        // BASE's hosts are BASE's: an Ingress naming one, or one its wildcard covers, or a
+        // wildcard over it, is not served there; host-less cluster routes meet BASE's
+        // host-less ones; other hosts are the cluster's.
+        let base = "[upstreams.api]\ntargets = [\"127.0.0.1:2\"]\n\n[[routes]]\nname = \"api\"\nhost = \"api.example\"\npath_prefix = \"/\"\nupstream = \"api\"\n\n[[routes]]\nname = \"w\"\nhost = \"*.corp.example\"\npath_prefix = \"/\"\nupstream = \"api\"\n\n[[routes]]\nname = \"all\"\npath_prefix = \"/\"\nupstream = \"api\"\n";
+        let route = |n: &str, host: Option<&str>| {
+            match host {
+            Some(h) => format!("[[routes]]\nname = \"{n}\"\nhost = \"{h}\"\npath_prefix = \"/v1\"\nupstream = \"x\"\n\n"),
+            None => format!("[[routes]]\nname = \"{n}\"\npath_prefix = \"/v1\"\nupstream = \"x\"\n\n"),
+        }
+        };
+        let cluster = [
+            route("c1", Some("API.example.")),
+            route("c2", Some("a.corp.example")),
+            route("c3", Some("*.example")),
+            route("c4", None),
+            route("c5", Some("shop.example")),
+        ]
+        .concat();
+        let (text, problems) = merge(base, &cluster).expect("merges");
+        let t: Table = text.parse().expect("toml");
+        let names: Vec<&str> = t["routes"]
+            .as_array()
+            .expect("routes")
+            .iter()
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        assert_eq!(names, ["api", "w", "all", "c5"], "{problems:?}");
         assert!(merge("not = [toml", "").is_err());
     }
 }

@@ -67,90 +67,211 @@ pub fn chosen<'a>(classes: &Classes, c: &Cluster<'a>) -> Vec<&'a Ingress> {
     out
 }
 
-pub fn translate(classes: &Classes, configmap: Option<&str>, c: &Cluster) -> Translated {
-    let mut problems = Vec::new();
+/// Checks a cluster translation as the gateway would serve it (merged with BASE.toml).
+pub type Check<'a> = &'a dyn Fn(&str) -> Result<(), String>;
+
+/// [`Check`], owned and shared with the watch loop.
+pub type SharedCheck = std::sync::Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+
+/// What Secrets an Ingress needs read, which this build does not read yet.
+fn needs_secrets(ing: &Ingress) -> Option<&'static str> {
+    if ing
+        .spec
+        .as_ref()
+        .and_then(|s| s.tls.as_ref())
+        .is_some_and(|t| !t.is_empty())
+    {
+        return Some("spec.tls: certificates from Secrets");
+    }
+    let ann = ing.metadata.annotations.as_ref();
+    for key in [
+        "nginx.ingress.kubernetes.io/auth-secret",
+        "nginx.ingress.kubernetes.io/auth-tls-secret",
+    ] {
+        if ann.is_some_and(|a| a.contains_key(key)) {
+            return Some(if key.ends_with("auth-secret") {
+                "auth-secret: an htpasswd Secret"
+            } else {
+                "auth-tls-secret: a CA Secret"
+            });
+        }
+    }
+    None
+}
+
+/// Each backend's `port.name` made the number the Service gives that name (the importer
+/// reads numbers only); a name the Service does not have is an error.
+fn named_ports(ing: &mut serde_json::Value, ns: &str, services: &[&Service]) -> Result<(), String> {
+    if let Some(d) = ing.pointer_mut("/spec/defaultBackend") {
+        resolve_port(d, ns, services)?;
+    }
+    if let Some(rules) = ing
+        .pointer_mut("/spec/rules")
+        .and_then(|r| r.as_array_mut())
+    {
+        for rule in rules {
+            if let Some(paths) = rule
+                .pointer_mut("/http/paths")
+                .and_then(|p| p.as_array_mut())
+            {
+                for b in paths.iter_mut().filter_map(|p| p.get_mut("backend")) {
+                    resolve_port(b, ns, services)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn resolve_port(
+    backend: &mut serde_json::Value,
+    ns: &str,
+    services: &[&Service],
+) -> Result<(), String> {
+    let Some(svc) = backend.get_mut("service") else {
+        return Ok(());
+    };
+    let name = svc
+        .get("name")
+        .and_then(|n| n.as_str())
+        .unwrap_or("")
+        .to_string();
+    let Some(port_name) = svc
+        .pointer("/port/name")
+        .and_then(|n| n.as_str())
+        .map(str::to_string)
+    else {
+        return Ok(());
+    };
+    let number = services
+        .iter()
+        .find(|s| {
+            s.metadata.namespace.as_deref() == Some(ns)
+                && s.metadata.name.as_deref() == Some(name.as_str())
+        })
+        .and_then(|s| {
+            s.spec
+                .as_ref()?
+                .ports
+                .as_ref()?
+                .iter()
+                .find(|p| p.name.as_deref() == Some(port_name.as_str()))
+                .map(|p| p.port)
+        })
+        .ok_or_else(|| format!("Service {ns}/{name} has no port named {port_name:?}"))?;
+    svc["port"] = serde_json::json!({"number": number});
+    Ok(())
+}
+
+/// The chosen Ingresses as the importer reads them, by id. One that needs a Secret is not
+/// served (rather than served without what the Secret holds).
+fn items_of(
+    classes: &Classes,
+    c: &Cluster,
+    problems: &mut Vec<String>,
+) -> Vec<(String, serde_json::Value)> {
     let mut items = Vec::new();
     for ing in chosen(classes, c) {
-        // TLS from Secrets is not read yet: an Ingress that asks for it is not served rather
-        // than served over plain HTTP only.
-        if ing
-            .spec
-            .as_ref()
-            .and_then(|s| s.tls.as_ref())
-            .is_some_and(|t| !t.is_empty())
-        {
+        if let Some(what) = needs_secrets(ing) {
             problems.push(format!(
-                "Ingress {}: spec.tls: certificates from Secrets are not served by this build: the Ingress is not served",
+                "Ingress {}: {what} are not read by this build: the Ingress is not served",
                 id(&ing.metadata)
             ));
             continue;
         }
-        match serde_json::to_value(ing) {
-            Ok(v) => items.push(v),
+        let ns = ing.metadata.namespace.as_deref().unwrap_or("");
+        match serde_json::to_value(ing).map(|mut v| (named_ports(&mut v, ns, &c.services), v)) {
+            Ok((Err(why), _)) => problems.push(format!(
+                "Ingress {}: {why}: the Ingress is not served",
+                id(&ing.metadata)
+            )),
+            Ok((Ok(()), v)) => items.push((id(&ing.metadata), v)),
             Err(e) => problems.push(format!("Ingress {}: {e}", id(&ing.metadata))),
         }
     }
-    let served = items.len();
-    if served == 0 {
-        return Translated {
-            toml: None,
-            problems,
-            served,
-        };
-    }
-    if let Some(cm) = c.configmap {
-        if let Ok(v) = serde_json::to_value(cm) {
-            items.push(v);
-        }
-    }
-    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
-    let yaml = match serde_yaml_ng::to_string(&list) {
-        Ok(y) => y,
-        Err(e) => {
-            problems.push(format!(
-                "the Ingresses could not be written for the importer: {e}"
-            ));
-            return Translated {
-                toml: None,
-                problems,
-                served: 0,
-            };
-        }
-    };
+    items
+}
+
+/// The importer on `items` (and the ConfigMap), then the endpoints: the TOML and the
+/// importer's warnings.
+fn import_items(
+    items: &[(String, serde_json::Value)],
+    configmap: Option<&str>,
+    c: &Cluster,
+) -> Result<(String, Vec<String>), String> {
+    let mut objects: Vec<&serde_json::Value> = items.iter().map(|(_, v)| v).collect();
+    let cm = c.configmap.and_then(|cm| serde_json::to_value(cm).ok());
+    objects.extend(cm.as_ref());
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
+    let yaml = serde_yaml_ng::to_string(&list)
+        .map_err(|e| format!("the Ingresses could not be written for the importer: {e}"))?;
     let opts = tollgate_ingress::Options {
         ingress_class: String::new(),
         allow_insecure: false,
         configmap: configmap.map(str::to_string),
         preselected: true,
     };
-    match tollgate_ingress::import(&yaml, &opts) {
-        Ok(i) => {
-            problems.extend(
-                i.warnings
-                    .iter()
-                    .map(|w| w.trim_start_matches("# ").to_string()),
-            );
-            let mut table: toml::Table = match i.toml.parse() {
-                Ok(t) => t,
-                Err(e) => {
-                    problems.push(format!("the importer's output does not parse: {e}"));
-                    return Translated {
-                        toml: None,
-                        problems,
-                        served: 0,
-                    };
-                }
-            };
-            endpoints::place(&mut table, &endpoints::ready(&c.services, &c.slices));
-            let toml = toml::to_string(&table).ok();
+    let i = tollgate_ingress::import(&yaml, &opts).map_err(|e| e.to_string())?;
+    let warnings = i
+        .warnings
+        .iter()
+        .map(|w| w.trim_start_matches("# ").to_string())
+        .collect();
+    let mut table: toml::Table = i
+        .toml
+        .parse()
+        .map_err(|e| format!("the importer's output does not parse: {e}"))?;
+    endpoints::place(&mut table, &endpoints::ready(&c.services, &c.slices));
+    Ok((
+        toml::to_string(&table).map_err(|e| e.to_string())?,
+        warnings,
+    ))
+}
+
+/// The cluster's part. When `check` refuses it, each Ingress is tried alone and those
+/// refused are left out (a problem each): one Ingress never holds the others' changes back.
+pub fn translate(
+    classes: &Classes,
+    configmap: Option<&str>,
+    c: &Cluster,
+    check: Check,
+) -> Translated {
+    let mut problems = Vec::new();
+    let mut items = items_of(classes, c, &mut problems);
+    if items.is_empty() {
+        return Translated {
+            toml: None,
+            problems,
+            served: 0,
+        };
+    }
+    let mut out = import_items(&items, configmap, c);
+    if let Ok((t, _)) = &out {
+        if check(t).is_err() && items.len() > 1 {
+            items.retain(|item| match import_items(std::slice::from_ref(item), configmap, c) {
+                Ok((alone, _)) => match check(&alone) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        problems.push(format!("Ingress {}: its translation is refused ({e}): the Ingress is not served", item.0));
+                        false
+                    }
+                },
+                Err(_) => true,
+            });
+            out = import_items(&items, configmap, c);
+        }
+    }
+    match out {
+        Ok((toml, warnings)) => {
+            problems.extend(warnings);
             Translated {
-                toml,
+                toml: Some(toml),
                 problems,
-                served,
+                served: items.len(),
             }
         }
         Err(e) => {
-            problems.push(e.to_string());
+            problems.push(e);
             Translated {
                 toml: None,
                 problems,
@@ -161,71 +282,4 @@ pub fn translate(classes: &Classes, configmap: Option<&str>, c: &Cluster) -> Tra
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn ing(name: &str, class: Option<&str>, tls: bool) -> Ingress {
-        let mut v = json!({"metadata": {"name": name, "namespace": "shop", "creationTimestamp": "2026-01-01T00:00:00Z",
-                "annotations": {"nginx.ingress.kubernetes.io/limit-rps": "5"}},
-            "spec": {"rules": [{"host": format!("{name}.example"), "http": {"paths": [{"path": "/", "pathType": "Prefix",
-                "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]}});
-        if let Some(c) = class {
-            v["spec"]["ingressClassName"] = json!(c);
-        }
-        if tls {
-            v["spec"]["tls"] =
-                json!([{"hosts": [format!("{name}.example")], "secretName": "cert"}]);
-        }
-        serde_json::from_value(v).expect("ingress")
-    }
-
-    #[test]
-    fn the_importer_translates_what_is_chosen_and_endpoints_replace_the_service() {
-        let class: IngressClass = serde_json::from_value(json!({"metadata": {"name": "tollgate"}, "spec": {"controller": "tollgate.io/ingress-controller"}})).expect("class");
-        let svc: Service = serde_json::from_value(json!({"metadata": {"name": "web", "namespace": "shop"}, "spec": {"ports": [{"port": 80}]}})).expect("svc");
-        let slice: EndpointSlice = serde_json::from_value(json!({"metadata": {"name": "web-1", "namespace": "shop", "labels": {"kubernetes.io/service-name": "web"}},
-            "addressType": "IPv4", "ports": [{"port": 8080}], "endpoints": [{"addresses": ["127.0.0.1"]}]})).expect("slice");
-        let (a, b, c, d) = (
-            ing("a", Some("tollgate"), false),
-            ing("b", Some("nginx"), false),
-            ing("c", None, false),
-            ing("d", Some("tollgate"), true),
-        );
-        let cluster = Cluster {
-            classes: vec![&class],
-            ingresses: vec![&a, &b, &c, &d],
-            services: vec![&svc],
-            slices: vec![&slice],
-            configmap: None,
-        };
-        let t = translate(&Classes::default(), None, &cluster);
-        assert_eq!(t.served, 1, "{:?}", t.problems);
-        let toml = t.toml.expect("toml");
-        assert!(
-            toml.contains("a.example")
-                && !toml.contains("b.example")
-                && !toml.contains("c.example")
-        );
-        assert!(toml.contains("127.0.0.1:8080"), "{toml}");
-        assert!(
-            toml.contains("rate = \"5/s\""),
-            "the annotation's limit, as import-ingress makes it"
-        );
-        assert!(
-            t.problems
-                .iter()
-                .any(|p| p.contains("Ingress shop/d") && p.contains("not served")),
-            "{:?}",
-            t.problems
-        );
-        let none = Cluster {
-            classes: vec![],
-            ingresses: vec![&b],
-            services: vec![],
-            slices: vec![],
-            configmap: None,
-        };
-        assert_eq!(translate(&Classes::default(), None, &none).toml, None);
-    }
-}
+mod tests;

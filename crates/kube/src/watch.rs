@@ -90,7 +90,12 @@ struct Stores {
 }
 
 impl Stores {
-    fn translate(&self, opts: &Options, m: &KubeMetrics) -> Translated {
+    fn translate(
+        &self,
+        opts: &Options,
+        m: &KubeMetrics,
+        check: crate::translate::Check,
+    ) -> Translated {
         let (c, i, s, e) = (
             self.classes.state(),
             self.ingresses.state(),
@@ -118,16 +123,17 @@ impl Stores {
             slices: e.iter().map(Arc::as_ref).collect(),
             configmap: cm.first().map(Arc::as_ref),
         };
-        translate(&opts.classes, opts.configmap.as_deref(), &cluster)
+        translate(&opts.classes, opts.configmap.as_deref(), &cluster, check)
     }
 }
 
 /// Watches the cluster and sends each translation to `out` (the newest wins), until `out`
-/// is dropped.
+/// is dropped. `check` judges a translation as the gateway would serve it.
 pub async fn run(
     client: Client,
     opts: Options,
     m: KubeMetrics,
+    check: crate::translate::SharedCheck,
     out: latest::Sender<Option<Translated>>,
 ) {
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -194,12 +200,12 @@ pub async fn run(
                 }
                 None => return,
             },
-            _ = tokio::time::sleep_until(due.map_or_else(tokio::time::Instant::now, tokio::time::Instant::from_std)), if due.is_some() => {}
+            _ = tokio::time::sleep_until(due.map_or_else(tokio::time::Instant::now, tokio::time::Instant::from_std)), if due.is_some() && synced.len() == kinds => {}
         }
         if synced.len() < kinds || !hold.take(std::time::Instant::now()) {
             continue;
         }
-        let t = stores.translate(&opts, &m);
+        let t = stores.translate(&opts, &m, &*check);
         // Each problem is logged and counted once, when first seen.
         let now: BTreeSet<String> = t.problems.iter().cloned().collect();
         for p in now.difference(&said) {

@@ -1,0 +1,157 @@
+use super::*;
+use serde_json::json;
+
+fn ing(name: &str, class: Option<&str>, tls: bool) -> Ingress {
+    let mut v = json!({"metadata": {"name": name, "namespace": "shop", "creationTimestamp": "2026-01-01T00:00:00Z",
+            "annotations": {"nginx.ingress.kubernetes.io/limit-rps": "5"}},
+        "spec": {"rules": [{"host": format!("{name}.example"), "http": {"paths": [{"path": "/", "pathType": "Prefix",
+            "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]}});
+    if let Some(c) = class {
+        v["spec"]["ingressClassName"] = json!(c);
+    }
+    if tls {
+        v["spec"]["tls"] = json!([{"hosts": [format!("{name}.example")], "secretName": "cert"}]);
+    }
+    serde_json::from_value(v).expect("ingress")
+}
+
+#[test]
+fn the_importer_translates_what_is_chosen_and_endpoints_replace_the_service() {
+    let class: IngressClass = serde_json::from_value(json!({"metadata": {"name": "tollgate"}, "spec": {"controller": "tollgate.io/ingress-controller"}})).expect("class");
+    let svc: Service = serde_json::from_value(json!({"metadata": {"name": "web", "namespace": "shop"}, "spec": {"ports": [{"port": 80}]}})).expect("svc");
+    let slice: EndpointSlice = serde_json::from_value(json!({"metadata": {"name": "web-1", "namespace": "shop", "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4", "ports": [{"port": 8080}], "endpoints": [{"addresses": ["127.0.0.1"]}]})).expect("slice");
+    let (a, b, c, d) = (
+        ing("a", Some("tollgate"), false),
+        ing("b", Some("nginx"), false),
+        ing("c", None, false),
+        ing("d", Some("tollgate"), true),
+    );
+    let cluster = Cluster {
+        classes: vec![&class],
+        ingresses: vec![&a, &b, &c, &d],
+        services: vec![&svc],
+        slices: vec![&slice],
+        configmap: None,
+    };
+    let t = translate(&Classes::default(), None, &cluster, &|_| Ok(()));
+    assert_eq!(t.served, 1, "{:?}", t.problems);
+    let toml = t.toml.expect("toml");
+    assert!(
+        toml.contains("a.example") && !toml.contains("b.example") && !toml.contains("c.example")
+    );
+    assert!(toml.contains("127.0.0.1:8080"), "{toml}");
+    assert!(
+        toml.contains("rate = \"5/s\""),
+        "the annotation's limit, as import-ingress makes it"
+    );
+    assert!(
+        t.problems
+            .iter()
+            .any(|p| p.contains("Ingress shop/d") && p.contains("not served")),
+        "{:?}",
+        t.problems
+    );
+    // A check that refuses what holds Ingress e's host: e alone is left out.
+    let e = ing("e", Some("tollgate"), false);
+    let both = Cluster {
+        classes: vec![&class],
+        ingresses: vec![&a, &e],
+        services: vec![],
+        slices: vec![],
+        configmap: None,
+    };
+    let t = translate(&Classes::default(), None, &both, &|t: &str| {
+        if t.contains("e.example") {
+            Err("no".into())
+        } else {
+            Ok(())
+        }
+    });
+    assert_eq!(t.served, 1);
+    assert!(t
+        .toml
+        .as_deref()
+        .is_some_and(|t| t.contains("a.example") && !t.contains("e.example")));
+    assert!(
+        t.problems
+            .iter()
+            .any(|p| p.starts_with("Ingress shop/e: its translation is refused")),
+        "{:?}",
+        t.problems
+    );
+    // A port named by the Ingress: the Service's number for that name; a name it lacks: not served.
+    let mut g = ing("g", Some("tollgate"), false);
+    let named: serde_json::Value = serde_json::json!({"name": "http"});
+    g.spec
+        .as_mut()
+        .expect("spec")
+        .rules
+        .as_mut()
+        .expect("rules")[0]
+        .http
+        .as_mut()
+        .expect("http")
+        .paths[0]
+        .backend
+        .service
+        .as_mut()
+        .expect("svc")
+        .port = Some(serde_json::from_value(named).expect("port"));
+    let svc8: Service = serde_json::from_value(json!({"metadata": {"name": "web", "namespace": "shop"}, "spec": {"ports": [{"name": "legacy", "port": 80}, {"name": "http", "port": 8080}]}})).expect("svc");
+    let c8 = Cluster {
+        classes: vec![&class],
+        ingresses: vec![&g],
+        services: vec![&svc8],
+        slices: vec![],
+        configmap: None,
+    };
+    let t = translate(&Classes::default(), None, &c8, &|_| Ok(()));
+    assert!(
+        t.toml
+            .as_deref()
+            .is_some_and(|t| t.contains("web.shop.svc.cluster.local:8080")),
+        "{t:?}"
+    );
+    let c0 = Cluster {
+        classes: vec![&class],
+        ingresses: vec![&g],
+        services: vec![&svc],
+        slices: vec![],
+        configmap: None,
+    };
+    let t = translate(&Classes::default(), None, &c0, &|_| Ok(()));
+    assert_eq!(t.served, 0);
+    assert!(
+        t.problems
+            .iter()
+            .any(|p| p.contains("no port named \"http\"")),
+        "{:?}",
+        t.problems
+    );
+    let mut f = ing("f", Some("tollgate"), false);
+    f.metadata.annotations.get_or_insert_default().insert(
+        "nginx.ingress.kubernetes.io/auth-secret".into(),
+        "users".into(),
+    );
+    let secret = Cluster {
+        classes: vec![&class],
+        ingresses: vec![&f],
+        services: vec![],
+        slices: vec![],
+        configmap: None,
+    };
+    let t = translate(&Classes::default(), None, &secret, &|_| Ok(()));
+    assert_eq!((t.served, t.toml), (0, None));
+    let none = Cluster {
+        classes: vec![],
+        ingresses: vec![&b],
+        services: vec![],
+        slices: vec![],
+        configmap: None,
+    };
+    assert_eq!(
+        translate(&Classes::default(), None, &none, &|_| Ok(())).toml,
+        None
+    );
+}
