@@ -18,16 +18,7 @@ use tollgate_testkit::*;
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 
 fn kubectl_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("KUBECTL") {
-        return p.into();
-    }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/kubectl/usr/bin/kubectl");
-    assert!(
-        p.exists(),
-        "{} missing: `make test` unpacks Debian's kubernetes-client there",
-        p.display()
-    );
-    p
+    tollgate_kube_standin::kubectl().unwrap_or_else(|e| panic!("{e}"))
 }
 
 struct Cluster {

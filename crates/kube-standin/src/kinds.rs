@@ -228,6 +228,9 @@ pub const KINDS: &[Kind] = &[
     ),
 ];
 
+/// `namespaces`: the first kind (checked by a test), which every namespaced write looks up.
+pub const NAMESPACES: usize = 0;
+
 /// The kind at `group`/`version`/`resource`.
 pub fn find(group: &str, version: &str, resource: &str) -> Option<usize> {
     KINDS
@@ -246,4 +249,12 @@ pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn namespaces_is_the_first_kind() {
+        assert_eq!(super::find("", "v1", "namespaces"), Some(super::NAMESPACES));
+    }
 }

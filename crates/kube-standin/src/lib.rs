@@ -167,6 +167,24 @@ impl Drop for StandIn {
     }
 }
 
+/// Debian's kubectl as `make test` unpacks it (target/kubectl), or `$KUBECTL`: the client the
+/// stand-in's tests and the controller's run.
+pub fn kubectl() -> Result<std::path::PathBuf, String> {
+    if let Some(p) = std::env::var_os("KUBECTL") {
+        return Ok(p.into());
+    }
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/kubectl/usr/bin/kubectl");
+    if p.exists() {
+        Ok(p)
+    } else {
+        Err(format!(
+            "{} missing: `make test` unpacks Debian's kubernetes-client there (or set KUBECTL)",
+            p.display()
+        ))
+    }
+}
+
 pub fn kubeconfig(server: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: standin\n  cluster:\n    server: {server}\ncontexts:\n- name: standin\n  context:\n    cluster: standin\n    user: standin\n    namespace: default\ncurrent-context: standin\nusers:\n- name: standin\n  user:\n    token: standin\n"

@@ -80,7 +80,9 @@ fn strategic(target: &mut Value, patch: &Value) {
     if !target.is_object() {
         *target = Value::Object(Map::new());
     }
-    let t = target.as_object_mut().expect("an object");
+    let Some(t) = target.as_object_mut() else {
+        return;
+    };
     if let Some(keep) = p.get("$retainKeys").and_then(Value::as_array) {
         let keep: Vec<&str> = keep.iter().filter_map(Value::as_str).collect();
         t.retain(|k, _| keep.contains(&k.as_str()) || p.contains_key(k));

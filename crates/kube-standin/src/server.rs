@@ -48,12 +48,19 @@ fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into()).boxed()
 }
 
+/// A JSON answer: `body` with `code` (any code the handlers use is a valid one).
+fn json_body(code: u16, body: Body) -> Response<Body> {
+    let mut r = Response::new(body);
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
 fn json_response(code: u16, v: &Value) -> Response<Body> {
-    Response::builder()
-        .status(code)
-        .header("content-type", "application/json")
-        .body(full(v.to_string()))
-        .expect("a response")
+    json_body(code, full(v.to_string()))
 }
 
 fn status_response(code: u16, reason: &str, message: &str) -> Response<Body> {
@@ -766,12 +773,8 @@ fn watch(st: &Arc<State>, t: Target, sel: Selector, q: &HashMap<String, String>)
             .await
             .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
     });
-    Response::builder()
-        .status(StatusCode::OK)
-        .header("content-type", "application/json")
-        .header("transfer-encoding", "chunked")
-        .body(StreamBody::new(stream).boxed())
-        .expect("a response")
+    // A body of unknown length: hyper sends it chunked.
+    json_body(200, StreamBody::new(stream).boxed())
 }
 
 #[cfg(test)]
@@ -781,7 +784,7 @@ mod tests {
     #[test]
     fn paths() {
         let ing = kinds::find("networking.k8s.io", "v1", "ingresses").expect("ing");
-        let ns = kinds::find("", "v1", "namespaces").expect("ns");
+        let ns = kinds::NAMESPACES;
         let t = |g, v, p: &str| target(g, v, &p.split('/').collect::<Vec<_>>());
         assert_eq!(
             t("networking.k8s.io", "v1", "ingresses"),

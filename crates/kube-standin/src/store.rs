@@ -52,6 +52,12 @@ impl Failure {
 
 type Key = (usize, String, String);
 
+/// Where an object is kept: cluster-scoped kinds under no namespace.
+fn key(k: &Kind, kind: usize, ns: &str, name: &str) -> Key {
+    let ns = if k.namespaced { ns } else { "" };
+    (kind, ns.to_string(), name.to_string())
+}
+
 pub struct Store {
     rv: u64,
     objects: BTreeMap<Key, Value>,
@@ -102,13 +108,20 @@ fn meta(obj: &Value) -> Option<&Map<String, Value>> {
     obj.get("metadata").and_then(Value::as_object)
 }
 
+/// The object's metadata, made an empty map first when it is missing or not a map. (Every
+/// caller holds an object: bodies that are not are refused before.)
 fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
-    if !obj.get("metadata").is_some_and(Value::is_object) {
-        obj["metadata"] = json!({});
+    if !obj.is_object() {
+        *obj = json!({});
     }
-    obj["metadata"]
-        .as_object_mut()
-        .expect("metadata is an object")
+    let slot = &mut obj["metadata"];
+    if !slot.is_object() {
+        *slot = Value::Object(Map::new());
+    }
+    match slot {
+        Value::Object(m) => m,
+        _ => unreachable!("made a map above"),
+    }
 }
 
 /// The object's `metadata.resourceVersion`, when it names one.
@@ -140,7 +153,7 @@ impl Store {
             changes,
             uid: 0,
         };
-        let ns = crate::kinds::find("", "v1", "namespaces").expect("namespaces");
+        let ns = crate::kinds::NAMESPACES;
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let obj = json!({"metadata": {"name": name}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
             s.create(ns, "", obj).expect("a namespace");
@@ -190,7 +203,7 @@ impl Store {
     }
 
     fn namespace_exists(&self, ns: &str) -> bool {
-        let k = crate::kinds::find("", "v1", "namespaces").expect("namespaces");
+        let k = crate::kinds::NAMESPACES;
         self.get(k, "", ns).is_some()
     }
 
@@ -295,18 +308,10 @@ impl Store {
             }
         }
         if k.namespaced && !self.namespace_exists(ns) {
-            let nsk = crate::kinds::find("", "v1", "namespaces").expect("namespaces");
+            let nsk = crate::kinds::NAMESPACES;
             return Err(Self::not_found(nsk, ns));
         }
-        let key = (
-            kind,
-            if k.namespaced {
-                ns.to_string()
-            } else {
-                String::new()
-            },
-            name.clone(),
-        );
+        let key = key(k, kind, ns, &name);
         if self.objects.contains_key(&key) {
             return Err(Self::fail(
                 kind,
@@ -348,15 +353,7 @@ impl Store {
         status: bool,
     ) -> Result<Value, Failure> {
         let k = &KINDS[kind];
-        let key = (
-            kind,
-            if k.namespaced {
-                ns.to_string()
-            } else {
-                String::new()
-            },
-            name.to_string(),
-        );
+        let key = key(k, kind, ns, name);
         let Some(old) = self.objects.get(&key).cloned() else {
             return Err(Self::not_found(kind, name));
         };
@@ -416,15 +413,7 @@ impl Store {
         precondition_rv: Option<&str>,
     ) -> Result<Value, Failure> {
         let k = &KINDS[kind];
-        let key = (
-            kind,
-            if k.namespaced {
-                ns.to_string()
-            } else {
-                String::new()
-            },
-            name.to_string(),
-        );
+        let key = key(k, kind, ns, name);
         let Some(old) = self.objects.get(&key) else {
             return Err(Self::not_found(kind, name));
         };
@@ -437,7 +426,9 @@ impl Store {
                 )));
             }
         }
-        let mut obj = self.objects.remove(&key).expect("present");
+        let Some(mut obj) = self.objects.remove(&key) else {
+            return Err(Self::not_found(kind, name));
+        };
         self.stamp(kind, &mut obj);
         self.record(kind, "DELETED", obj.clone(), None);
         Ok(obj)
@@ -447,15 +438,20 @@ impl Store {
 /// A `/status` write: the stored object with the body's `.status` (or none).
 fn status_write(old: &Value, obj: &Value) -> Value {
     let mut next = old.clone();
-    match obj.get("status") {
-        Some(s) => next["status"] = s.clone(),
+    put_status(&mut next, obj);
+    next
+}
+
+/// `to`'s `.status` made `from`'s (none if `from` has none).
+fn put_status(to: &mut Value, from: &Value) {
+    match from.get("status") {
+        Some(s) => to["status"] = s.clone(),
         None => {
-            if let Some(o) = next.as_object_mut() {
+            if let Some(o) = to.as_object_mut() {
                 o.remove("status");
             }
         }
     }
-    next
 }
 
 /// A write of the object: identity and bookkeeping stay the server's, a kind with a status
@@ -476,14 +472,7 @@ fn object_write(k: &Kind, old: &Value, mut obj: Value) -> Value {
         };
     }
     if k.status {
-        match old.get("status") {
-            Some(s) => obj["status"] = s.clone(),
-            None => {
-                if let Some(o) = obj.as_object_mut() {
-                    o.remove("status");
-                }
-            }
-        }
+        put_status(&mut obj, old);
     }
     if spec_part(&obj) != spec_part(old) {
         let g = om.get("generation").and_then(Value::as_i64).unwrap_or(1);

@@ -9,16 +9,7 @@ use std::time::Duration;
 use tollgate_kube_standin::StandIn;
 
 fn kubectl_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("KUBECTL") {
-        return p.into();
-    }
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/kubectl/usr/bin/kubectl");
-    assert!(
-        p.exists(),
-        "{} missing: `make test` unpacks Debian's kubernetes-client there (or set KUBECTL)",
-        p.display()
-    );
-    p
+    tollgate_kube_standin::kubectl().unwrap_or_else(|e| panic!("{e}"))
 }
 
 struct Env {
@@ -107,24 +98,26 @@ spec:
     port: 443
 "#;
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
+/// A stand-in on a free port (on its own runtime, kept with it) and a client folder.
+fn started(name: &str) -> (tokio::runtime::Runtime, StandIn, Env) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .expect("runtime")
-}
-
-#[test]
-fn kubectl_creates_applies_patches_watches_and_deletes() {
-    let rt = runtime();
+        .expect("runtime");
     let s = rt
         .block_on(StandIn::start(
             "127.0.0.1:0".parse().expect("addr"),
             Duration::from_millis(200),
         ))
         .expect("stand-in");
-    let e = Env::new(&s, "kubectl");
+    let e = Env::new(&s, name);
+    (rt, s, e)
+}
+
+#[test]
+fn kubectl_creates_applies_patches_watches_and_deletes() {
+    let (_rt, s, e) = started("kubectl");
     // Discovery: kubectl finds the kinds by their names and short names.
     let resources = e.ok(&["api-resources", "--no-headers"]);
     for want in [
@@ -371,14 +364,7 @@ print("python ok")
 
 #[test]
 fn the_python_client_lists_pages_watches_and_recovers_from_410() {
-    let rt = runtime();
-    let s = rt
-        .block_on(StandIn::start(
-            "127.0.0.1:0".parse().expect("addr"),
-            Duration::from_millis(200),
-        ))
-        .expect("stand-in");
-    let e = Env::new(&s, "python");
+    let (_rt, s, e) = started("python");
     let script = e.file("client.py", PY);
     // Debian's python3-kubernetes installs for the system interpreter.
     let o = Command::new("/usr/bin/python3")
