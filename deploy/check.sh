@@ -52,7 +52,7 @@ base = docs[("ConfigMap", "tollgate-controller-base")]["data"]["base.toml"]
 with tempfile.NamedTemporaryFile("w", suffix=".toml") as f:
     f.write(base)
     f.flush()
-    subprocess.run([sys.argv[1], "check", f.name], check=True)
+    subprocess.run([sys.argv[1], "check", "--kubernetes", f.name], check=True)
 print("controller manifests ok")
 PY
 

@@ -7,12 +7,15 @@
 //! - what is not ours is not served: another class, an empty class, no class;
 //! - a bad Ingress (a protection with no translation) answers 403 on its own routes only;
 //! - an Ingress cannot take over a BASE.toml upstream;
-//! - the API server away: the last config serves; back: nothing lost, a 410 re-lists.
+//! - the API server away: the last config serves; back: nothing lost, a 410 re-lists;
+//! - TLS Secrets served by SNI (held in memory), renewed within a second, a default
+//!   certificate for other names; an htpasswd Secret guards its Ingress, read live.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tollgate_kube_standin::StandIn;
+use tollgate_testkit::pki::{Ca, LeafSpec};
 use tollgate_testkit::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
@@ -311,7 +314,7 @@ async fn an_ingress_cannot_take_over_a_base_upstream_or_host() {
     c.apply(&ingress("other", "tollgate", "/", ""));
     // BASE's host: an Ingress naming it does not take it over.
     c.apply(&ingress("admin", "tollgate", "/", ""));
-    // An Ingress needing a Secret (basic auth) is not served, and holds nobody back.
+    // An Ingress whose auth Secret is missing is not served, and holds nobody back.
     c.apply(&ingress("locked", "tollgate", "/", "    nginx.ingress.kubernetes.io/auth-type: basic\n    nginx.ingress.kubernetes.io/auth-secret: users\n"));
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(status(port, "locked.example", "/").await, 404);
@@ -384,4 +387,227 @@ async fn the_api_server_away_keeps_the_last_config_and_loses_no_update() {
         ) >= 1.0,
         "{m}"
     );
+}
+
+/// The subject CN a handshake with `sni` shows (`openssl s_client`).
+fn subject(tls: u16, sni: Option<&str>) -> Option<String> {
+    let mut cmd = Command::new("openssl");
+    cmd.args(["s_client", "-connect", &format!("127.0.0.1:{tls}")]);
+    match sni {
+        Some(n) => cmd.args(["-servername", n]),
+        None => cmd.arg("-noservername"),
+    };
+    let out = cmd
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .expect("openssl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = text.lines().find(|l| l.starts_with("subject="))?;
+    Some(line.rsplit('=').next()?.trim().to_string())
+}
+
+/// curl over TLS as `host`, trusting `ca`: the status (0 when curl failed).
+fn curl_tls(tls: u16, host: &str, ca: &Path, args: &[&str]) -> u16 {
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "5",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+        ])
+        .arg("--cacert")
+        .arg(ca)
+        .arg("--resolve")
+        .arg(format!("{host}:{tls}:127.0.0.1"))
+        .args(args)
+        .arg(format!("https://{host}:{tls}/"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("curl");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
+}
+
+impl Cluster {
+    /// `kubectl create secret tls NAME` (applied, so a second call renews it).
+    fn tls_secret(&self, name: &str, cert: &Path, key: &Path) {
+        let yaml = self.kubectl(&[
+            "create",
+            "secret",
+            "tls",
+            name,
+            "-n",
+            "shop",
+            "--dry-run=client",
+            "-o",
+            "yaml",
+            &format!("--cert={}", cert.display()),
+            &format!("--key={}", key.display()),
+        ]);
+        self.apply(&yaml);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_and_htpasswd_secrets_are_read_live_and_held_in_memory() {
+    let c = Cluster::start().await;
+    let web = Backend::start().await.expect("web");
+    c.apply(&service("web", web.addr.port()));
+    let (port, admin, tls) = (free_port(), free_port(), free_port());
+    let _gw = c
+        .gateway(
+            port,
+            admin,
+            &format!("tls_listen = [\"127.0.0.1:{tls}\"]\n"),
+        )
+        .await;
+    assert!(ready(admin).await);
+    let fake = "Tollgate Ingress Controller Fake Certificate";
+    assert_eq!(
+        subject(tls, None).as_deref(),
+        Some(fake),
+        "the default, before any Ingress"
+    );
+
+    let ca = Ca::new("cluster ca").expect("ca");
+    let leaf = ca
+        .issue(&LeafSpec::server(&["shop.example"]))
+        .expect("leaf");
+    let (crt, key) = leaf.write(&c.dir, "shop").expect("write");
+    let ca_file = ca.write(&c.dir, "ca.crt").expect("ca file");
+    // The Ingress first: its Secret not there yet (cert-manager has not issued it), it is
+    // served, over TLS with the default certificate.
+    c.apply(&ingress("shop", "tollgate", "/", "").replace(
+        "spec:\n",
+        "spec:\n  tls:\n  - hosts: [shop.example]\n    secretName: site\n",
+    ));
+    assert!(
+        until(port, "shop.example", "/", 308, Duration::from_secs(5))
+            .await
+            .is_some(),
+        "HTTP redirects to HTTPS, as ingress-nginx's ssl-redirect"
+    );
+    assert_eq!(subject(tls, Some("shop.example")).as_deref(), Some(fake));
+    c.tls_secret("site", &crt, &key);
+    let t = Instant::now();
+    while curl_tls(tls, "shop.example", &ca_file, &[]) != 200 {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the Secret's certificate is not served"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(
+        subject(tls, Some("other.example")).as_deref(),
+        Some(fake),
+        "other names"
+    );
+    assert!(web.hits() > 0);
+
+    // Renewed in the cluster: new handshakes get it within a second or two.
+    let renewed = ca
+        .issue(&LeafSpec {
+            common_name: "renewed".into(),
+            ..LeafSpec::server(&["shop.example"])
+        })
+        .expect("renewed");
+    let (crt2, key2) = renewed.write(&c.dir, "shop2").expect("write");
+    c.tls_secret("site", &crt2, &key2);
+    let t = Instant::now();
+    while subject(tls, Some("shop.example")).as_deref() != Some("renewed") {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the renewal is not served"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(curl_tls(tls, "shop.example", &ca_file, &[]), 200);
+
+    // Nothing of it on disk: the importer's mount folder does not exist here.
+    assert!(!Path::new("/etc/tollgate/tls/shop").exists());
+
+    // An htpasswd Secret (ingress-nginx's auth-file form), made by htpasswd.
+    let users = c.dir.join("auth");
+    let made = Command::new("htpasswd")
+        .args([
+            "-cbB",
+            "-C",
+            "10",
+            users.to_str().expect("path"),
+            "ann",
+            "s3cret",
+        ])
+        .output()
+        .expect("htpasswd (apache2-utils)");
+    assert!(made.status.success());
+    c.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "users",
+        "-n",
+        "shop",
+        &format!("--from-file=auth={}", users.display()),
+    ]);
+    c.apply(&ingress(
+        "locked",
+        "tollgate",
+        "/",
+        "    nginx.ingress.kubernetes.io/auth-type: basic\n    nginx.ingress.kubernetes.io/auth-secret: users\n    nginx.ingress.kubernetes.io/ssl-redirect: \"false\"\n",
+    ));
+    assert!(
+        until(port, "locked.example", "/", 401, Duration::from_secs(5))
+            .await
+            .is_some()
+    );
+    let basic = |u: &str, p: &str| {
+        use base64::Engine;
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
+        )
+    };
+    let ok = get(
+        port,
+        "/",
+        &[
+            ("host", "locked.example"),
+            ("authorization", &basic("ann", "s3cret")),
+        ],
+    )
+    .await
+    .expect("get");
+    assert_eq!(ok.status, 200);
+    let bad = get(
+        port,
+        "/",
+        &[
+            ("host", "locked.example"),
+            ("authorization", &basic("ann", "nope")),
+        ],
+    )
+    .await
+    .expect("get");
+    assert_eq!(bad.status, 401);
+    // The Secret deleted: the Ingress is no longer served (never served unguarded).
+    c.kubectl(&["delete", "secret", "users", "-n", "shop"]);
+    assert!(
+        until(port, "locked.example", "/", 404, Duration::from_secs(5))
+            .await
+            .is_some()
+    );
+    let m = metrics(admin).await;
+    assert!(metric(&m, "tollgate_kube_objects", &["kind=\"Secret\""]) >= 1.0);
+    assert!(metric(&m, "tollgate_tls_certificates_served", &[]) >= 2.0);
 }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use tollgate_config::model::Config;
+use tollgate_config::mounted::Files;
 use tollgate_kube::metrics::KubeMetrics;
 use tollgate_kube::translate::Translated;
 
@@ -36,6 +37,10 @@ pub struct KubeArgs {
     /// The controller's ConfigMap (NAMESPACE/NAME): ingress-nginx's global keys.
     #[arg(long, requires = "kubernetes")]
     pub configmap: Option<String>,
+    /// A kubernetes.io/tls Secret (NAMESPACE/NAME) served for names no other certificate
+    /// holds (ingress-nginx's flag); without it, a self-signed one made at start.
+    #[arg(long, requires = "kubernetes", value_name = "NAMESPACE/NAME")]
+    pub default_ssl_certificate: Option<String>,
 }
 
 impl KubeArgs {
@@ -48,6 +53,7 @@ impl KubeArgs {
             },
             namespace: self.watch_namespace.clone(),
             configmap: self.configmap.clone(),
+            default_certificate: self.default_ssl_certificate.clone(),
         }
     }
 }
@@ -59,33 +65,61 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// BASE.toml (`base`; `/dev/null` without --config) with the cluster's part.
+    /// BASE.toml (`base`; `/dev/null` without --config) with the cluster's part, the Secrets
+    /// it names held in memory (before the first translation: the default certificate).
     pub fn load(&self, base: &Path) -> anyhow::Result<Config> {
         let text = std::fs::read_to_string(base)
             .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", base.display()))?;
         let latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
-        let text = match latest.as_ref().and_then(|t| t.toml.as_deref()) {
-            None => text,
-            Some(cluster) => {
-                let (merged, problems) = tollgate_kube::merge::merge(&text, cluster)
-                    .map_err(|e| anyhow::anyhow!("invalid config: {e}"))?;
-                for p in problems {
-                    tracing::warn!(event = "kube_translation_problem", problem = %p, "not served");
-                }
-                merged
-            }
+        let volume = match latest.as_ref() {
+            Some(t) => t.volume.clone(),
+            None => Arc::new(tollgate_kube::secrets::volume(
+                &Default::default(),
+                &[],
+                None,
+            )),
         };
-        tollgate_config::load_text(base, &text).map_err(|e| anyhow::anyhow!("invalid config:\n{e}"))
+        mount(&volume).map_err(|e| anyhow::anyhow!(e))?;
+        let cluster = latest
+            .as_ref()
+            .and_then(|t| t.toml.as_deref())
+            .unwrap_or("");
+        let (merged, problems) = tollgate_kube::merge::merge(&text, cluster)
+            .map_err(|e| anyhow::anyhow!("invalid config: {e}"))?;
+        for p in problems {
+            tracing::warn!(event = "kube_translation_problem", problem = %p, "not served");
+        }
+        tollgate_config::load_text(base, &merged)
+            .map_err(|e| anyhow::anyhow!("invalid config:\n{e}"))
     }
 }
 
-/// BASE.toml with `cluster`, checked as it would load (names not looked up).
-fn check(base: &Path, cluster: &str) -> Result<(), String> {
+fn mount(volume: &Arc<Files>) -> Result<(), String> {
+    tollgate_config::mounted::replace(volume.clone())
+        .map_err(|p| format!("{}: not a path a Secret is held at", p.display()))
+}
+
+/// `tollgate check --kubernetes BASE.toml`: BASE as the controller starts on it, before the
+/// cluster's part (the default certificate held).
+pub fn check_base(base: &Path) -> Result<Config, String> {
+    let text = std::fs::read_to_string(base).map_err(|e| format!("{}: {e}", base.display()))?;
+    mount(&Arc::new(tollgate_kube::secrets::volume(
+        &Default::default(),
+        &[],
+        None,
+    )))?;
+    let (merged, _) = tollgate_kube::merge::merge(&text, "")?;
+    tollgate_config::check_text(base, &merged).map_err(|e| e.to_string())
+}
+
+/// BASE.toml with `cluster` and the Secrets it names, checked as it would load (names not
+/// looked up): the config, then the certificates as the TLS listeners would read them.
+fn check(base: &Path, cluster: &str, volume: &Arc<Files>) -> Result<(), String> {
     let text = std::fs::read_to_string(base).map_err(|e| format!("{}: {e}", base.display()))?;
     let (merged, _) = tollgate_kube::merge::merge(&text, cluster)?;
-    tollgate_config::check_text(base, &merged)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    mount(volume)?;
+    let cfg = tollgate_config::check_text(base, &merged).map_err(|e| e.to_string())?;
+    crate::certificates_ok(&cfg).map_err(|e| e.join("; "))
 }
 
 /// The background service: the reflectors, and a reload for each translation.
@@ -120,7 +154,8 @@ impl pingora::services::background::BackgroundService for Controller {
         };
         let (tx, mut rx) = tokio::sync::watch::channel(None);
         let base = self.reloader.path.clone();
-        let check = Arc::new(move |cluster: &str| check(&base, cluster));
+        let check =
+            Arc::new(move |cluster: &str, volume: &Arc<Files>| check(&base, cluster, volume));
         let watching = tokio::spawn(tollgate_kube::watch::run(
             client,
             self.args.options(),

@@ -76,6 +76,10 @@ enum Command {
     Check {
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// Check each file as `run --kubernetes` reads its BASE.toml: with TLS listeners and no
+        /// certificate of its own, the default certificate the controller serves.
+        #[arg(long)]
+        kubernetes: bool,
     },
     /// Explain what the gateway does with one request and why: its canonical form, the route
     /// taken (and those not), access lists, authentication, each limit's key, state and
@@ -208,7 +212,7 @@ enum LogFormat {
 fn main() {
     let cli = Cli::parse();
     let code = match cli.command {
-        Command::Check { files } => check(&files),
+        Command::Check { files, kubernetes } => check(&files, kubernetes),
         Command::Explain(a) => explain(a),
         Command::Simulate(a) => simulate(a),
         Command::ImportIngress {
@@ -563,10 +567,15 @@ fn usage(why: &str) -> i32 {
     2
 }
 
-fn check(files: &[PathBuf]) -> i32 {
+fn check(files: &[PathBuf], kubernetes: bool) -> i32 {
     let mut bad = false;
     for f in files {
-        match tollgate_config::check_file(f) {
+        let checked = if kubernetes {
+            kubernetes::check_base(f)
+        } else {
+            tollgate_config::check_file(f).map_err(|e| e.to_string())
+        };
+        match checked {
             Ok(cfg) => match certificates_ok(&cfg) {
                 Ok(()) => {
                     for w in tollgate_config::warnings(&cfg) {

@@ -642,23 +642,26 @@ fn user_files(
     add: &mut dyn FnMut(&str, &str) -> Result<(), String>,
 ) -> Option<PathBuf> {
     let full = base.join(dir);
-    let entries = match std::fs::read_dir(&full) {
-        Ok(e) => e,
-        Err(e) => {
-            cx.err(p, span, format!("cannot read {}: {e}", full.display()));
-            return None;
+    let mut names: Vec<String> = if crate::mounted::is_dir(&full) {
+        crate::mounted::list(&full)
+    } else {
+        match std::fs::read_dir(&full) {
+            Ok(e) => e
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect(),
+            Err(e) => {
+                cx.err(p, span, format!("cannot read {}: {e}", full.display()));
+                return None;
+            }
         }
     };
     files.push(full.clone());
-    let mut names: Vec<String> = entries
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| !n.starts_with('.'))
-        .collect();
+    names.retain(|n| !n.starts_with('.'));
     names.sort();
     let mut ok = true;
     for name in names {
         let path = full.join(&name);
-        if path.is_dir() {
+        if crate::mounted::read(&path).is_none() && path.is_dir() {
             continue;
         }
         let read = crate::files::read_bounded_text(&path);
@@ -726,7 +729,9 @@ fn basic(
         users.push((user.to_string(), hash.to_string()));
         Ok(())
     };
-    let full = if base.join(&file).is_dir() && !cx.mounted_later(&base.join(&file)) {
+    let folder = base.join(&file);
+    let full = if crate::mounted::is_dir(&folder) || (folder.is_dir() && !cx.mounted_later(&folder))
+    {
         let mut by_file = |user: &str, hash: &str| add(format!("{file}/{user}"), user, hash);
         user_files(cx, &p, &file, v.span(), base, files, &mut by_file)
     } else {

@@ -13,8 +13,8 @@ pub const MAX_FILE_BYTES: u64 = 64 << 20;
 /// `full` read whole, as [`std::fs::read`] does, but only a regular file (symbolic links
 /// followed) of at most [`MAX_FILE_BYTES`]. The errors say why in the words of an
 /// [`std::io::Error`], so each caller reports them as it reports any other read error (at the
-/// key that named the file).
-pub(crate) fn read_bounded(full: &Path) -> std::io::Result<Vec<u8>> {
+/// key that named the file). A file held in memory ([`crate::mounted`]) is read from there.
+pub fn read_bounded(full: &Path) -> std::io::Result<Vec<u8>> {
     read_at_most(full, MAX_FILE_BYTES)
 }
 
@@ -93,6 +93,12 @@ fn read_at_most(full: &Path, max: u64) -> std::io::Result<Vec<u8>> {
             ),
         )
     };
+    if let Some(held) = crate::mounted::read(full) {
+        if held.len() as u64 > max {
+            return Err(too_big());
+        }
+        return Ok(held.to_vec());
+    }
     // Looked at before opening: opening a FIFO would wait for a writer.
     let meta = std::fs::metadata(full)?;
     if !meta.is_file() {

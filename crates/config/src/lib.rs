@@ -19,6 +19,7 @@ mod hardening;
 mod jwt;
 mod limits;
 pub mod model;
+pub mod mounted;
 mod parse;
 mod plans;
 mod reader;
@@ -35,7 +36,7 @@ mod values;
 
 pub use auth::{bcrypt_cost, weak_hash_warnings, BCRYPT_COST_FLOOR};
 pub use edge::{origin_rule, parse_size};
-pub use files::MAX_FILE_BYTES;
+pub use files::{read_bounded, MAX_FILE_BYTES};
 pub use reader::Problem;
 pub use rls_tree::counter as rls_counter;
 pub use routes::{canonical_route_path, path_regex, rewrite_warnings};

@@ -5,6 +5,8 @@
 //! - [`translate`]: the chosen Ingresses (and the controller's ConfigMap) through the
 //!   importer's own translation, `import-ingress`'s fail-closed rules included;
 //! - [`endpoints`]: Service targets made their ready endpoints (EndpointSlices);
+//! - [`secrets`]: the Secrets a translation names, held in memory, and the default
+//!   certificate;
 //! - [`merge`]: BASE.toml with the cluster's part added (BASE wins; an Ingress cannot take
 //!   over a BASE definition);
 //! - [`holdoff`]: changes batched (100 ms quiet, 500 ms at most);
@@ -16,8 +18,10 @@
 
 pub mod endpoints;
 pub mod holdoff;
+pub mod leader;
 pub mod merge;
 pub mod metrics;
+pub mod secrets;
 pub mod select;
 pub mod translate;
 pub mod watch;
@@ -32,6 +36,8 @@ pub struct Options {
     pub namespace: Option<String>,
     /// `--configmap NS/NAME`: ingress-nginx's global keys that Tollgate maps.
     pub configmap: Option<String>,
+    /// `--default-ssl-certificate NS/NAME`: the certificate for names no other holds.
+    pub default_certificate: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]

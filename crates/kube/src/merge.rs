@@ -15,8 +15,10 @@ pub fn merge(base: &str, cluster: &str) -> Result<(String, Vec<String>), String>
     let mut dropped_names = Vec::new();
     let mut problems = Vec::new();
     let mut cluster_routes = Vec::new();
+    let base_certificates = has_certificates(out.get("tls"));
     for (key, value) in cluster {
         match (key.as_str(), out.get_mut(&key), value) {
+            ("tls", Some(Value::Table(b)), Value::Table(c)) => tls(b, c),
             ("server", Some(Value::Table(b)), Value::Table(mut c)) => {
                 for fixed in ["listen", "tls_listen", "admin"] {
                     c.remove(fixed);
@@ -79,7 +81,76 @@ pub fn merge(base: &str, cluster: &str) -> Result<(String, Vec<String>), String>
             }
         }
     }
+    listener_certificates(&mut out, base_certificates, &mut problems);
     Ok((toml::to_string(&out).map_err(|e| e.to_string())?, problems))
+}
+
+fn has_certificates(tls: Option<&Value>) -> bool {
+    ["certificates", "certificate_dirs"].iter().any(|k| {
+        tls.and_then(|t| t.get(k))
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+    })
+}
+
+/// The cluster's `[tls]` in BASE's: its certificates after BASE's (BASE's first one stays the
+/// one served for names no certificate holds), the rest filling what BASE leaves out.
+fn tls(base: &mut Table, mut cluster: Table) {
+    if let Some(Value::Array(theirs)) = cluster.remove("certificates") {
+        match base.get_mut("certificates") {
+            Some(Value::Array(ours)) => {
+                for c in theirs {
+                    if !ours.iter().any(|o| o.get("cert") == c.get("cert")) {
+                        ours.push(c);
+                    }
+                }
+            }
+            _ => {
+                base.insert("certificates".into(), Value::Array(theirs));
+            }
+        }
+    }
+    fill(base, cluster);
+}
+
+/// With TLS listeners (BASE's `server.tls_listen`) and no certificate of BASE's, the default
+/// certificate ([`crate::secrets::default_paths`]) comes first, for names no Secret holds, as
+/// ingress-nginx serves its own; without them, the cluster's `[tls]` has nowhere to be served.
+fn listener_certificates(out: &mut Table, base_certificates: bool, problems: &mut Vec<String>) {
+    let listens = out
+        .get("server")
+        .and_then(|s| s.get("tls_listen"))
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    if !listens {
+        if !base_certificates && out.remove("tls").is_some() {
+            problems.push(
+                "tls: BASE.toml has no server.tls_listen: the Ingresses' spec.tls certificates are not served".into(),
+            );
+        }
+        return;
+    }
+    if base_certificates {
+        return;
+    }
+    let (cert, key) = crate::secrets::default_paths();
+    let mut default = Table::new();
+    default.insert("cert".into(), Value::String(cert.display().to_string()));
+    default.insert("key".into(), Value::String(key.display().to_string()));
+    let tls = out
+        .entry("tls")
+        .or_insert_with(|| Value::Table(Table::new()));
+    if let Value::Table(t) = tls {
+        match t.get_mut("certificates") {
+            Some(Value::Array(a)) => a.insert(0, Value::Table(default)),
+            _ => {
+                t.insert(
+                    "certificates".into(),
+                    Value::Array(vec![Value::Table(default)]),
+                );
+            }
+        }
+    }
 }
 
 /// The hosts BASE's routes serve (their `host` and `aliases`, lower case), and whether any
@@ -194,94 +265,4 @@ fn keep_route(r: &Value, names: &[String], problems: &mut Vec<String>) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn base_wins_and_the_cluster_adds() {
-        let base = "[server]\nlisten = [\"127.0.0.1:1\"]\nhsts = true\n\n[upstreams.api]\ntargets = [\"127.0.0.1:2\"]\n\n[[routes]]\nname = \"api\"\npath_prefix = \"/api\"\nupstream = \"api\"\n";
-        let cluster = "[server]\nlisten = [\"0.0.0.0:8080\"]\nadmin = \"0.0.0.0:9901\"\nhost_fallthrough = false\nhsts = false\n\n[upstreams.\"shop.web.80\"]\ntargets = [\"web.shop.svc.cluster.local:80\"]\n\n[[routes]]\nname = \"shop.web.1\"\nhost = \"shop.example\"\npath_prefix = \"/\"\nupstream = \"shop.web.80\"\n";
-        let (text, problems) = merge(base, cluster).expect("merges");
-        assert!(problems.is_empty());
-        let t: Table = text.parse().expect("toml");
-        assert_eq!(t["server"]["listen"].as_array().expect("listen").len(), 1);
-        assert_eq!(
-            t["server"]["listen"][0].as_str(),
-            Some("127.0.0.1:1"),
-            "the cluster cannot move listeners"
-        );
-        assert!(t["server"].get("admin").is_none());
-        assert_eq!(t["server"]["hsts"].as_bool(), Some(true), "BASE wins");
-        assert_eq!(
-            t["server"]["host_fallthrough"].as_bool(),
-            Some(false),
-            "the cluster fills in"
-        );
-        assert_eq!(t["routes"].as_array().expect("routes").len(), 2);
-        assert!(t["upstreams"].get("shop.web.80").is_some());
-    }
-
-    #[test]
-    fn an_ingress_cannot_take_over_a_base_definition() {
-        let base = "[upstreams.admin]\ntargets = [\"127.0.0.1:2\"]\n\n[limits.strict]\nkey = \"client_ip\"\nrate = \"1/s\"\n\n[[routes]]\nname = \"admin\"\npath_prefix = \"/admin\"\nupstream = \"admin\"\nlimits = [\"strict\"]\n";
-        // An Ingress whose translated names meet BASE's: its upstream and its limit.
-        let cluster = "[upstreams.admin]\ntargets = [\"evil:80\"]\n\n[limits.strict]\nkey = \"client_ip\"\nrate = \"1000/s\"\n\n[upstreams.ok]\ntargets = [\"ok:80\"]\n\n[[routes]]\nname = \"x.1\"\nhost = \"x.example\"\nupstream = \"admin\"\npath_prefix = \"/\"\n\n[[routes]]\nname = \"x.2\"\nhost = \"x.example\"\nupstream = \"ok\"\nlimits = [\"strict\"]\npath_prefix = \"/b\"\n\n[[routes]]\nname = \"y.1\"\nhost = \"y.example\"\nupstream = \"ok\"\npath_prefix = \"/c\"\n";
-        let (text, problems) = merge(base, cluster).expect("merges");
-        let t: Table = text.parse().expect("toml");
-        assert_eq!(
-            t["upstreams"]["admin"]["targets"][0].as_str(),
-            Some("127.0.0.1:2")
-        );
-        assert_eq!(t["limits"]["strict"]["rate"].as_str(), Some("1/s"));
-        let names: Vec<&str> = t["routes"]
-            .as_array()
-            .expect("routes")
-            .iter()
-            .filter_map(|r| r["name"].as_str())
-            .collect();
-        assert_eq!(
-            names,
-            ["admin", "y.1"],
-            "the routes naming the taken definitions are dropped; the rest stay"
-        );
-        assert_eq!(problems.len(), 4, "{problems:?}");
-        // A route named as BASE's: the cluster's is dropped, BASE's stays.
-        let (text, problems) = merge(
-            base,
-            "[[routes]]\nname = \"admin\"\npath_prefix = \"/\"\nupstream = \"x\"\n",
-        )
-        .expect("merges");
-        let t: Table = text.parse().expect("toml");
-        assert_eq!(t["routes"].as_array().expect("routes").len(), 1);
-        assert_eq!(t["routes"][0]["upstream"].as_str(), Some("admin"));
-        assert_eq!(problems.len(), 1);
-        // BASE's hosts are BASE's: an Ingress naming one, or one its wildcard covers, or a
-        // wildcard over it, is not served there; host-less cluster routes meet BASE's
-        // host-less ones; other hosts are the cluster's.
-        let base = "[upstreams.api]\ntargets = [\"127.0.0.1:2\"]\n\n[[routes]]\nname = \"api\"\nhost = \"api.example\"\npath_prefix = \"/\"\nupstream = \"api\"\n\n[[routes]]\nname = \"w\"\nhost = \"*.corp.example\"\npath_prefix = \"/\"\nupstream = \"api\"\n\n[[routes]]\nname = \"all\"\npath_prefix = \"/\"\nupstream = \"api\"\n";
-        let route = |n: &str, host: Option<&str>| {
-            match host {
-            Some(h) => format!("[[routes]]\nname = \"{n}\"\nhost = \"{h}\"\npath_prefix = \"/v1\"\nupstream = \"x\"\n\n"),
-            None => format!("[[routes]]\nname = \"{n}\"\npath_prefix = \"/v1\"\nupstream = \"x\"\n\n"),
-        }
-        };
-        let cluster = [
-            route("c1", Some("API.example.")),
-            route("c2", Some("a.corp.example")),
-            route("c3", Some("*.example")),
-            route("c4", None),
-            route("c5", Some("shop.example")),
-        ]
-        .concat();
-        let (text, problems) = merge(base, &cluster).expect("merges");
-        let t: Table = text.parse().expect("toml");
-        let names: Vec<&str> = t["routes"]
-            .as_array()
-            .expect("routes")
-            .iter()
-            .filter_map(|r| r["name"].as_str())
-            .collect();
-        assert_eq!(names, ["api", "w", "all", "c5"], "{problems:?}");
-        assert!(merge("not = [toml", "").is_err());
-    }
-}
+mod tests;

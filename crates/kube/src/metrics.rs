@@ -3,12 +3,13 @@
 use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// The kinds watched, as the metrics label them.
-pub const KINDS: [&str; 5] = [
+pub const KINDS: [&str; 6] = [
     "IngressClass",
     "Ingress",
     "Service",
     "EndpointSlice",
     "ConfigMap",
+    "Secret",
 ];
 
 #[derive(Clone)]

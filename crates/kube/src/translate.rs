@@ -4,10 +4,14 @@
 //! each Service target made its ready endpoints ([`crate::endpoints`]).
 
 use crate::endpoints;
+use crate::secrets;
 use crate::select::Classes;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use std::sync::Arc;
+use tollgate_config::mounted::Files;
+use toml::Table;
 
 /// What the reflectors hold, at one moment.
 pub struct Cluster<'a> {
@@ -16,6 +20,9 @@ pub struct Cluster<'a> {
     pub services: Vec<&'a Service>,
     pub slices: Vec<&'a EndpointSlice>,
     pub configmap: Option<&'a ConfigMap>,
+    pub secrets: Vec<&'a Secret>,
+    /// `--default-ssl-certificate NAMESPACE/NAME`.
+    pub default_certificate: Option<&'a str>,
 }
 
 /// The cluster's part of the config.
@@ -27,6 +34,9 @@ pub struct Translated {
     pub problems: Vec<String>,
     /// Ingresses served.
     pub served: usize,
+    /// The Secrets the TOML names, as files, and the default certificate
+    /// ([`crate::secrets`]): to be held in memory while it serves.
+    pub volume: Arc<Files>,
 }
 
 fn id(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
@@ -67,37 +77,12 @@ pub fn chosen<'a>(classes: &Classes, c: &Cluster<'a>) -> Vec<&'a Ingress> {
     out
 }
 
-/// Checks a cluster translation as the gateway would serve it (merged with BASE.toml).
-pub type Check<'a> = &'a dyn Fn(&str) -> Result<(), String>;
+/// Checks a cluster translation as the gateway would serve it (merged with BASE.toml, with
+/// the Secrets it names held).
+pub type Check<'a> = &'a dyn Fn(&str, &Arc<Files>) -> Result<(), String>;
 
 /// [`Check`], owned and shared with the watch loop.
-pub type SharedCheck = std::sync::Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
-
-/// What Secrets an Ingress needs read, which this build does not read yet.
-fn needs_secrets(ing: &Ingress) -> Option<&'static str> {
-    if ing
-        .spec
-        .as_ref()
-        .and_then(|s| s.tls.as_ref())
-        .is_some_and(|t| !t.is_empty())
-    {
-        return Some("spec.tls: certificates from Secrets");
-    }
-    let ann = ing.metadata.annotations.as_ref();
-    for key in [
-        "nginx.ingress.kubernetes.io/auth-secret",
-        "nginx.ingress.kubernetes.io/auth-tls-secret",
-    ] {
-        if ann.is_some_and(|a| a.contains_key(key)) {
-            return Some(if key.ends_with("auth-secret") {
-                "auth-secret: an htpasswd Secret"
-            } else {
-                "auth-tls-secret: a CA Secret"
-            });
-        }
-    }
-    None
-}
+pub type SharedCheck = Arc<dyn Fn(&str, &Arc<Files>) -> Result<(), String> + Send + Sync>;
 
 /// Each backend's `port.name` made the number the Service gives that name (the importer
 /// reads numbers only); a name the Service does not have is an error.
@@ -163,8 +148,7 @@ fn resolve_port(
     Ok(())
 }
 
-/// The chosen Ingresses as the importer reads them, by id. One that needs a Secret is not
-/// served (rather than served without what the Secret holds).
+/// The chosen Ingresses as the importer reads them, by id.
 fn items_of(
     classes: &Classes,
     c: &Cluster,
@@ -172,13 +156,6 @@ fn items_of(
 ) -> Vec<(String, serde_json::Value)> {
     let mut items = Vec::new();
     for ing in chosen(classes, c) {
-        if let Some(what) = needs_secrets(ing) {
-            problems.push(format!(
-                "Ingress {}: {what} are not read by this build: the Ingress is not served",
-                id(&ing.metadata)
-            ));
-            continue;
-        }
         let ns = ing.metadata.namespace.as_deref().unwrap_or("");
         match serde_json::to_value(ing).map(|mut v| (named_ports(&mut v, ns, &c.services), v)) {
             Ok((Err(why), _)) => problems.push(format!(
@@ -192,13 +169,13 @@ fn items_of(
     items
 }
 
-/// The importer on `items` (and the ConfigMap), then the endpoints: the TOML and the
+/// The importer on `items` (and the ConfigMap), then the endpoints: the table and the
 /// importer's warnings.
 fn import_items(
     items: &[(String, serde_json::Value)],
     configmap: Option<&str>,
     c: &Cluster,
-) -> Result<(String, Vec<String>), String> {
+) -> Result<(Table, Vec<String>), String> {
     let mut objects: Vec<&serde_json::Value> = items.iter().map(|(_, v)| v).collect();
     let cm = c.configmap.and_then(|cm| serde_json::to_value(cm).ok());
     objects.extend(cm.as_ref());
@@ -222,6 +199,15 @@ fn import_items(
         .parse()
         .map_err(|e| format!("the importer's output does not parse: {e}"))?;
     endpoints::place(&mut table, &endpoints::ready(&c.services, &c.slices));
+    Ok((table, warnings))
+}
+
+/// An import's table, its certificates not in `volume` left out ([`secrets`]), as TOML.
+fn finish(
+    (mut table, mut warnings): (Table, Vec<String>),
+    volume: &Files,
+) -> Result<(String, Vec<String>), String> {
+    warnings.extend(secrets::unheld_certificates(&mut table, volume));
     Ok((
         toml::to_string(&table).map_err(|e| e.to_string())?,
         warnings,
@@ -238,18 +224,28 @@ pub fn translate(
 ) -> Translated {
     let mut problems = Vec::new();
     let mut items = items_of(classes, c, &mut problems);
+    let whole = import_items(&items, configmap, c);
+    let empty = Table::new();
+    let volume = Arc::new(secrets::volume(
+        whole.as_ref().map_or(&empty, |(t, _)| t),
+        &c.secrets,
+        c.default_certificate,
+    ));
     if items.is_empty() {
         return Translated {
             toml: None,
             problems,
             served: 0,
+            volume,
         };
     }
-    let mut out = import_items(&items, configmap, c);
+    let mut out = whole.and_then(|w| finish(w, &volume));
     if let Ok((t, _)) = &out {
-        if check(t).is_err() && items.len() > 1 {
-            items.retain(|item| match import_items(std::slice::from_ref(item), configmap, c) {
-                Ok((alone, _)) => match check(&alone) {
+        if check(t, &volume).is_err() && items.len() > 1 {
+            items.retain(|item| match import_items(std::slice::from_ref(item), configmap, c)
+                .and_then(|w| finish(w, &volume))
+            {
+                Ok((alone, _)) => match check(&alone, &volume) {
                     Ok(()) => true,
                     Err(e) => {
                         problems.push(format!("Ingress {}: its translation is refused ({e}): the Ingress is not served", item.0));
@@ -258,7 +254,7 @@ pub fn translate(
                 },
                 Err(_) => true,
             });
-            out = import_items(&items, configmap, c);
+            out = import_items(&items, configmap, c).and_then(|w| finish(w, &volume));
         }
     }
     match out {
@@ -268,6 +264,7 @@ pub fn translate(
                 toml: Some(toml),
                 problems,
                 served: items.len(),
+                volume,
             }
         }
         Err(e) => {
@@ -276,6 +273,7 @@ pub fn translate(
                 toml: None,
                 problems,
                 served: 0,
+                volume,
             }
         }
     }

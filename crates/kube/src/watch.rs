@@ -9,7 +9,7 @@ use crate::metrics::KubeMetrics;
 use crate::translate::{translate, Cluster, Translated};
 use crate::Options;
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::runtime::reflector::{self, Store};
@@ -32,6 +32,7 @@ fn reflect<K>(
     cfg: watcher::Config,
     tx: mpsc::UnboundedSender<(&'static str, Seen)>,
     m: KubeMetrics,
+    trim: fn(&mut K),
 ) -> Store<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -39,7 +40,7 @@ where
 {
     let (reader, writer) = reflector::store();
     tokio::spawn(async move {
-        let mut events = reflector::reflector(writer, watcher(api, cfg))
+        let mut events = reflector::reflector(writer, watcher(api, cfg).modify(trim))
             .default_backoff()
             .boxed();
         let mut lists = 0u64;
@@ -87,6 +88,12 @@ struct Stores {
     services: Store<Service>,
     slices: Store<EndpointSlice>,
     configmap: Option<Store<ConfigMap>>,
+    secrets: Store<Secret>,
+}
+
+/// What every reflector but the Secrets' keeps: all but the managed fields.
+fn keep<K: Resource>(k: &mut K) {
+    k.meta_mut().managed_fields = None;
 }
 
 impl Stores {
@@ -96,11 +103,12 @@ impl Stores {
         m: &KubeMetrics,
         check: crate::translate::Check,
     ) -> Translated {
-        let (c, i, s, e) = (
+        let (c, i, s, e, sec) = (
             self.classes.state(),
             self.ingresses.state(),
             self.services.state(),
             self.slices.state(),
+            self.secrets.state(),
         );
         let cm = self
             .configmap
@@ -113,6 +121,7 @@ impl Stores {
             ("Service", s.len()),
             ("EndpointSlice", e.len()),
             ("ConfigMap", cm.len()),
+            ("Secret", sec.len()),
         ] {
             m.objects.with_label_values(&[kind]).set(n as i64);
         }
@@ -122,6 +131,8 @@ impl Stores {
             services: s.iter().map(Arc::as_ref).collect(),
             slices: e.iter().map(Arc::as_ref).collect(),
             configmap: cm.first().map(Arc::as_ref),
+            secrets: sec.iter().map(Arc::as_ref).collect(),
+            default_certificate: opts.default_certificate.as_deref(),
         };
         translate(&opts.classes, opts.configmap.as_deref(), &cluster, check)
     }
@@ -146,6 +157,7 @@ pub async fn run(
             all.clone(),
             tx.clone(),
             m.clone(),
+            keep,
         ),
         ingresses: reflect(
             "Ingress",
@@ -153,6 +165,7 @@ pub async fn run(
             all.clone(),
             tx.clone(),
             m.clone(),
+            keep,
         ),
         services: reflect(
             "Service",
@@ -160,6 +173,7 @@ pub async fn run(
             all.clone(),
             tx.clone(),
             m.clone(),
+            keep,
         ),
         slices: reflect(
             "EndpointSlice",
@@ -167,6 +181,7 @@ pub async fn run(
             all.clone(),
             tx.clone(),
             m.clone(),
+            keep,
         ),
         configmap: opts
             .configmap
@@ -180,10 +195,19 @@ pub async fn run(
                     cfg,
                     tx.clone(),
                     m.clone(),
+                    keep,
                 )
             }),
+        secrets: reflect(
+            "Secret",
+            api(&client, ns),
+            all.clone(),
+            tx.clone(),
+            m.clone(),
+            crate::secrets::trim,
+        ),
     };
-    let kinds = 4 + usize::from(stores.configmap.is_some());
+    let kinds = 5 + usize::from(stores.configmap.is_some());
     drop(tx);
     let mut synced = BTreeSet::new();
     let mut hold = Holdoff::default();
@@ -209,7 +233,9 @@ pub async fn run(
         // Each problem is logged and counted once, when first seen.
         let now: BTreeSet<String> = t.problems.iter().cloned().collect();
         for p in now.difference(&said) {
-            let kind = if p.starts_with("Ingress ") || p.contains("Ingress ") {
+            let kind = if p.starts_with("Secret ") {
+                "Secret"
+            } else if p.starts_with("Ingress ") || p.contains("Ingress ") {
                 "Ingress"
             } else {
                 "ConfigMap"

@@ -24,7 +24,8 @@ pub struct Loaded {
 }
 
 pub(super) fn read_chain(file: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let bytes = std::fs::read(file).map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
+    let bytes = tollgate_config::read_bounded(file)
+        .map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
     let chain: Vec<_> = CertificateDer::pem_slice_iter(&bytes)
         .collect::<Result<_, _>>()
         .map_err(|e| format!("{}: not a PEM certificate: {e}", file.display()))?;
@@ -50,7 +51,8 @@ pub(super) fn date(unix: i64) -> String {
 }
 
 pub(super) fn read_key(file: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    let bytes = std::fs::read(file).map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
+    let bytes = tollgate_config::read_bounded(file)
+        .map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
     if bytes.windows(9).any(|w| w == b"ENCRYPTED") {
         return Err(format!(
             "{}: the key is encrypted (a passphrase): store it decrypted, readable only by the gateway (openssl pkey -in KEY -out KEY.plain)",

@@ -100,13 +100,19 @@ pub struct Certificates {
 /// symlink (a new inode) and an editor's write or rename changes the status-change time (which
 /// no tool can set back), so no update goes unseen; a stat of a few files twice a second costs
 /// nothing, whatever their size. (A watcher crate such as notify misses the ConfigMap swap when
-/// it watches the file rather than its directory.) The config watcher uses it too.
+/// it watches the file rather than its directory.) A file held in memory (a Secret the
+/// controller read, [`tollgate_config::mounted`]) counts by its content. The config watcher
+/// uses it too.
 pub fn stamp(paths: &[&Path]) -> u64 {
     use std::hash::{Hash, Hasher};
     use std::os::unix::fs::MetadataExt;
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for p in paths {
         p.hash(&mut h);
+        if let Some(held) = tollgate_config::mounted::stamp(p) {
+            held.hash(&mut h);
+            continue;
+        }
         match std::fs::metadata(p) {
             Ok(m) => (
                 m.dev(),

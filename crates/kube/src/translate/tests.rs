@@ -33,12 +33,18 @@ fn the_importer_translates_what_is_chosen_and_endpoints_replace_the_service() {
         services: vec![&svc],
         slices: vec![&slice],
         configmap: None,
+        secrets: vec![],
+        default_certificate: None,
     };
-    let t = translate(&Classes::default(), None, &cluster, &|_| Ok(()));
-    assert_eq!(t.served, 1, "{:?}", t.problems);
+    let t = translate(&Classes::default(), None, &cluster, &|_, _| Ok(()));
+    assert_eq!(t.served, 2, "{:?}", t.problems);
     let toml = t.toml.expect("toml");
     assert!(
         toml.contains("a.example") && !toml.contains("b.example") && !toml.contains("c.example")
+    );
+    assert!(
+        toml.contains("d.example") && !toml.contains("shop/cert/tls.crt"),
+        "d is served, without the certificate its Secret does not hold yet: {toml}"
     );
     assert!(toml.contains("127.0.0.1:8080"), "{toml}");
     assert!(
@@ -48,7 +54,7 @@ fn the_importer_translates_what_is_chosen_and_endpoints_replace_the_service() {
     assert!(
         t.problems
             .iter()
-            .any(|p| p.contains("Ingress shop/d") && p.contains("not served")),
+            .any(|p| p.starts_with("Secret shop/cert (spec.tls)")),
         "{:?}",
         t.problems
     );
@@ -60,14 +66,21 @@ fn the_importer_translates_what_is_chosen_and_endpoints_replace_the_service() {
         services: vec![],
         slices: vec![],
         configmap: None,
+        secrets: vec![],
+        default_certificate: None,
     };
-    let t = translate(&Classes::default(), None, &both, &|t: &str| {
-        if t.contains("e.example") {
-            Err("no".into())
-        } else {
-            Ok(())
-        }
-    });
+    let t = translate(
+        &Classes::default(),
+        None,
+        &both,
+        &|t: &str, _: &Arc<Files>| {
+            if t.contains("e.example") {
+                Err("no".into())
+            } else {
+                Ok(())
+            }
+        },
+    );
     assert_eq!(t.served, 1);
     assert!(t
         .toml
@@ -105,8 +118,10 @@ fn the_importer_translates_what_is_chosen_and_endpoints_replace_the_service() {
         services: vec![&svc8],
         slices: vec![],
         configmap: None,
+        secrets: vec![],
+        default_certificate: None,
     };
-    let t = translate(&Classes::default(), None, &c8, &|_| Ok(()));
+    let t = translate(&Classes::default(), None, &c8, &|_, _| Ok(()));
     assert!(
         t.toml
             .as_deref()
@@ -119,8 +134,10 @@ fn the_importer_translates_what_is_chosen_and_endpoints_replace_the_service() {
         services: vec![&svc],
         slices: vec![],
         configmap: None,
+        secrets: vec![],
+        default_certificate: None,
     };
-    let t = translate(&Classes::default(), None, &c0, &|_| Ok(()));
+    let t = translate(&Classes::default(), None, &c0, &|_, _| Ok(()));
     assert_eq!(t.served, 0);
     assert!(
         t.problems
@@ -130,9 +147,14 @@ fn the_importer_translates_what_is_chosen_and_endpoints_replace_the_service() {
         t.problems
     );
     let mut f = ing("f", Some("tollgate"), false);
-    f.metadata.annotations.get_or_insert_default().insert(
+    let anns = f.metadata.annotations.get_or_insert_default();
+    anns.insert(
         "nginx.ingress.kubernetes.io/auth-secret".into(),
         "users".into(),
+    );
+    anns.insert(
+        "nginx.ingress.kubernetes.io/auth-type".into(),
+        "basic".into(),
     );
     let secret = Cluster {
         classes: vec![&class],
@@ -140,18 +162,80 @@ fn the_importer_translates_what_is_chosen_and_endpoints_replace_the_service() {
         services: vec![],
         slices: vec![],
         configmap: None,
+        secrets: vec![],
+        default_certificate: None,
     };
-    let t = translate(&Classes::default(), None, &secret, &|_| Ok(()));
-    assert_eq!((t.served, t.toml), (0, None));
+    // The check the gateway makes: the config read with the Secrets held.
+    let real = |t: &str, v: &Arc<Files>| {
+        tollgate_config::mounted::replace(v.clone()).map_err(|p| p.display().to_string())?;
+        tollgate_config::check_text(std::path::Path::new("/dev/null"), t)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let t = translate(&Classes::default(), None, &secret, &real);
+    assert_eq!(
+        t.served, 1,
+        "alone, it is tried as a whole: {:?}",
+        t.problems
+    );
+    assert!(
+        real(t.toml.as_deref().unwrap_or(""), &t.volume).is_err_and(|e| e.contains("users/auth")),
+        "without its Secret the htpasswd file cannot be read, so the gateway refuses it"
+    );
+    let users = k8s_openapi::api::core::v1::Secret {
+        metadata: serde_json::from_value(
+            json!({"name": "users", "namespace": "shop", "resourceVersion": "1"}),
+        )
+        .expect("meta"),
+        data: Some(
+            [(
+                "auth".to_string(),
+                k8s_openapi::ByteString(
+                    b"u:$2y$10$3Qyfgmi2F1fPpf7gMcBPRutg5vB.nvC5/LV2U8QjkG6wolTKqEuhS\n".to_vec(),
+                ),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    let g2 = ing("g2", Some("tollgate"), false);
+    let with_users = Cluster {
+        classes: vec![&class],
+        ingresses: vec![&f, &g2],
+        services: vec![],
+        slices: vec![],
+        configmap: None,
+        secrets: vec![&users],
+        default_certificate: None,
+    };
+    let t = translate(&Classes::default(), None, &with_users, &real);
+    assert_eq!(t.served, 2, "{:?}", t.problems);
+    assert!(real(t.toml.as_deref().unwrap_or(""), &t.volume).is_ok());
+    let without = Cluster {
+        secrets: vec![],
+        ..with_users
+    };
+    let t = translate(&Classes::default(), None, &without, &real);
+    assert_eq!(t.served, 1, "f is left out, g2 stays: {:?}", t.problems);
+    assert!(
+        t.problems
+            .iter()
+            .any(|p| p.contains("Ingress shop/f") && p.contains("not served")),
+        "{:?}",
+        t.problems
+    );
+    tollgate_config::mounted::replace(Arc::default()).expect("empty");
     let none = Cluster {
         classes: vec![],
         ingresses: vec![&b],
         services: vec![],
         slices: vec![],
         configmap: None,
+        secrets: vec![],
+        default_certificate: None,
     };
     assert_eq!(
-        translate(&Classes::default(), None, &none, &|_| Ok(())).toml,
+        translate(&Classes::default(), None, &none, &|_, _| Ok(())).toml,
         None
     );
 }

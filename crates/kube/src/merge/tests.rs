@@ -1,0 +1,146 @@
+use super::*;
+
+#[test]
+fn base_wins_and_the_cluster_adds() {
+    let base = "[server]\nlisten = [\"127.0.0.1:1\"]\nhsts = true\n\n[upstreams.api]\ntargets = [\"127.0.0.1:2\"]\n\n[[routes]]\nname = \"api\"\npath_prefix = \"/api\"\nupstream = \"api\"\n";
+    let cluster = "[server]\nlisten = [\"0.0.0.0:8080\"]\nadmin = \"0.0.0.0:9901\"\nhost_fallthrough = false\nhsts = false\n\n[upstreams.\"shop.web.80\"]\ntargets = [\"web.shop.svc.cluster.local:80\"]\n\n[[routes]]\nname = \"shop.web.1\"\nhost = \"shop.example\"\npath_prefix = \"/\"\nupstream = \"shop.web.80\"\n";
+    let (text, problems) = merge(base, cluster).expect("merges");
+    assert!(problems.is_empty());
+    let t: Table = text.parse().expect("toml");
+    assert_eq!(t["server"]["listen"].as_array().expect("listen").len(), 1);
+    assert_eq!(
+        t["server"]["listen"][0].as_str(),
+        Some("127.0.0.1:1"),
+        "the cluster cannot move listeners"
+    );
+    assert!(t["server"].get("admin").is_none());
+    assert_eq!(t["server"]["hsts"].as_bool(), Some(true), "BASE wins");
+    assert_eq!(
+        t["server"]["host_fallthrough"].as_bool(),
+        Some(false),
+        "the cluster fills in"
+    );
+    assert_eq!(t["routes"].as_array().expect("routes").len(), 2);
+    assert!(t["upstreams"].get("shop.web.80").is_some());
+}
+
+#[test]
+fn an_ingress_cannot_take_over_a_base_definition() {
+    let base = "[upstreams.admin]\ntargets = [\"127.0.0.1:2\"]\n\n[limits.strict]\nkey = \"client_ip\"\nrate = \"1/s\"\n\n[[routes]]\nname = \"admin\"\npath_prefix = \"/admin\"\nupstream = \"admin\"\nlimits = [\"strict\"]\n";
+    // An Ingress whose translated names meet BASE's: its upstream and its limit.
+    let cluster = "[upstreams.admin]\ntargets = [\"evil:80\"]\n\n[limits.strict]\nkey = \"client_ip\"\nrate = \"1000/s\"\n\n[upstreams.ok]\ntargets = [\"ok:80\"]\n\n[[routes]]\nname = \"x.1\"\nhost = \"x.example\"\nupstream = \"admin\"\npath_prefix = \"/\"\n\n[[routes]]\nname = \"x.2\"\nhost = \"x.example\"\nupstream = \"ok\"\nlimits = [\"strict\"]\npath_prefix = \"/b\"\n\n[[routes]]\nname = \"y.1\"\nhost = \"y.example\"\nupstream = \"ok\"\npath_prefix = \"/c\"\n";
+    let (text, problems) = merge(base, cluster).expect("merges");
+    let t: Table = text.parse().expect("toml");
+    assert_eq!(
+        t["upstreams"]["admin"]["targets"][0].as_str(),
+        Some("127.0.0.1:2")
+    );
+    assert_eq!(t["limits"]["strict"]["rate"].as_str(), Some("1/s"));
+    let names: Vec<&str> = t["routes"]
+        .as_array()
+        .expect("routes")
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["admin", "y.1"],
+        "the routes naming the taken definitions are dropped; the rest stay"
+    );
+    assert_eq!(problems.len(), 4, "{problems:?}");
+    // A route named as BASE's: the cluster's is dropped, BASE's stays.
+    let (text, problems) = merge(
+        base,
+        "[[routes]]\nname = \"admin\"\npath_prefix = \"/\"\nupstream = \"x\"\n",
+    )
+    .expect("merges");
+    let t: Table = text.parse().expect("toml");
+    assert_eq!(t["routes"].as_array().expect("routes").len(), 1);
+    assert_eq!(t["routes"][0]["upstream"].as_str(), Some("admin"));
+    assert_eq!(problems.len(), 1);
+    // BASE's hosts are BASE's: an Ingress naming one, or one its wildcard covers, or a
+    // wildcard over it, is not served there; host-less cluster routes meet BASE's
+    // host-less ones; other hosts are the cluster's.
+    let base = "[upstreams.api]\ntargets = [\"127.0.0.1:2\"]\n\n[[routes]]\nname = \"api\"\nhost = \"api.example\"\npath_prefix = \"/\"\nupstream = \"api\"\n\n[[routes]]\nname = \"w\"\nhost = \"*.corp.example\"\npath_prefix = \"/\"\nupstream = \"api\"\n\n[[routes]]\nname = \"all\"\npath_prefix = \"/\"\nupstream = \"api\"\n";
+    let route = |n: &str, host: Option<&str>| {
+        match host {
+        Some(h) => format!("[[routes]]\nname = \"{n}\"\nhost = \"{h}\"\npath_prefix = \"/v1\"\nupstream = \"x\"\n\n"),
+        None => format!("[[routes]]\nname = \"{n}\"\npath_prefix = \"/v1\"\nupstream = \"x\"\n\n"),
+    }
+    };
+    let cluster = [
+        route("c1", Some("API.example.")),
+        route("c2", Some("a.corp.example")),
+        route("c3", Some("*.example")),
+        route("c4", None),
+        route("c5", Some("shop.example")),
+    ]
+    .concat();
+    let (text, problems) = merge(base, &cluster).expect("merges");
+    let t: Table = text.parse().expect("toml");
+    let names: Vec<&str> = t["routes"]
+        .as_array()
+        .expect("routes")
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert_eq!(names, ["api", "w", "all", "c5"], "{problems:?}");
+    assert!(merge("not = [toml", "").is_err());
+}
+
+fn certs(merged: &str) -> Vec<String> {
+    let t: Table = merged.parse().expect("toml");
+    t.get("tls")
+        .and_then(|t| t.get("certificates"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c.get("cert")?.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+const CLUSTER_TLS: &str = "[tls]\nhsts = \"max-age=1\"\ncertificates = [{ cert = \"/etc/tollgate/tls/shop/site/tls.crt\", key = \"/etc/tollgate/tls/shop/site/tls.key\" }]\n";
+
+#[test]
+fn with_tls_listeners_the_default_certificate_comes_first_unless_base_has_its_own() {
+    let default = "/etc/tollgate/tls/_default/tls.crt";
+    let listens = "[server]\nlisten = [\"127.0.0.1:1\"]\ntls_listen = [\"127.0.0.1:2\"]\n";
+    // BASE alone (no translation yet): the listeners have the default certificate.
+    let (m, p) = merge(listens, "").expect("merge");
+    assert_eq!(certs(&m), [default], "{p:?}");
+    let (m, _) = merge(listens, CLUSTER_TLS).expect("merge");
+    assert_eq!(
+        certs(&m),
+        [default, "/etc/tollgate/tls/shop/site/tls.crt"],
+        "the default for names no Secret holds, then the cluster's"
+    );
+    // BASE's own certificates: BASE's first one is the default, the cluster's follow, and a
+    // certificate both name is listed once.
+    let own = format!(
+        "{listens}\n[tls]\nhsts = \"max-age=9\"\ncertificates = [{{ cert = \"/base.crt\", key = \"/base.key\" }}, {{ cert = \"/etc/tollgate/tls/shop/site/tls.crt\", key = \"/etc/tollgate/tls/shop/site/tls.key\" }}]\n"
+    );
+    let (m, _) = merge(&own, CLUSTER_TLS).expect("merge");
+    assert_eq!(
+        certs(&m),
+        ["/base.crt", "/etc/tollgate/tls/shop/site/tls.crt"]
+    );
+    let t: Table = m.parse().expect("toml");
+    assert_eq!(t["tls"]["hsts"].as_str(), Some("max-age=9"), "BASE wins");
+}
+
+#[test]
+fn without_tls_listeners_the_clusters_tls_is_left_out_and_said() {
+    let base = "[server]\nlisten = [\"127.0.0.1:1\"]\n";
+    let (m, p) = merge(base, CLUSTER_TLS).expect("merge");
+    assert!(certs(&m).is_empty());
+    assert!(!m.contains("[tls]"), "{m}");
+    assert!(
+        p.iter().any(|p| p.contains("no server.tls_listen")),
+        "{p:?}"
+    );
+    let (m, p) = merge(base, "").expect("merge");
+    assert!(!m.contains("tls"), "{m}");
+    assert!(p.is_empty(), "nothing to say: {p:?}");
+}
