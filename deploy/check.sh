@@ -38,7 +38,7 @@ echo "== the controller: deploy/k8s/controller"
 "$VENV/bin/python" - "$BIN" <<'PY'
 import subprocess, sys, tempfile, yaml
 docs = {}
-for f in ["rbac", "configmap", "deployment"]:
+for f in ["rbac", "configmap", "deployment", "service"]:
     for d in yaml.safe_load_all(open(f"deploy/k8s/controller/{f}.yaml")):
         docs[(d["kind"], d["metadata"]["name"])] = d
 dep = docs[("Deployment", "tollgate-controller")]["spec"]["template"]["spec"]
@@ -48,6 +48,13 @@ binding = docs[("ClusterRoleBinding", "tollgate-controller")]
 assert any(s["name"] == sa for s in binding["subjects"]), binding
 args = dep["containers"][0]["args"]
 assert "--kubernetes" in args and args[args.index("--config") + 1] == "/etc/tollgate/config/base.toml", args
+# The Lease the Role lets it write is the one it elects with; the Service it publishes exists.
+eid = args[args.index("--election-id") + 1] if "--election-id" in args else "tollgate-leader"
+role = docs[("Role", "tollgate-controller")]
+assert any("leases" in r["resources"] and eid in r.get("resourceNames", []) and "update" in r["verbs"] for r in role["rules"]), role
+assert any("ingresses/status" in r["resources"] for r in docs[("ClusterRole", "tollgate-controller")]["rules"])
+pub = args[args.index("--publish-service") + 1].split("/")[1]
+assert ("Service", pub) in docs, pub
 base = docs[("ConfigMap", "tollgate-controller-base")]["data"]["base.toml"]
 with tempfile.NamedTemporaryFile("w", suffix=".toml") as f:
     f.write(base)

@@ -611,3 +611,122 @@ async fn tls_and_htpasswd_secrets_are_read_live_and_held_in_memory() {
     assert!(metric(&m, "tollgate_kube_objects", &["kind=\"Secret\""]) >= 1.0);
     assert!(metric(&m, "tollgate_tls_certificates_served", &[]) >= 2.0);
 }
+
+impl Cluster {
+    /// The Ingress's `.status.loadBalancer.ingress`, as kubectl prints it.
+    fn lb_status(&self, name: &str) -> String {
+        self.kubectl(&[
+            "get",
+            "ingress",
+            name,
+            "-n",
+            "shop",
+            "-o",
+            "jsonpath={.status.loadBalancer.ingress[*].ip}",
+        ])
+    }
+
+    /// The status writes the stand-in has answered.
+    fn status_writes(&self) -> usize {
+        self.standin
+            .log()
+            .iter()
+            .filter(|r| {
+                r["method"] == "PATCH" && r["path"].as_str().is_some_and(|p| p.ends_with("/status"))
+            })
+            .count()
+    }
+
+    async fn replica(&self, port: u16, admin: u16) -> GatewayProc {
+        let base =
+            format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\nadmin = \"127.0.0.1:{admin}\"\n");
+        let kc = self.kubeconfig.to_str().expect("path").to_string();
+        GatewayProc::start_with(
+            Path::new(BIN),
+            &base,
+            port,
+            Some(admin),
+            &[
+                "--kubernetes",
+                "--kubeconfig",
+                &kc,
+                "--publish-status-address",
+                "203.0.113.7",
+                "--election-ttl",
+                "2s",
+                "--update-status-on-shutdown",
+            ],
+        )
+        .await
+        .expect("gateway")
+    }
+}
+
+async fn leads(admin: u16) -> bool {
+    metric(&metrics(admin).await, "tollgate_kube_leader", &[]) == 1.0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_leader_writes_status_once_and_hands_over() {
+    let c = Cluster::start().await;
+    let web = Backend::start().await.expect("web");
+    c.apply(&service("web", web.addr.port()));
+    c.apply(&ingress("shop", "tollgate", "/", ""));
+    let (pa, aa, pb, ab) = (free_port(), free_port(), free_port(), free_port());
+    let mut a = c.replica(pa, aa).await;
+    assert!(ready(aa).await);
+    let t = Instant::now();
+    while c.lb_status("shop") != "203.0.113.7" {
+        assert!(t.elapsed() < Duration::from_secs(5), "no status written");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let b = c.replica(pb, ab).await;
+    assert!(ready(ab).await);
+    assert_eq!(
+        status(pb, "shop.example", "/").await,
+        200,
+        "every replica serves"
+    );
+    // Two ttl/4 rounds: b sees a's Lease renewed and never leads; nothing is written again
+    // while the status says what it should.
+    let writes = c.status_writes();
+    assert_eq!(writes, 1, "one write for one Ingress");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(leads(aa).await && !leads(ab).await, "one leader");
+    c.apply(&ingress("shop", "tollgate", "/v2", ""));
+    assert!(
+        until(pa, "shop.example", "/v2", 200, Duration::from_secs(3))
+            .await
+            .is_some()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(c.status_writes(), writes, "written only when it differs");
+    // The leader stops: it empties the status and hands the Lease back; b takes over at once
+    // (not a lease duration later) and writes it again.
+    a.signal(libc::SIGTERM);
+    assert!(a.wait_exit(Duration::from_secs(15)).await.is_some());
+    let t = Instant::now();
+    while !leads(ab).await {
+        assert!(t.elapsed() < Duration::from_secs(3), "b did not take over");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    while c.lb_status("shop") != "203.0.113.7" {
+        assert!(t.elapsed() < Duration::from_secs(5), "b wrote no status");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The last replica stops: the status is emptied (--update-status-on-shutdown).
+    let mut b = b;
+    b.signal(libc::SIGTERM);
+    assert!(b.wait_exit(Duration::from_secs(15)).await.is_some());
+    assert_eq!(c.lb_status("shop"), "", "cleared on shutdown");
+    let lease = c.kubectl(&[
+        "get",
+        "lease",
+        "tollgate-leader",
+        "-n",
+        "default",
+        "-o",
+        "jsonpath={.spec.holderIdentity}",
+    ]);
+    assert_eq!(lease, "", "the Lease handed back");
+}

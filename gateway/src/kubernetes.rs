@@ -41,11 +41,56 @@ pub struct KubeArgs {
     /// holds (ingress-nginx's flag); without it, a self-signed one made at start.
     #[arg(long, requires = "kubernetes", value_name = "NAMESPACE/NAME")]
     pub default_ssl_certificate: Option<String>,
+    /// The Service whose addresses the Ingresses' status gets (NAMESPACE/NAME).
+    #[arg(
+        long,
+        requires = "kubernetes",
+        value_name = "NAMESPACE/NAME",
+        conflicts_with = "publish_status_address"
+    )]
+    pub publish_service: Option<String>,
+    /// The addresses the Ingresses' status gets (IPs or host names, comma-separated).
+    #[arg(long, requires = "kubernetes", value_name = "ADDR[,ADDR]")]
+    pub publish_status_address: Option<String>,
+    /// The Lease that elects the replica that writes status.
+    #[arg(long, requires = "kubernetes", default_value = "tollgate-leader")]
+    pub election_id: String,
+    /// The Lease's namespace; default $POD_NAMESPACE, else `default`.
+    #[arg(long, requires = "kubernetes")]
+    pub election_namespace: Option<String>,
+    /// How long a leader's Lease holds without renewal (renewed every quarter of it).
+    #[arg(long, requires = "kubernetes", default_value = "30s", value_parser = ttl)]
+    pub election_ttl: std::time::Duration,
+    /// On shutdown, the leader empties the status of the Ingresses it served.
+    #[arg(long, requires = "kubernetes", num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    pub update_status_on_shutdown: bool,
+}
+
+fn ttl(s: &str) -> Result<std::time::Duration, String> {
+    let d = tollgate_config::parse_duration(s)?;
+    if d < std::time::Duration::from_secs(2) {
+        return Err(format!("{s}: at least 2s"));
+    }
+    Ok(d)
+}
+
+/// This replica's name in the Lease: $POD_NAME (the Deployment sets it), else the host name
+/// and process id.
+fn identity() -> String {
+    std::env::var("POD_NAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "tollgate".into());
+            format!("{host}-{}", std::process::id())
+        })
 }
 
 impl KubeArgs {
-    pub fn options(&self) -> tollgate_kube::Options {
-        tollgate_kube::Options {
+    pub fn options(&self) -> Result<tollgate_kube::Options, String> {
+        Ok(tollgate_kube::Options {
             classes: tollgate_kube::select::Classes {
                 controller: self.controller_class.clone(),
                 ingress_class: self.ingress_class.clone(),
@@ -54,7 +99,26 @@ impl KubeArgs {
             namespace: self.watch_namespace.clone(),
             configmap: self.configmap.clone(),
             default_certificate: self.default_ssl_certificate.clone(),
-        }
+            publish: tollgate_kube::status::Publish::from_flags(
+                self.publish_service.as_deref(),
+                self.publish_status_address.as_deref(),
+            )?,
+            election: tollgate_kube::leader::Election {
+                name: self.election_id.clone(),
+                namespace: self
+                    .election_namespace
+                    .clone()
+                    .or_else(|| {
+                        std::env::var("POD_NAMESPACE")
+                            .ok()
+                            .filter(|n| !n.is_empty())
+                    })
+                    .unwrap_or_else(|| "default".into()),
+                identity: identity(),
+                ttl: self.election_ttl,
+            },
+            update_status_on_shutdown: self.update_status_on_shutdown,
+        })
     }
 }
 
@@ -156,12 +220,21 @@ impl pingora::services::background::BackgroundService for Controller {
         let base = self.reloader.path.clone();
         let check =
             Arc::new(move |cluster: &str, volume: &Arc<Files>| check(&base, cluster, volume));
-        let watching = tokio::spawn(tollgate_kube::watch::run(
+        let opts = match self.args.options() {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::error!(event = "kube_failed", error = %e, "the controller's flags");
+                return;
+            }
+        };
+        let (stop_tx, stop) = tokio::sync::watch::channel(false);
+        let mut watching = tokio::spawn(tollgate_kube::watch::run(
             client,
-            self.args.options(),
+            opts,
             metrics.clone(),
             check,
             tx,
+            stop,
         ));
         loop {
             tokio::select! {
@@ -183,6 +256,14 @@ impl pingora::services::background::BackgroundService for Controller {
                 _ = shutdown.changed() => break,
             }
         }
-        watching.abort();
+        // The status cleared (--update-status-on-shutdown) and the Lease handed back, within
+        // bounds: an API server away does not hold the shutdown.
+        let _ = stop_tx.send(true);
+        if tokio::time::timeout(std::time::Duration::from_secs(10), &mut watching)
+            .await
+            .is_err()
+        {
+            watching.abort();
+        }
     }
 }

@@ -10,7 +10,9 @@
 //! - [`merge`]: BASE.toml with the cluster's part added (BASE wins; an Ingress cannot take
 //!   over a BASE definition);
 //! - [`holdoff`]: changes batched (100 ms quiet, 500 ms at most);
-//! - [`watch`]: the reflectors and the loop, the only IO;
+//! - [`leader`]: the Lease election (client-go's), so one replica writes;
+//! - [`status`]: the Ingresses' `.status.loadBalancer`, written by the leader;
+//! - [`watch`]: the reflectors and the loop;
 //! - [`metrics`]: the `tollgate_kube_*` series.
 //!
 //! The pure parts are tested without IO; `gateway/tests/kubernetes.rs` runs the binary
@@ -23,13 +25,14 @@ pub mod merge;
 pub mod metrics;
 pub mod secrets;
 pub mod select;
+pub mod status;
 pub mod translate;
 pub mod watch;
 
 use std::path::Path;
 
 /// The controller's flags.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     pub classes: select::Classes,
     /// `--watch-namespace`: Ingresses, Services and EndpointSlices of this namespace only.
@@ -38,6 +41,12 @@ pub struct Options {
     pub configmap: Option<String>,
     /// `--default-ssl-certificate NS/NAME`: the certificate for names no other holds.
     pub default_certificate: Option<String>,
+    /// Where the Ingresses' status addresses come from.
+    pub publish: status::Publish,
+    /// The Lease that elects the one replica that writes status.
+    pub election: leader::Election,
+    /// `--update-status-on-shutdown`: the leader empties the status as it stops.
+    pub update_status_on_shutdown: bool,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -34,6 +34,8 @@ pub struct Translated {
     pub problems: Vec<String>,
     /// Ingresses served.
     pub served: usize,
+    /// Those Ingresses, NAMESPACE/NAME (whose status the leader writes).
+    pub ingresses: std::collections::BTreeSet<String>,
     /// The Secrets the TOML names, as files, and the default certificate
     /// ([`crate::secrets`]): to be held in memory while it serves.
     pub volume: Arc<Files>,
@@ -236,6 +238,7 @@ pub fn translate(
             toml: None,
             problems,
             served: 0,
+            ingresses: Default::default(),
             volume,
         };
     }
@@ -264,6 +267,7 @@ pub fn translate(
                 toml: Some(toml),
                 problems,
                 served: items.len(),
+                ingresses: items.iter().map(|(id, _)| id.clone()).collect(),
                 volume,
             }
         }
@@ -273,6 +277,7 @@ pub fn translate(
                 toml: None,
                 problems,
                 served: 0,
+                ingresses: Default::default(),
                 volume,
             }
         }

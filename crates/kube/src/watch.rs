@@ -139,15 +139,53 @@ impl Stores {
 }
 
 /// Watches the cluster and sends each translation to `out` (the newest wins), until `out`
-/// is dropped. `check` judges a translation as the gateway would serve it.
+/// is dropped or `stop` turns true. `check` judges a translation as the gateway would serve
+/// it. Beside it, the Lease election and the leader's status writer; on stop the writer
+/// finishes (clearing status if asked) before the Lease is handed back.
 pub async fn run(
     client: Client,
     opts: Options,
     m: KubeMetrics,
     check: crate::translate::SharedCheck,
     out: latest::Sender<Option<Translated>>,
+    stop: latest::Receiver<bool>,
 ) {
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (leading_tx, leading) = latest::channel(false);
+    let (served_tx, served) = latest::channel(BTreeSet::new());
+    let (elect_stop_tx, elect_stop) = latest::channel(false);
+    let election = tokio::spawn(crate::leader::run(
+        client.clone(),
+        opts.election.clone(),
+        m.clone(),
+        leading_tx,
+        elect_stop,
+    ));
+    let (stores, kinds, rx) = start(&client, &opts, &m);
+    let writer = tokio::spawn(
+        crate::status::Writer {
+            client: client.clone(),
+            publish: opts.publish.clone(),
+            clear_on_shutdown: opts.update_status_on_shutdown,
+            ingresses: stores.ingresses.clone(),
+            served,
+            leading,
+        }
+        .run(stop.clone()),
+    );
+    translations(
+        &stores, kinds, rx, &opts, &m, &check, &out, &served_tx, stop,
+    )
+    .await;
+    let _ = writer.await;
+    let _ = elect_stop_tx.send(true);
+    let _ = election.await;
+}
+
+type Events = mpsc::UnboundedReceiver<(&'static str, Seen)>;
+
+/// The reflectors, how many kinds must list before the first translation, and their events.
+fn start(client: &Client, opts: &Options, m: &KubeMetrics) -> (Stores, usize, Events) {
+    let (tx, rx) = mpsc::unbounded_channel();
     let ns = opts.namespace.as_deref();
     let all = watcher::Config::default();
     let stores = Stores {
@@ -208,7 +246,22 @@ pub async fn run(
         ),
     };
     let kinds = 5 + usize::from(stores.configmap.is_some());
-    drop(tx);
+    (stores, kinds, rx)
+}
+
+/// The loop: changes batched, then translated once every kind has listed.
+#[allow(clippy::too_many_arguments)]
+async fn translations(
+    stores: &Stores,
+    kinds: usize,
+    mut rx: Events,
+    opts: &Options,
+    m: &KubeMetrics,
+    check: &crate::translate::SharedCheck,
+    out: &latest::Sender<Option<Translated>>,
+    served: &latest::Sender<BTreeSet<String>>,
+    mut stop: latest::Receiver<bool>,
+) {
     let mut synced = BTreeSet::new();
     let mut hold = Holdoff::default();
     let mut said = BTreeSet::new();
@@ -224,12 +277,13 @@ pub async fn run(
                 }
                 None => return,
             },
+            _ = stop.wait_for(|s| *s) => return,
             _ = tokio::time::sleep_until(due.map_or_else(tokio::time::Instant::now, tokio::time::Instant::from_std)), if due.is_some() && synced.len() == kinds => {}
         }
         if synced.len() < kinds || !hold.take(std::time::Instant::now()) {
             continue;
         }
-        let t = stores.translate(&opts, &m, &*check);
+        let t = stores.translate(opts, m, &**check);
         // Each problem is logged and counted once, when first seen.
         let now: BTreeSet<String> = t.problems.iter().cloned().collect();
         for p in now.difference(&said) {
@@ -244,6 +298,7 @@ pub async fn run(
             tracing::warn!(event = "kube_translation_problem", kind, problem = %p, "an object could not be served as it asks");
         }
         said = now;
+        served.send_replace(t.ingresses.clone());
         if out.send(Some(t)).is_err() {
             return;
         }
