@@ -701,6 +701,29 @@ async fn one_leader_writes_status_once_and_hands_over() {
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(c.status_writes(), writes, "written only when it differs");
+    // A problem of one Ingress: an Event on it, recorded by the leader alone.
+    c.apply(&ingress(
+        "bad",
+        "tollgate",
+        "/",
+        "    nginx.ingress.kubernetes.io/configuration-snippet: \"deny all;\"\n",
+    ));
+    let t = Instant::now();
+    let events = loop {
+        let e = c.kubectl(&[
+            "get", "events.v1.events.k8s.io", "-n", "shop", "-o",
+            "jsonpath={range .items[*]}{.regarding.kind}/{.regarding.name} {.reason} {.type} {.reportingController}{\"\\n\"}{end}",
+        ]);
+        if !e.trim().is_empty() || t.elapsed() > Duration::from_secs(5) {
+            break e;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        events.trim(),
+        "Ingress/bad TranslationProblem Warning tollgate",
+        "one Event, on the Ingress, from one replica"
+    );
     // The leader stops: it empties the status and hands the Lease back; b takes over at once
     // (not a lease duration later) and writes it again.
     a.signal(libc::SIGTERM);

@@ -12,6 +12,7 @@
 //! - [`holdoff`]: changes batched (100 ms quiet, 500 ms at most);
 //! - [`leader`]: the Lease election (client-go's), so one replica writes;
 //! - [`status`]: the Ingresses' `.status.loadBalancer`, written by the leader;
+//! - [`events`]: each Ingress's translation problems as Events on it, by the leader;
 //! - [`watch`]: the reflectors and the loop;
 //! - [`metrics`]: the `tollgate_kube_*` series.
 //!
@@ -19,6 +20,7 @@
 //! against the API server stand-in (`crates/kube-standin`) with kubectl.
 
 pub mod endpoints;
+pub mod events;
 pub mod holdoff;
 pub mod leader;
 pub mod merge;

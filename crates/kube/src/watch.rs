@@ -161,6 +161,14 @@ pub async fn run(
         elect_stop,
     ));
     let (stores, kinds, rx) = start(&client, &opts, &m);
+    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let events = tokio::spawn(crate::events::run(
+        client.clone(),
+        opts.election.identity.clone(),
+        stores.ingresses.clone(),
+        leading.clone(),
+        events_rx,
+    ));
     let writer = tokio::spawn(
         crate::status::Writer {
             client: client.clone(),
@@ -172,16 +180,28 @@ pub async fn run(
         }
         .run(stop.clone()),
     );
-    translations(
-        &stores, kinds, rx, &opts, &m, &check, &out, &served_tx, stop,
-    )
-    .await;
+    let outlets = Outlets {
+        out,
+        served: served_tx,
+        events: events_tx,
+    };
+    translations(&stores, kinds, rx, &opts, &m, &check, &outlets, stop).await;
+    drop(outlets);
+    let _ = events.await;
     let _ = writer.await;
     let _ = elect_stop_tx.send(true);
     let _ = election.await;
 }
 
 type Events = mpsc::UnboundedReceiver<(&'static str, Seen)>;
+
+/// Where each translation goes: the gateway, the status writer (the Ingresses served), the
+/// Event recorder (the problems first seen).
+struct Outlets {
+    out: latest::Sender<Option<Translated>>,
+    served: latest::Sender<BTreeSet<String>>,
+    events: mpsc::UnboundedSender<Vec<String>>,
+}
 
 /// The reflectors, how many kinds must list before the first translation, and their events.
 fn start(client: &Client, opts: &Options, m: &KubeMetrics) -> (Stores, usize, Events) {
@@ -258,8 +278,7 @@ async fn translations(
     opts: &Options,
     m: &KubeMetrics,
     check: &crate::translate::SharedCheck,
-    out: &latest::Sender<Option<Translated>>,
-    served: &latest::Sender<BTreeSet<String>>,
+    to: &Outlets,
     mut stop: latest::Receiver<bool>,
 ) {
     let mut synced = BTreeSet::new();
@@ -286,6 +305,7 @@ async fn translations(
         let t = stores.translate(opts, m, &**check);
         // Each problem is logged and counted once, when first seen.
         let now: BTreeSet<String> = t.problems.iter().cloned().collect();
+        let _ = to.events.send(now.difference(&said).cloned().collect());
         for p in now.difference(&said) {
             let kind = if p.starts_with("Secret ") {
                 "Secret"
@@ -298,8 +318,8 @@ async fn translations(
             tracing::warn!(event = "kube_translation_problem", kind, problem = %p, "an object could not be served as it asks");
         }
         said = now;
-        served.send_replace(t.ingresses.clone());
-        if out.send(Some(t)).is_err() {
+        to.served.send_replace(t.ingresses.clone());
+        if to.out.send(Some(t)).is_err() {
             return;
         }
     }
