@@ -127,15 +127,12 @@ impl Elector {
     /// The outcome of the write a step asked for: `written` is the Lease the API server kept
     /// (`None`: refused, a 409 most often). Whether this replica leads.
     pub fn wrote(&mut self, now: Instant, written: Option<&Lease>) -> bool {
-        match written {
-            Some(l) => {
-                let spec = l.spec.clone().unwrap_or_default();
-                if same_holder(&spec, &self.e.identity) {
-                    self.renewed = Some(now);
-                }
-                self.observed = Some((spec, now));
+        if let Some(l) = written {
+            let spec = l.spec.clone().unwrap_or_default();
+            if same_holder(&spec, &self.e.identity) {
+                self.renewed = Some(now);
             }
-            None => {}
+            self.observed = Some((spec, now));
         }
         self.leading(now)
     }

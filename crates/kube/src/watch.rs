@@ -219,7 +219,7 @@ fn start(client: &Client, opts: &Options, m: &KubeMetrics) -> (Stores, usize, Ev
         ),
         ingresses: reflect(
             "Ingress",
-            api(&client, ns),
+            api(client, ns),
             all.clone(),
             tx.clone(),
             m.clone(),
@@ -227,7 +227,7 @@ fn start(client: &Client, opts: &Options, m: &KubeMetrics) -> (Stores, usize, Ev
         ),
         services: reflect(
             "Service",
-            api(&client, ns),
+            api(client, ns),
             all.clone(),
             tx.clone(),
             m.clone(),
@@ -235,7 +235,7 @@ fn start(client: &Client, opts: &Options, m: &KubeMetrics) -> (Stores, usize, Ev
         ),
         slices: reflect(
             "EndpointSlice",
-            api(&client, ns),
+            api(client, ns),
             all.clone(),
             tx.clone(),
             m.clone(),
@@ -258,7 +258,7 @@ fn start(client: &Client, opts: &Options, m: &KubeMetrics) -> (Stores, usize, Ev
             }),
         secrets: reflect(
             "Secret",
-            api(&client, ns),
+            api(client, ns),
             all.clone(),
             tx.clone(),
             m.clone(),
