@@ -753,3 +753,73 @@ async fn one_leader_writes_status_once_and_hands_over() {
     ]);
     assert_eq!(lease, "", "the Lease handed back");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limit_scope_global_is_one_count_across_replicas() {
+    let c = Cluster::start().await;
+    let web = Backend::start().await.expect("web");
+    let redis = RedisServer::start().expect("redis-server");
+    c.apply(&service("web", web.addr.port()));
+    let redis_toml = format!(
+        "\n[redis]\nurl = \"{}\"\ntimeout = \"500ms\"\n\n[limits.partner]\nkey = \"client_ip\"\nrate = \"1/m\"\nburst = 2\n",
+        redis.url()
+    );
+    let (pa, aa, pb, ab) = (free_port(), free_port(), free_port(), free_port());
+    let _a = c.gateway(pa, aa, &redis_toml).await;
+    let _b = c.gateway(pb, ab, &redis_toml).await;
+    assert!(ready(aa).await && ready(ab).await);
+    // 1/s with a burst of 1: two pass at once, per client. Per replica (ingress-nginx's
+    // way) two replicas let four through; global, two.
+    let limited = |name: &str, scope: &str| {
+        ingress(
+            name,
+            "tollgate",
+            "/",
+            &format!(
+                "    nginx.ingress.kubernetes.io/limit-rps: \"1\"\n    nginx.ingress.kubernetes.io/limit-burst-multiplier: \"1\"\n    tollgate.io/limit-scope: {scope}\n"
+            ),
+        )
+    };
+    c.apply(&limited("local", "local"));
+    c.apply(&limited("global", "global"));
+    // A BASE.toml limit attached by name.
+    c.apply(&ingress(
+        "named",
+        "tollgate",
+        "/",
+        "    tollgate.io/limits: partner\n",
+    ));
+    // Applied last, served with or after the others: its answer on both replicas says
+    // they serve the limited ones, without spending their tokens.
+    c.apply(&ingress("ready", "tollgate", "/", ""));
+    for p in [pa, pb] {
+        assert!(until(p, "ready.example", "/", 200, Duration::from_secs(5))
+            .await
+            .is_some());
+    }
+    let burst = |host: &'static str| async move {
+        let mut ok = 0;
+        for i in 0..8 {
+            if status(if i % 2 == 0 { pa } else { pb }, host, "/").await == 200 {
+                ok += 1;
+            }
+        }
+        ok
+    };
+    let (local, global) = (burst("local.example").await, burst("global.example").await);
+    assert!(
+        local >= 4,
+        "per replica, each lets its own burst through: {local}"
+    );
+    assert!(global <= 3, "one count across both: {global} passed");
+    assert!(global >= 2);
+    let mut named = Vec::new();
+    for _ in 0..4 {
+        named.push(status(pa, "named.example", "/").await);
+    }
+    assert_eq!(
+        named,
+        [200, 200, 429, 429],
+        "BASE's partner limit, on the Ingress's route"
+    );
+}

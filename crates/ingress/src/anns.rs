@@ -19,6 +19,20 @@ impl<'a> Anns<'a> {
         }
     }
 
+    /// Tollgate's own annotations this build does not know (a typo, most likely).
+    pub fn own_unknown(&self) -> impl Iterator<Item = &'a str> {
+        self.ing
+            .own
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !matches!(*k, "limit-scope" | "limits"))
+    }
+
+    /// Tollgate's own annotation `tollgate.io/KEY`.
+    pub fn own(&self, key: &str) -> Option<&'a str> {
+        self.ing.own.get(key).map(String::as_str)
+    }
+
     /// The annotation's value, marked read.
     pub fn get(&mut self, key: &str) -> Option<&'a str> {
         self.used.insert(key.to_string());
@@ -73,6 +87,8 @@ pub(super) struct Refusal {
 pub(super) struct Limit {
     pub name: String,
     pub kind: LimitKind,
+    /// `tollgate.io/limit-scope: global`: counted in Redis, across every replica.
+    pub global: bool,
 }
 
 pub(super) enum LimitKind {

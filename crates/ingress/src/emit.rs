@@ -204,6 +204,11 @@ fn limits(out: &mut String, settings: &[Settings]) {
                 );
             }
         }
+        if l.global {
+            out.push_str(
+                "# tollgate.io/limit-scope: global: one count across every replica, in Redis\nscope = \"global\"\n",
+            );
+        }
     }
 }
 
@@ -265,8 +270,9 @@ fn route(out: &mut String, p: &Plan, r: &Route, redirect: Option<bool>, covering
         ),
         None => {}
     }
-    if !s.limits.is_empty() {
-        let names: Vec<String> = s.limits.iter().map(|l| l.name.clone()).collect();
+    if !s.limits.is_empty() || !s.attached.is_empty() {
+        let mut names: Vec<String> = s.limits.iter().map(|l| l.name.clone()).collect();
+        names.extend(s.attached.iter().cloned());
         let _ = writeln!(out, "limits = [{}]", list(&names));
     }
     let mut parts = Vec::new();

@@ -1,12 +1,15 @@
 //! `limit-rps`, `limit-rpm`, `limit-burst-multiplier`, `limit-connections` and
-//! `limit-whitelist`: per-client limits as ingress-nginx computes them.
+//! `limit-whitelist`: per-client limits as ingress-nginx computes them; and Tollgate's own
+//! `tollgate.io/limit-scope` (`global`: those limits exact across every replica, through
+//! `[redis]`; ingress-nginx's are per replica) and `tollgate.io/limits` (BASE.toml limits
+//! attached to every route of the Ingress, by name).
 //!
 //! nginx's `limit_req rate=R burst=B nodelay` is the leaky bucket with capacity B + 1 (nginx's
 //! burst counts the queue beyond the request served), B = R x `limit-burst-multiplier`
 //! (default 5). `limit_conn` counts requests being served per client address: a concurrency
 //! limit with that cap.
 
-use super::anns::{Anns, Limit, LimitKind};
+use super::anns::{Anns, Limit, LimitKind, Refusal};
 use super::text::{cidrs, comment, Warnings};
 
 /// The rate limits of one Ingress, and who is exempt from them (`limit-whitelist`).
@@ -14,10 +17,56 @@ use super::text::{cidrs, comment, Warnings};
 pub(super) struct LimitsOut {
     pub limits: Vec<Limit>,
     pub allow: Vec<String>,
+    /// `tollgate.io/limits`: named limits each route of the Ingress also takes.
+    pub attached: Vec<String>,
+    /// A `tollgate.io/` limit annotation that cannot be honoured: the routes answer 403
+    /// rather than limit less than asked.
+    pub refusals: Vec<Refusal>,
+}
+
+/// A limit name as `tollgate.io/limits` may give it: what a TOML bare key allows, and `.`.
+fn limit_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 200
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// `tollgate.io/limit-scope` and `tollgate.io/limits`.
+fn own(a: &Anns, s: &mut LimitsOut) -> bool {
+    let global = match a.own("limit-scope").map(str::trim) {
+        None | Some("local") => false,
+        Some("global") => true,
+        Some(v) => {
+            s.refusals.push(Refusal {
+                annotation: "tollgate.io/limit-scope".into(),
+                why: format!("\"{v}\" is neither local nor global"),
+            });
+            false
+        }
+    };
+    if let Some(v) = a.own("limits") {
+        for n in v.split(',').map(str::trim) {
+            if limit_name(n) {
+                if !s.attached.iter().any(|a| a == n) {
+                    s.attached.push(n.to_string());
+                }
+            } else {
+                s.refusals.push(Refusal {
+                    annotation: "tollgate.io/limits".into(),
+                    why: format!(
+                        "\"{n}\" is not a limit name (a comma-separated list of BASE.toml limits)"
+                    ),
+                });
+            }
+        }
+    }
+    global
 }
 
 pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> LimitsOut {
     let mut s = LimitsOut::default();
+    let global = own(a, &mut s);
     let ctx = a.ctx();
     let id = a.id();
     let positive = |key: &str, v: &str, w: &mut Warnings| match v.trim().parse::<u64>() {
@@ -48,6 +97,7 @@ pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> LimitsOut {
             s.limits.push(Limit {
                 name: format!("{id}.conn"),
                 kind: LimitKind::Concurrency { max },
+                global,
             });
         }
     }
@@ -60,6 +110,7 @@ pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> LimitsOut {
                     rate: format!("{n}/{unit}"),
                     burst: n.saturating_mul(multiplier),
                 },
+                global,
             });
         }
     }

@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 
 /// The ingress-nginx annotation prefix.
 pub(super) const ANN: &str = "nginx.ingress.kubernetes.io/";
+/// Tollgate's own annotations (`tollgate.io/limit-scope`, `tollgate.io/limits`).
+pub(super) const OWN: &str = "tollgate.io/";
 
 /// One `networking.k8s.io/v1` Ingress, as far as it could be read.
 pub(super) struct Ingress {
@@ -22,6 +24,8 @@ pub(super) struct Ingress {
     pub ctx: String,
     /// The ingress-nginx annotations, prefix stripped, values as text.
     pub annotations: BTreeMap<String, String>,
+    /// Tollgate's own (`tollgate.io/`), prefix stripped.
+    pub own: BTreeMap<String, String>,
     /// `spec.ingressClassName`.
     pub class_name: Option<String>,
     /// The `kubernetes.io/ingress.class` annotation.
@@ -168,6 +172,7 @@ fn ingress(obj: &Value, w: &mut Warnings) -> Ingress {
         .to_string();
     let ctx = comment(&format!("Ingress {ns}/{name}"));
     let mut annotations = BTreeMap::new();
+    let mut own = BTreeMap::new();
     let mut class_annotation = None;
     if let Some(m) = obj
         .get("metadata")
@@ -186,6 +191,8 @@ fn ingress(obj: &Value, w: &mut Warnings) -> Ingress {
                 class_annotation = Some(v);
             } else if let Some(short) = k.strip_prefix(ANN) {
                 annotations.insert(short.to_string(), v);
+            } else if let Some(short) = k.strip_prefix(OWN) {
+                own.insert(short.to_string(), v);
             }
         }
     }
@@ -248,6 +255,7 @@ fn ingress(obj: &Value, w: &mut Warnings) -> Ingress {
         ns,
         name,
         annotations,
+        own,
         class_name: str_at(obj, &["spec", "ingressClassName"]).map(str::to_string),
         class_annotation,
         created: str_at(obj, &["metadata", "creationTimestamp"])

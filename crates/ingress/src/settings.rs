@@ -12,6 +12,8 @@ use super::{access, auth, balancing, edge, limits, protect, rewrite, timeouts, t
 /// What one production Ingress asks for.
 pub(super) struct Settings {
     pub limits: Vec<Limit>,
+    /// `tollgate.io/limits`: BASE.toml limits each route also takes.
+    pub attached: Vec<String>,
     /// `limit-whitelist`: exempt from the Ingress's limits.
     pub allow: Vec<String>,
     pub deny: Vec<String>,
@@ -63,12 +65,14 @@ pub(super) fn read(ing: &Ingress, w: &mut Warnings) -> Settings {
     }
     a.get("canary");
     unread(&a, w);
-    let mut refusals = access.refusals;
+    let mut refusals = limits.refusals;
+    refusals.extend(access.refusals);
     refusals.extend(rewrite.refusals);
     refusals.extend(auth.refusals);
     refusals.extend(protect.refusals);
     Settings {
         limits: limits.limits,
+        attached: limits.attached,
         allow: limits.allow,
         deny: access.deny,
         only_from: access.only_from,
@@ -92,6 +96,13 @@ pub(super) fn read(ing: &Ingress, w: &mut Warnings) -> Settings {
 
 /// Names what no translator read: the catalogue's reason, or an unknown annotation.
 pub(super) fn unread(a: &Anns, w: &mut Warnings) {
+    for key in a.own_unknown() {
+        w.gather(
+            &comment(&format!("tollgate.io/{key}")),
+            "not a Tollgate annotation (limit-scope, limits)",
+            a.ctx(),
+        );
+    }
     for key in a.unread() {
         match catalogue::find(key) {
             Some(c) if c.treatment == Treatment::Ignored => w.gather(key, c.why, a.ctx()),

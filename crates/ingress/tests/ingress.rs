@@ -1077,6 +1077,89 @@ fn limit_whitelist_still_exempts_and_bad_numbers_are_named() {
     }
 }
 
+// --- Tollgate's own annotations ---------------------------------------------------------
+
+#[test]
+fn tollgate_annotations_make_limits_global_and_attach_named_ones() {
+    let y = [
+        ing(
+            "n",
+            "a",
+            &[
+                ("limit-rps", "5"),
+                ("limit-connections", "3"),
+                ("tollgate.io/limit-scope", "global"),
+                ("tollgate.io/limits", "api, edge.burst,api"),
+            ],
+            &host_rule("a.example.com", "/", "a"),
+        ),
+        ing(
+            "n",
+            "b",
+            &[
+                ("limit-rps", "5"),
+                ("tollgate.io/limit-scope", "everywhere"),
+            ],
+            &host_rule("b.example.com", "/", "b"),
+        ),
+        ing(
+            "n",
+            "c",
+            &[("tollgate.io/limits", "api,\"]\n[server]")],
+            &host_rule("c.example.com", "/", "c"),
+        ),
+        ing(
+            "n",
+            "d",
+            &[("limit-rps", "5"), ("tollgate.io/limit-scop", "global")],
+            &host_rule("d.example.com", "/", "d"),
+        ),
+    ]
+    .concat();
+    let i = run(&y);
+    let t: toml::Table = i.toml.parse().expect("toml");
+    let limit = |n: &str| t["limits"][n].as_table().expect("limit").clone();
+    assert_eq!(limit("n.a.rps")["scope"].as_str(), Some("global"));
+    assert_eq!(limit("n.a.conn")["scope"].as_str(), Some("global"));
+    assert!(
+        limit("n.b.rps").get("scope").is_none(),
+        "local, as ingress-nginx"
+    );
+    assert!(limit("n.d.rps").get("scope").is_none());
+    let route = |n: &str| {
+        t["routes"]
+            .as_array()
+            .expect("routes")
+            .iter()
+            .find(|r| r["name"].as_str() == Some(n))
+            .cloned()
+            .unwrap_or_else(|| panic!("no route {n}:\n{}", i.toml))
+    };
+    let names: Vec<String> = route("n.a.1")["limits"]
+        .as_array()
+        .expect("limits")
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    assert_eq!(names, ["n.a.conn", "n.a.rps", "api", "edge.burst"]);
+    // A scope that cannot be honoured, or a name that is none, answers 403: never a limit
+    // looser than asked, nor TOML smuggled in.
+    let denied = denied_routes(&i);
+    assert!(
+        denied.contains(&"n.b.1") && denied.contains(&"n.c.1"),
+        "{denied:?}"
+    );
+    assert!(!denied.contains(&"n.a.1"));
+    assert!(!i.toml.contains("\n[server]\n[server]"));
+    assert_eq!(
+        warned(&i, "tollgate.io/limit-scop is not"),
+        1,
+        "{:#?}",
+        i.warnings
+    );
+    assert_once(&i);
+}
+
 // --- Classes ------------------------------------------------------------------------------
 
 #[test]
@@ -1490,7 +1573,11 @@ fn ing(ns: &str, name: &str, annotations: &[(&str, &str)], spec: &str) -> String
                 .replace('\\', "\\\\")
                 .replace('"', "\\\"")
                 .replace('\n', "\\n");
-            y.push_str(&format!("    nginx.ingress.kubernetes.io/{k}: \"{v}\"\n"));
+            if k.contains('/') {
+                y.push_str(&format!("    {k}: \"{v}\"\n"));
+            } else {
+                y.push_str(&format!("    nginx.ingress.kubernetes.io/{k}: \"{v}\"\n"));
+            }
         }
     }
     y.push_str("spec:\n  ingressClassName: nginx\n");

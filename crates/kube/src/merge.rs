@@ -16,6 +16,10 @@ pub fn merge(base: &str, cluster: &str) -> Result<(String, Vec<String>), String>
     let mut problems = Vec::new();
     let mut cluster_routes = Vec::new();
     let base_certificates = has_certificates(out.get("tls"));
+    let base_limits: Vec<String> = match out.get("limits") {
+        Some(Value::Table(t)) => t.keys().cloned().collect(),
+        _ => Vec::new(),
+    };
     for (key, value) in cluster {
         match (key.as_str(), out.get_mut(&key), value) {
             ("tls", Some(Value::Table(b)), Value::Table(c)) => tls(b, c),
@@ -71,7 +75,7 @@ pub fn merge(base: &str, cluster: &str) -> Result<(String, Vec<String>), String>
             ));
             return false;
         }
-        keep_route(r, &dropped_names, &mut problems)
+        keep_route(r, &dropped_names, &mut problems) && own_limits(r, &base_limits, &mut problems)
     });
     if !cluster_routes.is_empty() {
         match out.get_mut("routes") {
@@ -235,6 +239,30 @@ fn fill(base: &mut Table, cluster: Table) {
             }
         }
     }
+}
+
+/// Whether a cluster route names only BASE's limits and its own namespace's (the importer
+/// names an Ingress's limits `NAMESPACE.INGRESS.KIND`, and a namespace holds no dot): a
+/// `tollgate.io/limits` annotation cannot share another tenant's counters.
+fn own_limits(r: &Value, base: &[String], problems: &mut Vec<String>) -> bool {
+    let name = r.get("name").and_then(Value::as_str).unwrap_or("?");
+    let ns = name.split('.').next().unwrap_or("");
+    let foreign: Vec<&str> = r
+        .get("limits")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|l| !base.iter().any(|b| b == l) && !l.starts_with(&format!("{ns}.")))
+        .collect();
+    if foreign.is_empty() {
+        return true;
+    }
+    problems.push(format!(
+        "route {name}: names limits of another namespace ({}): not served; tollgate.io/limits names BASE.toml limits",
+        foreign.join(", ")
+    ));
+    false
 }
 
 /// Whether a cluster route stays: not if it names a dropped definition (its upstream, a

@@ -144,3 +144,27 @@ fn without_tls_listeners_the_clusters_tls_is_left_out_and_said() {
     assert!(!m.contains("tls"), "{m}");
     assert!(p.is_empty(), "nothing to say: {p:?}");
 }
+
+#[test]
+fn a_route_names_base_limits_and_its_own_namespaces_never_anothers() {
+    let base = "[server]\nlisten = [\"127.0.0.1:1\"]\n\n[limits.api]\nkey = \"client_ip\"\nrate = \"5/s\"\n";
+    let cluster = "[limits.\"shop.a.rps\"]\nkey = \"client_ip\"\nrate = \"1/s\"\n\n[limits.\"bank.v.rps\"]\nkey = \"client_ip\"\nrate = \"1/s\"\n\n\
+        [[routes]]\nname = \"shop.a.1\"\nhost = \"a.example\"\npath_prefix = \"/\"\nupstream = \"u\"\nlimits = [\"shop.a.rps\", \"api\"]\n\n\
+        [[routes]]\nname = \"shop.b.1\"\nhost = \"b.example\"\npath_prefix = \"/\"\nupstream = \"u\"\nlimits = [\"bank.v.rps\"]\n\n\
+        [[routes]]\nname = \"bank.v.1\"\nhost = \"v.example\"\npath_prefix = \"/\"\nupstream = \"u\"\nlimits = [\"bank.v.rps\"]\n";
+    let (m, problems) = merge(base, cluster).expect("merge");
+    let t: Table = m.parse().expect("toml");
+    let names: Vec<&str> = t["routes"]
+        .as_array()
+        .expect("routes")
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert_eq!(names, ["shop.a.1", "bank.v.1"], "{problems:?}");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("shop.b.1") && p.contains("bank.v.rps")),
+        "{problems:?}"
+    );
+}
