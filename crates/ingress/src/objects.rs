@@ -163,14 +163,15 @@ pub(super) fn read(
     Ok(out)
 }
 
-fn ingress(obj: &Value, w: &mut Warnings) -> Ingress {
-    let name = str_at(obj, &["metadata", "name"])
-        .unwrap_or("unnamed")
-        .to_string();
-    let ns = str_at(obj, &["metadata", "namespace"])
-        .unwrap_or("default")
-        .to_string();
-    let ctx = comment(&format!("Ingress {ns}/{name}"));
+/// An Ingress's annotations: ingress-nginx's and Tollgate's own (prefixes stripped), and the
+/// class annotation.
+type Annotations = (
+    BTreeMap<String, String>,
+    BTreeMap<String, String>,
+    Option<String>,
+);
+
+fn annotations_of(obj: &Value, ctx: &str, w: &mut Warnings) -> Annotations {
     let mut annotations = BTreeMap::new();
     let mut own = BTreeMap::new();
     let mut class_annotation = None;
@@ -196,6 +197,18 @@ fn ingress(obj: &Value, w: &mut Warnings) -> Ingress {
             }
         }
     }
+    (annotations, own, class_annotation)
+}
+
+fn ingress(obj: &Value, w: &mut Warnings) -> Ingress {
+    let name = str_at(obj, &["metadata", "name"])
+        .unwrap_or("unnamed")
+        .to_string();
+    let ns = str_at(obj, &["metadata", "namespace"])
+        .unwrap_or("default")
+        .to_string();
+    let ctx = comment(&format!("Ingress {ns}/{name}"));
+    let (annotations, own, class_annotation) = annotations_of(obj, &ctx, w);
     let spec = obj.get("spec");
     let tls = seq(spec.and_then(|s| s.get("tls")))
         .iter()
