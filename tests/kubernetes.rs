@@ -147,7 +147,7 @@ metadata:
   name: {name}
   namespace: shop
   annotations:
-    tollgate.io/test: "1"
+    example.com/team: "shop"
 {annotations}spec:
 {class}  rules:
   - host: {name}.example
@@ -714,7 +714,7 @@ async fn one_leader_writes_status_once_and_hands_over() {
             "get", "events.v1.events.k8s.io", "-n", "shop", "-o",
             "jsonpath={range .items[*]}{.regarding.kind}/{.regarding.name} {.reason} {.type} {.reportingController}{\"\\n\"}{end}",
         ]);
-        if !e.trim().is_empty() || t.elapsed() > Duration::from_secs(5) {
+        if e.contains("Ingress/bad") || t.elapsed() > Duration::from_secs(5) {
             break e;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -821,5 +821,109 @@ async fn limit_scope_global_is_one_count_across_replicas() {
         named,
         [200, 200, 429, 429],
         "BASE's partner limit, on the Ingress's route"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ca_secret_makes_clients_show_a_certificate() {
+    let c = Cluster::start().await;
+    let web = Backend::start().await.expect("web");
+    c.apply(&service("web", web.addr.port()));
+    let (port, admin, tls) = (free_port(), free_port(), free_port());
+    let _gw = c
+        .gateway(
+            port,
+            admin,
+            &format!("tls_listen = [\"127.0.0.1:{tls}\"]\n"),
+        )
+        .await;
+    assert!(ready(admin).await);
+    let server_ca = Ca::new("server ca").expect("ca");
+    let (crt, key) = server_ca
+        .issue(&LeafSpec::server(&["mtls.example"]))
+        .expect("leaf")
+        .write(&c.dir, "mtls")
+        .expect("write");
+    c.tls_secret("site", &crt, &key);
+    let client_ca = Ca::new("client ca").expect("client ca");
+    let ca_file = client_ca.write(&c.dir, "client-ca.crt").expect("write");
+    c.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "clients",
+        "-n",
+        "shop",
+        &format!("--from-file=ca.crt={}", ca_file.display()),
+    ]);
+    let (ccrt, ckey) = client_ca
+        .issue(&LeafSpec::client("alice"))
+        .expect("client")
+        .write(&c.dir, "alice")
+        .expect("write");
+    let stranger = Ca::new("stranger").expect("stranger");
+    let (scrt, skey) = stranger
+        .issue(&LeafSpec::client("mallory"))
+        .expect("client")
+        .write(&c.dir, "mallory")
+        .expect("write");
+    c.apply(
+        &ingress(
+            "mtls",
+            "tollgate",
+            "/",
+            "    nginx.ingress.kubernetes.io/auth-tls-secret: shop/clients\n    nginx.ingress.kubernetes.io/auth-tls-verify-client: \"on\"\n",
+        )
+        .replace(
+            "spec:\n",
+            "spec:\n  tls:\n  - hosts: [mtls.example]\n    secretName: site\n",
+        ),
+    );
+    let trust = server_ca.write(&c.dir, "server-ca.crt").expect("write");
+    let with = |crt: &Path, key: &Path| {
+        curl_tls(
+            tls,
+            "mtls.example",
+            &trust,
+            &[
+                "--cert",
+                crt.to_str().expect("path"),
+                "--key",
+                key.to_str().expect("path"),
+            ],
+        )
+    };
+    let t = Instant::now();
+    while with(&ccrt, &ckey) != 200 {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the CA Secret is not in force"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        curl_tls(tls, "mtls.example", &trust, &[]),
+        0,
+        "no certificate: no handshake"
+    );
+    assert_eq!(
+        with(&scrt, &skey),
+        0,
+        "a certificate of another CA: no handshake"
+    );
+    // The CA Secret gone: the Ingress is left out, never served without the check.
+    c.kubectl(&["delete", "secret", "clients", "-n", "shop"]);
+    let t = Instant::now();
+    while with(&ccrt, &ckey) == 200 {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "still served without its CA Secret"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_ne!(
+        curl_tls(tls, "mtls.example", &trust, &[]),
+        200,
+        "never served unguarded"
     );
 }

@@ -217,7 +217,8 @@ fn finish(
 }
 
 /// The cluster's part. When `check` refuses it, each Ingress is tried alone and those
-/// refused are left out (a problem each): one Ingress never holds the others' changes back.
+/// refused are left out (a problem each): one Ingress never holds the others' changes back,
+/// and a lone one refused is not served (rather than its last good translation).
 pub fn translate(
     classes: &Classes,
     configmap: Option<&str>,
@@ -244,7 +245,7 @@ pub fn translate(
     }
     let mut out = whole.and_then(|w| finish(w, &volume));
     if let Ok((t, _)) = &out {
-        if check(t, &volume).is_err() && items.len() > 1 {
+        if check(t, &volume).is_err() {
             items.retain(|item| match import_items(std::slice::from_ref(item), configmap, c)
                 .and_then(|w| finish(w, &volume))
             {
@@ -257,6 +258,15 @@ pub fn translate(
                 },
                 Err(_) => true,
             });
+            if items.is_empty() {
+                return Translated {
+                    toml: None,
+                    problems,
+                    served: 0,
+                    ingresses: Default::default(),
+                    volume,
+                };
+            }
             out = import_items(&items, configmap, c).and_then(|w| finish(w, &volume));
         }
     }
