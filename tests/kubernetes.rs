@@ -927,3 +927,103 @@ async fn a_ca_secret_makes_clients_show_a_certificate() {
         "never served unguarded"
     );
 }
+
+fn rss_kib(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A cluster's size: 5,000 Ingresses, each its own Service with four EndpointSlices of one
+/// endpoint (20,000 endpoints). Run from bench/ on a release build:
+/// `TOLLGATE_BIN=target/release/tollgate cargo test --release --test kubernetes -- --ignored cluster_size --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a soak: run from bench/ on a release build"]
+async fn cluster_size_5000_ingresses_and_20000_endpoints() {
+    let bin = std::env::var("TOLLGATE_BIN").unwrap_or_else(|_| BIN.to_string());
+    let n: usize = std::env::var("INGRESSES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5000);
+    let c = Cluster::start().await;
+    let mut backends = Vec::new();
+    for _ in 0..5 {
+        backends.push(Backend::start().await.expect("backend"));
+    }
+    let kind = |g: &str, r: &str| tollgate_kube_standin::kinds::find(g, "v1", r).expect("kind");
+    let (svc_k, slice_k, ing_k) = (
+        kind("", "services"),
+        kind("discovery.k8s.io", "endpointslices"),
+        kind("networking.k8s.io", "ingresses"),
+    );
+    let slice = |i: usize, j: usize, port: u16| {
+        serde_json::json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": format!("s{i}-{j}"), "labels": {"kubernetes.io/service-name": format!("s{i}")}},
+            "addressType": "IPv4", "ports": [{"name": "http", "port": port}],
+            "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}]})
+    };
+    c.standin.with_store(|s| {
+        for i in 0..n {
+            s.create(svc_k, "shop", serde_json::json!({"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": format!("s{i}")}, "spec": {"ports": [{"name": "http", "port": 80}]}}))
+                .expect("service");
+            for (j, b) in backends.iter().take(4).enumerate() {
+                s.create(slice_k, "shop", slice(i, j, b.addr.port())).expect("slice");
+            }
+            s.create(ing_k, "shop", serde_json::json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+                "metadata": {"name": format!("i{i}")},
+                "spec": {"ingressClassName": "tollgate", "rules": [{"host": format!("h{i}.example"), "http": {"paths": [
+                    {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": format!("s{i}"), "port": {"number": 80}}}}]}}]}}))
+                .expect("ingress");
+        }
+    });
+    let (port, admin) = (free_port(), free_port());
+    let base =
+        format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\nadmin = \"127.0.0.1:{admin}\"\n");
+    let kc = c.kubeconfig.to_str().expect("path").to_string();
+    let started = Instant::now();
+    let gw = GatewayProc::start_with(
+        Path::new(&bin),
+        &base,
+        port,
+        Some(admin),
+        &["--kubernetes", "--kubeconfig", &kc],
+    )
+    .await
+    .expect("gateway");
+    let last = format!("h{}.example", n - 1);
+    let served = until(port, &last, "/", 200, Duration::from_secs(120)).await;
+    let ready_after = started.elapsed();
+    assert!(served.is_some(), "not served in 120 s");
+    let rss = rss_kib(gw.pid());
+    // One endpoint change: a full translation and reload today.
+    let before = backends[4].hits();
+    c.standin.with_store(|s| {
+        let mut moved = slice(0, 0, backends[4].addr.port());
+        moved["metadata"]["namespace"] = "shop".into();
+        s.replace(slice_k, "shop", "s0-0", moved, false)
+            .expect("replace");
+    });
+    let changed = Instant::now();
+    let mut took = None;
+    while changed.elapsed() < Duration::from_secs(60) {
+        for _ in 0..4 {
+            status(port, "h0.example", "/").await;
+        }
+        if backends[4].hits() > before {
+            took = Some(changed.elapsed());
+            break;
+        }
+    }
+    let m = metrics(admin).await;
+    println!(
+        "cluster of {n} Ingresses, {} endpoints: served after {ready_after:?}, RSS {} MiB, one endpoint change served after {took:?}, syncs {}",
+        n * 4,
+        rss / 1024,
+        metric(&m, "tollgate_kube_syncs_total", &["result=\"ok\""])
+    );
+    assert!(took.is_some(), "the endpoint change was not served");
+}

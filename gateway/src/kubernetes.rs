@@ -135,15 +135,7 @@ impl Cluster {
         let text = std::fs::read_to_string(base)
             .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", base.display()))?;
         let latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
-        let volume = match latest.as_ref() {
-            Some(t) => t.volume.clone(),
-            None => Arc::new(tollgate_kube::secrets::volume(
-                &Default::default(),
-                &[],
-                None,
-            )),
-        };
-        mount(&volume).map_err(|e| anyhow::anyhow!(e))?;
+        mount(&volume_of(&latest)).map_err(|e| anyhow::anyhow!(e))?;
         let cluster = latest
             .as_ref()
             .and_then(|t| t.toml.as_deref())
@@ -155,6 +147,18 @@ impl Cluster {
         }
         tollgate_config::load_text(base, &merged)
             .map_err(|e| anyhow::anyhow!("invalid config:\n{e}"))
+    }
+}
+
+/// The Secrets a translation holds; before the first, the default certificate alone.
+fn volume_of(latest: &Option<Translated>) -> Arc<Files> {
+    match latest {
+        Some(t) => t.volume.clone(),
+        None => Arc::new(tollgate_kube::secrets::volume(
+            &Default::default(),
+            &[],
+            None,
+        )),
     }
 }
 
@@ -178,12 +182,19 @@ pub fn check_base(base: &Path) -> Result<Config, String> {
 
 /// BASE.toml with `cluster` and the Secrets it names, checked as it would load (names not
 /// looked up): the config, then the certificates as the TLS listeners would read them.
-fn check(base: &Path, cluster: &str, volume: &Arc<Files>) -> Result<(), String> {
+/// The candidate's Secrets are held only while it is checked, under the lock `load` takes,
+/// and the served ones put back after: a reload never reads a candidate's files, and a
+/// candidate refused leaves the listeners on what they serve.
+fn check(c: &Cluster, base: &Path, cluster: &str, volume: &Arc<Files>) -> Result<(), String> {
     let text = std::fs::read_to_string(base).map_err(|e| format!("{}: {e}", base.display()))?;
     let (merged, _) = tollgate_kube::merge::merge(&text, cluster)?;
+    let latest = c.latest.lock().unwrap_or_else(|e| e.into_inner());
     mount(volume)?;
-    let cfg = tollgate_config::check_text(base, &merged).map_err(|e| e.to_string())?;
-    crate::certificates_ok(&cfg).map_err(|e| e.join("; "))
+    let checked = tollgate_config::check_text(base, &merged)
+        .map_err(|e| e.to_string())
+        .and_then(|cfg| crate::certificates_ok(&cfg).map_err(|e| e.join("; ")));
+    mount(&volume_of(&latest))?;
+    checked
 }
 
 /// The background service: the reflectors, and a reload for each translation.
@@ -218,8 +229,9 @@ impl pingora::services::background::BackgroundService for Controller {
         };
         let (tx, mut rx) = tokio::sync::watch::channel(None);
         let base = self.reloader.path.clone();
+        let cl = self.cluster.clone();
         let check =
-            Arc::new(move |cluster: &str, volume: &Arc<Files>| check(&base, cluster, volume));
+            Arc::new(move |cluster: &str, volume: &Arc<Files>| check(&cl, &base, cluster, volume));
         let opts = match self.args.options() {
             Ok(o) => o,
             Err(e) => {

@@ -138,6 +138,13 @@ fn client_auth(a: &mut Anns, w: &mut Warnings) -> Option<Result<ClientCa, String
         }
     };
     let ca = match secret.trim().split_once('/') {
+        // Another namespace's CA: ingress-nginx needs allow-cross-namespace-resources (off
+        // by default) for it, and a tenant must not pin its clients to another's CA.
+        Some((sns, _)) if sns != a.ns() => {
+            return Some(Err(comment(&format!(
+                "auth-tls-secret \"{secret}\" is in another namespace (ingress-nginx needs allow-cross-namespace-resources for it)"
+            ))))
+        }
         Some((sns, sname)) if k8s_name(sns) && k8s_name(sname) => {
             format!("{}/ca.crt", secret_dir(sns, sname))
         }

@@ -1160,6 +1160,27 @@ fn tollgate_annotations_make_limits_global_and_attach_named_ones() {
     assert_once(&i);
 }
 
+#[test]
+fn a_ca_secret_of_another_namespace_is_refused() {
+    let y = [
+        ing(
+            "n",
+            "a",
+            &[("auth-tls-secret", "bank/ca")],
+            "tls:\n- hosts: [a.example.com]\n  secretName: site\nrules:\n- host: a.example.com\n  http:\n    paths:\n    - {path: /, pathType: Prefix, backend: {service: {name: a, port: {number: 80}}}}\n",
+        ),
+    ]
+    .concat();
+    let i = run(&y);
+    assert!(!i.toml.contains("tls/bank/ca"), "{}", i.toml);
+    assert!(denied_routes(&i).contains(&"n.a.1"), "{:?}", i.denied);
+    assert!(
+        i.warnings.iter().any(|w| w.contains("another namespace")),
+        "{:#?}",
+        i.warnings
+    );
+}
+
 // --- Classes ------------------------------------------------------------------------------
 
 #[test]

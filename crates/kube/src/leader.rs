@@ -172,25 +172,32 @@ pub async fn run(
     let (name, retry) = (e.name.clone(), e.retry());
     let mut el = Elector::new(e);
     let pp = PostParams::default();
+    // Each try is bounded by the renew deadline (the client's own timeout is minutes), and a
+    // renewal counts from before it was asked: a slow answer never stretches the lease this
+    // replica believes it holds past what the others see.
+    let bound = el.e.renew_deadline();
     loop {
-        let now = Instant::now();
-        let written = match api.get_opt(&name).await {
-            Ok(read) => match el.step(now, Timestamp::now(), read.as_ref()) {
-                Step::Create(l) => api.create(&pp, &l).await.ok(),
-                Step::Update(l) => api.replace(&name, &pp, &l).await.ok(),
-                Step::Wait => None,
-            },
-            Err(err) => {
-                tracing::warn!(event = "kube_election_failed", error = %err, "the Lease could not be read");
-                None
+        let asked = Instant::now();
+        let attempt = async {
+            match api.get_opt(&name).await {
+                Ok(read) => match el.step(asked, Timestamp::now(), read.as_ref()) {
+                    Step::Create(l) => api.create(&pp, &l).await.ok(),
+                    Step::Update(l) => api.replace(&name, &pp, &l).await.ok(),
+                    Step::Wait => None,
+                },
+                Err(err) => {
+                    tracing::warn!(event = "kube_election_failed", error = %err, "the Lease could not be read");
+                    None
+                }
             }
         };
-        let now_leading = el.wrote(Instant::now(), written.as_ref());
+        let written = tokio::time::timeout(bound, attempt).await.ok().flatten();
+        let now_leading = el.wrote(asked, written.as_ref());
         if *leading.borrow() != now_leading {
             tracing::info!(event = "kube_leader", leading = now_leading, lease = %name, "{}", if now_leading { "leading: this replica writes status" } else { "not leading" });
         }
         m.leader.set(i64::from(now_leading));
-        leading.send_replace(now_leading);
+        leading.send_if_modified(|l| std::mem::replace(l, now_leading) != now_leading);
         tokio::select! {
             _ = tokio::time::sleep(retry) => {}
             _ = stop.wait_for(|s| *s) => break,

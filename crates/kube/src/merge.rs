@@ -21,6 +21,9 @@ pub fn merge(base: &str, cluster: &str) -> Result<(String, Vec<String>), String>
         _ => Vec::new(),
     };
     for (key, value) in cluster {
+        if let ("tls", Value::Table(c)) = (key.as_str(), &value) {
+            client_certificates(out.get("tls"), base_certificates, c)?;
+        }
         match (key.as_str(), out.get_mut(&key), value) {
             ("tls", Some(Value::Table(b)), Value::Table(c)) => tls(b, c),
             ("server", Some(Value::Table(b)), Value::Table(mut c)) => {
@@ -87,6 +90,36 @@ pub fn merge(base: &str, cluster: &str) -> Result<(String, Vec<String>), String>
     }
     listener_certificates(&mut out, base_certificates, &mut problems);
     Ok((toml::to_string(&out).map_err(|e| e.to_string())?, problems))
+}
+
+/// Client certificates are the listeners' (every host of them asks): an Ingress's
+/// `auth-tls-*` (the cluster's `client_ca` and `client_auth`, which the importer makes only
+/// when every Ingress served over TLS agrees) stands where BASE.toml sets the same, or sets
+/// neither and serves no certificate of its own (the listeners are the cluster's). Else the
+/// translation is refused, so the check leaves those Ingresses out: a tenant never imposes
+/// client certificates on BASE's hosts, nor is served looser than it asked because BASE
+/// says otherwise.
+fn client_certificates(
+    base: Option<&Value>,
+    base_certificates: bool,
+    cluster: &Table,
+) -> Result<(), String> {
+    let keys = ["client_ca", "client_auth"];
+    let asks = keys.iter().any(|k| cluster.contains_key(*k));
+    let base_sets = keys.iter().any(|k| base.and_then(|b| b.get(k)).is_some());
+    if !asks || (!base_sets && !base_certificates) {
+        return Ok(());
+    }
+    for k in keys {
+        let (b, c) = (base.and_then(|b| b.get(k)), cluster.get(k));
+        if b != c {
+            return Err(format!(
+                "tls.{k}: an Ingress asks for client certificates (auth-tls-secret) that BASE.toml's [tls] does not set alike ({}): client certificates are the listeners', and BASE.toml serves certificates of its own or sets client certificates otherwise",
+                c.map(Value::to_string).unwrap_or_default()
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn has_certificates(tls: Option<&Value>) -> bool {

@@ -37,19 +37,29 @@ fn secret_of(path: &str) -> Option<(String, String)> {
     (ns != DEFAULT_DIR).then(|| (ns.to_string(), name.to_string()))
 }
 
-fn strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+/// The keys whose values name a file a Secret holds: a certificate and its key, a client
+/// CA, an htpasswd file or folder. No other value (a route's path, say) makes a Secret held.
+const FILE_KEYS: [&str; 4] = ["cert", "key", "client_ca", "htpasswd"];
+
+fn files<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
     match v {
-        Value::String(s) => out.push(s),
-        Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
-        Value::Table(t) => t.values().for_each(|v| strings(v, out)),
+        Value::Array(a) => a.iter().for_each(|v| files(v, out)),
+        Value::Table(t) => {
+            for (k, v) in t {
+                match v {
+                    Value::String(s) if FILE_KEYS.contains(&k.as_str()) => out.push(s),
+                    _ => files(v, out),
+                }
+            }
+        }
         _ => {}
     }
 }
 
-/// The Secrets a translation names (every string value under [`TLS_MOUNT`]).
+/// The Secrets a translation names (as a certificate, client CA or htpasswd file).
 pub fn named(table: &Table) -> BTreeSet<(String, String)> {
     let mut all = Vec::new();
-    table.values().for_each(|v| strings(v, &mut all));
+    table.values().for_each(|v| files(v, &mut all));
     all.into_iter().filter_map(secret_of).collect()
 }
 
@@ -65,7 +75,9 @@ fn files_of(secret: &Secret, dir: &Path, out: &mut Files) {
     use std::hash::{Hash, Hasher};
     for (key, value) in secret.data.iter().flatten() {
         let path = dir.join(key);
-        if key.starts_with('.') || !tollgate_config::mounted::may_hold(&path) {
+        // The API server allows neither a `/` nor a leading dot-dot in a key; not counted on
+        // (an absolute key would replace `dir` in the join).
+        if key.starts_with('.') || key.contains('/') || !tollgate_config::mounted::may_hold(&path) {
             continue;
         }
         let mut h = std::collections::hash_map::DefaultHasher::new();

@@ -240,7 +240,9 @@ impl Writer {
                 _ = stop.wait_for(|s| *s) => break,
             }
         }
-        if self.clear_on_shutdown && *self.leading.borrow() {
+        // Never with nothing published: it wrote nothing (during a switch with
+        // --ingress-class nginx, the status is ingress-nginx's).
+        if self.clear_on_shutdown && self.publish != Publish::Nothing && *self.leading.borrow() {
             let served = self.served.borrow().clone();
             round(
                 &self.client,

@@ -168,3 +168,30 @@ fn a_route_names_base_limits_and_its_own_namespaces_never_anothers() {
         "{problems:?}"
     );
 }
+
+#[test]
+fn client_certificates_stand_only_where_base_sets_the_same() {
+    let listens = "[server]\nlisten = [\"127.0.0.1:1\"]\ntls_listen = [\"127.0.0.1:2\"]\n";
+    let mtls =
+        "[tls]\nclient_ca = \"/etc/tollgate/tls/shop/ca/ca.crt\"\nclient_auth = \"require\"\n";
+    // BASE serves certificates of its own: a tenant cannot impose client certificates on
+    // BASE's hosts.
+    let own =
+        format!("{listens}[tls]\ncertificates = [{{ cert = \"/b.crt\", key = \"/b.key\" }}]\n");
+    assert!(merge(&own, mtls).is_err());
+    // BASE sets none and serves none: the listeners are the cluster's.
+    assert!(merge(listens, mtls).is_ok());
+    // BASE looser (optional) or another CA: the Ingress would be served looser than asked.
+    let optional = format!("{listens}[tls]\nclient_ca = \"/etc/tollgate/tls/shop/ca/ca.crt\"\nclient_auth = \"optional\"\n");
+    assert!(merge(&optional, mtls).is_err());
+    let other =
+        format!("{listens}[tls]\nclient_ca = \"/base-ca.crt\"\nclient_auth = \"require\"\n");
+    assert!(merge(&other, mtls).is_err());
+    // BASE alike: served.
+    let same = format!("{listens}{mtls}");
+    let (m, _) = merge(&same, mtls).expect("alike");
+    let t: Table = m.parse().expect("toml");
+    assert_eq!(t["tls"]["client_auth"].as_str(), Some("require"));
+    // And an Ingress that asks nothing leaves BASE's as they are.
+    assert!(merge(&same, CLUSTER_TLS).is_ok());
+}

@@ -50,6 +50,14 @@ fn only_the_secrets_a_translation_names_are_held() {
 }
 
 #[test]
+fn a_path_that_is_no_file_key_holds_nothing() {
+    let t = table(
+        "[[routes]]\nname = \"shop.a.1\"\npath_prefix = \"/etc/tollgate/tls/kube-system/token\"\n",
+    );
+    assert!(named(&t).is_empty());
+}
+
+#[test]
 fn a_secrets_version_follows_its_resource_version() {
     let t = table(NAMES);
     let v1 = volume(
@@ -83,7 +91,12 @@ fn hostile_secret_keys_and_names_stay_in_their_folder() {
         "shop",
         "users",
         "1",
-        &[("auth", b"u:h"), ("../../x", b"no"), (".hidden", b"no")],
+        &[
+            ("auth", b"u:h"),
+            ("../../x", b"no"),
+            (".hidden", b"no"),
+            ("/etc/tollgate/tls/bank/vault/tls.crt", b"planted"),
+        ],
     );
     let v = volume(&t, &[&s], None);
     let (crt, key) = default_paths();
