@@ -1025,5 +1025,12 @@ async fn cluster_size_5000_ingresses_and_20000_endpoints() {
         rss / 1024,
         metric(&m, "tollgate_kube_syncs_total", &["result=\"ok\""])
     );
+    for line in gw
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("reload") || l.contains("kube"))
+    {
+        println!("  {line}");
+    }
     assert!(took.is_some(), "the endpoint change was not served");
 }

@@ -15,6 +15,23 @@ pub type Endpoints = BTreeMap<(String, String, i32), Vec<String>>;
 /// What the slices say of every Service port.
 pub fn ready(services: &[&Service], slices: &[&EndpointSlice]) -> Endpoints {
     let mut out = Endpoints::new();
+    // The slices by namespace and Service, looked up once per Service port (not every slice
+    // per port: a cluster of 5,000 Services and 20,000 slices made that 10^8 comparisons).
+    let mut by_service: BTreeMap<(&str, &str), Vec<&EndpointSlice>> = BTreeMap::new();
+    for s in slices {
+        if !matches!(s.address_type.as_str(), "IPv4" | "IPv6") {
+            continue;
+        }
+        let ns = s.metadata.namespace.as_deref().unwrap_or("");
+        if let Some(svc) = s
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("kubernetes.io/service-name"))
+        {
+            by_service.entry((ns, svc.as_str())).or_default().push(s);
+        }
+    }
     for svc in services {
         let (Some(ns), Some(name)) = (&svc.metadata.namespace, &svc.metadata.name) else {
             continue;
@@ -24,15 +41,8 @@ pub fn ready(services: &[&Service], slices: &[&EndpointSlice]) -> Endpoints {
             let mut addrs: Vec<String> = Vec::new();
             let mut seen = false;
             // FQDN slices (deprecated) would name hosts outside the cluster: only addresses.
-            for slice in slices.iter().filter(|s| {
-                matches!(s.address_type.as_str(), "IPv4" | "IPv6")
-                    && s.metadata.namespace.as_ref() == Some(ns)
-                    && s.metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get("kubernetes.io/service-name"))
-                        == Some(name)
-            }) {
+            let theirs = by_service.get(&(ns.as_str(), name.as_str()));
+            for slice in theirs.into_iter().flatten() {
                 // The slice's port of the same name (unnamed: the Service's only port).
                 let Some(target) = slice
                     .ports

@@ -177,6 +177,7 @@ fn import_items(
     items: &[(String, serde_json::Value)],
     configmap: Option<&str>,
     c: &Cluster,
+    eps: &endpoints::Endpoints,
 ) -> Result<(Table, Vec<String>), String> {
     let mut objects: Vec<&serde_json::Value> = items.iter().map(|(_, v)| v).collect();
     let cm = c.configmap.and_then(|cm| serde_json::to_value(cm).ok());
@@ -200,7 +201,7 @@ fn import_items(
         .toml
         .parse()
         .map_err(|e| format!("the importer's output does not parse: {e}"))?;
-    endpoints::place(&mut table, &endpoints::ready(&c.services, &c.slices));
+    endpoints::place(&mut table, eps);
     Ok((table, warnings))
 }
 
@@ -227,7 +228,8 @@ pub fn translate(
 ) -> Translated {
     let mut problems = Vec::new();
     let mut items = items_of(classes, c, &mut problems);
-    let whole = import_items(&items, configmap, c);
+    let eps = endpoints::ready(&c.services, &c.slices);
+    let whole = import_items(&items, configmap, c, &eps);
     let empty = Table::new();
     let volume = Arc::new(secrets::volume(
         whole.as_ref().map_or(&empty, |(t, _)| t),
@@ -246,7 +248,7 @@ pub fn translate(
     let mut out = whole.and_then(|w| finish(w, &volume));
     if let Ok((t, _)) = &out {
         if check(t, &volume).is_err() {
-            items.retain(|item| match import_items(std::slice::from_ref(item), configmap, c)
+            items.retain(|item| match import_items(std::slice::from_ref(item), configmap, c, &eps)
                 .and_then(|w| finish(w, &volume))
             {
                 Ok((alone, _)) => match check(&alone, &volume) {
@@ -267,7 +269,7 @@ pub fn translate(
                     volume,
                 };
             }
-            out = import_items(&items, configmap, c).and_then(|w| finish(w, &volume));
+            out = import_items(&items, configmap, c, &eps).and_then(|w| finish(w, &volume));
         }
     }
     match out {
