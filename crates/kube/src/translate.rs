@@ -86,9 +86,27 @@ pub type Check<'a> = &'a dyn Fn(&str, &Arc<Files>) -> Result<(), String>;
 /// [`Check`], owned and shared with the watch loop.
 pub type SharedCheck = Arc<dyn Fn(&str, &Arc<Files>) -> Result<(), String> + Send + Sync>;
 
+/// The Services by namespace and name (looked up once per backend, not scanned).
+type Services<'a> = std::collections::BTreeMap<(&'a str, &'a str), &'a Service>;
+
+fn by_name<'a>(services: &[&'a Service]) -> Services<'a> {
+    services
+        .iter()
+        .filter_map(|s| {
+            Some((
+                (
+                    s.metadata.namespace.as_deref()?,
+                    s.metadata.name.as_deref()?,
+                ),
+                *s,
+            ))
+        })
+        .collect()
+}
+
 /// Each backend's `port.name` made the number the Service gives that name (the importer
 /// reads numbers only); a name the Service does not have is an error.
-fn named_ports(ing: &mut serde_json::Value, ns: &str, services: &[&Service]) -> Result<(), String> {
+fn named_ports(ing: &mut serde_json::Value, ns: &str, services: &Services) -> Result<(), String> {
     if let Some(d) = ing.pointer_mut("/spec/defaultBackend") {
         resolve_port(d, ns, services)?;
     }
@@ -113,7 +131,7 @@ fn named_ports(ing: &mut serde_json::Value, ns: &str, services: &[&Service]) -> 
 fn resolve_port(
     backend: &mut serde_json::Value,
     ns: &str,
-    services: &[&Service],
+    services: &Services,
 ) -> Result<(), String> {
     let Some(svc) = backend.get_mut("service") else {
         return Ok(());
@@ -131,11 +149,7 @@ fn resolve_port(
         return Ok(());
     };
     let number = services
-        .iter()
-        .find(|s| {
-            s.metadata.namespace.as_deref() == Some(ns)
-                && s.metadata.name.as_deref() == Some(name.as_str())
-        })
+        .get(&(ns, name.as_str()))
         .and_then(|s| {
             s.spec
                 .as_ref()?
@@ -157,9 +171,10 @@ fn items_of(
     problems: &mut Vec<String>,
 ) -> Vec<(String, serde_json::Value)> {
     let mut items = Vec::new();
+    let services = by_name(&c.services);
     for ing in chosen(classes, c) {
         let ns = ing.metadata.namespace.as_deref().unwrap_or("");
-        match serde_json::to_value(ing).map(|mut v| (named_ports(&mut v, ns, &c.services), v)) {
+        match serde_json::to_value(ing).map(|mut v| (named_ports(&mut v, ns, &services), v)) {
             Ok((Err(why), _)) => problems.push(format!(
                 "Ingress {}: {why}: the Ingress is not served",
                 id(&ing.metadata)
