@@ -74,17 +74,41 @@ impl Cluster {
     }
 
     async fn gateway(&self, port: u16, admin: u16, base_extra: &str) -> GatewayProc {
+        self.gateway_with(Path::new(BIN), port, admin, base_extra, &[])
+            .await
+    }
+
+    /// `run --kubernetes` on this cluster with BASE.toml's `[server]` (and `base_extra`) and
+    /// the `flags` beside.
+    async fn gateway_with(
+        &self,
+        bin: &Path,
+        port: u16,
+        admin: u16,
+        base_extra: &str,
+        flags: &[&str],
+    ) -> GatewayProc {
         let base = format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\nadmin = \"127.0.0.1:{admin}\"\n{base_extra}");
         let kc = self.kubeconfig.to_str().expect("path").to_string();
-        GatewayProc::start_with(
-            Path::new(BIN),
-            &base,
-            port,
-            Some(admin),
-            &["--kubernetes", "--kubeconfig", &kc],
-        )
-        .await
-        .expect("gateway")
+        let mut args = vec!["--kubernetes", "--kubeconfig", &kc];
+        args.extend_from_slice(flags);
+        GatewayProc::start_with(bin, &base, port, Some(admin), &args)
+            .await
+            .expect("gateway")
+    }
+
+    /// A gateway with a TLS listener too: (port, admin, TLS port) and the process.
+    async fn tls_gateway(&self) -> (u16, u16, u16, GatewayProc) {
+        let (port, admin, tls) = (free_port(), free_port(), free_port());
+        let gw = self
+            .gateway(
+                port,
+                admin,
+                &format!("tls_listen = [\"127.0.0.1:{tls}\"]\n"),
+            )
+            .await;
+        assert!(ready(admin).await);
+        (port, admin, tls, gw)
     }
 }
 
@@ -389,24 +413,6 @@ async fn the_api_server_away_keeps_the_last_config_and_loses_no_update() {
     );
 }
 
-/// The subject CN a handshake with `sni` shows (`openssl s_client`).
-fn subject(tls: u16, sni: Option<&str>) -> Option<String> {
-    let mut cmd = Command::new("openssl");
-    cmd.args(["s_client", "-connect", &format!("127.0.0.1:{tls}")]);
-    match sni {
-        Some(n) => cmd.args(["-servername", n]),
-        None => cmd.arg("-noservername"),
-    };
-    let out = cmd
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .expect("openssl");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let line = text.lines().find(|l| l.starts_with("subject="))?;
-    Some(line.rsplit('=').next()?.trim().to_string())
-}
-
 /// curl over TLS as `host`, trusting `ca`: the status (0 when curl failed).
 fn curl_tls(tls: u16, host: &str, ca: &Path, args: &[&str]) -> u16 {
     let out = Command::new("curl")
@@ -459,18 +465,10 @@ async fn tls_and_htpasswd_secrets_are_read_live_and_held_in_memory() {
     let c = Cluster::start().await;
     let web = Backend::start().await.expect("web");
     c.apply(&service("web", web.addr.port()));
-    let (port, admin, tls) = (free_port(), free_port(), free_port());
-    let _gw = c
-        .gateway(
-            port,
-            admin,
-            &format!("tls_listen = [\"127.0.0.1:{tls}\"]\n"),
-        )
-        .await;
-    assert!(ready(admin).await);
+    let (port, admin, tls, _gw) = c.tls_gateway().await;
     let fake = "Tollgate Ingress Controller Fake Certificate";
     assert_eq!(
-        subject(tls, None).as_deref(),
+        handshake_subject(tls, None, &[]).as_deref(),
         Some(fake),
         "the default, before any Ingress"
     );
@@ -493,7 +491,10 @@ async fn tls_and_htpasswd_secrets_are_read_live_and_held_in_memory() {
             .is_some(),
         "HTTP redirects to HTTPS, as ingress-nginx's ssl-redirect"
     );
-    assert_eq!(subject(tls, Some("shop.example")).as_deref(), Some(fake));
+    assert_eq!(
+        handshake_subject(tls, Some("shop.example"), &[]).as_deref(),
+        Some(fake)
+    );
     c.tls_secret("site", &crt, &key);
     let t = Instant::now();
     while curl_tls(tls, "shop.example", &ca_file, &[]) != 200 {
@@ -509,7 +510,7 @@ async fn tls_and_htpasswd_secrets_are_read_live_and_held_in_memory() {
         t.elapsed()
     );
     assert_eq!(
-        subject(tls, Some("other.example")).as_deref(),
+        handshake_subject(tls, Some("other.example"), &[]).as_deref(),
         Some(fake),
         "other names"
     );
@@ -525,7 +526,7 @@ async fn tls_and_htpasswd_secrets_are_read_live_and_held_in_memory() {
     let (crt2, key2) = renewed.write(&c.dir, "shop2").expect("write");
     c.tls_secret("site", &crt2, &key2);
     let t = Instant::now();
-    while subject(tls, Some("shop.example")).as_deref() != Some("renewed") {
+    while handshake_subject(tls, Some("shop.example"), &[]).as_deref() != Some("renewed") {
         assert!(
             t.elapsed() < Duration::from_secs(5),
             "the renewal is not served"
@@ -638,27 +639,15 @@ impl Cluster {
     }
 
     async fn replica(&self, port: u16, admin: u16) -> GatewayProc {
-        let base =
-            format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\nadmin = \"127.0.0.1:{admin}\"\n");
-        let kc = self.kubeconfig.to_str().expect("path").to_string();
-        GatewayProc::start_with(
-            Path::new(BIN),
-            &base,
-            port,
-            Some(admin),
-            &[
-                "--kubernetes",
-                "--kubeconfig",
-                &kc,
-                "--publish-status-address",
-                "203.0.113.7",
-                "--election-ttl",
-                "2s",
-                "--update-status-on-shutdown",
-            ],
-        )
-        .await
-        .expect("gateway")
+        let flags = [
+            "--publish-status-address",
+            "203.0.113.7",
+            "--election-ttl",
+            "2s",
+            "--update-status-on-shutdown",
+        ];
+        self.gateway_with(Path::new(BIN), port, admin, "", &flags)
+            .await
     }
 }
 
@@ -829,15 +818,7 @@ async fn a_ca_secret_makes_clients_show_a_certificate() {
     let c = Cluster::start().await;
     let web = Backend::start().await.expect("web");
     c.apply(&service("web", web.addr.port()));
-    let (port, admin, tls) = (free_port(), free_port(), free_port());
-    let _gw = c
-        .gateway(
-            port,
-            admin,
-            &format!("tls_listen = [\"127.0.0.1:{tls}\"]\n"),
-        )
-        .await;
-    assert!(ready(admin).await);
+    let (_, _, tls, _gw) = c.tls_gateway().await;
     let server_ca = Ca::new("server ca").expect("ca");
     let (crt, key) = server_ca
         .issue(&LeafSpec::server(&["mtls.example"]))
@@ -981,19 +962,8 @@ async fn cluster_size_5000_ingresses_and_20000_endpoints() {
         }
     });
     let (port, admin) = (free_port(), free_port());
-    let base =
-        format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\nadmin = \"127.0.0.1:{admin}\"\n");
-    let kc = c.kubeconfig.to_str().expect("path").to_string();
     let started = Instant::now();
-    let gw = GatewayProc::start_with(
-        Path::new(&bin),
-        &base,
-        port,
-        Some(admin),
-        &["--kubernetes", "--kubeconfig", &kc],
-    )
-    .await
-    .expect("gateway");
+    let gw = c.gateway_with(Path::new(&bin), port, admin, "", &[]).await;
     let last = format!("h{}.example", n - 1);
     let served = until(port, &last, "/", 200, Duration::from_secs(120)).await;
     let ready_after = started.elapsed();

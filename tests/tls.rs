@@ -80,27 +80,6 @@ fn curl(tls: u16, host: &str, path: &str, ca: &Path, args: &[&str]) -> (u16, Str
     (status, version, text.to_ascii_lowercase())
 }
 
-/// The subject CN and the negotiated protocol a handshake shows (`openssl s_client`), or
-/// `None` when the handshake failed.
-fn handshake_subject(tls: u16, sni: Option<&str>, args: &[&str]) -> Option<String> {
-    let mut cmd = Command::new("openssl");
-    cmd.args(["s_client", "-connect", &format!("127.0.0.1:{tls}")]);
-    match sni {
-        Some(n) => cmd.args(["-servername", n]),
-        None => cmd.arg("-noservername"),
-    };
-    let out = cmd
-        .args(args)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .expect("openssl (Debian package openssl)");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    // "subject=CN = a.test" (OpenSSL 3.0) or "subject=CN=a.test" (3.2+).
-    let line = text.lines().find(|l| l.starts_with("subject="))?;
-    Some(line.rsplit('=').next()?.trim().to_string())
-}
-
 /// A gateway serving one certificate for a.test (signed by its own CA) in front of a backend.
 struct Site {
     e: Edge,

@@ -171,11 +171,7 @@ fn mount(volume: &Arc<Files>) -> Result<(), String> {
 /// cluster's part (the default certificate held).
 pub fn check_base(base: &Path) -> Result<Config, String> {
     let text = std::fs::read_to_string(base).map_err(|e| format!("{}: {e}", base.display()))?;
-    mount(&Arc::new(tollgate_kube::secrets::volume(
-        &Default::default(),
-        &[],
-        None,
-    )))?;
+    mount(&volume_of(&None))?;
     let (merged, _) = tollgate_kube::merge::merge(&text, "")?;
     tollgate_config::check_text(base, &merged).map_err(|e| e.to_string())
 }

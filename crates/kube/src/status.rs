@@ -223,15 +223,8 @@ impl Writer {
     pub async fn run(mut self, mut stop: tokio::sync::watch::Receiver<bool>) {
         loop {
             if *self.leading.borrow_and_update() {
-                let served = self.served.borrow_and_update().clone();
-                round(
-                    &self.client,
-                    &self.publish,
-                    &self.ingresses.state(),
-                    &served,
-                    false,
-                )
-                .await;
+                self.served.borrow_and_update();
+                self.round(false).await;
             }
             tokio::select! {
                 r = self.served.changed() => if r.is_err() { break },
@@ -243,16 +236,21 @@ impl Writer {
         // Never with nothing published: it wrote nothing (during a switch with
         // --ingress-class nginx, the status is ingress-nginx's).
         if self.clear_on_shutdown && self.publish != Publish::Nothing && *self.leading.borrow() {
-            let served = self.served.borrow().clone();
-            round(
-                &self.client,
-                &self.publish,
-                &self.ingresses.state(),
-                &served,
-                true,
-            )
-            .await;
+            self.round(true).await;
         }
+    }
+
+    /// One [`round`] on what is served now.
+    async fn round(&self, clear: bool) -> (usize, usize) {
+        let served = self.served.borrow().clone();
+        round(
+            &self.client,
+            &self.publish,
+            &self.ingresses.state(),
+            &served,
+            clear,
+        )
+        .await
     }
 }
 

@@ -41,6 +41,20 @@ pub struct Translated {
     pub volume: Arc<Files>,
 }
 
+impl Translated {
+    /// No Ingress served: only the problems said, and the Secrets held (the default
+    /// certificate).
+    fn nothing(problems: Vec<String>, volume: Arc<Files>) -> Self {
+        Translated {
+            toml: None,
+            problems,
+            served: 0,
+            ingresses: Default::default(),
+            volume,
+        }
+    }
+}
+
 fn id(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
     format!(
         "{}/{}",
@@ -252,13 +266,7 @@ pub fn translate(
         c.default_certificate,
     ));
     if items.is_empty() {
-        return Translated {
-            toml: None,
-            problems,
-            served: 0,
-            ingresses: Default::default(),
-            volume,
-        };
+        return Translated::nothing(problems, volume);
     }
     let mut out = whole.and_then(|w| finish(w, &volume));
     if let Ok((t, _)) = &out {
@@ -276,13 +284,7 @@ pub fn translate(
                 Err(_) => true,
             });
             if items.is_empty() {
-                return Translated {
-                    toml: None,
-                    problems,
-                    served: 0,
-                    ingresses: Default::default(),
-                    volume,
-                };
+                return Translated::nothing(problems, volume);
             }
             out = import_items(&items, configmap, c, &eps).and_then(|w| finish(w, &volume));
         }
@@ -300,13 +302,7 @@ pub fn translate(
         }
         Err(e) => {
             problems.push(e);
-            Translated {
-                toml: None,
-                problems,
-                served: 0,
-                ingresses: Default::default(),
-                volume,
-            }
+            Translated::nothing(problems, volume)
         }
     }
 }

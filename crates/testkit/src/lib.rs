@@ -1138,3 +1138,25 @@ pub fn jwt_with_kid(alg: &str, key: &[u8], kid: &str, claims: &serde_json::Value
         Err(e) => format!("unsignable:{e}"),
     }
 }
+
+/// The subject CN of the certificate a handshake shows (`openssl s_client`, with `sni` or
+/// none, and `args`), or
+/// `None` when the handshake failed.
+pub fn handshake_subject(tls: u16, sni: Option<&str>, args: &[&str]) -> Option<String> {
+    let mut cmd = Command::new("openssl");
+    cmd.args(["s_client", "-connect", &format!("127.0.0.1:{tls}")]);
+    match sni {
+        Some(n) => cmd.args(["-servername", n]),
+        None => cmd.arg("-noservername"),
+    };
+    let out = cmd
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .expect("openssl (Debian package openssl)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    // "subject=CN = a.test" (OpenSSL 3.0) or "subject=CN=a.test" (3.2+).
+    let line = text.lines().find(|l| l.starts_with("subject="))?;
+    Some(line.rsplit('=').next()?.trim().to_string())
+}
