@@ -271,6 +271,9 @@ async fn ingresses_applied_with_kubectl_are_served_changed_and_stopped_within_a_
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before_b = b.hits();
+    let m = metrics(admin).await;
+    let reloads = metric(&m, "tollgate_config_reloads_total", &["result=\"ok\""]);
+    let placed = metric(&m, "tollgate_kube_endpoint_updates_total", &[]);
     c.apply(&service("web", b.addr.port()));
     let moved = Instant::now();
     while b.hits() == before_b && moved.elapsed() < Duration::from_secs(5) {
@@ -286,6 +289,14 @@ async fn ingresses_applied_with_kubectl_are_served_changed_and_stopped_within_a_
         0,
         "requests failed through the endpoint change"
     );
+    // Placed in the pool, without a reload: routes, limits and pools stay.
+    let m = metrics(admin).await;
+    assert_eq!(
+        metric(&m, "tollgate_config_reloads_total", &["result=\"ok\""]),
+        reloads,
+        "an endpoint change alone reloads nothing"
+    );
+    assert!(metric(&m, "tollgate_kube_endpoint_updates_total", &[]) > placed);
     // A changed path.
     c.apply(&ingress("shop", "tollgate", "/v2", ""));
     assert!(until(port, "shop.example", "/", 404, second)

@@ -162,6 +162,15 @@ fn volume_of(latest: &Option<Translated>) -> Arc<Files> {
     }
 }
 
+/// The cluster's endpoints, placed under the names its targets are written as.
+fn place(eps: &tollgate_kube::endpoints::Endpoints) {
+    let map = eps
+        .iter()
+        .map(|(name, addrs)| (name.clone(), addrs.as_slice().into()))
+        .collect();
+    tollgate_upstream::placed::CLUSTER.replace(map);
+}
+
 fn mount(volume: &Arc<Files>) -> Result<(), String> {
     tollgate_config::mounted::replace(volume.clone())
         .map_err(|p| format!("{}: not a path a Secret is held at", p.display()))
@@ -224,6 +233,7 @@ impl pingora::services::background::BackgroundService for Controller {
             }
         };
         let (tx, mut rx) = tokio::sync::watch::channel(None);
+        let (eps_tx, mut eps) = tokio::sync::watch::channel(Arc::default());
         let base = self.reloader.path.clone();
         let cl = self.cluster.clone();
         let check =
@@ -241,25 +251,48 @@ impl pingora::services::background::BackgroundService for Controller {
             opts,
             metrics.clone(),
             check,
-            tx,
+            tollgate_kube::watch::Sinks {
+                config: tx,
+                endpoints: eps_tx,
+            },
             stop,
         ));
+        let synced = |ok: bool| {
+            metrics
+                .syncs
+                .with_label_values(&[if ok { "ok" } else { "error" }])
+                .inc();
+            if ok {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                metrics.last_sync.set(now as i64);
+                shared.kube_syncing.store(false, Ordering::Relaxed);
+            }
+        };
         loop {
             tokio::select! {
+                // Endpoints alone: placed, and the pools take them up within a housekeeping
+                // tick (no reload: routes, limits and pools stay).
+                changed = eps.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    place(&eps.borrow_and_update());
+                    metrics.endpoint_updates.inc();
+                    synced(true);
+                }
                 changed = rx.changed() => {
                     if changed.is_err() {
                         break;
                     }
+                    // The endpoints sent before this translation, placed before its pools are built.
+                    place(&eps.borrow_and_update());
                     let t = rx.borrow_and_update().clone();
                     *self.cluster.latest.lock().unwrap_or_else(|e| e.into_inner()) = t;
                     let r = self.reloader.clone();
                     let ok = tokio::task::spawn_blocking(move || r.reload()).await.unwrap_or(false);
-                    metrics.syncs.with_label_values(&[if ok { "ok" } else { "error" }]).inc();
-                    if ok {
-                        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-                        metrics.last_sync.set(now as i64);
-                        shared.kube_syncing.store(false, Ordering::Relaxed);
-                    }
+                    synced(ok);
                 }
                 _ = shutdown.changed() => break,
             }

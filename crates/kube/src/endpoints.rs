@@ -1,16 +1,23 @@
 //! An upstream's targets from the cluster: the importer names each Service as its cluster
 //! DNS name (`SVC.NS.svc.cluster.local:PORT`, reached through the Service's ClusterIP); with
-//! the Service and its EndpointSlices at hand, the target becomes the ready endpoints
-//! themselves (pod balancing, as ingress-nginx does), on the Service port's `targetPort` as
-//! the slices say it. Endpoints not ready (terminating ones included) are left out. A
-//! Service without slices or without the port keeps its DNS name.
+//! the Service and its EndpointSlices at hand, the controller places the ready endpoints
+//! themselves under that name (pod balancing, as ingress-nginx does), on the Service port's
+//! `targetPort` as the slices say it ([`tollgate_upstream::placed`]: the pools take them up
+//! without a reload). Endpoints not ready (terminating ones included) are left out. A
+//! Service without slices or without the port is not placed: its DNS name serves.
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 
-/// The ready addresses (`IP:PORT`) of each Service port: by (namespace, service, port).
-pub type Endpoints = BTreeMap<(String, String, i32), Vec<String>>;
+/// The ready addresses of each Service port, by the target name the importer writes for it.
+pub type Endpoints = BTreeMap<String, Vec<SocketAddr>>;
+
+/// The target name of a Service port (the importer's [`tollgate_ingress`] spelling).
+pub fn target_name(ns: &str, service: &str, port: i32) -> String {
+    format!("{service}.{ns}.svc.cluster.local:{port}")
+}
 
 /// What the slices say of every Service port.
 pub fn ready(services: &[&Service], slices: &[&EndpointSlice]) -> Endpoints {
@@ -38,7 +45,7 @@ pub fn ready(services: &[&Service], slices: &[&EndpointSlice]) -> Endpoints {
         };
         let ports = svc.spec.as_ref().and_then(|s| s.ports.as_ref());
         for p in ports.into_iter().flatten() {
-            let mut addrs: Vec<String> = Vec::new();
+            let mut addrs: Vec<SocketAddr> = Vec::new();
             let mut seen = false;
             // FQDN slices (deprecated) would name hosts outside the cluster: only addresses.
             let theirs = by_service.get(&(ns.as_str(), name.as_str()));
@@ -50,6 +57,8 @@ pub fn ready(services: &[&Service], slices: &[&EndpointSlice]) -> Endpoints {
                     .flatten()
                     .find(|sp| sp.name.as_deref().unwrap_or("") == p.name.as_deref().unwrap_or(""))
                     .and_then(|sp| sp.port)
+                    .and_then(|p| u16::try_from(p).ok())
+                    .filter(|&p| p != 0)
                 else {
                     continue;
                 };
@@ -62,64 +71,19 @@ pub fn ready(services: &[&Service], slices: &[&EndpointSlice]) -> Endpoints {
                     if !ready {
                         continue;
                     }
-                    for a in &e.addresses {
-                        let a = if a.contains(':') {
-                            format!("[{a}]:{target}")
-                        } else {
-                            format!("{a}:{target}")
-                        };
-                        if !addrs.contains(&a) {
-                            addrs.push(a);
-                        }
-                    }
+                    // Only addresses (an FQDN or garbage in an IP slice is left out).
+                    let ips = e.addresses.iter().filter_map(|a| a.parse::<IpAddr>().ok());
+                    addrs.extend(ips.map(|ip| SocketAddr::new(ip, target)));
                 }
             }
             if seen {
                 addrs.sort();
-                out.insert((ns.clone(), name.clone(), p.port), addrs);
+                addrs.dedup();
+                out.insert(target_name(ns, name, p.port), addrs);
             }
         }
     }
     out
-}
-
-/// `SVC.NS.svc.cluster.local:PORT` as (namespace, service, port).
-pub fn service_of(target: &str) -> Option<(String, String, i32)> {
-    let (host, port) = target.rsplit_once(':')?;
-    let rest = host.strip_suffix(".svc.cluster.local")?;
-    let (svc, ns) = rest.split_once('.')?;
-    if ns.contains('.') {
-        return None;
-    }
-    Some((ns.to_string(), svc.to_string(), port.parse().ok()?))
-}
-
-/// Every upstream target of the translated config that names a Service with ready endpoints
-/// becomes those endpoints. One with none keeps its DNS name (the ClusterIP, which has no
-/// ready endpoint either: the connection fails and its routes answer 502/503).
-pub fn place(config: &mut toml::Table, eps: &Endpoints) {
-    let Some(toml::Value::Table(ups)) = config.get_mut("upstreams") else {
-        return;
-    };
-    for (_, up) in ups.iter_mut() {
-        let Some(toml::Value::Array(targets)) = up.get_mut("targets") else {
-            continue;
-        };
-        let mut next = Vec::new();
-        for t in targets.iter() {
-            let Some(s) = t.as_str() else {
-                next.push(t.clone());
-                continue;
-            };
-            match service_of(s).and_then(|k| eps.get(&k)) {
-                Some(addrs) if !addrs.is_empty() => {
-                    next.extend(addrs.iter().cloned().map(toml::Value::String))
-                }
-                _ => next.push(t.clone()),
-            }
-        }
-        *targets = next;
-    }
 }
 
 #[cfg(test)]
@@ -163,49 +127,49 @@ mod tests {
         );
         let mut fqdn = slice("d", json!([{"addresses": ["attacker.example"]}]));
         fqdn.address_type = "FQDN".into();
-        let eps = ready(&[&s], &[&a, &b, &other, &fqdn]);
+        let mut garbage = slice(
+            "e",
+            json!([{"addresses": ["not-an-ip", "10.0.0.5 ", "10.0.0.6"]}]),
+        );
+        garbage.metadata.labels = other.metadata.labels.clone();
+        let mut wide = slice("f", json!([{"addresses": ["10.0.0.7"]}]));
+        wide.ports = Some(vec![serde_json::from_value(
+            json!({"name": "http", "port": 70000}),
+        )
+        .expect("port")]);
+        let eps = ready(&[&s], &[&a, &b, &other, &fqdn, &wide]);
+        let addrs = |v: &[SocketAddr]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
         assert_eq!(
-            eps[&("shop".into(), "web".into(), 80)],
-            ["10.0.0.1:8080", "10.0.0.2:8080", "[fd00::1]:8080"]
+            addrs(&eps["web.shop.svc.cluster.local:80"]),
+            ["10.0.0.1:8080", "10.0.0.2:8080", "[fd00::1]:8080"],
+            "a port out of range is no port"
         );
         assert!(
-            !eps.contains_key(&("shop".into(), "web".into(), 81)),
+            !eps.contains_key("web.shop.svc.cluster.local:81"),
             "no slice names port admin"
         );
-        let mut cfg: toml::Table = "[upstreams.u]\ntargets = [\"web.shop.svc.cluster.local:80\", \"web.shop.svc.cluster.local:81\", \"127.0.0.1:9\"]\n".parse().expect("toml");
-        place(&mut cfg, &eps);
-        let t: Vec<&str> = cfg["upstreams"]["u"]["targets"]
-            .as_array()
-            .expect("targets")
-            .iter()
-            .filter_map(|v| v.as_str())
-            .collect();
+        let mut elsewhere = svc();
+        elsewhere.metadata.name = Some("elsewhere".into());
+        let eps = ready(&[&elsewhere], &[&other, &garbage]);
         assert_eq!(
-            t,
-            [
-                "10.0.0.1:8080",
-                "10.0.0.2:8080",
-                "[fd00::1]:8080",
-                "web.shop.svc.cluster.local:81",
-                "127.0.0.1:9"
-            ]
+            addrs(&eps["elsewhere.shop.svc.cluster.local:80"]),
+            ["10.0.0.6:8080", "10.9.9.9:8080"],
+            "only addresses"
         );
     }
 
+    /// The name placed is the name the importer writes as the target.
     #[test]
-    fn service_names() {
-        assert_eq!(
-            service_of("web.shop.svc.cluster.local:80"),
-            Some(("shop".into(), "web".into(), 80))
-        );
-        for no in [
-            "web.shop.svc.cluster.local",
-            "web.svc.cluster.local:80",
-            "a.b.c.svc.cluster.local:80",
-            "web.shop:80",
-            "web.shop.svc.cluster.local:x",
-        ] {
-            assert_eq!(service_of(no), None, "{no}");
-        }
+    fn the_name_placed_is_the_importers_target() {
+        let yaml = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: i, namespace: shop}\nspec:\n  rules:\n  - host: a.example\n    http:\n      paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}\n";
+        let opts = tollgate_ingress::Options {
+            ingress_class: String::new(),
+            allow_insecure: false,
+            configmap: None,
+            preselected: true,
+        };
+        let toml = tollgate_ingress::import(yaml, &opts).expect("import").toml;
+        let want = format!("targets = [\"{}\"]", target_name("shop", "web", 80));
+        assert!(toml.contains(&want), "{want} in {toml}");
     }
 }

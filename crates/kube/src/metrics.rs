@@ -1,6 +1,6 @@
 //! `tollgate_kube_*`: what the controller did with the cluster.
 
-use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// The kinds watched, as the metrics label them.
 pub const KINDS: [&str; 6] = [
@@ -14,9 +14,11 @@ pub const KINDS: [&str; 6] = [
 
 #[derive(Clone)]
 pub struct KubeMetrics {
-    /// Translations handed to the gateway, by `result` (`ok`, `error`: the config was refused
-    /// and the last good one serves).
+    /// Translations handed to the gateway, and endpoint updates placed, by `result` (`ok`,
+    /// `error`: the config was refused and the last good one serves).
     pub syncs: IntCounterVec,
+    /// Endpoint changes placed without a translation (the pools took them up, no reload).
+    pub endpoint_updates: IntCounter,
     /// When the last translation was served, Unix seconds.
     pub last_sync: IntGauge,
     /// Objects in each reflector, by `kind`.
@@ -37,6 +39,10 @@ impl KubeMetrics {
                 "Cluster translations handed to the gateway, by result",
             ),
             &["result"],
+        )?;
+        let endpoint_updates = IntCounter::new(
+            "tollgate_kube_endpoint_updates_total",
+            "Endpoint changes placed in the pools without a reload",
         )?;
         let last_sync = IntGauge::new(
             "tollgate_kube_last_sync_timestamp_seconds",
@@ -66,6 +72,7 @@ impl KubeMetrics {
         )?;
         r.register(Box::new(syncs.clone()))?;
         r.register(Box::new(last_sync.clone()))?;
+        r.register(Box::new(endpoint_updates.clone()))?;
         r.register(Box::new(objects.clone()))?;
         r.register(Box::new(problems.clone()))?;
         r.register(Box::new(restarts.clone()))?;
@@ -79,6 +86,7 @@ impl KubeMetrics {
         }
         Ok(KubeMetrics {
             syncs,
+            endpoint_updates,
             last_sync,
             objects,
             problems,

@@ -1,13 +1,12 @@
 //! The cluster's objects into Tollgate's TOML, by the importer itself (`import-ingress`'s
 //! translation, with its fail-closed rules): the Ingresses this controller serves (see
-//! [`crate::select`]) and the controller's ConfigMap, handed over as one `kind: List`; then
-//! each Service target made its ready endpoints ([`crate::endpoints`]).
+//! [`crate::select`]) and the controller's ConfigMap, handed over as one `kind: List`. Each
+//! Service stays a target by its cluster DNS name; its ready endpoints are placed under that
+//! name apart ([`crate::endpoints`]), so an endpoint change needs no translation.
 
-use crate::endpoints;
 use crate::secrets;
 use crate::select::Classes;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use std::sync::Arc;
 use tollgate_config::mounted::Files;
@@ -18,7 +17,6 @@ pub struct Cluster<'a> {
     pub classes: Vec<&'a IngressClass>,
     pub ingresses: Vec<&'a Ingress>,
     pub services: Vec<&'a Service>,
-    pub slices: Vec<&'a EndpointSlice>,
     pub configmap: Option<&'a ConfigMap>,
     pub secrets: Vec<&'a Secret>,
     /// `--default-ssl-certificate NAMESPACE/NAME`.
@@ -200,13 +198,11 @@ fn items_of(
     items
 }
 
-/// The importer on `items` (and the ConfigMap), then the endpoints: the table and the
-/// importer's warnings.
+/// The importer on `items` (and the ConfigMap): the table and the importer's warnings.
 fn import_items(
     items: &[(String, serde_json::Value)],
     configmap: Option<&str>,
     c: &Cluster,
-    eps: &endpoints::Endpoints,
 ) -> Result<(Table, Vec<String>), String> {
     let mut objects: Vec<&serde_json::Value> = items.iter().map(|(_, v)| v).collect();
     let cm = c.configmap.and_then(|cm| serde_json::to_value(cm).ok());
@@ -226,11 +222,10 @@ fn import_items(
         .iter()
         .map(|w| w.trim_start_matches("# ").to_string())
         .collect();
-    let mut table: toml::Table = i
+    let table: toml::Table = i
         .toml
         .parse()
         .map_err(|e| format!("the importer's output does not parse: {e}"))?;
-    endpoints::place(&mut table, eps);
     Ok((table, warnings))
 }
 
@@ -257,8 +252,7 @@ pub fn translate(
 ) -> Translated {
     let mut problems = Vec::new();
     let mut items = items_of(classes, c, &mut problems);
-    let eps = endpoints::ready(&c.services, &c.slices);
-    let whole = import_items(&items, configmap, c, &eps);
+    let whole = import_items(&items, configmap, c);
     let empty = Table::new();
     let volume = Arc::new(secrets::volume(
         whole.as_ref().map_or(&empty, |(t, _)| t),
@@ -271,7 +265,7 @@ pub fn translate(
     let mut out = whole.and_then(|w| finish(w, &volume));
     if let Ok((t, _)) = &out {
         if check(t, &volume).is_err() {
-            items.retain(|item| match import_items(std::slice::from_ref(item), configmap, c, &eps)
+            items.retain(|item| match import_items(std::slice::from_ref(item), configmap, c)
                 .and_then(|w| finish(w, &volume))
             {
                 Ok((alone, _)) => match check(&alone, &volume) {
@@ -286,7 +280,7 @@ pub fn translate(
             if items.is_empty() {
                 return Translated::nothing(problems, volume);
             }
-            out = import_items(&items, configmap, c, &eps).and_then(|w| finish(w, &volume));
+            out = import_items(&items, configmap, c).and_then(|w| finish(w, &volume));
         }
     }
     match out {

@@ -4,6 +4,7 @@
 //! reflector has listed once; while the API server is away the reflectors keep what they
 //! held, so nothing changes and the last translation keeps serving.
 
+use crate::endpoints::Endpoints;
 use crate::holdoff::Holdoff;
 use crate::metrics::KubeMetrics;
 use crate::translate::{translate, Cluster, Translated};
@@ -103,11 +104,10 @@ impl Stores {
         m: &KubeMetrics,
         check: crate::translate::Check,
     ) -> Translated {
-        let (c, i, s, e, sec) = (
+        let (c, i, s, sec) = (
             self.classes.state(),
             self.ingresses.state(),
             self.services.state(),
-            self.slices.state(),
             self.secrets.state(),
         );
         let cm = self
@@ -119,7 +119,6 @@ impl Stores {
             ("IngressClass", c.len()),
             ("Ingress", i.len()),
             ("Service", s.len()),
-            ("EndpointSlice", e.len()),
             ("ConfigMap", cm.len()),
             ("Secret", sec.len()),
         ] {
@@ -129,16 +128,33 @@ impl Stores {
             classes: c.iter().map(Arc::as_ref).collect(),
             ingresses: i.iter().map(Arc::as_ref).collect(),
             services: s.iter().map(Arc::as_ref).collect(),
-            slices: e.iter().map(Arc::as_ref).collect(),
             configmap: cm.first().map(Arc::as_ref),
             secrets: sec.iter().map(Arc::as_ref).collect(),
             default_certificate: opts.default_certificate.as_deref(),
         };
         translate(&opts.classes, opts.configmap.as_deref(), &cluster, check)
     }
+
+    /// Every Service port's ready endpoints now.
+    fn endpoints(&self, m: &KubeMetrics) -> Endpoints {
+        let (s, e) = (self.services.state(), self.slices.state());
+        m.objects
+            .with_label_values(&["EndpointSlice"])
+            .set(e.len() as i64);
+        let services: Vec<&Service> = s.iter().map(Arc::as_ref).collect();
+        let slices: Vec<&EndpointSlice> = e.iter().map(Arc::as_ref).collect();
+        crate::endpoints::ready(&services, &slices)
+    }
 }
 
-/// Watches the cluster and sends each translation to `out` (the newest wins), until `out`
+/// Where the cluster goes: each translation, and the endpoints (sent before each
+/// translation, and alone when only they changed). In each, the newest wins.
+pub struct Sinks {
+    pub config: latest::Sender<Option<Translated>>,
+    pub endpoints: latest::Sender<Arc<Endpoints>>,
+}
+
+/// Watches the cluster and sends each translation and the endpoints to `out`, until `out`
 /// is dropped or `stop` turns true. `check` judges a translation as the gateway would serve
 /// it. Beside it, the Lease election and the leader's status writer; on stop the writer
 /// finishes (clearing status if asked) before the Lease is handed back.
@@ -147,7 +163,7 @@ pub async fn run(
     opts: Options,
     m: KubeMetrics,
     check: crate::translate::SharedCheck,
-    out: latest::Sender<Option<Translated>>,
+    out: Sinks,
     stop: latest::Receiver<bool>,
 ) {
     let (leading_tx, leading) = latest::channel(false);
@@ -198,7 +214,7 @@ type Events = mpsc::UnboundedReceiver<(&'static str, Seen)>;
 /// Where each translation goes: the gateway, the status writer (the Ingresses served), the
 /// Event recorder (the problems first seen).
 struct Outlets {
-    out: latest::Sender<Option<Translated>>,
+    out: Sinks,
     served: latest::Sender<BTreeSet<String>>,
     events: mpsc::UnboundedSender<Vec<String>>,
 }
@@ -284,6 +300,9 @@ async fn translations(
     let mut synced = BTreeSet::new();
     let mut hold = Holdoff::default();
     let mut said = BTreeSet::new();
+    // The kinds changed since the last round; only EndpointSlices: no translation.
+    let mut changed: BTreeSet<&'static str> = BTreeSet::new();
+    let mut translated = false;
     loop {
         let due = hold.due();
         tokio::select! {
@@ -292,6 +311,7 @@ async fn translations(
                     if matches!(seen, Seen::Synced) {
                         synced.insert(kind);
                     }
+                    changed.insert(kind);
                     hold.changed(std::time::Instant::now());
                 }
                 None => return,
@@ -302,6 +322,20 @@ async fn translations(
         if synced.len() < kinds || !hold.take(std::time::Instant::now()) {
             continue;
         }
+        let eps = stores.endpoints(m);
+        to.out.endpoints.send_if_modified(|now| {
+            let differs = **now != eps;
+            if differs {
+                *now = Arc::new(eps);
+            }
+            differs
+        });
+        let only_endpoints = translated && changed.iter().all(|k| *k == "EndpointSlice");
+        changed.clear();
+        if only_endpoints {
+            continue;
+        }
+        translated = true;
         let t = stores.translate(opts, m, &**check);
         // Each problem is logged and counted once, when first seen.
         let now: BTreeSet<String> = t.problems.iter().cloned().collect();
@@ -319,7 +353,7 @@ async fn translations(
         }
         said = now;
         to.served.send_replace(t.ingresses.clone());
-        if to.out.send(Some(t)).is_err() {
+        if to.out.config.send(Some(t)).is_err() {
             return;
         }
     }

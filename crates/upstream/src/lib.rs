@@ -22,5 +22,6 @@ pub mod attempt;
 pub mod budget;
 pub mod health;
 pub mod outlier;
+pub mod placed;
 pub mod pool;
 pub mod target;

@@ -35,6 +35,8 @@ struct Resolved {
     addrs: Vec<SocketAddr>,
     /// Why the last lookup failed (the addresses found before are kept meanwhile).
     error: Option<String>,
+    /// The addresses are the cluster's ([`crate::placed`]), not DNS's.
+    placed: bool,
 }
 
 pub struct Pool {
@@ -50,8 +52,10 @@ pub struct Pool {
     /// Every name has been looked up once (successfully or not).
     settled: AtomicBool,
     resolving: AtomicBool,
-    /// Some target is a name (looked up every `resolve_every`).
+    /// Some target is a name (looked up every `resolve_every`, unless the cluster places it).
     named: bool,
+    /// The version of [`crate::placed::CLUSTER`] the names were last placed from.
+    placed_at: AtomicU64,
     due: Mutex<Instant>,
     /// `balance = "hash"`: the Ketama ring over every target (healthy or not).
     ring: ArcSwap<Option<pingora_ketama::Continuum>>,
@@ -88,6 +92,7 @@ impl Pool {
             .map(|t| Resolved {
                 addrs: t.addr.into_iter().collect(),
                 error: None,
+                placed: false,
             })
             .collect();
         let pool = Pool {
@@ -100,6 +105,7 @@ impl Pool {
             resolved: Mutex::new(resolved),
             resolving: AtomicBool::new(false),
             named: cfg.targets.iter().any(|t| t.addr.is_none()),
+            placed_at: AtomicU64::new(0),
             due: Mutex::new(Instant::now()),
             ring: ArcSwap::from_pointee(None),
             affinity: cfg
@@ -115,8 +121,72 @@ impl Pool {
             suspects: AtomicUsize::new(0),
             ejections: &crate::outlier::EJECTIONS,
         };
-        pool.rebuild(&pool.resolved.lock());
+        {
+            let mut r = pool.resolved.lock();
+            pool.place_from(&mut r, false);
+            pool.rebuild(&r);
+        }
         pool
+    }
+
+    /// Whether the cluster's placements changed since this pool took them up.
+    pub fn placement_due(&self) -> bool {
+        self.named && self.placed_at.load(Ordering::Relaxed) != crate::placed::CLUSTER.version()
+    }
+
+    /// Takes up the cluster's placements now ([`crate::placed`]): the addresses of each name
+    /// it places go in rotation (the targets that stay keep their health), and a name it no
+    /// longer places keeps its addresses until DNS answers for it (due at once).
+    pub fn place(&self) {
+        let mut r = self.resolved.lock();
+        if self.place_from(&mut r, true) {
+            self.rebuild(&r);
+        }
+    }
+
+    /// Whether anything changed; `settled` once every name is placed or literal.
+    fn place_from(&self, r: &mut [Resolved], log: bool) -> bool {
+        if !self.named {
+            return false;
+        }
+        let (version, map) = crate::placed::CLUSTER.current();
+        let (mut changed, mut unplaced) = (false, false);
+        for (t, slot) in self.cfg.targets.iter().zip(r.iter_mut()) {
+            if t.addr.is_some() {
+                continue;
+            }
+            match map.get(t.written.as_str()) {
+                Some(addrs) if !slot.placed || slot.addrs[..] != addrs[..] => {
+                    if log {
+                        tracing::info!(event = "upstream_placed", upstream = %self.name(),
+                            target = %t.written, addresses = ?addrs, "upstream endpoints changed");
+                    }
+                    *slot = Resolved {
+                        addrs: addrs.to_vec(),
+                        error: None,
+                        placed: true,
+                    };
+                    changed = true;
+                }
+                Some(_) => {}
+                None if slot.placed => {
+                    slot.placed = false;
+                    unplaced = true;
+                }
+                None => {}
+            }
+        }
+        if unplaced {
+            *self.due.lock() = Instant::now();
+        }
+        if r.iter()
+            .zip(&self.cfg.targets)
+            .all(|(r, t)| r.placed || t.addr.is_some())
+        {
+            self.settled.store(true, Ordering::Relaxed);
+        }
+        self.placed_at.store(version, Ordering::Relaxed);
+        changed
     }
 
     /// The targets in rotation now.
@@ -246,8 +316,13 @@ impl Pool {
                     .iter()
                     .position(|o| o.written == t.written)
                     .and_then(|j| before.get(j));
-                if let (None, Some(k)) = (t.addr, kept) {
-                    now[i] = k.clone();
+                // A name placed by the cluster has its addresses already; one the cluster
+                // no longer places keeps the old ones until DNS answers.
+                if let (None, Some(k), false) = (t.addr, kept, now[i].placed) {
+                    now[i] = Resolved {
+                        placed: false,
+                        ..k.clone()
+                    };
                 }
             }
             self.rebuild(&now);
@@ -283,7 +358,9 @@ impl Pool {
             .filter(|(t, r)| t.addr.is_none() && r.addrs.is_empty())
             .map(|(t, r)| {
                 let why = r.error.clone().unwrap_or_else(|| {
-                    if self.settled() {
+                    if r.placed {
+                        "no ready endpoint".into()
+                    } else if self.settled() {
                         "no address".into()
                     } else {
                         "not looked up yet".into()
@@ -309,41 +386,54 @@ impl Pool {
     /// blip does not empty an upstream; health checks judge stale ones); one that never
     /// resolved has none, and its upstream's routes answer 503 meanwhile.
     pub async fn resolve(&self) {
-        let lookups = self.cfg.targets.iter().map(|t| async move {
-            if t.addr.is_some() {
-                return None;
-            }
-            let host = (t.host.as_str(), t.port);
-            Some(
-                match tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host(host)).await {
-                    Ok(Ok(addrs)) => {
-                        let mut v: Vec<SocketAddr> = addrs.collect();
-                        v.sort();
-                        v.dedup();
-                        if v.is_empty() {
-                            Err("no address".to_string())
-                        } else {
-                            Ok(v)
+        let placed: Vec<bool> = self.resolved.lock().iter().map(|r| r.placed).collect();
+        let lookups = self
+            .cfg
+            .targets
+            .iter()
+            .zip(placed)
+            .map(|(t, placed)| async move {
+                if t.addr.is_some() || placed {
+                    return None;
+                }
+                let host = (t.host.as_str(), t.port);
+                Some(
+                    match tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host(host)).await
+                    {
+                        Ok(Ok(addrs)) => {
+                            let mut v: Vec<SocketAddr> = addrs.collect();
+                            v.sort();
+                            v.dedup();
+                            if v.is_empty() {
+                                Err("no address".to_string())
+                            } else {
+                                Ok(v)
+                            }
                         }
-                    }
-                    Ok(Err(e)) => Err(e.to_string()),
-                    Err(_) => Err(format!("no answer within {RESOLVE_TIMEOUT:?}")),
-                },
-            )
-        });
+                        Ok(Err(e)) => Err(e.to_string()),
+                        Err(_) => Err(format!("no answer within {RESOLVE_TIMEOUT:?}")),
+                    },
+                )
+            });
         let found = futures_util::future::join_all(lookups).await;
         {
             let mut r = self.resolved.lock();
             let before = r.clone();
             for ((t, slot), got) in self.cfg.targets.iter().zip(r.iter_mut()).zip(found) {
                 match got {
+                    // Placed by the cluster meanwhile: the cluster's addresses stand.
+                    _ if slot.placed => {}
                     None => {}
                     Some(Ok(addrs)) => {
                         if slot.addrs != addrs {
                             tracing::info!(event = "upstream_resolved", upstream = %self.name(),
                                 target = %t.written, addresses = ?addrs, "upstream name resolved");
                         }
-                        *slot = Resolved { addrs, error: None };
+                        *slot = Resolved {
+                            addrs,
+                            error: None,
+                            placed: false,
+                        };
                     }
                     Some(Err(why)) => {
                         if slot.error.as_deref() != Some(why.as_str()) {

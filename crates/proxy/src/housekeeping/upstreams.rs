@@ -1,18 +1,23 @@
-//! Upstream names and health: names looked up again every `resolve_every` (one round at a
-//! time), and the TCP health checks, one per distinct target address and timeout however many
-//! upstreams name it ([`tollgate_upstream::health`]). A target that fails its check is taken
-//! out of rotation until it passes again; results live in the pool, which reloads carry over
-//! when unchanged. Targets ejected as outliers ([`tollgate_upstream::outlier`]) come back
-//! here when their time is up.
+//! Upstream names and health: names the cluster places take its endpoints within a tick,
+//! the others are looked up again every `resolve_every` (one round at a time); and the TCP
+//! health checks, one per distinct target address and timeout however many upstreams name
+//! it ([`tollgate_upstream::health`]). A target that fails its check is taken out of
+//! rotation until it passes again; results live in the pool, which reloads carry over when
+//! unchanged. Targets ejected as outliers ([`tollgate_upstream::outlier`]) come back here
+//! when their time is up.
 
 use crate::runtime::Runtime;
 use std::sync::Arc;
 use std::time::Instant;
 use tollgate_upstream::health::HealthRounds;
 
-/// Starts the lookups that are due.
+/// Takes up the cluster's newest placements ([`tollgate_upstream::placed`]), then starts
+/// the lookups that are due.
 pub fn resolve(rt: &Runtime, now: Instant) {
     for u in &rt.upstreams {
+        if u.pool.placement_due() {
+            u.pool.place();
+        }
         if u.pool.claim_resolve(now) {
             let pool = u.pool.clone();
             tokio::spawn(async move { pool.resolve().await });

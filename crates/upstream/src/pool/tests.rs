@@ -308,6 +308,7 @@ fn targets_on_one_address_keep_their_own_sni() {
         Resolved {
             addrs: vec![a],
             error: None,
+            placed: false,
         };
         2
     ];
@@ -348,10 +349,12 @@ fn a_leaving_target_takes_its_failures_along() {
         Resolved {
             addrs: vec![],
             error: None,
+            placed: false,
         },
         Resolved {
             addrs: vec![b],
             error: None,
+            placed: false,
         },
     ];
     pool.rebuild(&only_b);
@@ -359,4 +362,74 @@ fn a_leaving_target_takes_its_failures_along() {
     pool.answered(b);
     assert_eq!(pool.suspects.load(Ordering::Relaxed), 0);
     assert_eq!(pool.targets()[0].fails.load(Ordering::Relaxed), 0);
+}
+
+/// One test, as the directory is the process's: the cluster's placements stand in for DNS,
+/// pool by pool, without a new pool.
+#[tokio::test]
+async fn the_cluster_places_a_services_endpoints_in_place_of_dns() {
+    use crate::placed::{Placements, CLUSTER};
+    let svc = "web.placed.svc.cluster.local:80";
+    let (a, b, c) = (
+        SocketAddr::from(([127, 0, 0, 1], 31)),
+        SocketAddr::from(([127, 0, 0, 1], 32)),
+        SocketAddr::from(([127, 0, 0, 1], 33)),
+    );
+    let place = |addrs: &[SocketAddr]| {
+        let mut m = Placements::new();
+        m.insert(svc.to_string(), addrs.into());
+        // Another spelling of the name is another name: never placed.
+        m.insert("WEB.placed.svc.cluster.local:80".into(), [c][..].into());
+        CLUSTER.replace(m);
+    };
+    let mut cfg = upstream(&[c]);
+    cfg.targets[0] = tollgate_config::model::UpstreamTarget {
+        written: svc.into(),
+        host: "web.placed.svc.cluster.local".into(),
+        port: 80,
+        addr: None,
+    };
+    place(&[a, b]);
+    // Built: placed at once, settled, no lookup needed for its readiness.
+    let pool = Pool::new(&cfg, &[], false);
+    let addrs = |p: &Pool| p.targets().iter().map(|t| t.addr).collect::<Vec<_>>();
+    assert_eq!(addrs(&pool), [a, b]);
+    assert!(pool.settled() && !pool.placement_due());
+    // DNS (which cannot answer for this name here) does not take the placed name back.
+    pool.resolve().await;
+    assert_eq!(addrs(&pool), [a, b]);
+    assert!(pool.unresolved().is_empty());
+    // An endpoint leaves and one comes: the same pool, the staying target keeps its health.
+    pool.set_health(&pool.targets()[1], false);
+    place(&[b, c]);
+    assert!(pool.placement_due());
+    pool.place();
+    assert!(!pool.placement_due());
+    assert_eq!(addrs(&pool), [b, c]);
+    assert!(!pool.targets()[0].healthy(), "b kept its health");
+    // A reload builds from the directory, not from the old pool's addresses.
+    place(&[a]);
+    let next = Pool::new(&cfg, &[], false);
+    next.inherit(&pool);
+    assert_eq!(addrs(&next), [a]);
+    // Ready endpoints none: nothing in rotation, and said why.
+    place(&[]);
+    next.place();
+    assert!(next.is_empty());
+    assert_eq!(
+        next.unresolved(),
+        [(svc.to_string(), "no ready endpoint".to_string())]
+    );
+    // The cluster stops placing it: the last addresses stay until DNS answers, due at once.
+    place(&[a]);
+    next.place();
+    CLUSTER.replace(Placements::new());
+    next.place();
+    assert_eq!(addrs(&next), [a]);
+    assert!(next.claim_resolve(Instant::now()));
+    next.resolve().await;
+    assert_eq!(addrs(&next), [a], "a failed lookup keeps what was there");
+    assert!(next.unresolved().is_empty(), "it has addresses");
+    // A pool of literal targets is never due.
+    assert!(!Pool::new(&upstream(&[a]), &[], false).placement_due());
 }
