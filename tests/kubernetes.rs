@@ -980,7 +980,12 @@ async fn cluster_size_5000_ingresses_and_20000_endpoints() {
     let ready_after = started.elapsed();
     assert!(served.is_some(), "not served in 120 s");
     let rss = rss_kib(gw.pid());
-    // One endpoint change: a full translation and reload today.
+    // One endpoint change: placed in the pool, no translation or reload.
+    let reloads = metric(
+        &metrics(admin).await,
+        "tollgate_config_reloads_total",
+        &["result=\"ok\""],
+    );
     let before = backends[4].hits();
     c.standin.with_store(|s| {
         let mut moved = slice(0, 0, backends[4].addr.port());
@@ -1014,4 +1019,9 @@ async fn cluster_size_5000_ingresses_and_20000_endpoints() {
         println!("  {line}");
     }
     assert!(took.is_some(), "the endpoint change was not served");
+    assert_eq!(
+        metric(&m, "tollgate_config_reloads_total", &["result=\"ok\""]),
+        reloads,
+        "an endpoint change alone reloads nothing"
+    );
 }
