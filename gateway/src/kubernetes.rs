@@ -257,7 +257,9 @@ impl pingora::services::background::BackgroundService for Controller {
             },
             stop,
         ));
-        let synced = |ok: bool| {
+        // `ready`: the cluster's config serves (endpoints placed alone never make /readyz
+        // ready before the first translation does).
+        let synced = |ok: bool, ready: bool| {
             metrics
                 .syncs
                 .with_label_values(&[if ok { "ok" } else { "error" }])
@@ -267,7 +269,9 @@ impl pingora::services::background::BackgroundService for Controller {
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs());
                 metrics.last_sync.set(now as i64);
-                shared.kube_syncing.store(false, Ordering::Relaxed);
+                if ready {
+                    shared.kube_syncing.store(false, Ordering::Relaxed);
+                }
             }
         };
         loop {
@@ -280,7 +284,7 @@ impl pingora::services::background::BackgroundService for Controller {
                     }
                     place(&eps.borrow_and_update());
                     metrics.endpoint_updates.inc();
-                    synced(true);
+                    synced(true, false);
                 }
                 changed = rx.changed() => {
                     if changed.is_err() {
@@ -292,7 +296,7 @@ impl pingora::services::background::BackgroundService for Controller {
                     *self.cluster.latest.lock().unwrap_or_else(|e| e.into_inner()) = t;
                     let r = self.reloader.clone();
                     let ok = tokio::task::spawn_blocking(move || r.reload()).await.unwrap_or(false);
-                    synced(ok);
+                    synced(ok, true);
                 }
                 _ = shutdown.changed() => break,
             }
