@@ -12,10 +12,12 @@
 //! - [`health`]: active TCP checks, one per distinct address and timeout however many
 //!   upstreams name it;
 //! - [`outlier`]: passive outlier ejection (failures in a row take a target out for a while);
+//! - [`placed`]: the addresses the cluster places under a target's name (a Service port's
+//!   ready endpoints, under `run --kubernetes`), taken up by the pools in place of DNS;
 //! - [`attempt`]: one request's attempts, fall-over and retries.
 //!
 //! Imports point down: `attempt`, `health` -> `pool` -> `outlier` (the ejection list and its
-//! rules, over a pool's targets) -> `target`; and `pool` -> `affinity`, `budget`.
+//! rules, over a pool's targets) -> `target`; and `pool` -> `affinity`, `budget`, `placed`.
 
 pub mod affinity;
 pub mod attempt;
