@@ -4,9 +4,13 @@
 //! differently for one Service get an upstream each.
 //!
 //! ingress-nginx balances over a Service's endpoints (its pods); Tollgate over the addresses
-//! its target name resolves to. The imported target is the Service's cluster name, whose one
-//! address (a ClusterIP) kube-proxy spreads: for these keys to choose among pods, make the
-//! Service headless (`clusterIP: None`). Each Ingress using them is told so.
+//! its target name resolves to. The imported target is the Service's cluster name: under
+//! `run --kubernetes` the controller places the Service's ready endpoints under it (pods, as
+//! ingress-nginx); offline, the name's one address (a ClusterIP) is what kube-proxy spreads,
+//! so for these keys to choose among pods, make the Service headless (`clusterIP: None`).
+//! Each Ingress using them is told so. `service-upstream: "true"` asks for the ClusterIP
+//! itself: the target is then the Service's short name (`SVC.NS.svc`, found through a pod's
+//! search domains), which the controller never places.
 
 use super::anns::Anns;
 use super::text::{comment, flag, q, Warnings};
@@ -19,6 +23,8 @@ pub(crate) struct Balancing {
     pub balance: Option<String>,
     pub affinity: Option<String>,
     pub retry: Option<String>,
+    /// `service-upstream: "true"`: through the ClusterIP, never the endpoints.
+    pub service_upstream: bool,
 }
 
 impl Balancing {
@@ -92,7 +98,19 @@ pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> Balancing {
         }
     }
     b.retry = retry(a, ctx, w);
-    if !b.is_empty() {
+    match a.get("service-upstream").map(str::trim) {
+        None | Some("false") => {}
+        Some("true") => b.service_upstream = true,
+        // ingress-nginx reads a bad boolean as its default, false.
+        Some(other) => w.push(comment(&format!(
+            "{ctx}: service-upstream \"{other}\" is not true or false: false (the endpoints), as ingress-nginx reads it"
+        ))),
+    }
+    if !b.is_empty() && b.service_upstream {
+        w.push(comment(&format!(
+            "{ctx}: service-upstream sends to the Service's one ClusterIP: the balancing annotations have that one address to choose among, as in ingress-nginx"
+        )));
+    } else if !b.is_empty() {
         w.push(comment(&format!(
             "{ctx}: balancing annotations choose among the addresses of the Service's name: make the Service headless (clusterIP: None) so that its pods are the targets, as ingress-nginx's endpoints were"
         )));

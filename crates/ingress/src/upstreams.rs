@@ -74,8 +74,18 @@ impl UpKey {
         )
     }
 
-    /// The Service's cluster DNS name and port.
+    /// The Service's cluster DNS name and port (the controller places its endpoints under
+    /// it); with `service-upstream: "true"`, its short name, which reaches the ClusterIP
+    /// through a pod's search domains and is never placed.
     pub fn target(&self) -> String {
+        if self.balancing.service_upstream {
+            return format!(
+                "{}.{}.svc:{}",
+                slug(&self.backend.service),
+                slug(&self.ns),
+                self.backend.port
+            );
+        }
         format!(
             "{}.{}.svc.cluster.local:{}",
             slug(&self.backend.service),

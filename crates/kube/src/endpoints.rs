@@ -158,18 +158,52 @@ mod tests {
         );
     }
 
-    /// The name placed is the name the importer writes as the target.
+    /// The name placed is the name the importer writes as the target; with
+    /// `service-upstream: "true"` the target is a name never placed (the ClusterIP).
     #[test]
     fn the_name_placed_is_the_importers_target() {
-        let yaml = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: i, namespace: shop}\nspec:\n  rules:\n  - host: a.example\n    http:\n      paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}\n";
+        let ing = |name: &str, ann: &str| {
+            format!("apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: {name}, namespace: shop, annotations: {{{ann}}}}}\nspec:\n  rules:\n  - host: {name}.example\n    http:\n      paths:\n      - {{path: /, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}\n")
+        };
         let opts = tollgate_ingress::Options {
             ingress_class: String::new(),
             allow_insecure: false,
             configmap: None,
             preselected: true,
         };
-        let toml = tollgate_ingress::import(yaml, &opts).expect("import").toml;
-        let want = format!("targets = [\"{}\"]", target_name("shop", "web", 80));
-        assert!(toml.contains(&want), "{want} in {toml}");
+        let placed = format!("targets = [\"{}\"]", target_name("shop", "web", 80));
+        let pods = tollgate_ingress::import(&ing("i", ""), &opts).expect("import");
+        assert!(pods.toml.contains(&placed), "{placed} in {}", pods.toml);
+        let yaml = format!(
+            "{}---\n{}",
+            ing(
+                "c",
+                "nginx.ingress.kubernetes.io/service-upstream: \"true\""
+            ),
+            ing("d", "nginx.ingress.kubernetes.io/service-upstream: \"yes\"")
+        );
+        let both = tollgate_ingress::import(&yaml, &opts).expect("import");
+        assert!(
+            both.toml.contains("targets = [\"web.shop.svc:80\"]"),
+            "the ClusterIP, by a name not placed: {}",
+            both.toml
+        );
+        assert!(
+            both.toml.contains(&placed),
+            "d's bad boolean is false: {}",
+            both.toml
+        );
+        assert!(
+            both.warnings
+                .iter()
+                .any(|w| w.contains("service-upstream \"yes\"")),
+            "{:?}",
+            both.warnings
+        );
+        let eps = ready(
+            &[&svc()],
+            &[&slice("a", json!([{"addresses": ["10.0.0.1"]}]))],
+        );
+        assert!(!eps.contains_key("web.shop.svc:80"));
     }
 }
