@@ -620,7 +620,7 @@ fn rewrite(cx: &mut Cx, r: &mut Tbl) -> Option<Rewrite> {
     }
 }
 
-/// `canary = { upstream, weight, weight_total, header, header_value, cookie }`.
+/// `canary = { upstream, weight, weight_total, header, header_value | header_pattern, cookie }`.
 fn canary(cx: &mut Cx, p: &str, v: &Value, upstreams: &Named<UpstreamConfig>) -> Option<Canary> {
     let mut t = Tbl::of(cx, p.to_string(), v)?;
     let upstream = match t.get("upstream") {
@@ -674,7 +674,33 @@ fn canary(cx: &mut Cx, p: &str, v: &Value, upstreams: &Named<UpstreamConfig>) ->
     };
     let header = text("header", true);
     let header_value = text("header_value", false);
+    let header_pattern = text("header_pattern", false);
     let cookie = text("cookie", false);
+    if let (Some(pattern), Some(pv)) = (&header_pattern, t.get("header_pattern")) {
+        let kp = t.key_path("header_pattern");
+        if let Err(e) = regex::RegexBuilder::new(pattern)
+            .size_limit(1 << 20)
+            .build()
+        {
+            cx.err(
+                &kp,
+                pv.span(),
+                format!("not a regular expression: {}", one_line(&e)),
+            );
+        } else if header_value.is_some() {
+            cx.err(
+                &kp,
+                pv.span(),
+                "header_pattern and header_value: set one of them",
+            );
+        } else if header.is_none() {
+            cx.err(
+                &kp,
+                pv.span(),
+                "header_pattern without header: name the header it matches",
+            );
+        }
+    }
     t.finish(cx);
     Some(Canary {
         upstream: upstream?,
@@ -682,6 +708,7 @@ fn canary(cx: &mut Cx, p: &str, v: &Value, upstreams: &Named<UpstreamConfig>) ->
         weight_total,
         header,
         header_value,
+        header_pattern,
         cookie,
     })
 }

@@ -61,7 +61,7 @@ fn choice(ing: &Ingress, w: &mut Warnings) -> Option<Choice> {
     };
     let mut header = text(a.get("canary-by-header"));
     let header_value = text(a.get("canary-by-header-value"));
-    let pattern = text(a.get("canary-by-header-pattern"));
+    let mut pattern = text(a.get("canary-by-header-pattern"));
     let cookie = text(a.get("canary-by-cookie"));
     if let Some(h) = header.as_deref() {
         if !h
@@ -76,18 +76,35 @@ fn choice(ing: &Ingress, w: &mut Warnings) -> Option<Choice> {
     }
     match (&pattern, &header_value, &header) {
         (None, _, _) => {}
-        (Some(_), Some(_), _) => w.push(format!(
-            "{ctx}: canary-by-header-pattern is ignored when canary-by-header-value is set (as by ingress-nginx)"
-        )),
-        (Some(p), None, Some(h)) => {
-            w.push(comment(&format!(
-                "{ctx}: canary-by-header-pattern \"{p}\" has no Tollgate equivalent: canary-by-header {h} left out (requests it would choose stay on production; \"always\" does not choose the canary either)"
-            )));
-            header = None;
+        (Some(_), Some(_), _) => {
+            w.push(format!(
+                "{ctx}: canary-by-header-pattern is ignored when canary-by-header-value is set (as by ingress-nginx)"
+            ));
+            pattern = None;
         }
-        (Some(_), None, None) => w.push(format!(
-            "{ctx}: canary-by-header-pattern without canary-by-header: ignored (as by ingress-nginx)"
-        )),
+        (Some(p), None, Some(h)) => {
+            // ingress-nginx matches with PCRE (ngx.re.match), Tollgate with RE2 syntax: the
+            // common patterns read alike; one RE2 cannot read (a lookaround, a backreference)
+            // leaves the header out rather than choose otherwise.
+            if let Err(e) = regex::RegexBuilder::new(p).size_limit(1 << 20).build() {
+                let e = e
+                    .to_string()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                w.push(comment(&format!(
+                    "{ctx}: canary-by-header-pattern \"{p}\" is not a regular expression Tollgate reads (RE2 syntax: {e}): canary-by-header {h} left out (requests it would choose stay on production)"
+                )));
+                header = None;
+                pattern = None;
+            }
+        }
+        (Some(_), None, None) => {
+            w.push(format!(
+                "{ctx}: canary-by-header-pattern without canary-by-header: ignored (as by ingress-nginx)"
+            ));
+            pattern = None;
+        }
     }
     if header_value.is_some() && header.is_none() && pattern.is_none() {
         w.push(format!(
@@ -110,6 +127,7 @@ fn choice(ing: &Ingress, w: &mut Warnings) -> Option<Choice> {
         weight,
         weight_total,
         header_value: header.as_ref().and(header_value),
+        header_pattern: header.as_ref().and(pattern),
         header,
         cookie,
     };

@@ -90,11 +90,7 @@ const ALL: &[Annotation] = &[
     a("canary", Exact, ""),
     a("canary-by-cookie", Exact, ""),
     a("canary-by-header", Exact, ""),
-    a(
-        "canary-by-header-pattern",
-        Ignored,
-        "requests it would send to the canary stay on production",
-    ),
+    a("canary-by-header-pattern", Exact, ""),
     a("canary-by-header-value", Exact, ""),
     a("canary-weight", Exact, ""),
     a("canary-weight-total", Exact, ""),

@@ -392,6 +392,7 @@ fn canary_line(out: &mut String, p: &Plan, c: &super::routes::Canary) {
     for (key, v) in [
         ("header", &k.header),
         ("header_value", &k.header_value),
+        ("header_pattern", &k.header_pattern),
         ("cookie", &k.cookie),
     ] {
         if let Some(v) = v {

@@ -459,6 +459,8 @@ pub(super) struct Choice {
     pub weight_total: u32,
     pub header: Option<String>,
     pub header_value: Option<String>,
+    /// `canary-by-header-pattern` (only without a value).
+    pub header_pattern: Option<String>,
     pub cookie: Option<String>,
 }
 

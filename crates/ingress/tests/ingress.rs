@@ -761,6 +761,22 @@ fn canary_annotations_out_of_range_or_alone_are_named() {
             ],
             &host_rule("p.example.com", "/", "p2"),
         ),
+        ing(
+            "w",
+            "lookahead-main",
+            &[],
+            &host_rule("l.example.com", "/", "l"),
+        ),
+        ing(
+            "w",
+            "lookahead",
+            &[
+                ("canary", "true"),
+                ("canary-by-header", "X-Beta"),
+                ("canary-by-header-pattern", "(?=x)yes"),
+            ],
+            &host_rule("l.example.com", "/", "l2"),
+        ),
     ]
     .concat();
     let i = run(&y);
@@ -776,13 +792,26 @@ fn canary_annotations_out_of_range_or_alone_are_named() {
     assert_eq!(warned(&i, "Ingress w/second"), 1, "{:#?}", i.warnings);
     assert!(route(&c, "w.not-canary.1").canary.is_none());
     assert_eq!(warned(&i, "without canary"), 1, "{:#?}", i.warnings);
-    // canary-by-header-pattern has no equivalent: the header is left out, never half-applied.
+    // canary-by-header-pattern: the route's header_pattern; one RE2 cannot read (a
+    // lookahead) leaves the header out, never half-applied.
+    let k = route(&c, "w.pattern-main.1")
+        .canary
+        .as_ref()
+        .expect("canary");
+    assert_eq!(
+        (
+            k.header.as_deref(),
+            k.header_pattern.as_deref(),
+            k.header_value.as_deref()
+        ),
+        (Some("x-beta"), Some("^(yes|on)$"), None)
+    );
     assert!(
-        route(&c, "w.pattern-main.1").canary.is_none(),
+        route(&c, "w.lookahead-main.1").canary.is_none(),
         "nothing left to choose by"
     );
     assert_eq!(
-        warned(&i, "canary-by-header-pattern"),
+        warned(&i, "canary-by-header-pattern \"(?=x)"),
         1,
         "{:#?}",
         i.warnings

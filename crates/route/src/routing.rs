@@ -432,6 +432,7 @@ pub struct CanaryRt {
     total: u32,
     header: Option<http::HeaderName>,
     header_value: Option<String>,
+    header_pattern: Option<regex::Regex>,
     cookie: Option<String>,
 }
 
@@ -446,21 +447,34 @@ impl CanaryRt {
                 .as_deref()
                 .and_then(|h| http::HeaderName::from_bytes(h.as_bytes()).ok()),
             header_value: c.header_value.clone(),
+            // Checked when the config was read.
+            header_pattern: c
+                .header_pattern
+                .as_deref()
+                .and_then(|p| regex::RegexBuilder::new(p).size_limit(1 << 20).build().ok()),
             cookie: c.cookie.clone(),
         }
     }
 
     /// Whether this request goes to the canary: the header decides if it says so, then the
-    /// cookie, then the weight (`roll` in `0..weight_total`, drawn by the caller).
+    /// cookie, then the weight (`roll` in `0..weight_total`, drawn by the caller). The header
+    /// is read as nginx reads `$http_NAME`: several fields of the name are one value, joined
+    /// by `, ` (so a second field cannot make a first one that says otherwise count).
     pub fn chooses(&self, headers: &HeaderMap, roll: impl FnOnce(u32) -> u32) -> bool {
         if let Some(name) = &self.header {
-            if let Some(v) = headers.get(name).map(|v| v.as_bytes()) {
-                match &self.header_value {
-                    Some(want) if v == want.as_bytes() => return true,
-                    Some(_) => {}
-                    None if v == b"always" => return true,
-                    None if v == b"never" => return false,
-                    None => {}
+            if let Some(v) = joined(headers, name) {
+                let v: &[u8] = &v;
+                match (&self.header_value, &self.header_pattern) {
+                    (Some(want), _) if v == want.as_bytes() => return true,
+                    (Some(_), _) => {}
+                    (None, Some(re)) => {
+                        if std::str::from_utf8(v).is_ok_and(|s| re.is_match(s)) {
+                            return true;
+                        }
+                    }
+                    (None, None) if v == b"always" => return true,
+                    (None, None) if v == b"never" => return false,
+                    (None, None) => {}
                 }
             }
         }
@@ -473,6 +487,25 @@ impl CanaryRt {
         }
         self.weight > 0 && roll(self.total) < self.weight
     }
+}
+
+/// The fields named `name` as one value (nginx's `$http_NAME`): the one field's own bytes, or
+/// several joined by `, `.
+fn joined<'h>(
+    headers: &'h HeaderMap,
+    name: &http::HeaderName,
+) -> Option<std::borrow::Cow<'h, [u8]>> {
+    let mut all = headers.get_all(name).iter();
+    let first = all.next()?.as_bytes();
+    let Some(second) = all.next() else {
+        return Some(std::borrow::Cow::Borrowed(first));
+    };
+    let mut v = first.to_vec();
+    for next in std::iter::once(second).chain(all) {
+        v.extend_from_slice(b", ");
+        v.extend_from_slice(next.as_bytes());
+    }
+    Some(std::borrow::Cow::Owned(v))
 }
 
 /// The value of cookie `name` in the request's Cookie headers (RFC 6265: `a=1; b=2`, one

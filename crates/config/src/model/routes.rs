@@ -139,6 +139,10 @@ pub struct Canary {
     /// and the weight.
     pub header: Option<String>,
     pub header_value: Option<String>,
+    /// Instead of `header_value`: a regular expression (RE2 syntax, unanchored, as
+    /// ingress-nginx's `canary-by-header-pattern`); a value it matches sends to the canary,
+    /// and "always" / "never" mean nothing of their own.
+    pub header_pattern: Option<String>,
     /// A cookie name: "always" or "never", as the header.
     pub cookie: Option<String>,
 }

@@ -198,6 +198,7 @@ fn a_canary_is_chosen_by_header_then_cookie_then_weight() {
         weight_total: 100,
         header: Some("x-canary".into()),
         header_value: None,
+        header_pattern: None,
         cookie: Some("canary".into()),
     });
     let never_roll = |_| 99;
@@ -225,9 +226,53 @@ fn a_canary_is_chosen_by_header_then_cookie_then_weight() {
         weight_total: 100,
         header: Some("x-region".into()),
         header_value: Some("eu-west".into()),
+        header_pattern: None,
         cookie: None,
     });
     assert!(by_value.chooses(&h(&[("x-region", "eu-west")]), never_roll));
     assert!(!by_value.chooses(&h(&[("x-region", "always")]), always_roll));
     assert!(!by_value.chooses(&h(&[]), always_roll));
+    // Two fields are one value, as nginx's $http_x_region: neither alone chooses.
+    assert!(!by_value.chooses(
+        &h(&[("x-region", "eu-west"), ("x-region", "us-east")]),
+        never_roll
+    ));
+    assert!(!c.chooses(
+        &h(&[("x-canary", "always"), ("x-canary", "never")]),
+        never_roll
+    ));
+}
+
+/// `header_pattern` (ingress-nginx's canary-by-header-pattern): unanchored, case-sensitive;
+/// "always" and "never" are plain values; a value it does not match is left to the cookie
+/// and the weight.
+#[test]
+fn a_canary_header_pattern_matches_anywhere_in_the_value() {
+    let c = CanaryRt::new(&Canary {
+        upstream: 1,
+        weight: 0,
+        weight_total: 100,
+        header: Some("x-user".into()),
+        header_value: None,
+        header_pattern: Some("^(alice|bob)$|beta".into()),
+        cookie: Some("canary".into()),
+    });
+    let never_roll = |_| 99;
+    assert!(c.chooses(&h(&[("x-user", "alice")]), never_roll));
+    assert!(c.chooses(&h(&[("x-user", "team-beta-7")]), never_roll));
+    assert!(!c.chooses(&h(&[("x-user", "alice2")]), never_roll));
+    assert!(!c.chooses(&h(&[("x-user", "ALICE")]), never_roll));
+    assert!(!c.chooses(&h(&[("x-user", "always")]), never_roll));
+    assert!(!c.chooses(&h(&[("x-user", "")]), never_roll));
+    // Unmatched: the cookie still decides; "never" in the header keeps nothing off.
+    assert!(c.chooses(
+        &h(&[("x-user", "never"), ("cookie", "canary=always")]),
+        never_roll
+    ));
+    // A duplicate is joined: "alice, mallory" is not "alice".
+    assert!(!c.chooses(
+        &h(&[("x-user", "alice"), ("x-user", "mallory")]),
+        never_roll
+    ));
+    assert!(c.chooses(&h(&[("x-user", "mallory"), ("x-user", "beta")]), never_roll));
 }
