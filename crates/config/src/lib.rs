@@ -40,7 +40,7 @@ pub use files::{read_bounded, MAX_FILE_BYTES};
 pub use reader::Problem;
 pub use rls_tree::counter as rls_counter;
 pub use routes::{canonical_route_path, path_regex, rewrite_warnings};
-pub use scalars::http_token;
+pub use scalars::{dns_name, http_token};
 
 /// Everything about a valid config worth an operator's look, one line each: rewrites that
 /// reach a guarded path, weak password hashes (by file and line).

@@ -60,7 +60,7 @@ pub(crate) fn ratio(cx: &mut Cx, path: &str, v: &Value, what: &str) -> Option<f6
 }
 
 /// A DNS name: dot-separated labels of letters, digits, `-` and `_`.
-pub(crate) fn dns_name(host: &str) -> bool {
+pub fn dns_name(host: &str) -> bool {
     let label_ok = |l: &str| {
         !l.is_empty()
             && l.len() <= 63

@@ -41,7 +41,6 @@ use Treatment::{Approximate, Exact, Ignored, Refused};
 
 const BUFFERING: &str = "nginx buffering and connection details: Tollgate streams";
 const RESPONSE: &str = "it rewrites responses, not who may reach the route";
-const UPSTREAM_TLS: &str = "Tollgate verifies upstream certificates against the system's roots by default, stricter than ingress-nginx: set the upstream's tls for a private CA or client certificate";
 const TELEMETRY: &str = "logging and tracing";
 const REDIRECTS: &str = "redirect details";
 const MIRROR: &str = "request mirroring: the mirror gets nothing";
@@ -185,13 +184,13 @@ const ALL: &[Annotation] = &[
     a("proxy-redirect-to", Ignored, RESPONSE),
     a("proxy-request-buffering", Ignored, BUFFERING),
     a("proxy-send-timeout", Exact, ""),
-    a("proxy-ssl-ciphers", Ignored, UPSTREAM_TLS),
-    a("proxy-ssl-name", Ignored, UPSTREAM_TLS),
-    a("proxy-ssl-protocols", Ignored, UPSTREAM_TLS),
-    a("proxy-ssl-secret", Ignored, UPSTREAM_TLS),
-    a("proxy-ssl-server-name", Ignored, UPSTREAM_TLS),
-    a("proxy-ssl-verify", Ignored, UPSTREAM_TLS),
-    a("proxy-ssl-verify-depth", Ignored, UPSTREAM_TLS),
+    a("proxy-ssl-ciphers", Approximate, ""),
+    a("proxy-ssl-name", Approximate, ""),
+    a("proxy-ssl-protocols", Approximate, ""),
+    a("proxy-ssl-secret", Approximate, ""),
+    a("proxy-ssl-server-name", Approximate, ""),
+    a("proxy-ssl-verify", Approximate, ""),
+    a("proxy-ssl-verify-depth", Approximate, ""),
     a("relative-redirects", Ignored, REDIRECTS),
     a("rewrite-target", Exact, ""),
     a(

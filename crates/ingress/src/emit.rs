@@ -163,13 +163,7 @@ fn upstreams(out: &mut String, ups: &BTreeMap<UpKey, String>) {
             t.send
         );
         if k.proto.tls() {
-            out.push_str(
-                "# backend-protocol HTTPS/GRPCS. Tollgate verifies the certificate against the system's\n\
-                 # roots and the target's name; ingress-nginx did not verify it (proxy-ssl-verify \"off\").\n\
-                 # A private CA: tls = { ca = \"FILE\", sni = \"NAME\" }; no verification, as before:\n\
-                 # tls = { verify = false }.\n\
-                 tls = true\n",
-            );
+            out.push_str(&k.ssl.line());
         }
         if k.proto.h2() {
             out.push_str("# backend-protocol GRPC/GRPCS: HTTP/2 to the targets.\nh2 = true\n");

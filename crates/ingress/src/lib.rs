@@ -42,6 +42,7 @@ mod listener;
 mod objects;
 mod paths;
 mod protect;
+mod proxyssl;
 mod rewrite;
 mod routes;
 mod settings;
@@ -131,6 +132,7 @@ fn upstream_of(ing: &Ingress, s: &Settings, b: &Backend) -> UpKey {
         ns: ing.ns.clone(),
         backend: b.clone(),
         proto: s.proto,
+        ssl: s.upstream_ssl.clone(),
         timeouts: s.timeouts,
         balancing: s.balancing.clone(),
     }

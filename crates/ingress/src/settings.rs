@@ -7,7 +7,7 @@ use super::catalogue::{self, Treatment};
 use super::objects::Ingress;
 use super::text::{comment, Warnings};
 use super::upstreams::{Proto, Timeouts};
-use super::{access, auth, balancing, edge, limits, protect, rewrite, timeouts, tls};
+use super::{access, auth, balancing, edge, limits, protect, proxyssl, rewrite, timeouts, tls};
 
 /// What one production Ingress asks for.
 pub(super) struct Settings {
@@ -21,6 +21,8 @@ pub(super) struct Settings {
     pub only_from: Vec<String>,
     pub timeouts: Timeouts,
     pub proto: Proto,
+    /// `proxy-ssl-*`: how the upstreams speak TLS (with an HTTPS / GRPCS `proto`).
+    pub upstream_ssl: proxyssl::UpstreamSsl,
     pub ssl_redirect: bool,
     pub force_redirect: bool,
     /// `auth-tls-*`: None when absent or off; `Err(why)` when it cannot be translated.
@@ -51,6 +53,7 @@ pub(super) fn read(ing: &Ingress, w: &mut Warnings) -> Settings {
     let timeouts = timeouts::read(&mut a, w);
     let rewrite = rewrite::read(&mut a, w);
     let tls = tls::read(&mut a, w);
+    let (upstream_ssl, ssl_refusal) = proxyssl::read(&mut a, tls.proto.tls(), w);
     let auth = auth::read(&mut a, w);
     let protect = protect::read(&mut a, w);
     let edge = edge::read(&mut a, w);
@@ -70,6 +73,7 @@ pub(super) fn read(ing: &Ingress, w: &mut Warnings) -> Settings {
     refusals.extend(rewrite.refusals);
     refusals.extend(auth.refusals);
     refusals.extend(protect.refusals);
+    refusals.extend(ssl_refusal);
     Settings {
         limits: limits.limits,
         attached: limits.attached,
@@ -78,6 +82,7 @@ pub(super) fn read(ing: &Ingress, w: &mut Warnings) -> Settings {
         only_from: access.only_from,
         timeouts,
         proto: tls.proto,
+        upstream_ssl,
         ssl_redirect: tls.ssl_redirect,
         force_redirect: tls.force_redirect,
         client_auth: tls.client_auth,

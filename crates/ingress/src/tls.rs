@@ -97,9 +97,6 @@ pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> TlsOut {
             }
         },
     };
-    if s.proto.tls() {
-        w.push(format!("{ctx}: backend-protocol {}: Tollgate verifies the upstream's certificate (against the system's roots, for the Service's DNS name), ingress-nginx does not by default (proxy-ssl-verify \"off\"): set the upstream's tls = {{ ca = \"FILE\" }} for a private CA, or tls = {{ verify = false }} to do as ingress-nginx did", if s.proto == Proto::Https { "HTTPS" } else { "GRPCS" }));
-    }
     s.client_auth = client_auth(a, w);
     if let Some(d) = a.get("auth-tls-verify-depth") {
         if s.client_auth.is_some() {

@@ -58,6 +58,8 @@ pub(super) struct UpKey {
     pub ns: String,
     pub backend: Backend,
     pub proto: Proto,
+    /// `proxy-ssl-*` (with an HTTPS / GRPCS `proto`).
+    pub ssl: super::proxyssl::UpstreamSsl,
     pub timeouts: Timeouts,
     /// `balance`, `hash_key`, `affinity`, `retry` lines (an Ingress's balancing annotations).
     pub balancing: super::balancing::Balancing,
@@ -140,6 +142,7 @@ mod tests {
                 port: 80,
             },
             proto,
+            ssl: Default::default(),
             timeouts: Timeouts {
                 read,
                 ..Timeouts::DEFAULT

@@ -1642,3 +1642,119 @@ fn ing(ns: &str, name: &str, annotations: &[(&str, &str)], spec: &str) -> String
 fn host_rule(host: &str, path: &str, svc: &str) -> String {
     format!("rules:\n- host: {host}\n  http:\n    paths:\n    - {{path: {path}, pathType: Prefix, backend: {{service: {{name: {svc}, port: {{number: 80}}}}}}}}\n")
 }
+
+/// `proxy-ssl-*`: with a Secret of the Ingress's namespace, the upstream's tls names its
+/// ca.crt, tls.crt and tls.key (verify as proxy-ssl-verify, default off); another namespace's
+/// Secret, or a name that is none, answers 403; `proxy-ssl-verify: "off"` alone is the switch
+/// to ingress-nginx's unverified TLS; the other keys without a Secret are ignored, as there.
+#[test]
+fn proxy_ssl_annotations_become_the_upstreams_tls() {
+    let https = ("backend-protocol", "HTTPS");
+    let y = [
+        ing(
+            "shop",
+            "own",
+            &[
+                https,
+                ("proxy-ssl-secret", "shop/upstream-ca"),
+                ("proxy-ssl-verify", "on"),
+                ("proxy-ssl-name", "API.internal"),
+                ("proxy-ssl-verify-depth", "2"),
+            ],
+            &host_rule("own.example.com", "/", "own"),
+        ),
+        ing(
+            "shop",
+            "default-off",
+            &[https, ("proxy-ssl-secret", "shop/upstream-ca")],
+            &host_rule("off.example.com", "/", "off"),
+        ),
+        ing(
+            "shop",
+            "theirs",
+            &[https, ("proxy-ssl-secret", "kube-system/ca")],
+            &host_rule("theirs.example.com", "/", "theirs"),
+        ),
+        ing(
+            "shop",
+            "nonsense",
+            &[https, ("proxy-ssl-secret", "no-slash")],
+            &host_rule("nonsense.example.com", "/", "nonsense"),
+        ),
+        ing(
+            "shop",
+            "switch",
+            &[
+                https,
+                ("proxy-ssl-verify", "off"),
+                ("proxy-ssl-name", "x.internal"),
+            ],
+            &host_rule("switch.example.com", "/", "switch"),
+        ),
+        ing(
+            "shop",
+            "plain",
+            &[("proxy-ssl-secret", "shop/upstream-ca")],
+            &host_rule("plain.example.com", "/", "plain"),
+        ),
+        ing(
+            "shop",
+            "strict",
+            &[https],
+            &host_rule("strict.example.com", "/", "strict"),
+        ),
+    ]
+    .concat();
+    let i = run(&y);
+    let c = config(&i);
+    let tls = |svc: &str| {
+        upstream(&c, &format!("shop.{svc}.80.https"))
+            .tls
+            .as_deref()
+            .cloned()
+            .unwrap_or_else(|| panic!("{svc}: tls\n{}", i.toml))
+    };
+    let own = tls("own");
+    assert!(own.verify);
+    assert_eq!(own.sni.as_deref(), Some("api.internal"));
+    assert_eq!(
+        own.ca.as_deref(),
+        Some(std::path::Path::new(
+            "/etc/tollgate/tls/shop/upstream-ca/ca.crt"
+        ))
+    );
+    let client = own.client_cert.expect("client certificate");
+    assert_eq!(
+        (client.cert.to_str(), client.key.to_str()),
+        (
+            Some("/etc/tollgate/tls/shop/upstream-ca/tls.crt"),
+            Some("/etc/tollgate/tls/shop/upstream-ca/tls.key")
+        )
+    );
+    assert!(!tls("off").verify, "proxy-ssl-verify's default is off");
+    let switch = tls("switch");
+    assert!(!switch.verify && switch.ca.is_none() && switch.sni.is_none());
+    assert!(
+        tls("strict").verify,
+        "Tollgate's default: the system's roots"
+    );
+    assert!(
+        upstream(&c, "shop.plain.80").tls.is_none(),
+        "HTTP: nothing speaks TLS"
+    );
+    let denied = denied_routes(&i);
+    for r in ["shop.theirs.1", "shop.nonsense.1"] {
+        assert!(denied.contains(&r), "{r}: {denied:?}");
+        assert_eq!(target(&c, route(&c, r)), "403");
+    }
+    assert!(!denied.contains(&"shop.own.1"), "{denied:?}");
+    for needle in [
+        "proxy-ssl-verify-depth \"2\"",
+        "proxy-ssl-name without proxy-ssl-secret",
+        "proxy-ssl-secret without backend-protocol",
+        "Ingress shop/strict: backend-protocol HTTPS/GRPCS: Tollgate verifies",
+    ] {
+        assert_eq!(warned(&i, needle), 1, "{needle}: {:#?}", i.warnings);
+    }
+    assert_once(&i);
+}

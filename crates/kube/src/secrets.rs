@@ -38,8 +38,9 @@ fn secret_of(path: &str) -> Option<(String, String)> {
 }
 
 /// The keys whose values name a file a Secret holds: a certificate and its key, a client
-/// CA, an htpasswd file or folder. No other value (a route's path, say) makes a Secret held.
-const FILE_KEYS: [&str; 4] = ["cert", "key", "client_ca", "htpasswd"];
+/// CA, an htpasswd file or folder, an upstream's CA. No other value (a route's path, say)
+/// makes a Secret held.
+const FILE_KEYS: [&str; 5] = ["cert", "key", "client_ca", "htpasswd", "ca"];
 
 fn files<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
     match v {
@@ -151,6 +152,47 @@ pub fn unheld_certificates(table: &mut Table, volume: &Files) -> Vec<String> {
         });
         if certs.is_empty() {
             tls.remove("certificates");
+        }
+    }
+    problems
+}
+
+/// Each upstream's `tls` from a `proxy-ssl-secret` with the keys its Secret lacks left out, as
+/// ingress-nginx does: no `ca.crt`, not verified; no `tls.crt` and `tls.key`, no client
+/// certificate. A Secret holding neither (or missing) is left named: its Ingress's check
+/// fails, and that Ingress is not served (ingress-nginx denies its locations).
+pub fn unheld_upstream_tls(table: &mut Table, volume: &Files) -> Vec<String> {
+    let mut problems = Vec::new();
+    let Some(Value::Table(ups)) = table.get_mut("upstreams") else {
+        return problems;
+    };
+    let held = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .is_some_and(|f| volume.contains_key(Path::new(f)))
+    };
+    for (name, up) in ups.iter_mut() {
+        let Some(Value::Table(tls)) = up.get_mut("tls") else {
+            continue;
+        };
+        let Some((ns, secret)) = tls.get("ca").and_then(Value::as_str).and_then(secret_of) else {
+            continue;
+        };
+        let ca = held(tls.get("ca"));
+        let client = tls
+            .get("client_cert")
+            .is_some_and(|c| held(c.get("cert")) && held(c.get("key")));
+        if !ca && !client {
+            continue;
+        }
+        if !ca {
+            tls.remove("ca");
+            tls.insert("verify".into(), Value::Boolean(false));
+            problems.push(format!(
+                "Secret {ns}/{secret} (proxy-ssl-secret of upstream {name}) holds no ca.crt: the upstream's certificate is not verified (as by ingress-nginx)"
+            ));
+        }
+        if !client {
+            tls.remove("client_cert");
         }
     }
     problems

@@ -235,6 +235,7 @@ fn finish(
     volume: &Files,
 ) -> Result<(String, Vec<String>), String> {
     warnings.extend(secrets::unheld_certificates(&mut table, volume));
+    warnings.extend(secrets::unheld_upstream_tls(&mut table, volume));
     Ok((
         toml::to_string(&table).map_err(|e| e.to_string())?,
         warnings,

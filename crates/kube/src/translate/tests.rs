@@ -1,6 +1,27 @@
 use super::*;
 use serde_json::json;
 
+/// The held files are one per process ([`tollgate_config::mounted`]): the tests that check
+/// with them take turns.
+static MOUNTED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The gateway's check: the config read with the Secrets held, and each upstream's CA and
+/// client certificate files read (as `certificates_ok` reads them before a reload).
+fn real(t: &str, v: &Arc<Files>) -> Result<(), String> {
+    tollgate_config::mounted::replace(v.clone()).map_err(|p| p.display().to_string())?;
+    let cfg = tollgate_config::check_text(std::path::Path::new("/dev/null"), t)
+        .map_err(|e| e.to_string())?;
+    for u in &cfg.upstreams {
+        let Some(tls) = &u.tls else { continue };
+        let client = tls.client_cert.iter().flat_map(|c| [&c.cert, &c.key]);
+        for f in tls.ca.iter().chain(client) {
+            tollgate_config::read_bounded(f)
+                .map_err(|e| format!("upstreams.{}.tls: {}: {e}", u.name, f.display()))?;
+        }
+    }
+    Ok(())
+}
+
 fn ing(name: &str, class: Option<&str>, tls: bool) -> Ingress {
     let mut v = json!({"metadata": {"name": name, "namespace": "shop", "creationTimestamp": "2026-01-01T00:00:00Z",
             "annotations": {"nginx.ingress.kubernetes.io/limit-rps": "5"}},
@@ -159,13 +180,7 @@ fn the_importer_translates_what_is_chosen_and_names_the_service() {
         secrets: vec![],
         default_certificate: None,
     };
-    // The check the gateway makes: the config read with the Secrets held.
-    let real = |t: &str, v: &Arc<Files>| {
-        tollgate_config::mounted::replace(v.clone()).map_err(|p| p.display().to_string())?;
-        tollgate_config::check_text(std::path::Path::new("/dev/null"), t)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    };
+    let _turn = MOUNTED.lock().unwrap_or_else(|e| e.into_inner());
     let t = translate(&Classes::default(), None, &secret, &real);
     assert_eq!(
         (t.served, t.toml.as_deref()),
@@ -233,4 +248,122 @@ fn the_importer_translates_what_is_chosen_and_names_the_service() {
         translate(&Classes::default(), None, &none, &|_, _| Ok(())).toml,
         None
     );
+}
+
+fn secret(name: &str, keys: &[(&str, &str)]) -> k8s_openapi::api::core::v1::Secret {
+    k8s_openapi::api::core::v1::Secret {
+        metadata: serde_json::from_value(
+            json!({"name": name, "namespace": "shop", "resourceVersion": "1", "uid": name}),
+        )
+        .expect("meta"),
+        data: Some(
+            keys.iter()
+                .map(|(k, v)| {
+                    (
+                        k.to_string(),
+                        k8s_openapi::ByteString(v.as_bytes().to_vec()),
+                    )
+                })
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+/// `proxy-ssl-secret`: the upstream's tls names the Secret's ca.crt, tls.crt and tls.key; a
+/// key the Secret lacks is left out as ingress-nginx leaves it (no ca.crt: not verified), a
+/// Secret with neither (or none) leaves its Ingress unserved, the others served.
+#[test]
+fn proxy_ssl_secret_keys_the_secret_lacks_are_left_out() {
+    let _turn = MOUNTED.lock().unwrap_or_else(|e| e.into_inner());
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["web.shop.svc.cluster.local".into()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("cert")
+        .pem();
+    let pem_key = key.serialize_pem();
+    let class: IngressClass = serde_json::from_value(json!({"metadata": {"name": "tollgate"}, "spec": {"controller": "tollgate.io/ingress-controller"}})).expect("class");
+    let with = |name: &str, sec: &str| {
+        let mut i = ing(name, Some("tollgate"), false);
+        let a = i.metadata.annotations.get_or_insert_default();
+        for (k, v) in [
+            ("backend-protocol", "HTTPS"),
+            ("proxy-ssl-secret", sec),
+            ("proxy-ssl-verify", "on"),
+            ("proxy-ssl-name", "web.internal"),
+        ] {
+            a.insert(format!("nginx.ingress.kubernetes.io/{k}"), v.into());
+        }
+        // Another Service each: one upstream each.
+        let v = serde_json::to_value(&i).expect("json");
+        let mut v = v;
+        v["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] = json!(name);
+        serde_json::from_value::<Ingress>(v).expect("ingress")
+    };
+    let (full, ca_only, client_only, empty, gone) = (
+        with("full", "shop/full"),
+        with("caonly", "shop/caonly"),
+        with("clientonly", "shop/clientonly"),
+        with("empty", "shop/empty"),
+        with("gone", "shop/gone"),
+    );
+    let s_full = secret(
+        "full",
+        &[("ca.crt", &cert), ("tls.crt", &cert), ("tls.key", &pem_key)],
+    );
+    let s_ca = secret("caonly", &[("ca.crt", &cert)]);
+    let s_client = secret("clientonly", &[("tls.crt", &cert), ("tls.key", &pem_key)]);
+    let s_empty = secret("empty", &[("other", "x")]);
+    let cluster = Cluster {
+        classes: vec![&class],
+        ingresses: vec![&full, &ca_only, &client_only, &empty, &gone],
+        services: vec![],
+        configmap: None,
+        secrets: vec![&s_full, &s_ca, &s_client, &s_empty],
+        default_certificate: None,
+    };
+    let t = translate(&Classes::default(), None, &cluster, &real);
+    assert_eq!(t.served, 3, "{:?}", t.problems);
+    for lost in ["shop/empty", "shop/gone"] {
+        assert!(
+            t.problems
+                .iter()
+                .any(|p| p.contains(&format!("Ingress {lost}")) && p.contains("not served")),
+            "{lost}: {:?}",
+            t.problems
+        );
+    }
+    let toml = t.toml.expect("toml");
+    real(&toml, &t.volume).expect("the served config loads");
+    let table: Table = toml.parse().expect("toml");
+    let tls = |up: &str| table["upstreams"][up]["tls"].clone();
+    let full = tls("shop.full.80.https");
+    assert_eq!(full["verify"].as_bool(), Some(true), "{full}");
+    assert_eq!(full["sni"].as_str(), Some("web.internal"));
+    assert!(full["ca"]
+        .as_str()
+        .is_some_and(|c| c.ends_with("shop/full/ca.crt")));
+    assert!(full.get("client_cert").is_some());
+    let ca = tls("shop.caonly.80.https");
+    assert!(
+        ca.get("client_cert").is_none() && ca["verify"].as_bool() == Some(true),
+        "{ca}"
+    );
+    let client = tls("shop.clientonly.80.https");
+    assert!(client.get("ca").is_none(), "{client}");
+    assert_eq!(
+        client["verify"].as_bool(),
+        Some(false),
+        "no ca.crt: not verified"
+    );
+    assert!(client.get("client_cert").is_some());
+    assert!(
+        t.problems
+            .iter()
+            .any(|p| p.contains("shop/clientonly") && p.contains("holds no ca.crt")),
+        "{:?}",
+        t.problems
+    );
+    tollgate_config::mounted::replace(Arc::default()).expect("empty");
 }
