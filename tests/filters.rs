@@ -667,3 +667,82 @@ upstream = "app"
         "{rate:.0} B/s over {took:.2} s"
     );
 }
+
+/// `proxy_redirect`, `proxy_cookie_domain`, `proxy_cookie_path`: what the upstream says of
+/// itself (a Location, a Refresh, a cookie's Domain and Path) reaches the client in the
+/// route's terms; another route, and what matches nothing, is left as the upstream said it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstreams_urls_and_cookies_are_said_back_in_the_clients_terms() {
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.app]
+targets = ["{be}"]
+
+[[routes]]
+name = "shop"
+path_prefix = "/shop/"
+upstream = "app"
+proxy_redirect = [{{ from = "http://app.internal:8080/", to = "https://shop.example/" }}]
+proxy_cookie_domain = {{ from = ".app.internal", to = "shop.example" }}
+proxy_cookie_path = [{{ from = "/internal/", to = "/shop/" }}]
+
+[[routes]]
+name = "plain"
+path_prefix = "/"
+upstream = "app"
+"#,
+            be = be.addr
+        ),
+    );
+    let _gw = running(BIN.as_ref(), &toml, port, admin).await;
+    let ask = |path: &'static str, field: &'static str| async move {
+        get(port, path, &[("x-want-header", field)])
+            .await
+            .expect("get")
+    };
+    let r = ask("/shop/a", "Location: http://app.internal:8080/cart?x=1").await;
+    assert_eq!(r.header("location"), Some("https://shop.example/cart?x=1"));
+    let r = ask("/shop/a", "Refresh: 3; url=http://app.internal:8080/done").await;
+    assert_eq!(
+        r.header("refresh"),
+        Some("3; url=https://shop.example/done")
+    );
+    let r = ask(
+        "/shop/a",
+        "Set-Cookie: sid=1; Domain=APP.internal; Path=/internal/x; HttpOnly",
+    )
+    .await;
+    assert_eq!(
+        r.header("set-cookie"),
+        Some("sid=1; Domain=shop.example; Path=/shop/x; HttpOnly")
+    );
+    // Not a prefix, another host, another route: as the upstream said it.
+    for (path, field, name, want) in [
+        (
+            "/shop/a",
+            "Location: /login?next=http://app.internal:8080/",
+            "location",
+            "/login?next=http://app.internal:8080/",
+        ),
+        (
+            "/shop/a",
+            "Set-Cookie: k=v; Domain=app.internal.evil",
+            "set-cookie",
+            "k=v; Domain=app.internal.evil",
+        ),
+        (
+            "/other",
+            "Location: http://app.internal:8080/cart",
+            "location",
+            "http://app.internal:8080/cart",
+        ),
+    ] {
+        let r = ask(path, field).await;
+        assert_eq!(r.header(name), Some(want), "{path} {field}");
+    }
+}

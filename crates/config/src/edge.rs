@@ -7,7 +7,7 @@
 
 use crate::model::{
     split_origin, CorsConfig, EdgeConfig, HeaderPart, HeaderRules, HeaderTemplate, HeaderVar,
-    OriginRule,
+    OriginRule, Replace,
 };
 use crate::reader::{as_bool, as_int_in, as_str, as_str_list, Cx, Tbl, Value};
 use crate::scalars::http_token;
@@ -536,7 +536,110 @@ pub(crate) fn route(cx: &mut Cx, r: &mut Tbl) -> Option<EdgeConfig> {
     if let Some(v) = r.get("www_redirect") {
         e.www_redirect = as_bool(cx, &r.key_path("www_redirect"), v).unwrap_or(false);
     }
+    ok &= response_rewrites(cx, r, &mut e);
     ok.then_some(e)
+}
+
+/// Which response field a rewrite works on: what its `from` and `to` may hold differs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rewritten {
+    Location,
+    CookieDomain,
+    CookiePath,
+}
+
+/// `proxy_redirect`, `proxy_cookie_domain`, `proxy_cookie_path`: each a `{ from, to }` or a
+/// list of them. Refused at load: an empty `from`, and a value that could write another
+/// field or attribute (a control character, a space, a `;` or a `,` in a cookie's).
+fn response_rewrites(cx: &mut Cx, r: &mut Tbl, e: &mut EdgeConfig) -> bool {
+    let mut ok = true;
+    for (key, kind) in [
+        ("proxy_redirect", Rewritten::Location),
+        ("proxy_cookie_domain", Rewritten::CookieDomain),
+        ("proxy_cookie_path", Rewritten::CookiePath),
+    ] {
+        let Some(v) = r.get(key) else { continue };
+        let p = r.key_path(key);
+        let items: Vec<&Value> = match v.get_ref() {
+            DeValue::Array(a) => a.iter().collect(),
+            DeValue::Table(_) => vec![v],
+            _ => {
+                cx.err(&p, v.span(), "a { from, to } table, or a list of them");
+                ok = false;
+                continue;
+            }
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.into_iter().enumerate() {
+            let ip = if matches!(v.get_ref(), DeValue::Array(_)) {
+                format!("{p}[{i}]")
+            } else {
+                p.clone()
+            };
+            match replace(cx, &ip, item, kind) {
+                Some(rep) => out.push(rep),
+                None => ok = false,
+            }
+        }
+        match kind {
+            Rewritten::Location => e.proxy_redirect = out,
+            Rewritten::CookieDomain => e.proxy_cookie_domain = out,
+            Rewritten::CookiePath => e.proxy_cookie_path = out,
+        }
+    }
+    ok
+}
+
+fn replace(cx: &mut Cx, p: &str, v: &Value, kind: Rewritten) -> Option<Replace> {
+    let mut t = Tbl::of(cx, p.to_string(), v)?;
+    let mut text = |key: &str| -> Option<String> {
+        let Some(tv) = t.get(key) else {
+            cx.err(p, v.span(), format!("missing key \"{key}\""));
+            return None;
+        };
+        let kp = t.key_path(key);
+        let s = as_str(cx, &kp, tv)?;
+        let bad = s.bytes().any(|b| {
+            !b.is_ascii_graphic() || (kind != Rewritten::Location && (b == b';' || b == b','))
+        });
+        if bad {
+            let what = if kind == Rewritten::Location {
+                "visible ASCII, no spaces"
+            } else {
+                "visible ASCII, no spaces, ; or ,"
+            };
+            cx.err(
+                &kp,
+                tv.span(),
+                format!("\"{s}\" cannot be written in the field: {what}"),
+            );
+            return None;
+        }
+        if key == "from" && s.is_empty() {
+            cx.err(
+                &kp,
+                tv.span(),
+                "an empty from would match everything: name what is replaced",
+            );
+            return None;
+        }
+        // nginx ignores a leading dot of both; the domain is compared in any case.
+        Some(match kind {
+            Rewritten::CookieDomain if key == "from" => {
+                s.trim_start_matches('.').to_ascii_lowercase()
+            }
+            Rewritten::CookieDomain => s.trim_start_matches('.').to_string(),
+            _ => s.to_string(),
+        })
+    };
+    let (from, to) = (text("from"), text("to"));
+    t.finish(cx);
+    let (from, to) = (from?, to?);
+    if kind == Rewritten::CookieDomain && from.is_empty() {
+        cx.err(p, v.span(), "from is a domain: not only dots");
+        return None;
+    }
+    Some(Replace { from, to })
 }
 
 /// `host[:port]`: a DNS name (or an IP address) and an optional port.

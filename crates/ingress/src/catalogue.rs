@@ -40,7 +40,6 @@ const fn a(name: &'static str, treatment: Treatment, why: &'static str) -> Annot
 use Treatment::{Approximate, Exact, Ignored, Refused};
 
 const BUFFERING: &str = "nginx buffering and connection details: Tollgate streams";
-const RESPONSE: &str = "it rewrites responses, not who may reach the route";
 const TELEMETRY: &str = "logging and tracing";
 const REDIRECTS: &str = "redirect details";
 const MIRROR: &str = "request mirroring: the mirror gets nothing";
@@ -172,16 +171,16 @@ const ALL: &[Annotation] = &[
     a("proxy-buffers-number", Ignored, BUFFERING),
     a("proxy-busy-buffers-size", Ignored, BUFFERING),
     a("proxy-connect-timeout", Exact, ""),
-    a("proxy-cookie-domain", Ignored, RESPONSE),
-    a("proxy-cookie-path", Ignored, RESPONSE),
+    a("proxy-cookie-domain", Exact, ""),
+    a("proxy-cookie-path", Approximate, ""),
     a("proxy-http-version", Ignored, BUFFERING),
     a("proxy-max-temp-file-size", Ignored, BUFFERING),
     a("proxy-next-upstream", Approximate, ""),
     a("proxy-next-upstream-timeout", Ignored, "a time bound on all tries: each attempt keeps the upstream's timeouts, and retries are bounded by attempts and the budget"),
     a("proxy-next-upstream-tries", Approximate, ""),
     a("proxy-read-timeout", Exact, ""),
-    a("proxy-redirect-from", Ignored, RESPONSE),
-    a("proxy-redirect-to", Ignored, RESPONSE),
+    a("proxy-redirect-from", Exact, ""),
+    a("proxy-redirect-to", Exact, ""),
     a("proxy-request-buffering", Ignored, BUFFERING),
     a("proxy-send-timeout", Exact, ""),
     a("proxy-ssl-ciphers", Approximate, ""),

@@ -1,6 +1,7 @@
 //! The edge annotations of a route: `proxy-body-size`, `enable-cors` and `cors-*`,
 //! `server-alias`, `from-to-www-redirect`, `upstream-vhost`, `x-forwarded-prefix`,
-//! `limit-rate` and `limit-rate-after`, as the route keys of docs/edge.md.
+//! `limit-rate` and `limit-rate-after`, the response rewrites ([`super::rewrite_back`]), as
+//! the route keys of docs/edge.md.
 //!
 //! Values are checked here as the config would check them; one that cannot be kept is named
 //! and left out (the route keeps Tollgate's default), as ingress-nginx drops a bad value.
@@ -32,6 +33,8 @@ pub(super) struct EdgeOut {
     pub x_forwarded_prefix: Option<String>,
     /// `limit-rate`, `limit-rate-after` in bytes.
     pub limit_rate: Option<(u64, u64)>,
+    /// `proxy_redirect`, `proxy_cookie_domain` lines ([`super::rewrite_back`]).
+    pub rewrite_back: Vec<String>,
 }
 
 pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> EdgeOut {
@@ -89,6 +92,7 @@ pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> EdgeOut {
         }
     }
     e.limit_rate = bandwidth(a, w);
+    e.rewrite_back = super::rewrite_back::read(a, w);
     edge
 }
 
@@ -256,6 +260,9 @@ pub(super) fn lines(out: &mut String, e: &EdgeOut, host: Option<&str>) {
     }
     if let Some(p) = &e.x_forwarded_prefix {
         let _ = writeln!(out, "x_forwarded_prefix = {}", q(p));
+    }
+    for l in &e.rewrite_back {
+        let _ = writeln!(out, "{l}");
     }
     if let Some((rate, after)) = e.limit_rate {
         let _ = writeln!(

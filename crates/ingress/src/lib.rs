@@ -44,6 +44,7 @@ mod paths;
 mod protect;
 mod proxyssl;
 mod rewrite;
+mod rewrite_back;
 mod routes;
 mod settings;
 mod text;

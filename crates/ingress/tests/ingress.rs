@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::time::Duration;
-use tollgate_config::model::{AuthMethod, Config, PathMatch, RouteAction, RouteConfig};
+use tollgate_config::model::{AuthMethod, Config, PathMatch, Replace, RouteAction, RouteConfig};
 use tollgate_ingress::{import, ImportError, Imported, Options, Treatment};
 
 fn fixture(name: &str) -> String {
@@ -1753,6 +1753,81 @@ fn proxy_ssl_annotations_become_the_upstreams_tls() {
         "proxy-ssl-name without proxy-ssl-secret",
         "proxy-ssl-secret without backend-protocol",
         "Ingress shop/strict: backend-protocol HTTPS/GRPCS: Tollgate verifies",
+    ] {
+        assert_eq!(warned(&i, needle), 1, "{needle}: {:#?}", i.warnings);
+    }
+    assert_once(&i);
+}
+
+/// `proxy-redirect-*` and `proxy-cookie-domain` become the route's response rewrites; values
+/// ingress-nginx's validation drops to `off` are `off` here too, and `proxy-cookie-path`
+/// (whose space that validation refuses) rewrites nothing, named.
+#[test]
+fn redirect_and_cookie_rewrites_are_the_routes_as_ingress_nginx_reads_them() {
+    let y = [
+        ing(
+            "shop",
+            "rw",
+            &[
+                ("proxy-redirect-from", "http://app.internal:8080/"),
+                ("proxy-redirect-to", "https://shop.example/"),
+                ("proxy-cookie-domain", ".app.internal shop.example"),
+            ],
+            &host_rule("rw.example.com", "/", "rw"),
+        ),
+        ing(
+            "shop",
+            "off",
+            &[
+                ("proxy-redirect-from", "default"),
+                ("proxy-redirect-to", "https://x.example/"),
+                ("proxy-cookie-domain", "off"),
+            ],
+            &host_rule("off.example.com", "/", "off"),
+        ),
+        ing(
+            "shop",
+            "bad",
+            &[
+                ("proxy-redirect-from", "http://a/$host"),
+                ("proxy-redirect-to", "/"),
+                ("proxy-cookie-domain", "a.example"),
+                ("proxy-cookie-path", "/internal/ /"),
+            ],
+            &host_rule("bad.example.com", "/", "bad"),
+        ),
+    ]
+    .concat();
+    let i = run(&y);
+    let c = config(&i);
+    let rw = &route(&c, "shop.rw.1").edge;
+    assert_eq!(
+        rw.proxy_redirect,
+        [Replace {
+            from: "http://app.internal:8080/".into(),
+            to: "https://shop.example/".into()
+        }]
+    );
+    assert_eq!(
+        rw.proxy_cookie_domain,
+        [Replace {
+            from: "app.internal".into(),
+            to: "shop.example".into()
+        }]
+    );
+    for r in ["shop.off.1", "shop.bad.1"] {
+        let e = &route(&c, r).edge;
+        assert!(
+            e.proxy_redirect.is_empty()
+                && e.proxy_cookie_domain.is_empty()
+                && e.proxy_cookie_path.is_empty(),
+            "{r}: {e:?}"
+        );
+    }
+    for needle in [
+        "proxy-redirect-from \"http://a/$host\" has characters",
+        "proxy-cookie-domain \"a.example\" is not off",
+        "proxy-cookie-path \"/internal/ /\"",
     ] {
         assert_eq!(warned(&i, needle), 1, "{needle}: {:#?}", i.warnings);
     }

@@ -193,6 +193,19 @@ async fn echo(
         "content-type",
         http::HeaderValue::from_static("application/json"),
     );
+    // And the response fields it wants the upstream to send (`x-want-header: NAME: VALUE`,
+    // one field each): a Location, a Set-Cookie.
+    for want in parts.headers.get_all("x-want-header") {
+        let Some((name, value)) = want.to_str().ok().and_then(|w| w.split_once(':')) else {
+            continue;
+        };
+        if let (Ok(n), Ok(v)) = (
+            http::HeaderName::from_bytes(name.trim().as_bytes()),
+            http::HeaderValue::from_str(value.trim()),
+        ) {
+            resp.headers_mut().append(n, v);
+        }
+    }
     Ok(resp)
 }
 

@@ -26,6 +26,21 @@ pub struct EdgeConfig {
     pub limit_rate_after: u64,
     /// The other spelling of the route's one host (with or without `www.`) answers 308 to it.
     pub www_redirect: bool,
+    /// nginx's `proxy_redirect`: a `Location` / `Refresh` URL starting with `from` starts
+    /// with `to` instead (the first that matches).
+    pub proxy_redirect: Vec<Replace>,
+    /// nginx's `proxy_cookie_domain`: a `Set-Cookie` Domain equal to `from` (case-insensitive,
+    /// a leading dot ignored; `from` kept without it) becomes `to`.
+    pub proxy_cookie_domain: Vec<Replace>,
+    /// nginx's `proxy_cookie_path`: a `Set-Cookie` Path starting with `from` starts with `to`.
+    pub proxy_cookie_path: Vec<Replace>,
+}
+
+/// One `{ from, to }` of the response rewrites.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replace {
+    pub from: String,
+    pub to: String,
 }
 
 /// `cors = { ... }` (docs/edge.md): which origins a browser may call the route from.

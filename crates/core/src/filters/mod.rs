@@ -5,4 +5,5 @@
 pub mod access;
 pub mod cors;
 pub mod headers;
+pub mod rewrite_back;
 pub mod shaping;

@@ -27,6 +27,8 @@ pub struct ShapingRt {
     /// Bytes per second (0: none) after `rate_after` bytes.
     pub rate: u64,
     pub rate_after: u64,
+    /// `proxy_redirect`, `proxy_cookie_domain`, `proxy_cookie_path`.
+    pub rewrite_back: Option<Box<crate::filters::rewrite_back::RewriteBack>>,
 }
 
 /// One request's edge state (on routes with a [`ShapingRt`]).
@@ -66,6 +68,7 @@ impl ShapingRt {
             compress: e.compress,
             rate: e.limit_rate,
             rate_after: e.limit_rate_after,
+            rewrite_back: crate::filters::rewrite_back::RewriteBack::build(e),
         };
         let used = rt.request_rules.is_some()
             || rt.response_rules.is_some()
@@ -73,7 +76,8 @@ impl ShapingRt {
             || rt.upstream_host.is_some()
             || rt.forwarded_prefix.is_some()
             || rt.compress
-            || rt.rate > 0;
+            || rt.rate > 0
+            || rt.rewrite_back.is_some();
         used.then(|| Box::new(rt))
     }
 
@@ -226,6 +230,10 @@ impl ShapingCtx {
         resp: &mut ResponseHeader,
         vars: &Vars,
     ) {
+        // The upstream's own URLs and cookies first: a header rule's value is the route's.
+        if let Some(b) = &rt.rewrite_back {
+            b.apply(resp);
+        }
         if let Some(r) = &rt.response_rules {
             r.apply_response(resp, vars);
         }
@@ -353,6 +361,7 @@ mod tests {
             compress: false,
             rate: 1000,
             rate_after: 500,
+            rewrite_back: None,
         };
         let mut c = ShapingCtx::default();
         let mut chunk = Some(bytes::Bytes::from(vec![0u8; 500]));
