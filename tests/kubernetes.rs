@@ -1025,3 +1025,97 @@ async fn cluster_size_5000_ingresses_and_20000_endpoints() {
         "an endpoint change alone reloads nothing"
     );
 }
+
+fn configmap(name: &str, data: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: shop\ndata:\n{data}")
+}
+
+/// `custom-headers`: the ConfigMap an Ingress names sets its answers' fields, under the
+/// controller ConfigMap's allow list, and a change of it is served within a second; a
+/// ConfigMap no Ingress names (a leader-election lock beating) reloads nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_headers_follow_their_configmap_live() {
+    let c = Cluster::start().await;
+    let web = Backend::start().await.expect("web");
+    c.apply(&service("web", web.addr.port()));
+    c.apply(&configmap(
+        "controller",
+        "  global-allowed-response-headers: \"X-Frame-Options,X-Team\"\n",
+    ));
+    c.apply(&configmap("security", "  X-Frame-Options: DENY\n"));
+    let (port, admin) = (free_port(), free_port());
+    let _gw = c
+        .gateway_with(
+            Path::new(BIN),
+            port,
+            admin,
+            "",
+            &["--configmap", "shop/controller"],
+        )
+        .await;
+    assert!(ready(admin).await);
+    c.apply(&ingress(
+        "framed",
+        "tollgate",
+        "/",
+        "    nginx.ingress.kubernetes.io/custom-headers: shop/security\n",
+    ));
+    let field = || async move {
+        get(port, "/", &[("host", "framed.example")])
+            .await
+            .ok()
+            .filter(|r| r.status == 200)
+            .and_then(|r| r.header("x-frame-options").map(str::to_string))
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || async move {
+            field().await.as_deref() == Some("DENY")
+        })
+        .await,
+        "the ConfigMap's field is set"
+    );
+    // Changed: served within a second. A field the allow list lacks: 403, never dropped.
+    c.apply(&configmap(
+        "security",
+        "  X-Frame-Options: SAMEORIGIN\n  X-Team: shop\n",
+    ));
+    let t = Instant::now();
+    while field().await.as_deref() != Some("SAMEORIGIN") {
+        assert!(
+            t.elapsed() < Duration::from_secs(1),
+            "the change took over 1 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    c.apply(&configmap("security", "  X-Debug: \"1\"\n"));
+    assert!(
+        until(port, "framed.example", "/", 403, Duration::from_secs(5))
+            .await
+            .is_some()
+    );
+    c.apply(&configmap("security", "  X-Frame-Options: DENY\n"));
+    assert!(
+        until(port, "framed.example", "/", 200, Duration::from_secs(5))
+            .await
+            .is_some()
+    );
+    // A ConfigMap nobody names, changed again and again: no translation, no reload.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let reloads = metric(
+        &metrics(admin).await,
+        "tollgate_config_reloads_total",
+        &["result=\"ok\""],
+    );
+    for beat in 0..5 {
+        c.apply(&configmap("lock", &format!("  holder: \"pod-{beat}\"\n")));
+    }
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let m = metrics(admin).await;
+    assert_eq!(
+        metric(&m, "tollgate_config_reloads_total", &["result=\"ok\""]),
+        reloads,
+        "a ConfigMap no Ingress names reloads nothing"
+    );
+    // Counted at the last translation: the controller's and the one named.
+    assert!(metric(&m, "tollgate_kube_objects", &["kind=\"ConfigMap\""]) >= 2.0);
+}

@@ -73,6 +73,12 @@ fn refused(name: &str, toward: Toward) -> Option<&'static str> {
     None
 }
 
+/// Why a response header rule may not write `name` (lower case), if it may not: the
+/// importer asks before it writes one (`custom-headers`).
+pub fn response_header_refused(name: &str) -> Option<&'static str> {
+    refused(name, Toward::Client)
+}
+
 /// A header name as a rule may name it: a token, in lower case.
 fn header_name(
     cx: &mut Cx,

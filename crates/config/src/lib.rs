@@ -35,7 +35,7 @@ mod upstreams;
 mod values;
 
 pub use auth::{bcrypt_cost, weak_hash_warnings, BCRYPT_COST_FLOOR};
-pub use edge::{origin_rule, parse_size};
+pub use edge::{origin_rule, parse_size, response_header_refused};
 pub use files::{read_bounded, MAX_FILE_BYTES};
 pub use reader::Problem;
 pub use rls_tree::counter as rls_counter;

@@ -101,11 +101,7 @@ const ALL: &[Annotation] = &[
     a("cors-allow-origin", Approximate, ""),
     a("cors-expose-headers", Approximate, ""),
     a("cors-max-age", Approximate, ""),
-    a(
-        "custom-headers",
-        Ignored,
-        "response headers from a ConfigMap the import cannot read; set them in the application",
-    ),
+    a("custom-headers", Approximate, ""),
     a("custom-http-errors", Ignored, "error pages"),
     a(
         "default-backend",

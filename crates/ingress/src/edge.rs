@@ -35,6 +35,8 @@ pub(super) struct EdgeOut {
     pub limit_rate: Option<(u64, u64)>,
     /// `proxy_redirect`, `proxy_cookie_domain` lines ([`super::rewrite_back`]).
     pub rewrite_back: Vec<String>,
+    /// `custom-headers`' `response_headers` line ([`super::custom_headers`]).
+    pub response_headers: Option<String>,
 }
 
 pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> EdgeOut {
@@ -261,7 +263,7 @@ pub(super) fn lines(out: &mut String, e: &EdgeOut, host: Option<&str>) {
     if let Some(p) = &e.x_forwarded_prefix {
         let _ = writeln!(out, "x_forwarded_prefix = {}", q(p));
     }
-    for l in &e.rewrite_back {
+    for l in e.rewrite_back.iter().chain(&e.response_headers) {
         let _ = writeln!(out, "{l}");
     }
     if let Some((rate, after)) = e.limit_rate {

@@ -57,10 +57,18 @@ pub(super) struct Global {
     pub from: Option<String>,
     /// `enable-underscores-in-headers: "true"`: `[server] underscores_in_headers = true`.
     pub underscores_in_headers: bool,
+    /// `global-allowed-response-headers`: the names `custom-headers` may set, as written.
+    pub allowed_response_headers: Vec<String>,
 }
 
 /// The controller's ConfigMap among `maps` (`wanted`: `--configmap NS/NAME`), translated.
-pub(super) fn decide(maps: &[ConfigMap], wanted: Option<&str>, w: &mut Warnings) -> Global {
+/// `used`: the ConfigMaps an Ingress names (`custom-headers`), read there, not skipped.
+pub(super) fn decide(
+    maps: &[ConfigMap],
+    wanted: Option<&str>,
+    used: &std::collections::BTreeSet<String>,
+    w: &mut Warnings,
+) -> Global {
     let found = match wanted {
         Some(id) => {
             let m = maps.iter().find(|m| format!("{}/{}", m.ns, m.name) == id);
@@ -76,7 +84,9 @@ pub(super) fn decide(maps: &[ConfigMap], wanted: Option<&str>, w: &mut Warnings)
             .find(|m| DEFAULT_NAMES.contains(&m.name.as_str())),
     };
     for m in maps {
-        if !found.is_some_and(|f| std::ptr::eq(f, m)) {
+        if !found.is_some_and(|f| std::ptr::eq(f, m))
+            && !used.contains(&format!("{}/{}", m.ns, m.name))
+        {
             w.push(comment(&format!(
                 "ConfigMap {}/{}: not the controller's (name it with --configmap NS/NAME): skipped",
                 m.ns, m.name
@@ -101,6 +111,17 @@ pub(super) fn decide(maps: &[ConfigMap], wanted: Option<&str>, w: &mut Warnings)
                     "ConfigMap {id}: enable-underscores-in-headers \"{other}\" is not a boolean: ingress-nginx's default (false) kept"
                 ))),
             },
+            "global-allowed-response-headers" => {
+                for h in v.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+                    if h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+                        g.allowed_response_headers.push(h.to_string());
+                    } else {
+                        w.push(comment(&format!(
+                            "ConfigMap {id}: global-allowed-response-headers: \"{h}\" is not a header name: left out (as by ingress-nginx)"
+                        )));
+                    }
+                }
+            }
             other => w.push(comment(&format!(
                 "ConfigMap {id}: {other}: not translated (set its equivalent in [server] or the routes, see docs/ingress-nginx.md)"
             ))),
@@ -142,7 +163,7 @@ mod tests {
             ),
         ];
         let mut w = Warnings::default();
-        let g = decide(&maps, None, &mut w);
+        let g = decide(&maps, None, &Default::default(), &mut w);
         assert!(g.underscores_in_headers);
         assert_eq!(
             g.from.as_deref(),
@@ -159,12 +180,23 @@ mod tests {
         );
         // An application's ConfigMap is never taken for the controller's.
         let mut w = Warnings::default();
-        assert_eq!(decide(&maps[..1], None, &mut w), Global::default());
+        assert_eq!(
+            decide(&maps[..1], None, &Default::default(), &mut w),
+            Global::default()
+        );
         // Named on the command line.
         let mut w = Warnings::default();
-        assert!(decide(&maps, Some("shop/app-settings"), &mut w).underscores_in_headers);
+        assert!(
+            decide(
+                &maps,
+                Some("shop/app-settings"),
+                &Default::default(),
+                &mut w
+            )
+            .underscores_in_headers
+        );
         let mut w = Warnings::default();
-        let g = decide(&maps, Some("x/missing"), &mut w);
+        let g = decide(&maps, Some("x/missing"), &Default::default(), &mut w);
         assert_eq!(g, Global::default());
         assert!(w
             .finish()
@@ -176,6 +208,6 @@ mod tests {
             "nginx-configuration",
             &[("enable-underscores-in-headers", "yes")],
         )];
-        assert!(!decide(&bad, None, &mut w).underscores_in_headers);
+        assert!(!decide(&bad, None, &Default::default(), &mut w).underscores_in_headers);
     }
 }

@@ -30,6 +30,7 @@ mod balancing;
 mod canary;
 mod catalogue;
 mod class;
+mod custom_headers;
 mod deny;
 mod depth;
 mod edge;
@@ -144,7 +145,12 @@ pub fn import(yaml: &str, opts: &Options) -> Result<Imported, ImportError> {
     depth::check(yaml)?;
     let mut maps = Vec::new();
     let all = objects::read(yaml, &mut maps, &mut w)?;
-    let global = global::decide(&maps, opts.configmap.as_deref(), &mut w);
+    let used: std::collections::BTreeSet<String> = all
+        .iter()
+        .filter_map(|i| i.ann("custom-headers"))
+        .map(|v| v.trim().to_string())
+        .collect();
+    let global = global::decide(&maps, opts.configmap.as_deref(), &used, &mut w);
     if all.is_empty() {
         return Err(ImportError::NoIngress(
             "no networking.k8s.io/v1 Ingress in the input".into(),
@@ -165,7 +171,14 @@ pub fn import(yaml: &str, opts: &Options) -> Result<Imported, ImportError> {
     let count = ings.len();
     let (canaries, prod): (Vec<Ingress>, Vec<Ingress>) =
         ings.into_iter().partition(|i| canary::is_canary(i, &mut w));
-    let mut settings: Vec<Settings> = prod.iter().map(|i| settings::read(i, &mut w)).collect();
+    let lookup = custom_headers::Lookup {
+        maps: &maps,
+        allowed: &global.allowed_response_headers,
+    };
+    let mut settings: Vec<Settings> = prod
+        .iter()
+        .map(|i| settings::read(i, &lookup, &mut w))
+        .collect();
     let tls = listener::decide(&prod, &mut settings, &mut w);
     hosts::aliases(&prod, &mut settings, &mut w);
     let mut routes = routes::build(&prod, &settings, upstream_of, &mut w);

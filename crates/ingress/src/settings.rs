@@ -7,7 +7,10 @@ use super::catalogue::{self, Treatment};
 use super::objects::Ingress;
 use super::text::{comment, Warnings};
 use super::upstreams::{Proto, Timeouts};
-use super::{access, auth, balancing, edge, limits, protect, proxyssl, rewrite, timeouts, tls};
+use super::{
+    access, auth, balancing, custom_headers, edge, limits, protect, proxyssl, rewrite, timeouts,
+    tls,
+};
 
 /// What one production Ingress asks for.
 pub(super) struct Settings {
@@ -46,7 +49,7 @@ pub(super) struct Settings {
 }
 
 /// Every annotation of a production Ingress.
-pub(super) fn read(ing: &Ingress, w: &mut Warnings) -> Settings {
+pub(super) fn read(ing: &Ingress, lookup: &custom_headers::Lookup, w: &mut Warnings) -> Settings {
     let mut a = Anns::new(ing);
     let limits = limits::read(&mut a, w);
     let access = access::read(&mut a, &limits.allow, w);
@@ -56,7 +59,8 @@ pub(super) fn read(ing: &Ingress, w: &mut Warnings) -> Settings {
     let (upstream_ssl, ssl_refusal) = proxyssl::read(&mut a, tls.proto.tls(), w);
     let auth = auth::read(&mut a, w);
     let protect = protect::read(&mut a, w);
-    let edge = edge::read(&mut a, w);
+    let mut edge = edge::read(&mut a, w);
+    let custom = custom_headers::read(&mut a, lookup);
     let balancing = balancing::read(&mut a, w);
     for key in catalogue::CANARY_KEYS {
         if key != "canary" && a.get(key).is_some() {
@@ -74,6 +78,11 @@ pub(super) fn read(ing: &Ingress, w: &mut Warnings) -> Settings {
     refusals.extend(auth.refusals);
     refusals.extend(protect.refusals);
     refusals.extend(ssl_refusal);
+    match custom {
+        Some(Ok(line)) => edge.response_headers = Some(line),
+        Some(Err(r)) => refusals.push(r),
+        None => {}
+    }
     Settings {
         limits: limits.limits,
         attached: limits.attached,

@@ -1833,3 +1833,101 @@ fn redirect_and_cookie_rewrites_are_the_routes_as_ingress_nginx_reads_them() {
     }
     assert_once(&i);
 }
+
+fn configmap(ns: &str, name: &str, data: &[(&str, &str)]) -> String {
+    let mut y = format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n");
+    for (k, v) in data {
+        let v = v
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\u{7f}', "\\x7f");
+        y.push_str(&format!("  {k}: \"{v}\"\n"));
+    }
+    y
+}
+
+/// `custom-headers`: the ConfigMap's fields set on the routes' answers when the controller's
+/// `global-allowed-response-headers` lists each (as ingress-nginx, which denies the location
+/// otherwise: 403 here); another namespace's ConfigMap, a missing one, a bad value and a
+/// field Tollgate owns are refused, never dropped.
+#[test]
+fn custom_headers_come_from_their_configmap_under_the_controllers_allow_list() {
+    let with = |name: &str, map: &str| {
+        ing(
+            "shop",
+            name,
+            &[("custom-headers", map)],
+            &host_rule(&format!("{name}.example.com"), "/", name),
+        )
+    };
+    let y = [
+        configmap(
+            "ingress-nginx",
+            "ingress-nginx-controller",
+            &[(
+                "global-allowed-response-headers",
+                "X-Frame-Options, Content-Security-Policy,Content-Length,X-Price",
+            )],
+        ),
+        configmap(
+            "shop",
+            "security",
+            &[
+                ("X-Frame-Options", "DENY"),
+                ("Content-Security-Policy", "default-src 'self'"),
+                ("X-Price", "$5"),
+            ],
+        ),
+        configmap("shop", "unlisted", &[("X-Debug", "1")]),
+        configmap("shop", "owned", &[("Content-Length", "0")]),
+        configmap("shop", "bad-value", &[("X-Frame-Options", "DENY\u{7f}")]),
+        configmap("other", "security", &[("X-Frame-Options", "DENY")]),
+        configmap("shop", "stray", &[("X-Frame-Options", "DENY")]),
+        with("ok", "shop/security"),
+        with("unlisted", "shop/unlisted"),
+        with("owned", "shop/owned"),
+        with("badvalue", "shop/bad-value"),
+        with("theirs", "other/security"),
+        with("missing", "shop/nope"),
+        with("bare", "security"),
+    ]
+    .concat();
+    let i = run(&y);
+    let c = config(&i);
+    let set = &route(&c, "shop.ok.1").edge.response_headers;
+    assert!(
+        i.toml.contains(r#""X-Price" = "$$5""#),
+        "a literal dollar: {}",
+        i.toml
+    );
+    assert!(
+        format!("{set:?}").contains("content-security-policy"),
+        "{set:?}"
+    );
+    let denied = denied_routes(&i);
+    for r in [
+        "shop.unlisted.1",
+        "shop.owned.1",
+        "shop.badvalue.1",
+        "shop.theirs.1",
+        "shop.missing.1",
+        "shop.bare.1",
+    ] {
+        assert!(denied.contains(&r), "{r}: {denied:?}");
+        assert_eq!(target(&c, route(&c, r)), "403");
+    }
+    assert!(!denied.contains(&"shop.ok.1"));
+    assert_eq!(
+        warned(&i, "ConfigMap shop/security: not the controller's"),
+        0,
+        "{:#?}",
+        i.warnings
+    );
+    assert_eq!(
+        warned(&i, "ConfigMap shop/stray: not the controller's"),
+        1,
+        "{:#?}",
+        i.warnings
+    );
+    assert_once(&i);
+}

@@ -3,11 +3,12 @@
 use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// The kinds watched, as the metrics label them.
-pub const KINDS: [&str; 6] = [
+pub const KINDS: [&str; 7] = [
     "IngressClass",
     "Ingress",
     "Service",
     "EndpointSlice",
+    "ControllerConfigMap",
     "ConfigMap",
     "Secret",
 ];

@@ -8,6 +8,7 @@ use crate::secrets;
 use crate::select::Classes;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use tollgate_config::mounted::Files;
 use toml::Table;
@@ -18,6 +19,9 @@ pub struct Cluster<'a> {
     pub ingresses: Vec<&'a Ingress>,
     pub services: Vec<&'a Service>,
     pub configmap: Option<&'a ConfigMap>,
+    /// The watched namespaces' ConfigMaps: those an Ingress names (`custom-headers`) go to
+    /// the importer with it.
+    pub configmaps: Vec<&'a ConfigMap>,
     pub secrets: Vec<&'a Secret>,
     /// `--default-ssl-certificate NAMESPACE/NAME`.
     pub default_certificate: Option<&'a str>,
@@ -198,7 +202,24 @@ fn items_of(
     items
 }
 
-/// The importer on `items` (and the ConfigMap): the table and the importer's warnings.
+/// An Ingress's `custom-headers` value (`NAMESPACE/NAME` of a ConfigMap).
+pub fn custom_headers_of(i: &Ingress) -> Option<&str> {
+    i.metadata
+        .annotations
+        .as_ref()?
+        .get("nginx.ingress.kubernetes.io/custom-headers")
+        .map(|v| v.trim())
+}
+
+/// What the ConfigMap reflector keeps: all but the managed fields and kubectl's copy.
+pub fn trim_configmap(cm: &mut ConfigMap) {
+    cm.metadata.managed_fields = None;
+    if let Some(a) = cm.metadata.annotations.as_mut() {
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// The importer on `items` (and the ConfigMaps): the table and the importer's warnings.
 fn import_items(
     items: &[(String, serde_json::Value)],
     configmap: Option<&str>,
@@ -207,6 +228,33 @@ fn import_items(
     let mut objects: Vec<&serde_json::Value> = items.iter().map(|(_, v)| v).collect();
     let cm = c.configmap.and_then(|cm| serde_json::to_value(cm).ok());
     objects.extend(cm.as_ref());
+    // The ConfigMaps the items name (the controller's is there already).
+    let named: BTreeSet<&str> = items
+        .iter()
+        .filter_map(|(_, v)| {
+            v.pointer("/metadata/annotations/nginx.ingress.kubernetes.io~1custom-headers")?
+                .as_str()
+                .map(str::trim)
+        })
+        .collect();
+    let id = |m: &ConfigMap| {
+        format!(
+            "{}/{}",
+            m.metadata.namespace.as_deref().unwrap_or(""),
+            m.metadata.name.as_deref().unwrap_or("")
+        )
+    };
+    let controller = c.configmap.map(id);
+    let theirs: Vec<serde_json::Value> = c
+        .configmaps
+        .iter()
+        .filter(|m| {
+            let m = id(m);
+            named.contains(m.as_str()) && controller.as_deref() != Some(m.as_str())
+        })
+        .filter_map(|m| serde_json::to_value(m).ok())
+        .collect();
+    objects.extend(&theirs);
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
     let yaml = serde_yaml_ng::to_string(&list)
         .map_err(|e| format!("the Ingresses could not be written for the importer: {e}"))?;

@@ -39,6 +39,26 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
+    reflect_some(kind, api, cfg, tx, m, trim, None)
+}
+
+/// Which changes of a kind are told to the translations (the others are kept, unsaid).
+type Wanted<K> = Box<dyn Fn(&K) -> bool + Send + Sync>;
+
+/// [`reflect`], telling only the changes `wanted` wants (all, without one).
+fn reflect_some<K>(
+    kind: &'static str,
+    api: Api<K>,
+    cfg: watcher::Config,
+    tx: mpsc::UnboundedSender<(&'static str, Seen)>,
+    m: KubeMetrics,
+    trim: fn(&mut K),
+    wanted: Option<Wanted<K>>,
+) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
     let (reader, writer) = reflector::store();
     tokio::spawn(async move {
         let mut events = reflector::reflector(writer, watcher(api, cfg).modify(trim))
@@ -57,6 +77,11 @@ where
                 }
                 Ok(watcher::Event::InitApply(_)) => continue,
                 Ok(watcher::Event::InitDone) => Seen::Synced,
+                Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o))
+                    if wanted.as_ref().is_some_and(|w| !w(&o)) =>
+                {
+                    continue
+                }
                 Ok(_) => Seen::Changed,
                 Err(e) => {
                     m.restarts.with_label_values(&[kind]).inc();
@@ -89,6 +114,9 @@ struct Stores {
     services: Store<Service>,
     slices: Store<EndpointSlice>,
     configmap: Option<Store<ConfigMap>>,
+    /// The watched namespaces' ConfigMaps, for `custom-headers`: a change is told only when
+    /// an Ingress names the ConfigMap (a leader-election lock's beat is not a translation).
+    configmaps: Store<ConfigMap>,
     secrets: Store<Secret>,
 }
 
@@ -115,11 +143,13 @@ impl Stores {
             .as_ref()
             .map(|s| s.state())
             .unwrap_or_default();
+        let maps = self.configmaps.state();
         for (kind, n) in [
             ("IngressClass", c.len()),
             ("Ingress", i.len()),
             ("Service", s.len()),
-            ("ConfigMap", cm.len()),
+            ("ControllerConfigMap", cm.len()),
+            ("ConfigMap", maps.len()),
             ("Secret", sec.len()),
         ] {
             m.objects.with_label_values(&[kind]).set(n as i64);
@@ -129,6 +159,7 @@ impl Stores {
             ingresses: i.iter().map(Arc::as_ref).collect(),
             services: s.iter().map(Arc::as_ref).collect(),
             configmap: cm.first().map(Arc::as_ref),
+            configmaps: maps.iter().map(Arc::as_ref).collect(),
             secrets: sec.iter().map(Arc::as_ref).collect(),
             default_certificate: opts.default_certificate.as_deref(),
         };
@@ -219,11 +250,32 @@ struct Outlets {
     events: mpsc::UnboundedSender<Vec<String>>,
 }
 
+/// Whether an Ingress of `ingresses` names a ConfigMap (`custom-headers: NS/NAME`).
+fn named_by(ingresses: Store<Ingress>) -> Wanted<ConfigMap> {
+    Box::new(move |cm: &ConfigMap| {
+        let (Some(ns), Some(name)) = (&cm.metadata.namespace, &cm.metadata.name) else {
+            return false;
+        };
+        ingresses.state().iter().any(|i| {
+            crate::translate::custom_headers_of(i)
+                .is_some_and(|v| v.split_once('/') == Some((ns.as_str(), name.as_str())))
+        })
+    })
+}
+
 /// The reflectors, how many kinds must list before the first translation, and their events.
 fn start(client: &Client, opts: &Options, m: &KubeMetrics) -> (Stores, usize, Events) {
     let (tx, rx) = mpsc::unbounded_channel();
     let ns = opts.namespace.as_deref();
     let all = watcher::Config::default();
+    let ingresses = reflect(
+        "Ingress",
+        api(client, ns),
+        all.clone(),
+        tx.clone(),
+        m.clone(),
+        keep,
+    );
     let stores = Stores {
         classes: reflect(
             "IngressClass",
@@ -233,14 +285,7 @@ fn start(client: &Client, opts: &Options, m: &KubeMetrics) -> (Stores, usize, Ev
             m.clone(),
             keep,
         ),
-        ingresses: reflect(
-            "Ingress",
-            api(client, ns),
-            all.clone(),
-            tx.clone(),
-            m.clone(),
-            keep,
-        ),
+        ingresses: ingresses.clone(),
         services: reflect(
             "Service",
             api(client, ns),
@@ -264,7 +309,7 @@ fn start(client: &Client, opts: &Options, m: &KubeMetrics) -> (Stores, usize, Ev
             .map(|(cns, name)| {
                 let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
                 reflect(
-                    "ConfigMap",
+                    "ControllerConfigMap",
                     Api::namespaced(client.clone(), cns),
                     cfg,
                     tx.clone(),
@@ -272,6 +317,15 @@ fn start(client: &Client, opts: &Options, m: &KubeMetrics) -> (Stores, usize, Ev
                     keep,
                 )
             }),
+        configmaps: reflect_some(
+            "ConfigMap",
+            api(client, ns),
+            all.clone(),
+            tx.clone(),
+            m.clone(),
+            crate::translate::trim_configmap,
+            Some(named_by(ingresses.clone())),
+        ),
         secrets: reflect(
             "Secret",
             api(client, ns),
@@ -281,7 +335,7 @@ fn start(client: &Client, opts: &Options, m: &KubeMetrics) -> (Stores, usize, Ev
             crate::secrets::trim,
         ),
     };
-    let kinds = 5 + usize::from(stores.configmap.is_some());
+    let kinds = 6 + usize::from(stores.configmap.is_some());
     (stores, kinds, rx)
 }
 

@@ -51,6 +51,7 @@ fn the_importer_translates_what_is_chosen_and_names_the_service() {
         ingresses: vec![&a, &b, &c, &d],
         services: vec![&svc],
         configmap: None,
+        configmaps: vec![],
         secrets: vec![],
         default_certificate: None,
     };
@@ -84,6 +85,7 @@ fn the_importer_translates_what_is_chosen_and_names_the_service() {
         ingresses: vec![&a, &e],
         services: vec![],
         configmap: None,
+        configmaps: vec![],
         secrets: vec![],
         default_certificate: None,
     };
@@ -135,6 +137,7 @@ fn the_importer_translates_what_is_chosen_and_names_the_service() {
         ingresses: vec![&g],
         services: vec![&svc8],
         configmap: None,
+        configmaps: vec![],
         secrets: vec![],
         default_certificate: None,
     };
@@ -150,6 +153,7 @@ fn the_importer_translates_what_is_chosen_and_names_the_service() {
         ingresses: vec![&g],
         services: vec![&svc],
         configmap: None,
+        configmaps: vec![],
         secrets: vec![],
         default_certificate: None,
     };
@@ -177,6 +181,7 @@ fn the_importer_translates_what_is_chosen_and_names_the_service() {
         ingresses: vec![&f],
         services: vec![],
         configmap: None,
+        configmaps: vec![],
         secrets: vec![],
         default_certificate: None,
     };
@@ -216,6 +221,7 @@ fn the_importer_translates_what_is_chosen_and_names_the_service() {
         ingresses: vec![&f, &g2],
         services: vec![],
         configmap: None,
+        configmaps: vec![],
         secrets: vec![&users],
         default_certificate: None,
     };
@@ -241,6 +247,7 @@ fn the_importer_translates_what_is_chosen_and_names_the_service() {
         ingresses: vec![&b],
         services: vec![],
         configmap: None,
+        configmaps: vec![],
         secrets: vec![],
         default_certificate: None,
     };
@@ -320,6 +327,7 @@ fn proxy_ssl_secret_keys_the_secret_lacks_are_left_out() {
         ingresses: vec![&full, &ca_only, &client_only, &empty, &gone],
         services: vec![],
         configmap: None,
+        configmaps: vec![],
         secrets: vec![&s_full, &s_ca, &s_client, &s_empty],
         default_certificate: None,
     };
@@ -366,4 +374,56 @@ fn proxy_ssl_secret_keys_the_secret_lacks_are_left_out() {
         t.problems
     );
     tollgate_config::mounted::replace(Arc::default()).expect("empty");
+}
+
+/// `custom-headers`: the ConfigMap an Ingress names goes to the importer with it, under the
+/// controller ConfigMap's allow list; one it does not name stays out of the translation.
+#[test]
+fn the_configmap_an_ingress_names_is_read_with_it() {
+    let class: IngressClass = serde_json::from_value(json!({"metadata": {"name": "tollgate"}, "spec": {"controller": "tollgate.io/ingress-controller"}})).expect("class");
+    let cm = |ns: &str, name: &str, data: serde_json::Value| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": ns}, "data": data}))
+            .expect("configmap")
+    };
+    let controller = cm(
+        "tollgate",
+        "tollgate-controller",
+        json!({"global-allowed-response-headers": "X-Frame-Options"}),
+    );
+    let security = cm("shop", "security", json!({"X-Frame-Options": "DENY"}));
+    let stray = cm("shop", "stray", json!({"X-Other": "1"}));
+    let mut a = ing("a", Some("tollgate"), false);
+    a.metadata.annotations.get_or_insert_default().insert(
+        "nginx.ingress.kubernetes.io/custom-headers".into(),
+        "shop/security".into(),
+    );
+    let cluster = Cluster {
+        classes: vec![&class],
+        ingresses: vec![&a],
+        services: vec![],
+        configmap: Some(&controller),
+        configmaps: vec![&security, &stray, &controller],
+        secrets: vec![],
+        default_certificate: None,
+    };
+    let t = translate(
+        &Classes::default(),
+        Some("tollgate/tollgate-controller"),
+        &cluster,
+        &|_, _| Ok(()),
+    );
+    assert_eq!(t.served, 1, "{:?}", t.problems);
+    let toml = t.toml.expect("toml");
+    assert!(
+        toml.contains("X-Frame-Options") && toml.contains("DENY"),
+        "{toml}"
+    );
+    assert!(
+        !t.problems
+            .iter()
+            .any(|p| p.contains("stray") || p.contains("skipped")),
+        "{:?}",
+        t.problems
+    );
+    assert_eq!(custom_headers_of(&a), Some("shop/security"));
 }
