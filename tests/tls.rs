@@ -679,9 +679,27 @@ https_redirect = false
 path_prefix = "/limited"
 upstream = "app"
 limits = ["per_client"]
+
+[[routes]]
+path_prefix = "/nginx/"
+upstream = "app"
+https_redirect_drop_slash = true
 "#,
     )
     .await;
+    // ingress-nginx's way: one trailing slash of the path and query dropped.
+    for (path, want) in [
+        ("/nginx/dir/", "/nginx/dir"),
+        ("/nginx/a?b=1", "/nginx/a?b=1"),
+    ] {
+        let r = get(e.port, path, &[("host", "a.test")]).await.expect("GET");
+        assert_eq!(r.status, 308);
+        assert_eq!(
+            r.header("location"),
+            Some(format!("https://a.test:{}{want}", e.tls).as_str()),
+            "{path}"
+        );
+    }
     // 308 (method and body kept) to the same host, path and query on the TLS port.
     let r = get(e.port, "/x/../api/v1?q=1&r=%20", &[("host", "A.Test:8080")])
         .await

@@ -542,6 +542,10 @@ pub(crate) fn route(cx: &mut Cx, r: &mut Tbl) -> Option<EdgeConfig> {
     if let Some(v) = r.get("www_redirect") {
         e.www_redirect = as_bool(cx, &r.key_path("www_redirect"), v).unwrap_or(false);
     }
+    if let Some(v) = r.get("https_redirect_drop_slash") {
+        e.https_redirect_drop_slash =
+            as_bool(cx, &r.key_path("https_redirect_drop_slash"), v).unwrap_or(false);
+    }
     ok &= response_rewrites(cx, r, &mut e);
     ok.then_some(e)
 }

@@ -160,7 +160,7 @@ const ALL: &[Annotation] = &[
     a("opentelemetry-trust-incoming-span", Ignored, TELEMETRY),
     a("permanent-redirect", Exact, ""),
     a("permanent-redirect-code", Exact, ""),
-    a("preserve-trailing-slash", Ignored, REDIRECTS),
+    a("preserve-trailing-slash", Exact, ""),
     a("proxy-body-size", Exact, ""),
     a("proxy-buffer-size", Ignored, BUFFERING),
     a("proxy-buffering", Ignored, BUFFERING),

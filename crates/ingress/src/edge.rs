@@ -37,6 +37,8 @@ pub(super) struct EdgeOut {
     pub rewrite_back: Vec<String>,
     /// `custom-headers`' `response_headers` line ([`super::custom_headers`]).
     pub response_headers: Option<String>,
+    /// `preserve-trailing-slash`: the HTTPS redirect keeps a trailing `/`.
+    pub preserve_trailing_slash: bool,
 }
 
 pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> EdgeOut {
@@ -95,6 +97,12 @@ pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> EdgeOut {
     }
     e.limit_rate = bandwidth(a, w);
     e.rewrite_back = super::rewrite_back::read(a, w);
+    e.preserve_trailing_slash = flag(
+        a.get("preserve-trailing-slash"),
+        false,
+        &format!("{ctx}: preserve-trailing-slash"),
+        w,
+    );
     edge
 }
 

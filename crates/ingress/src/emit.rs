@@ -257,6 +257,10 @@ fn route(out: &mut String, p: &Plan, r: &Route, redirect: Option<bool>, covering
         }
     }
     match redirect {
+        Some(true) if !s.edge.preserve_trailing_slash => out.push_str(
+            "# ingress-nginx's redirect drops a trailing / (no preserve-trailing-slash).\n\
+             https_redirect = true\nhttps_redirect_drop_slash = true\n",
+        ),
         Some(true) => out.push_str("https_redirect = true\n"),
         Some(false) => out.push_str(
             "# ingress-nginx never redirects ACME HTTP-01 challenges (no-tls-redirect-locations).\n\

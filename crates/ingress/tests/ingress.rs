@@ -1931,3 +1931,37 @@ fn custom_headers_come_from_their_configmap_under_the_controllers_allow_list() {
     );
     assert_once(&i);
 }
+
+/// ingress-nginx's HTTPS redirect drops a trailing `/` unless `preserve-trailing-slash`;
+/// a route that is not redirected is not told to.
+#[test]
+fn the_https_redirect_drops_a_trailing_slash_unless_preserved() {
+    let y = [
+        ing(
+            "shop",
+            "dropped",
+            &[("force-ssl-redirect", "true")],
+            &host_rule("d.example.com", "/", "d"),
+        ),
+        ing(
+            "shop",
+            "kept",
+            &[
+                ("force-ssl-redirect", "true"),
+                ("preserve-trailing-slash", "true"),
+            ],
+            &host_rule("k.example.com", "/", "k"),
+        ),
+        ing("shop", "plain", &[], &host_rule("p.example.com", "/", "p")),
+    ]
+    .concat();
+    let i = run(&y);
+    let c = config(&i);
+    let drop = |r: &str| {
+        let r = route(&c, r);
+        (r.https_redirect, r.edge.https_redirect_drop_slash)
+    };
+    assert_eq!(drop("shop.dropped.1"), (Some(true), true));
+    assert_eq!(drop("shop.kept.1"), (Some(true), false));
+    assert!(!drop("shop.plain.1").1);
+}

@@ -156,12 +156,15 @@ pub(crate) fn forwarded_https(value: Option<&HeaderValue>) -> bool {
 }
 
 /// `https://HOST[:PORT]PATH[?QUERY]` from the canonical host and path (both already checked:
-/// no byte of them can end the header), `None` without a host.
+/// no byte of them can end the header), `None` without a host. `drop_slash`: one trailing
+/// `/` of the path and query left out, as ingress-nginx's redirect does (`/a/` to `/a`,
+/// `/` to nothing).
 pub(crate) fn https_location(
     host: Option<&str>,
     path: &str,
     query: Option<&str>,
     port: Option<u16>,
+    drop_slash: bool,
 ) -> Option<HeaderValue> {
     let host = host?;
     let mut s = String::with_capacity(16 + host.len() + path.len());
@@ -191,6 +194,9 @@ pub(crate) fn https_location(
                 }
             }
         }
+    }
+    if drop_slash && s.ends_with('/') {
+        s.pop();
     }
     HeaderValue::from_str(&s).ok()
 }
@@ -326,8 +332,24 @@ mod tests {
     #[test]
     fn redirect_locations() {
         let loc = |h: Option<&str>, p: &str, q: Option<&str>, port: Option<u16>| {
-            https_location(h, p, q, port).map(|v| v.to_str().map(str::to_string).ok())
+            https_location(h, p, q, port, false).map(|v| v.to_str().map(str::to_string).ok())
         };
+        let dropped = |p: &str, q: Option<&str>| {
+            https_location(Some("a.test"), p, q, None, true)
+                .and_then(|v| v.to_str().map(str::to_string).ok())
+        };
+        // ingress-nginx's: the last byte of the path and query, when it is a `/`.
+        assert_eq!(dropped("/a/", None).as_deref(), Some("https://a.test/a"));
+        assert_eq!(dropped("/", None).as_deref(), Some("https://a.test"));
+        assert_eq!(
+            dropped("/a/", Some("x=1")).as_deref(),
+            Some("https://a.test/a/?x=1")
+        );
+        assert_eq!(
+            dropped("/a", Some("next=/")).as_deref(),
+            Some("https://a.test/a?next=")
+        );
+        assert_eq!(dropped("/a", None).as_deref(), Some("https://a.test/a"));
         assert_eq!(
             loc(Some("a.test"), "/x", Some("q=1"), Some(8443)),
             Some(Some("https://a.test:8443/x?q=1".into()))

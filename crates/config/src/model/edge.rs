@@ -26,6 +26,9 @@ pub struct EdgeConfig {
     pub limit_rate_after: u64,
     /// The other spelling of the route's one host (with or without `www.`) answers 308 to it.
     pub www_redirect: bool,
+    /// The HTTPS redirect drops one trailing `/` of the path and query, as ingress-nginx's
+    /// does without `preserve-trailing-slash`.
+    pub https_redirect_drop_slash: bool,
     /// nginx's `proxy_redirect`: a `Location` / `Refresh` URL starting with `from` starts
     /// with `to` instead (the first that matches).
     pub proxy_redirect: Vec<Replace>,

@@ -35,12 +35,15 @@ pub async fn run(
             let entry = rt.route_entry(t.host.as_deref(), &t.path, req.method.as_str());
             to_named = entry.is_some_and(|e| e.www);
             let route = entry.map(|e| e.route);
-            if !ctx.secure && route.is_some_and(|r| rt.routes[r].redirects(&rt.config.server)) {
+            if let Some(r) =
+                route.filter(|&r| !ctx.secure && rt.routes[r].redirects(&rt.config.server))
+            {
                 to_https = Some(https_location(
                     t.host.as_deref(),
                     &t.path,
                     req.uri.query(),
                     rt.https_port,
+                    rt.routes[r].cfg.edge.https_redirect_drop_slash,
                 ));
             }
             if t.rewrite {

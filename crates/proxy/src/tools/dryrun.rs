@@ -102,6 +102,7 @@ pub fn front(rt: &Runtime, req: &RequestHeader, peer: IpAddr, tls: bool) -> Fron
             &t.path,
             req.uri.query(),
             rt.https_port,
+            r.cfg.edge.https_redirect_drop_slash,
         );
         f.answer = Some(https_answer(location));
         return f;
