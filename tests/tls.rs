@@ -1393,3 +1393,130 @@ async fn failed_handshakes_cannot_flood_the_log() {
     );
     drop(e);
 }
+
+/// The echo backend's view of a request over TLS: its JSON (`headers`, `path`).
+fn curl_json(tls: u16, host: &str, path: &str, ca: &Path, args: &[&str]) -> serde_json::Value {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--cacert"])
+        .arg(ca)
+        .arg("--resolve")
+        .arg(format!("{host}:{tls}:127.0.0.1"))
+        .args(args)
+        .arg(format!("https://{host}:{tls}{path}"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("curl (Debian package curl)");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// `client_cert_headers` (ingress-nginx's fields toward the upstream of an mTLS host): the
+/// gateway writes `ssl-client-verify`, the subject and issuer as RFC 2253 and, with
+/// `"with_certificate"`, the PEM URI-escaped; without a certificate (`optional`) `NONE` and
+/// nothing else. A client's own copies, in any spelling, never reach the upstream; a route
+/// without the key passes them as any header (as ingress-nginx on a host without auth-tls).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_is_told_of_the_client_certificate_and_never_a_forgery() {
+    let backend = Backend::start().await.expect("backend");
+    let dir = temp_dir("tls-client-headers");
+    let ca = Ca::new("server ca").expect("a CA");
+    let ca_file = ca.write(&dir, "ca.pem").expect("write the CA");
+    let (ac, ak) = issued(&dir, "a", &ca, &LeafSpec::server(&["a.test"]));
+    let clients = Ca::new("client ca").expect("a CA");
+    let clients_file = clients.write(&dir, "clients.pem").expect("write the CA");
+    let (cc, ck) = issued(&dir, "alice", &clients, &LeafSpec::client("alice"));
+    let e = edge(
+        backend.addr.port(),
+        &format!(
+            "certificates = [{}]\nclient_ca = \"{}\"\nclient_auth = \"optional\"",
+            cert_entry(&ac, &ak),
+            clients_file.display()
+        ),
+        "underscores_in_headers = true",
+        r#"[[routes]]
+path_prefix = "/told"
+upstream = "app"
+client_cert_headers = "with_certificate"
+
+[[routes]]
+path_prefix = "/dn"
+upstream = "app"
+client_cert_headers = true
+"#,
+    )
+    .await;
+    let cert = [
+        "--cert",
+        cc.to_str().expect("path"),
+        "--key",
+        ck.to_str().expect("path"),
+    ];
+    let forged = [
+        "-H",
+        "ssl-client-subject-dn: CN=admin",
+        "-H",
+        "ssl_client_verify: SUCCESS",
+        "-H",
+        "SSL-Client-Cert: forged",
+    ];
+    let with_cert: Vec<&str> = cert.iter().chain(&forged).copied().collect();
+    let j = curl_json(e.tls, "a.test", "/told", &ca_file, &with_cert);
+    let h = &j["headers"];
+    assert_eq!(h["ssl-client-verify"], "SUCCESS", "{h}");
+    let subject = h["ssl-client-subject-dn"].as_str().unwrap_or_default();
+    assert!(subject.starts_with("CN=alice"), "{subject}");
+    assert!(
+        h["ssl-client-issuer-dn"]
+            .as_str()
+            .is_some_and(|i| i.contains("CN=client ca")),
+        "{h}"
+    );
+    let pem = std::fs::read_to_string(&cc).expect("pem");
+    let sent = h["ssl-client-cert"].as_str().unwrap_or_default();
+    let decoded = percent_decode(sent);
+    assert!(
+        pem.contains(decoded.trim()),
+        "the certificate, URI-escaped: {sent}"
+    );
+    assert!(h.get("ssl_client_verify").is_none(), "{h}");
+    // No certificate (optional): NONE, and nothing the client wrote.
+    let j = curl_json(e.tls, "a.test", "/told", &ca_file, &forged);
+    let h = &j["headers"];
+    assert_eq!(h["ssl-client-verify"], "NONE", "{h}");
+    for forged in [
+        "ssl-client-subject-dn",
+        "ssl-client-cert",
+        "ssl_client_verify",
+    ] {
+        assert!(h.get(forged).is_none(), "{forged}: {h}");
+    }
+    // true: the names, not the certificate.
+    let j = curl_json(e.tls, "a.test", "/dn", &ca_file, &with_cert);
+    let h = &j["headers"];
+    assert!(h["ssl-client-subject-dn"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("CN=alice")));
+    assert!(h.get("ssl-client-cert").is_none(), "{h}");
+    // A route without the key: headers are headers.
+    let j = curl_json(e.tls, "a.test", "/other", &ca_file, &with_cert);
+    assert_eq!(j["headers"]["ssl-client-subject-dn"], "CN=admin");
+    drop(e);
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}

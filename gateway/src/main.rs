@@ -852,9 +852,13 @@ fn proxy_service(
         for addr in &server_cfg.tls_listen {
             // The whole TLS handshake gets the head's deadline: a silent client is closed
             // after header_timeout, not Pingora's 60 s (vendor/patches/0005).
+            let mut settings = TlsSettings::from_server_config(tls.clone());
+            // The client's certificate kept with its connection, for the routes that tell
+            // the upstream about it (vendor/patches/0016).
+            settings.set_callbacks(Box::new(tollgate_core::tls::client_cert::KeepClientCert));
             proxy.add_listener(
                 ListenerConfig::tcp(addr.to_string())
-                    .tls(TlsSettings::from_server_config(tls.clone()))
+                    .tls(settings)
                     .handshake_timeout(h.header_timeout)
                     .l4_buffer(L4BufferSettings::new(
                         L4_READ_BUFFER,

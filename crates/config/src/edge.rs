@@ -6,8 +6,8 @@
 //! credentials).
 
 use crate::model::{
-    split_origin, CorsConfig, EdgeConfig, HeaderPart, HeaderRules, HeaderTemplate, HeaderVar,
-    OriginRule, Replace,
+    split_origin, ClientCertHeaders, CorsConfig, EdgeConfig, HeaderPart, HeaderRules,
+    HeaderTemplate, HeaderVar, OriginRule, Replace,
 };
 use crate::reader::{as_bool, as_int_in, as_str, as_str_list, Cx, Tbl, Value};
 use crate::scalars::http_token;
@@ -541,6 +541,21 @@ pub(crate) fn route(cx: &mut Cx, r: &mut Tbl) -> Option<EdgeConfig> {
     }
     if let Some(v) = r.get("www_redirect") {
         e.www_redirect = as_bool(cx, &r.key_path("www_redirect"), v).unwrap_or(false);
+    }
+    if let Some(v) = r.get("client_cert_headers") {
+        let p = r.key_path("client_cert_headers");
+        e.client_cert_headers = match v.get_ref() {
+            DeValue::Boolean(true) => ClientCertHeaders::Verify,
+            DeValue::Boolean(false) => ClientCertHeaders::Off,
+            DeValue::String(s) if s.as_ref() == "with_certificate" => {
+                ClientCertHeaders::WithCertificate
+            }
+            _ => {
+                cx.err(&p, v.span(), "true, false or \"with_certificate\"");
+                ok = false;
+                ClientCertHeaders::Off
+            }
+        };
     }
     if let Some(v) = r.get("https_redirect_drop_slash") {
         e.https_redirect_drop_slash =

@@ -32,6 +32,11 @@ pub mod names {
     pub const SET_COOKIE: N = N::new("set-cookie");
     pub const STRICT_TRANSPORT_SECURITY: N = N::new("strict-transport-security");
     pub const X_FORWARDED_PREFIX: N = N::new("x-forwarded-prefix");
+    /// ingress-nginx's client-certificate fields toward the upstream (`client_cert_headers`).
+    pub const SSL_CLIENT_VERIFY: N = N::new("ssl-client-verify");
+    pub const SSL_CLIENT_SUBJECT_DN: N = N::new("ssl-client-subject-dn");
+    pub const SSL_CLIENT_ISSUER_DN: N = N::new("ssl-client-issuer-dn");
+    pub const SSL_CLIENT_CERT: N = N::new("ssl-client-cert");
     pub const TRACEPARENT: N = N::new("traceparent");
     pub const TRACESTATE: N = N::new("tracestate");
     pub const VARY: N = N::new("vary");

@@ -74,11 +74,7 @@ const ALL: &[Annotation] = &[
         "a failed client certificate is refused rather than redirected",
     ),
     a("auth-tls-match-cn", Refused, ""),
-    a(
-        "auth-tls-pass-certificate-to-upstream",
-        Ignored,
-        "the upstream gets no ssl-client-cert header: one that needs it refuses the request",
-    ),
+    a("auth-tls-pass-certificate-to-upstream", Exact, ""),
     a("auth-tls-secret", Approximate, ""),
     a("auth-tls-verify-client", Approximate, ""),
     a("auth-tls-verify-depth", Approximate, ""),

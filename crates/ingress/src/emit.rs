@@ -256,6 +256,14 @@ fn route(out: &mut String, p: &Plan, r: &Route, redirect: Option<bool>, covering
             super::edge::lines(out, &s.edge, r.host.as_deref());
         }
     }
+    // ingress-nginx tells the upstream of a host with client certificates about them.
+    if matches!(s.client_auth, Some(Ok(_))) {
+        out.push_str(if s.pass_certificate {
+            "# auth-tls: ssl-client-verify, -subject-dn, -issuer-dn; auth-tls-pass-certificate-to-upstream: ssl-client-cert\nclient_cert_headers = \"with_certificate\"\n"
+        } else {
+            "# auth-tls: ssl-client-verify, ssl-client-subject-dn, ssl-client-issuer-dn\nclient_cert_headers = true\n"
+        });
+    }
     match redirect {
         Some(true) if !s.edge.preserve_trailing_slash => out.push_str(
             "# ingress-nginx's redirect drops a trailing / (no preserve-trailing-slash).\n\

@@ -30,6 +30,8 @@ pub(super) struct Settings {
     pub force_redirect: bool,
     /// `auth-tls-*`: None when absent or off; `Err(why)` when it cannot be translated.
     pub client_auth: Option<Result<tls::ClientCa, String>>,
+    /// `auth-tls-pass-certificate-to-upstream`: the upstream gets `ssl-client-cert` too.
+    pub pass_certificate: bool,
     /// The hsts* keys when any is set: the header value, or None for off.
     pub hsts: Option<Option<String>>,
     pub use_regex: bool,
@@ -95,6 +97,7 @@ pub(super) fn read(ing: &Ingress, lookup: &custom_headers::Lookup, w: &mut Warni
         ssl_redirect: tls.ssl_redirect,
         force_redirect: tls.force_redirect,
         client_auth: tls.client_auth,
+        pass_certificate: tls.pass_certificate,
         hsts: tls.hsts,
         use_regex: rewrite.use_regex,
         rewrite: rewrite.rewrite,

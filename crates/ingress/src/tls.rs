@@ -57,6 +57,8 @@ pub(super) struct TlsOut {
     pub client_auth: Option<Result<ClientCa, String>>,
     /// The hsts* keys when any is set: the header value, or None for off.
     pub hsts: Option<Option<String>>,
+    /// `auth-tls-pass-certificate-to-upstream: "true"`: `ssl-client-cert` too.
+    pub pass_certificate: bool,
 }
 
 /// The TLS annotations of one Ingress.
@@ -67,6 +69,7 @@ pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> TlsOut {
         proto: Proto::Http,
         client_auth: None,
         hsts: None,
+        pass_certificate: false,
     };
     let ctx = a.ctx();
     s.ssl_redirect = flag(
@@ -98,6 +101,12 @@ pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> TlsOut {
         },
     };
     s.client_auth = client_auth(a, w);
+    s.pass_certificate = flag(
+        a.get("auth-tls-pass-certificate-to-upstream"),
+        false,
+        &format!("{ctx}: auth-tls-pass-certificate-to-upstream"),
+        w,
+    );
     if let Some(d) = a.get("auth-tls-verify-depth") {
         if s.client_auth.is_some() {
             w.push(comment(&format!("{ctx}: auth-tls-verify-depth \"{d}\": Tollgate does not bound the chain: a certificate the CA signed through intermediates the client sends is accepted")));

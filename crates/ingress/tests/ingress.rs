@@ -507,12 +507,18 @@ fn client_certificates_of_the_documented_example_are_kept_server_wide() {
         ))
     );
     assert_eq!(t.client_auth, tollgate_config::model::ClientAuth::Require);
-    for a in [
-        "auth-tls-verify-depth",
-        "auth-tls-error-page",
-        "auth-tls-pass-certificate-to-upstream",
-    ] {
+    for a in ["auth-tls-verify-depth", "auth-tls-error-page"] {
         assert_eq!(warned(&i, a), 1, "{a}: {:#?}", i.warnings);
+    }
+    // The upstream is told of the certificate as ingress-nginx tells it, the certificate
+    // itself too (auth-tls-pass-certificate-to-upstream: "true").
+    for r in &c.routes {
+        assert_eq!(
+            r.edge.client_cert_headers,
+            tollgate_config::model::ClientCertHeaders::WithCertificate,
+            "{}",
+            r.name
+        );
     }
     // Another TLS host without client certificates: "require" cannot be server-wide.
     let other = fixture("client-certs.yaml")

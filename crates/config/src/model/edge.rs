@@ -26,6 +26,8 @@ pub struct EdgeConfig {
     pub limit_rate_after: u64,
     /// The other spelling of the route's one host (with or without `www.`) answers 308 to it.
     pub www_redirect: bool,
+    /// What the upstream is told of the client's certificate (ingress-nginx's fields).
+    pub client_cert_headers: ClientCertHeaders,
     /// The HTTPS redirect drops one trailing `/` of the path and query, as ingress-nginx's
     /// does without `preserve-trailing-slash`.
     pub https_redirect_drop_slash: bool,
@@ -37,6 +39,19 @@ pub struct EdgeConfig {
     pub proxy_cookie_domain: Vec<Replace>,
     /// nginx's `proxy_cookie_path`: a `Set-Cookie` Path starting with `from` starts with `to`.
     pub proxy_cookie_path: Vec<Replace>,
+}
+
+/// `client_cert_headers`: the fields ingress-nginx sends the upstream of a host that asks
+/// for client certificates, written by the gateway (a client's own copies never pass).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientCertHeaders {
+    /// None of them (a client's copies pass as any header).
+    #[default]
+    Off,
+    /// `true`: `ssl-client-verify`, `ssl-client-subject-dn`, `ssl-client-issuer-dn`.
+    Verify,
+    /// `"with_certificate"`: those and `ssl-client-cert` (the PEM, URI-escaped).
+    WithCertificate,
 }
 
 /// One `{ from, to }` of the response rewrites.

@@ -29,6 +29,8 @@ pub struct ShapingRt {
     pub rate_after: u64,
     /// `proxy_redirect`, `proxy_cookie_domain`, `proxy_cookie_path`.
     pub rewrite_back: Option<Box<crate::filters::rewrite_back::RewriteBack>>,
+    /// The `ssl-client-*` fields toward the upstream.
+    pub client_cert: tollgate_config::model::ClientCertHeaders,
 }
 
 /// One request's edge state (on routes with a [`ShapingRt`]).
@@ -69,6 +71,7 @@ impl ShapingRt {
             rate: e.limit_rate,
             rate_after: e.limit_rate_after,
             rewrite_back: crate::filters::rewrite_back::RewriteBack::build(e),
+            client_cert: e.client_cert_headers,
         };
         let used = rt.request_rules.is_some()
             || rt.response_rules.is_some()
@@ -77,7 +80,8 @@ impl ShapingRt {
             || rt.forwarded_prefix.is_some()
             || rt.compress
             || rt.rate > 0
-            || rt.rewrite_back.is_some();
+            || rt.rewrite_back.is_some()
+            || rt.client_cert != tollgate_config::model::ClientCertHeaders::Off;
         used.then(|| Box::new(rt))
     }
 
@@ -362,6 +366,7 @@ mod tests {
             rate: 1000,
             rate_after: 500,
             rewrite_back: None,
+            client_cert: Default::default(),
         };
         let mut c = ShapingCtx::default();
         let mut chunk = Some(bytes::Bytes::from(vec![0u8; 500]));

@@ -16,6 +16,7 @@
 
 pub mod certs;
 mod client_auth;
+pub mod client_cert;
 pub mod listener;
 mod resumption;
 pub mod upstream;

@@ -9,8 +9,10 @@ use bytes::Bytes;
 use http::HeaderValue;
 use pingora::http::RequestHeader;
 use pingora::prelude::*;
+use tollgate_config::model::ClientCertHeaders;
 use tollgate_core::client_ip::trusted;
 use tollgate_core::respond::names;
+use tollgate_core::tls::client_cert::ClientCert;
 
 pub(super) fn upstream_request_filter(
     _gw: &Gateway,
@@ -38,6 +40,9 @@ pub(super) fn upstream_request_filter(
     };
     if let Some(s) = shaping {
         s.request(upstream, &crate::inbound::vars(ctx, session))?;
+        if s.client_cert != ClientCertHeaders::Off {
+            client_cert(session, s.client_cert, upstream)?;
+        }
     }
     upstream.insert_static_header(&names::X_REQUEST_ID, ctx.request_id.clone());
     if let Some(t) = ctx.trace.as_mut() {
@@ -66,6 +71,51 @@ const GATEWAY_WRITES: [&str; 5] = [
     "x-forwarded-prefix",
     "x-ratelimit-shadow-exceeded",
 ];
+
+/// ingress-nginx's `ssl-client-*` fields, from the certificate the handshake verified
+/// (`ssl-client-verify: NONE` and no others without one). A client's own copies, in any
+/// spelling, never reach the upstream: it would read them as the gateway's word.
+fn client_cert(
+    session: &Session,
+    which: ClientCertHeaders,
+    upstream: &mut RequestHeader,
+) -> Result<()> {
+    const ALL: [&str; 4] = [
+        "ssl-client-verify",
+        "ssl-client-subject-dn",
+        "ssl-client-issuer-dn",
+        "ssl-client-cert",
+    ];
+    for n in ALL {
+        upstream.remove_header(n);
+    }
+    tollgate_core::filters::headers::remove_spellings(upstream, |k| {
+        ALL.iter()
+            .any(|n| tollgate_core::filters::headers::underscore_spelling(k, n))
+    });
+    let cert = session
+        .digest()
+        .and_then(|d| d.ssl_digest.as_deref())
+        .and_then(|t| t.extension.get::<ClientCert>());
+    let Some(c) = cert else {
+        upstream.insert_static_header(&names::SSL_CLIENT_VERIFY, HeaderValue::from_static("NONE"));
+        return Ok(());
+    };
+    let value = |s: &str| {
+        HeaderValue::from_str(s)
+            .map_err(|_| Error::explain(ErrorType::InvalidHTTPHeader, "a client certificate field"))
+    };
+    upstream.insert_static_header(
+        &names::SSL_CLIENT_VERIFY,
+        HeaderValue::from_static("SUCCESS"),
+    );
+    upstream.insert_static_header(&names::SSL_CLIENT_SUBJECT_DN, value(&c.subject_dn)?);
+    upstream.insert_static_header(&names::SSL_CLIENT_ISSUER_DN, value(&c.issuer_dn)?);
+    if which == ClientCertHeaders::WithCertificate {
+        upstream.insert_static_header(&names::SSL_CLIENT_CERT, value(&c.escaped_pem)?);
+    }
+    Ok(())
+}
 
 /// The trace context the upstream continues: under the gateway's upstream span; a context
 /// the gateway did not take is not passed on.

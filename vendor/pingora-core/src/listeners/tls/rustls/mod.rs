@@ -130,6 +130,13 @@ impl TlsSettings {
         }
     }
 
+    /// Post-handshake callbacks for settings made by [`Self::from_server_config`] (which
+    /// has no other way to take them): what `handshake_complete_callback` returns is kept
+    /// in the connection's `SslDigest::extension`.
+    pub fn set_callbacks(&mut self, callbacks: TlsAcceptCallbacks) {
+        self.callbacks = Some(callbacks);
+    }
+
     /// Enable HTTP/2 support for this endpoint, which is default off.
     /// This effectively sets the ALPN to prefer HTTP/2 with HTTP/1.1 allowed
     pub fn enable_h2(&mut self) {
