@@ -14,8 +14,8 @@
 //!   hashes (a directory `htpasswd` reads that way). `auth-type: digest` is refused.
 
 use super::anns::{Anns, Refusal};
+use super::text::secret_dir;
 use super::text::{comment, Warnings};
-use super::tls::secret_dir;
 
 /// A route's authentication, as the output writes it.
 #[derive(Clone, Debug)]

@@ -27,6 +27,60 @@ pub(super) fn is_canary(ing: &Ingress, w: &mut Warnings) -> bool {
     }
 }
 
+/// `canary-by-header` as a header name, and `canary-by-header-pattern` as ingress-nginx
+/// reads it beside the header and its value (left out, named, where it cannot apply).
+fn header_checks(
+    ctx: &str,
+    header: &mut Option<String>,
+    header_value: Option<&str>,
+    pattern: &mut Option<String>,
+    w: &mut Warnings,
+) {
+    if let Some(h) = header.as_deref() {
+        if !h
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        {
+            w.push(comment(&format!(
+                "{ctx}: canary-by-header \"{h}\" is not a header name: left out"
+            )));
+            *header = None;
+        }
+    }
+    match (&*pattern, header_value, &*header) {
+        (None, _, _) => {}
+        (Some(_), Some(_), _) => {
+            w.push(format!(
+                "{ctx}: canary-by-header-pattern is ignored when canary-by-header-value is set (as by ingress-nginx)"
+            ));
+            *pattern = None;
+        }
+        (Some(p), None, Some(h)) => {
+            // ingress-nginx matches with PCRE (ngx.re.match), Tollgate with RE2 syntax: the
+            // common patterns read alike; one RE2 cannot read (a lookaround, a backreference)
+            // leaves the header out rather than choose otherwise.
+            if let Err(e) = regex::RegexBuilder::new(p).size_limit(1 << 20).build() {
+                let e = e
+                    .to_string()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                w.push(comment(&format!(
+                    "{ctx}: canary-by-header-pattern \"{p}\" is not a regular expression Tollgate reads (RE2 syntax: {e}): canary-by-header {h} left out (requests it would choose stay on production)"
+                )));
+                *header = None;
+                *pattern = None;
+            }
+        }
+        (Some(_), None, None) => {
+            w.push(format!(
+                "{ctx}: canary-by-header-pattern without canary-by-header: ignored (as by ingress-nginx)"
+            ));
+            *pattern = None;
+        }
+    }
+}
+
 /// The canary annotations of a canary Ingress; None when nothing would ever be chosen.
 fn choice(ing: &Ingress, w: &mut Warnings) -> Option<Choice> {
     let mut a = Anns::new(ing);
@@ -63,49 +117,7 @@ fn choice(ing: &Ingress, w: &mut Warnings) -> Option<Choice> {
     let header_value = text(a.get("canary-by-header-value"));
     let mut pattern = text(a.get("canary-by-header-pattern"));
     let cookie = text(a.get("canary-by-cookie"));
-    if let Some(h) = header.as_deref() {
-        if !h
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-        {
-            w.push(comment(&format!(
-                "{ctx}: canary-by-header \"{h}\" is not a header name: left out"
-            )));
-            header = None;
-        }
-    }
-    match (&pattern, &header_value, &header) {
-        (None, _, _) => {}
-        (Some(_), Some(_), _) => {
-            w.push(format!(
-                "{ctx}: canary-by-header-pattern is ignored when canary-by-header-value is set (as by ingress-nginx)"
-            ));
-            pattern = None;
-        }
-        (Some(p), None, Some(h)) => {
-            // ingress-nginx matches with PCRE (ngx.re.match), Tollgate with RE2 syntax: the
-            // common patterns read alike; one RE2 cannot read (a lookaround, a backreference)
-            // leaves the header out rather than choose otherwise.
-            if let Err(e) = regex::RegexBuilder::new(p).size_limit(1 << 20).build() {
-                let e = e
-                    .to_string()
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                w.push(comment(&format!(
-                    "{ctx}: canary-by-header-pattern \"{p}\" is not a regular expression Tollgate reads (RE2 syntax: {e}): canary-by-header {h} left out (requests it would choose stay on production)"
-                )));
-                header = None;
-                pattern = None;
-            }
-        }
-        (Some(_), None, None) => {
-            w.push(format!(
-                "{ctx}: canary-by-header-pattern without canary-by-header: ignored (as by ingress-nginx)"
-            ));
-            pattern = None;
-        }
-    }
+    header_checks(&ctx, &mut header, header_value.as_deref(), &mut pattern, w);
     if header_value.is_some() && header.is_none() && pattern.is_none() {
         w.push(format!(
             "{ctx}: canary-by-header-value without canary-by-header: ignored (as by ingress-nginx)"

@@ -140,17 +140,34 @@ fn upstream_of(ing: &Ingress, s: &Settings, b: &Backend) -> UpKey {
     }
 }
 
+/// The ConfigMaps the Ingresses name (`custom-headers`), `NAMESPACE/NAME`.
+fn named_maps(all: &[Ingress]) -> std::collections::BTreeSet<String> {
+    all.iter()
+        .filter_map(|i| i.ann("custom-headers"))
+        .map(|v| v.trim().to_string())
+        .collect()
+}
+
+/// Each production Ingress's annotations, with the input's ConfigMaps to look up.
+fn read_settings(
+    prod: &[Ingress],
+    maps: &[global::ConfigMap],
+    global: &global::Global,
+    w: &mut Warnings,
+) -> Vec<Settings> {
+    let lookup = custom_headers::Lookup {
+        maps,
+        allowed: &global.allowed_response_headers,
+    };
+    prod.iter().map(|i| settings::read(i, &lookup, w)).collect()
+}
+
 pub fn import(yaml: &str, opts: &Options) -> Result<Imported, ImportError> {
     let mut w = Warnings::default();
     depth::check(yaml)?;
     let mut maps = Vec::new();
     let all = objects::read(yaml, &mut maps, &mut w)?;
-    let used: std::collections::BTreeSet<String> = all
-        .iter()
-        .filter_map(|i| i.ann("custom-headers"))
-        .map(|v| v.trim().to_string())
-        .collect();
-    let global = global::decide(&maps, opts.configmap.as_deref(), &used, &mut w);
+    let global = global::decide(&maps, opts.configmap.as_deref(), &named_maps(&all), &mut w);
     if all.is_empty() {
         return Err(ImportError::NoIngress(
             "no networking.k8s.io/v1 Ingress in the input".into(),
@@ -171,14 +188,7 @@ pub fn import(yaml: &str, opts: &Options) -> Result<Imported, ImportError> {
     let count = ings.len();
     let (canaries, prod): (Vec<Ingress>, Vec<Ingress>) =
         ings.into_iter().partition(|i| canary::is_canary(i, &mut w));
-    let lookup = custom_headers::Lookup {
-        maps: &maps,
-        allowed: &global.allowed_response_headers,
-    };
-    let mut settings: Vec<Settings> = prod
-        .iter()
-        .map(|i| settings::read(i, &lookup, &mut w))
-        .collect();
+    let mut settings = read_settings(&prod, &maps, &global, &mut w);
     let tls = listener::decide(&prod, &mut settings, &mut w);
     hosts::aliases(&prod, &mut settings, &mut w);
     let mut routes = routes::build(&prod, &settings, upstream_of, &mut w);

@@ -14,8 +14,8 @@
 //! which ingress-nginx ignores, is the switch to its way.
 
 use super::anns::{Anns, Refusal};
+use super::text::secret_dir;
 use super::text::{comment, k8s_name, Warnings};
-use super::tls::secret_dir;
 
 /// How one Ingress's upstreams speak TLS (with `backend-protocol` HTTPS or GRPCS).
 #[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -71,6 +71,41 @@ const KEYS: [&str; 6] = [
     "proxy-ssl-protocols",
 ];
 
+/// Without `proxy-ssl-secret`: ingress-nginx reads none of the others; `proxy-ssl-verify:
+/// "off"` is Tollgate's switch to its unverified TLS. `others`: the keys after the first.
+fn without_secret(
+    ctx: &str,
+    tls: bool,
+    verify: Option<&str>,
+    others: [&Option<String>; 5],
+    w: &mut Warnings,
+) -> UpstreamSsl {
+    let mut out = UpstreamSsl::default();
+    match verify {
+        Some("off") if tls => out.verify = Some(false),
+        Some("off" | "on") | None => {}
+        Some(v) => w.push(comment(&format!(
+            "{ctx}: proxy-ssl-verify \"{v}\" is not on or off: ignored"
+        ))),
+    }
+    if tls && out.verify.is_none() {
+        w.push(format!("{ctx}: backend-protocol HTTPS/GRPCS: Tollgate verifies the upstream's certificate (against the system's roots, for the Service's DNS name), ingress-nginx does not by default: proxy-ssl-verify: \"off\" (which ingress-nginx ignores without proxy-ssl-secret) does as ingress-nginx did, proxy-ssl-secret names a Secret whose ca.crt verifies it"));
+    }
+    let set: Vec<&str> = KEYS[1..]
+        .iter()
+        .zip(others)
+        .filter(|(_, v)| v.is_some())
+        .map(|(k, _)| *k)
+        .collect();
+    if !set.is_empty() {
+        w.push(comment(&format!(
+            "{ctx}: {} without proxy-ssl-secret: ignored (as by ingress-nginx)",
+            set.join(", ")
+        )));
+    }
+    out
+}
+
 /// The `proxy-ssl-*` annotations of one Ingress; `tls`: whether its backend-protocol speaks
 /// TLS. A Secret that cannot be named is a refusal (ingress-nginx denies the location).
 pub(super) fn read(a: &mut Anns, tls: bool, w: &mut Warnings) -> (UpstreamSsl, Option<Refusal>) {
@@ -83,29 +118,11 @@ pub(super) fn read(a: &mut Anns, tls: bool, w: &mut Warnings) -> (UpstreamSsl, O
     let [verify, depth, name, server_name, ciphers, protocols] =
         <[Option<String>; 6]>::try_from(vals).unwrap_or_default();
     let Some(secret) = a.get("proxy-ssl-secret").map(|s| s.trim().to_string()) else {
-        match verify.as_deref() {
-            Some("off") if tls => out.verify = Some(false),
-            Some("off" | "on") | None => {}
-            Some(v) => w.push(comment(&format!(
-                "{ctx}: proxy-ssl-verify \"{v}\" is not on or off: ignored"
-            ))),
-        }
-        if tls && out.verify.is_none() {
-            w.push(format!("{ctx}: backend-protocol HTTPS/GRPCS: Tollgate verifies the upstream's certificate (against the system's roots, for the Service's DNS name), ingress-nginx does not by default: proxy-ssl-verify: \"off\" (which ingress-nginx ignores without proxy-ssl-secret) does as ingress-nginx did, proxy-ssl-secret names a Secret whose ca.crt verifies it"));
-        }
-        let others: Vec<&str> = KEYS[1..]
-            .iter()
-            .zip([&depth, &name, &server_name, &ciphers, &protocols])
-            .filter(|(_, v)| v.is_some())
-            .map(|(k, _)| *k)
-            .collect();
-        if !others.is_empty() {
-            w.push(comment(&format!(
-                "{ctx}: {} without proxy-ssl-secret: ignored (as by ingress-nginx)",
-                others.join(", ")
-            )));
-        }
-        return (out, None);
+        let others = [&depth, &name, &server_name, &ciphers, &protocols];
+        return (
+            without_secret(&ctx, tls, verify.as_deref(), others, w),
+            None,
+        );
     };
     if !tls {
         w.push(comment(&format!(

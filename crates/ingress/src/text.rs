@@ -2,6 +2,12 @@
 //! boolean and list annotations read as ingress-nginx reads them, and the warning list.
 
 use std::collections::{BTreeMap, HashSet};
+use tollgate_config::TLS_MOUNT;
+
+/// The folder a Secret is mounted at.
+pub(super) fn secret_dir(ns: &str, secret: &str) -> String {
+    format!("{TLS_MOUNT}/{ns}/{secret}")
+}
 
 /// A TOML basic string on one line: nothing in it can end the string or the line.
 pub(super) fn q(s: &str) -> String {

@@ -5,9 +5,8 @@
 //! served over TLS agrees (else those Ingresses are refused), `hsts*` when they agree.
 
 use super::anns::Anns;
-use super::text::{comment, flag, k8s_name, Warnings};
+use super::text::{comment, flag, k8s_name, secret_dir, Warnings};
 use super::upstreams::Proto;
-use tollgate_config::TLS_MOUNT;
 
 /// ingress-nginx's `no-tls-redirect-locations` default: locations whose path starts with it
 /// are never redirected to HTTPS (cert-manager's HTTP-01 challenges).
@@ -34,11 +33,6 @@ impl ClientAuth {
 pub(super) struct ClientCa {
     pub ca: String,
     pub mode: ClientAuth,
-}
-
-/// The folder a Secret is mounted at.
-pub(super) fn secret_dir(ns: &str, secret: &str) -> String {
-    format!("{TLS_MOUNT}/{ns}/{secret}")
 }
 
 const HSTS_KEYS: [&str; 4] = [
