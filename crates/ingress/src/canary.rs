@@ -117,7 +117,7 @@ fn choice(ing: &Ingress, w: &mut Warnings) -> Option<Choice> {
     let header_value = text(a.get("canary-by-header-value"));
     let mut pattern = text(a.get("canary-by-header-pattern"));
     let cookie = text(a.get("canary-by-cookie"));
-    header_checks(&ctx, &mut header, header_value.as_deref(), &mut pattern, w);
+    header_checks(ctx, &mut header, header_value.as_deref(), &mut pattern, w);
     if header_value.is_some() && header.is_none() && pattern.is_none() {
         w.push(format!(
             "{ctx}: canary-by-header-value without canary-by-header: ignored (as by ingress-nginx)"

@@ -119,10 +119,7 @@ pub(super) fn read(a: &mut Anns, tls: bool, w: &mut Warnings) -> (UpstreamSsl, O
         <[Option<String>; 6]>::try_from(vals).unwrap_or_default();
     let Some(secret) = a.get("proxy-ssl-secret").map(|s| s.trim().to_string()) else {
         let others = [&depth, &name, &server_name, &ciphers, &protocols];
-        return (
-            without_secret(&ctx, tls, verify.as_deref(), others, w),
-            None,
-        );
+        return (without_secret(ctx, tls, verify.as_deref(), others, w), None);
     };
     if !tls {
         w.push(comment(&format!(
