@@ -34,7 +34,7 @@ const CACHED_ANSWERS: usize = 10_000;
 /// Headers never copied from the client to the auth request: hop-by-hop and framing (the
 /// first [`FRAMING`]), then those the gateway states itself.
 const FRAMING: usize = 11;
-const NOT_PASSED: [&str; 34] = [
+const NOT_PASSED: [&str; 38] = [
     "host",
     "content-length",
     "transfer-encoding",
@@ -71,6 +71,12 @@ const NOT_PASSED: [&str; 34] = [
     "x-client-ip",
     "cf-connecting-ip",
     "x-cluster-client-ip",
+    // The client certificate as ingress-nginx states it (client_cert_headers): a client's
+    // copy would be its own word on who it is.
+    "ssl-client-verify",
+    "ssl-client-subject-dn",
+    "ssl-client-issuer-dn",
+    "ssl-client-cert",
 ];
 
 /// A kept answer.

@@ -164,7 +164,7 @@ const ALL: &[Annotation] = &[
     a("proxy-busy-buffers-size", Ignored, BUFFERING),
     a("proxy-connect-timeout", Exact, ""),
     a("proxy-cookie-domain", Exact, ""),
-    a("proxy-cookie-path", Approximate, ""),
+    a("proxy-cookie-path", Exact, ""),
     a("proxy-http-version", Ignored, BUFFERING),
     a("proxy-max-temp-file-size", Ignored, BUFFERING),
     a("proxy-next-upstream", Approximate, ""),

@@ -79,9 +79,12 @@ pub(super) fn decide(
             }
             m
         }
-        None => maps
-            .iter()
-            .find(|m| DEFAULT_NAMES.contains(&m.name.as_str())),
+        // A ConfigMap an Ingress names (custom-headers) is a tenant's: never taken for the
+        // controller's, whatever its name.
+        None => maps.iter().find(|m| {
+            DEFAULT_NAMES.contains(&m.name.as_str())
+                && !used.contains(&format!("{}/{}", m.ns, m.name))
+        }),
     };
     for m in maps {
         if !found.is_some_and(|f| std::ptr::eq(f, m))
@@ -209,5 +212,21 @@ mod tests {
             &[("enable-underscores-in-headers", "yes")],
         )];
         assert!(!decide(&bad, None, &Default::default(), &mut w).underscores_in_headers);
+    }
+
+    /// A ConfigMap an Ingress names (custom-headers) is never guessed as the controller's,
+    /// however it is named: a tenant would set the global keys (the allow list) for all.
+    #[test]
+    fn a_named_configmap_is_never_taken_for_the_controllers() {
+        let maps = [map(
+            "shop",
+            "ingress-nginx-controller",
+            &[("global-allowed-response-headers", "X-Anything")],
+        )];
+        let used = ["shop/ingress-nginx-controller".to_string()].into();
+        let mut w = Warnings::default();
+        let g = decide(&maps, None, &used, &mut w);
+        assert_eq!(g, Global::default());
+        assert!(g.allowed_response_headers.is_empty());
     }
 }

@@ -69,11 +69,22 @@ pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> Vec<String> {
             ))),
         }
     }
+    // Validated with its spaces removed (ingress-nginx's ValidateRegex(URLIsValidRegex,
+    // true)), then given to nginx as written: "PATH REPLACEMENT".
     if let Some(v) = a.get("proxy-cookie-path").map(str::trim) {
-        if v != "off" {
-            w.push(comment(&format!(
-                "{ctx}: proxy-cookie-path \"{v}\": ingress-nginx's annotation validation refuses the space between the path and its replacement, so it rewrote nothing; nothing is rewritten here either (a route's proxy_cookie_path in BASE.toml does it)"
-            )));
+        let parts: Vec<&str> = v.split_whitespace().collect();
+        match parts.as_slice() {
+            ["off"] => {}
+            [f, t] if url_chars(f) && url_chars(t) && !f.starts_with('~') => {
+                out.push(format!(
+                    "# proxy-cookie-path\nproxy_cookie_path = {{ from = {}, to = {} }}",
+                    q(f),
+                    q(t)
+                ));
+            }
+            _ => w.push(comment(&format!(
+                "{ctx}: proxy-cookie-path \"{v}\" is not off or PATH REPLACEMENT of the characters ingress-nginx's annotation validation lets through: off"
+            ))),
         }
     }
     out

@@ -1765,9 +1765,9 @@ fn proxy_ssl_annotations_become_the_upstreams_tls() {
     assert_once(&i);
 }
 
-/// `proxy-redirect-*` and `proxy-cookie-domain` become the route's response rewrites; values
-/// ingress-nginx's validation drops to `off` are `off` here too, and `proxy-cookie-path`
-/// (whose space that validation refuses) rewrites nothing, named.
+/// `proxy-redirect-*`, `proxy-cookie-domain` and `proxy-cookie-path` become the route's
+/// response rewrites; values ingress-nginx's validation drops to `off` (spaces removed before
+/// it looks) are `off` here too, named.
 #[test]
 fn redirect_and_cookie_rewrites_are_the_routes_as_ingress_nginx_reads_them() {
     let y = [
@@ -1778,6 +1778,7 @@ fn redirect_and_cookie_rewrites_are_the_routes_as_ingress_nginx_reads_them() {
                 ("proxy-redirect-from", "http://app.internal:8080/"),
                 ("proxy-redirect-to", "https://shop.example/"),
                 ("proxy-cookie-domain", ".app.internal shop.example"),
+                ("proxy-cookie-path", "/internal/ /"),
             ],
             &host_rule("rw.example.com", "/", "rw"),
         ),
@@ -1798,7 +1799,7 @@ fn redirect_and_cookie_rewrites_are_the_routes_as_ingress_nginx_reads_them() {
                 ("proxy-redirect-from", "http://a/$host"),
                 ("proxy-redirect-to", "/"),
                 ("proxy-cookie-domain", "a.example"),
-                ("proxy-cookie-path", "/internal/ /"),
+                ("proxy-cookie-path", "/only-one"),
             ],
             &host_rule("bad.example.com", "/", "bad"),
         ),
@@ -1821,6 +1822,13 @@ fn redirect_and_cookie_rewrites_are_the_routes_as_ingress_nginx_reads_them() {
             to: "shop.example".into()
         }]
     );
+    assert_eq!(
+        rw.proxy_cookie_path,
+        [Replace {
+            from: "/internal/".into(),
+            to: "/".into()
+        }]
+    );
     for r in ["shop.off.1", "shop.bad.1"] {
         let e = &route(&c, r).edge;
         assert!(
@@ -1833,7 +1841,7 @@ fn redirect_and_cookie_rewrites_are_the_routes_as_ingress_nginx_reads_them() {
     for needle in [
         "proxy-redirect-from \"http://a/$host\" has characters",
         "proxy-cookie-domain \"a.example\" is not off",
-        "proxy-cookie-path \"/internal/ /\"",
+        "proxy-cookie-path \"/only-one\" is not off",
     ] {
         assert_eq!(warned(&i, needle), 1, "{needle}: {:#?}", i.warnings);
     }

@@ -186,10 +186,14 @@ pub fn unheld_upstream_tls(table: &mut Table, volume: &Files) -> Vec<String> {
         }
         if !ca {
             tls.remove("ca");
-            tls.insert("verify".into(), Value::Boolean(false));
-            problems.push(format!(
-                "Secret {ns}/{secret} (proxy-ssl-secret of upstream {name}) holds no ca.crt: the upstream's certificate is not verified (as by ingress-nginx)"
-            ));
+            // proxy-ssl-verify "on" without a CA: verified against the system's roots (an
+            // in-cluster certificate then fails, 502), never quietly unverified as
+            // ingress-nginx leaves it.
+            if tls.get("verify").and_then(Value::as_bool) == Some(true) {
+                problems.push(format!(
+                    "Secret {ns}/{secret} (proxy-ssl-secret of upstream {name}) holds no ca.crt but proxy-ssl-verify is on: verified against the system's roots (ingress-nginx would not verify at all)"
+                ));
+            }
         }
         if !client {
             tls.remove("client_cert");

@@ -99,7 +99,7 @@ fn rfc2253(name: &x509_parser::x509::X509Name) -> String {
 }
 
 /// RFC 2253's escapes: `, + " \ < > ;` anywhere, `#` or a space first, a space last; a
-/// control character as `\XX`.
+/// control or non-ASCII character's bytes as `\XX`.
 fn escape_value(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let last = s.chars().count().saturating_sub(1);
@@ -111,7 +111,9 @@ fn escape_value(s: &str) -> String {
             }
             '#' if i == 0 => out.push_str("\\#"),
             ' ' if i == 0 || i == last => out.push_str("\\ "),
-            c if c.is_control() => {
+            // OpenSSL's ASN1_STRFLGS_ESC_MSB (in XN_FLAG_RFC2253): each byte of a
+            // non-ASCII character as \XX, as nginx's variables carry it.
+            c if c.is_control() || !c.is_ascii() => {
                 let mut buf = [0u8; 4];
                 for b in c.encode_utf8(&mut buf).bytes() {
                     out.push_str(&format!("\\{b:02X}"));
@@ -180,6 +182,7 @@ mod tests {
         assert!(!c.escaped_pem.contains(['+', '/', '=', ' ', '\n']));
         assert_eq!(escape_value(" #a;b "), "\\ #a\\;b\\ ");
         assert_eq!(escape_value("#x"), "\\#x");
+        assert_eq!(escape_value("Jörg"), "J\\C3\\B6rg");
         assert!(ClientCert::of(b"not a certificate").is_none());
     }
 }

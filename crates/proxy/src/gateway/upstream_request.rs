@@ -38,11 +38,21 @@ pub(super) fn upstream_request_filter(
         (Some(rt), Some(r)) => rt.routes[r].shaping.as_deref(),
         _ => None,
     };
+    let told = shaping.map_or(ClientCertHeaders::Off, |s| s.client_cert);
     if let Some(s) = shaping {
         s.request(upstream, &crate::inbound::vars(ctx, session))?;
-        if s.client_cert != ClientCertHeaders::Off {
-            client_cert(session, s.client_cert, upstream)?;
-        }
+    }
+    if told != ClientCertHeaders::Off {
+        client_cert(session, told, upstream)?;
+    } else if ctx.rt.as_ref().is_some_and(|rt| {
+        rt.config
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.client_ca.is_some())
+    }) {
+        // Every host asks for client certificates (client_ca is the listeners'): as on an
+        // ingress-nginx host with auth-tls, the upstream never reads a client's own copy.
+        remove_client_cert_fields(upstream);
     }
     upstream.insert_static_header(&names::X_REQUEST_ID, ctx.request_id.clone());
     if let Some(t) = ctx.trace.as_mut() {
@@ -72,14 +82,8 @@ const GATEWAY_WRITES: [&str; 5] = [
     "x-ratelimit-shadow-exceeded",
 ];
 
-/// ingress-nginx's `ssl-client-*` fields, from the certificate the handshake verified
-/// (`ssl-client-verify: NONE` and no others without one). A client's own copies, in any
-/// spelling, never reach the upstream: it would read them as the gateway's word.
-fn client_cert(
-    session: &Session,
-    which: ClientCertHeaders,
-    upstream: &mut RequestHeader,
-) -> Result<()> {
+/// The client's own `ssl-client-*` fields, in every spelling.
+fn remove_client_cert_fields(upstream: &mut RequestHeader) {
     const ALL: [&str; 4] = [
         "ssl-client-verify",
         "ssl-client-subject-dn",
@@ -93,6 +97,17 @@ fn client_cert(
         ALL.iter()
             .any(|n| tollgate_core::filters::headers::underscore_spelling(k, n))
     });
+}
+
+/// ingress-nginx's `ssl-client-*` fields, from the certificate the handshake verified
+/// (`ssl-client-verify: NONE` and no others without one). A client's own copies, in any
+/// spelling, never reach the upstream: it would read them as the gateway's word.
+fn client_cert(
+    session: &Session,
+    which: ClientCertHeaders,
+    upstream: &mut RequestHeader,
+) -> Result<()> {
+    remove_client_cert_fields(upstream);
     let cert = session
         .digest()
         .and_then(|d| d.ssl_digest.as_deref())
