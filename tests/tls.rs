@@ -1473,7 +1473,7 @@ client_cert_headers = true
     );
     let pem = std::fs::read_to_string(&cc).expect("pem");
     let sent = h["ssl-client-cert"].as_str().unwrap_or_default();
-    let decoded = percent_decode(sent);
+    let decoded = percent_encoding::percent_decode_str(sent).decode_utf8_lossy();
     assert!(
         decoded.starts_with("-----BEGIN CERTIFICATE-----\n") && pem.contains(decoded.trim()),
         "the certificate, URI-escaped: {sent}"
@@ -1511,22 +1511,4 @@ client_cert_headers = true
         j["headers"]
     );
     drop(e);
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }

@@ -12,20 +12,13 @@
 
 use super::anns::{Anns, Refusal};
 use super::global::ConfigMap;
-use super::text::q;
+use super::text::{nginx_header_name, q};
 
 /// What a translation may look up: the input's ConfigMaps, and the controller's allow list.
 pub(super) struct Lookup<'a> {
     pub maps: &'a [ConfigMap],
     /// `global-allowed-response-headers`, each name as written.
     pub allowed: &'a [String],
-}
-
-/// ingress-nginx's `headerRegexp`.
-fn valid_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// ingress-nginx's `valueRegexp`: printable ASCII but for a few (never a control character).
@@ -62,7 +55,7 @@ pub(super) fn read(a: &mut Anns, cx: &Lookup) -> Option<Result<String, Refusal>>
     };
     let mut set = Vec::new();
     for (k, v) in &map.data {
-        if !valid_name(k) || !valid_value(v) {
+        if !nginx_header_name(k) || !valid_value(v) {
             return refuse(format!(
                 "custom-headers: ConfigMap {id} holds {k:?} = {v:?}, a name or value ingress-nginx refuses (it denies the location)"
             ));

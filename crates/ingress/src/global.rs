@@ -116,7 +116,7 @@ pub(super) fn decide(
             },
             "global-allowed-response-headers" => {
                 for h in v.split(',').map(str::trim).filter(|h| !h.is_empty()) {
-                    if h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+                    if super::text::nginx_header_name(h) {
                         g.allowed_response_headers.push(h.to_string());
                     } else {
                         w.push(comment(&format!(

@@ -4,6 +4,14 @@
 use std::collections::{BTreeMap, HashSet};
 use tollgate_config::TLS_MOUNT;
 
+/// ingress-nginx's header name for `custom-headers` and `global-allowed-response-headers`
+/// (its `headerRegexp`): letters, digits, `-` and `_`.
+pub(super) fn nginx_header_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 /// The folder a Secret is mounted at.
 pub(super) fn secret_dir(ns: &str, secret: &str) -> String {
     format!("{TLS_MOUNT}/{ns}/{secret}")

@@ -202,12 +202,14 @@ fn items_of(
     items
 }
 
+const CUSTOM_HEADERS: &str = "nginx.ingress.kubernetes.io/custom-headers";
+
 /// An Ingress's `custom-headers` value (`NAMESPACE/NAME` of a ConfigMap).
 pub fn custom_headers_of(i: &Ingress) -> Option<&str> {
     i.metadata
         .annotations
         .as_ref()?
-        .get("nginx.ingress.kubernetes.io/custom-headers")
+        .get(CUSTOM_HEADERS)
         .map(|v| v.trim())
 }
 
@@ -232,7 +234,9 @@ fn import_items(
     let named: BTreeSet<&str> = items
         .iter()
         .filter_map(|(_, v)| {
-            v.pointer("/metadata/annotations/nginx.ingress.kubernetes.io~1custom-headers")?
+            v.get("metadata")?
+                .get("annotations")?
+                .get(CUSTOM_HEADERS)?
                 .as_str()
                 .map(str::trim)
         })

@@ -139,16 +139,14 @@ fn pem(der: &[u8]) -> String {
 }
 
 /// nginx's `NGX_ESCAPE_URI_COMPONENT`: all but letters, digits and `-._~` as `%XX`.
+const URI_COMPONENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 fn escape_component(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3 / 2);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(s, URI_COMPONENT).to_string()
 }
 
 #[cfg(test)]
