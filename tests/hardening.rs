@@ -760,6 +760,13 @@ async fn the_per_client_connection_cap_holds_while_another_client_is_served() {
         .await
         .expect("another client is served");
     assert_eq!(other.status, 200);
+    // That client's connection gives its slot back once the gateway sees it
+    // close: until then it would take one of the slots counted below.
+    let settled = eventually(Duration::from_secs(3), || async {
+        metric(&metrics(admin).await, "tollgate_connections_open", &[]) <= 3.0
+    })
+    .await;
+    assert!(settled, "the other client's slot is given back");
     // The process-wide bound: 3 + 2 more from a third address, then none.
     held.push(connect_from([127, 0, 0, 4]).await);
     held.push(connect_from([127, 0, 0, 4]).await);
