@@ -5,7 +5,7 @@
 //! and bandwidth held to its rate.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{IpAddr, TcpStream};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -745,4 +745,177 @@ upstream = "app"
         let r = ask(path, field).await;
         assert_eq!(r.header(name), Some(want), "{path} {field}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mirror_gets_the_upstreams_copy_and_never_holds_the_client() {
+    let be = Backend::start().await.expect("backend");
+    let mirror = Recorder::start(Duration::ZERO).await.expect("mirror");
+    let slow = Recorder::start(Duration::from_secs(5))
+        .await
+        .expect("slow mirror");
+    let dead = free_port();
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.app]
+targets = ["{be}"]
+
+[limits.one]
+key = "client_ip"
+rate = "1/m"
+burst = 1
+
+[[routes]]
+name = "copied"
+path_prefix = "/copied"
+upstream = "app"
+request_headers = {{ set = {{ "X-Route" = "copied" }}, remove = ["X-Secret"] }}
+mirror = {{ url = "http://{m}$request_uri", host = "mirror.example" }}
+
+[[routes]]
+name = "headonly"
+path_prefix = "/head"
+upstream = "app"
+mirror = {{ url = "http://{m}/copy$is_args$args", body = false }}
+
+[[routes]]
+name = "slow"
+path_prefix = "/slow"
+upstream = "app"
+mirror = "http://{slow}"
+
+[[routes]]
+name = "down"
+path_prefix = "/down"
+upstream = "app"
+mirror = {{ url = "http://127.0.0.1:{dead}", timeout = "2s" }}
+
+[[routes]]
+name = "limited"
+path_prefix = "/limited"
+upstream = "app"
+limits = ["one"]
+mirror = "http://{m}"
+"#,
+            be = be.addr,
+            m = mirror.addr,
+            slow = slow.addr,
+        ),
+    );
+    let _gw = running(BIN.as_ref(), &toml, port, admin).await;
+    let local = IpAddr::from([127, 0, 0, 1]);
+    let r = request_from(
+        local,
+        port,
+        "POST",
+        "/copied/a?x=1",
+        &[("x-secret", "s3cret"), ("content-type", "text/plain")],
+        "hello",
+    )
+    .await
+    .expect("copied");
+    assert_eq!(r.status, 200);
+    let up = r.json();
+    let copied = eventually(Duration::from_secs(3), || async {
+        !mirror.seen().is_empty()
+    })
+    .await;
+    assert!(copied, "the mirror got its copy");
+    let c = &mirror.seen()[0];
+    assert_eq!(
+        (c.method.as_str(), c.target.as_str()),
+        ("POST", "/copied/a?x=1")
+    );
+    assert_eq!(&c.body[..], b"hello");
+    let h = |n: &str| {
+        c.headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    assert_eq!(h("host").as_deref(), Some("mirror.example"));
+    assert_eq!(h("content-length").as_deref(), Some("5"));
+    // What the upstream was sent, the mirror was: the route's rules, the gateway's fields.
+    assert_eq!(h("x-route").as_deref(), Some("copied"));
+    assert_eq!(
+        h("x-secret"),
+        None,
+        "removed for the upstream, so for the mirror"
+    );
+    assert_eq!(
+        h("x-request-id").as_deref(),
+        up["headers"]["x-request-id"].as_str()
+    );
+    assert_eq!(h("x-forwarded-for").as_deref(), Some("127.0.0.1"));
+
+    // body = false: the head alone, and the URL's own path with the query.
+    let r = request_from(local, port, "POST", "/head/b?y=2", &[], "not copied")
+        .await
+        .expect("head only");
+    assert_eq!(r.status, 200);
+    assert!(
+        eventually(Duration::from_secs(3), || async {
+            mirror.seen().len() == 2
+        })
+        .await
+    );
+    let c = &mirror.seen()[1];
+    assert_eq!(c.target, "/copy?y=2");
+    assert!(c.body.is_empty() && c.headers.get("content-length").is_none_or(|v| v == "0"));
+    assert_eq!(
+        c.headers.get("host").map(|v| v.as_bytes()),
+        Some(mirror.addr.to_string().as_bytes())
+    );
+
+    // A slow mirror and a dead one: the client's answer neither waits nor fails.
+    for path in ["/slow/x", "/down/x"] {
+        let t = Instant::now();
+        let r = get(port, path, &[]).await.expect(path);
+        assert_eq!(r.status, 200, "{path}");
+        assert!(
+            t.elapsed() < Duration::from_secs(1),
+            "{path} took {:?}",
+            t.elapsed()
+        );
+    }
+    assert!(eventually(Duration::from_secs(3), || async { slow.seen().len() == 1 }).await);
+    let failed = eventually(Duration::from_secs(5), || async {
+        metric(
+            &metrics(admin).await,
+            "tollgate_mirror_requests_total",
+            &["route=\"down\"", "result=\"failed\""],
+        ) == 1.0
+    })
+    .await;
+    assert!(failed, "{}", metrics(admin).await);
+
+    // Refused requests never reach the upstream, so never the mirror.
+    let before = mirror.seen().len();
+    let first = get(port, "/limited/1", &[]).await.expect("limited");
+    let second = get(port, "/limited/2", &[]).await.expect("limited");
+    assert_eq!((first.status, second.status), (200, 429));
+    assert!(
+        eventually(Duration::from_secs(3), || async {
+            mirror.seen().len() == before + 1
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let seen = mirror.seen();
+    assert_eq!(seen.len(), before + 1, "the refused one was not copied");
+    assert_eq!(seen[before].target, "/limited/1");
+    let m = metrics(admin).await;
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_mirror_requests_total",
+            &["route=\"copied\"", "result=\"answered\""]
+        ),
+        1.0,
+        "{m}"
+    );
 }

@@ -562,6 +562,10 @@ pub(crate) fn route(cx: &mut Cx, r: &mut Tbl) -> Option<EdgeConfig> {
             as_bool(cx, &r.key_path("https_redirect_drop_slash"), v).unwrap_or(false);
     }
     ok &= response_rewrites(cx, r, &mut e);
+    if let Some(v) = r.get("mirror") {
+        e.mirror = crate::mirror::mirror(cx, &r.key_path("mirror"), v);
+        ok &= e.mirror.is_some();
+    }
     ok.then_some(e)
 }
 

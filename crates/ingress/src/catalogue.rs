@@ -42,7 +42,6 @@ use Treatment::{Approximate, Exact, Ignored, Refused};
 const BUFFERING: &str = "nginx buffering and connection details: Tollgate streams";
 const TELEMETRY: &str = "logging and tracing";
 const REDIRECTS: &str = "redirect details";
-const MIRROR: &str = "request mirroring: the mirror gets nothing";
 
 /// Sorted by name.
 const ALL: &[Annotation] = &[
@@ -143,9 +142,9 @@ const ALL: &[Annotation] = &[
     a("limit-rps", Exact, ""),
     a("limit-whitelist", Approximate, ""),
     a("load-balance", Approximate, ""),
-    a("mirror-host", Ignored, MIRROR),
-    a("mirror-request-body", Ignored, MIRROR),
-    a("mirror-target", Ignored, MIRROR),
+    a("mirror-host", Exact, ""),
+    a("mirror-request-body", Exact, ""),
+    a("mirror-target", Exact, ""),
     a("modsecurity-snippet", Refused, ""),
     a(
         "modsecurity-transaction-id",

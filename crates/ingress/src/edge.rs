@@ -1,7 +1,7 @@
 //! The edge annotations of a route: `proxy-body-size`, `enable-cors` and `cors-*`,
 //! `server-alias`, `from-to-www-redirect`, `upstream-vhost`, `x-forwarded-prefix`,
-//! `limit-rate` and `limit-rate-after`, the response rewrites ([`super::rewrite_back`]), as
-//! the route keys of docs/edge.md.
+//! `limit-rate` and `limit-rate-after`, the response rewrites ([`super::rewrite_back`]), the
+//! mirror ([`super::mirror`]), as the route keys of docs/edge.md.
 //!
 //! Values are checked here as the config would check them; one that cannot be kept is named
 //! and left out (the route keeps Tollgate's default), as ingress-nginx drops a bad value.
@@ -39,6 +39,8 @@ pub(super) struct EdgeOut {
     pub response_headers: Option<String>,
     /// `preserve-trailing-slash`: the HTTPS redirect keeps a trailing `/`.
     pub preserve_trailing_slash: bool,
+    /// `mirror-target` and its keys: the `mirror = { ... }` line ([`super::mirror`]).
+    pub mirror: Option<String>,
 }
 
 pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> EdgeOut {
@@ -97,6 +99,7 @@ pub(super) fn read(a: &mut Anns, w: &mut Warnings) -> EdgeOut {
     }
     e.limit_rate = bandwidth(a, w);
     e.rewrite_back = super::rewrite_back::read(a, w);
+    e.mirror = super::mirror::read(a, w);
     e.preserve_trailing_slash = flag(
         a.get("preserve-trailing-slash"),
         false,
@@ -271,7 +274,12 @@ pub(super) fn lines(out: &mut String, e: &EdgeOut, host: Option<&str>) {
     if let Some(p) = &e.x_forwarded_prefix {
         let _ = writeln!(out, "x_forwarded_prefix = {}", q(p));
     }
-    for l in e.rewrite_back.iter().chain(&e.response_headers) {
+    for l in e
+        .rewrite_back
+        .iter()
+        .chain(&e.response_headers)
+        .chain(&e.mirror)
+    {
         let _ = writeln!(out, "{l}");
     }
     if let Some((rate, after)) = e.limit_rate {

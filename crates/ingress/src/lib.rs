@@ -40,6 +40,7 @@ mod host_name;
 mod hosts;
 mod limits;
 mod listener;
+mod mirror;
 mod objects;
 mod paths;
 mod protect;

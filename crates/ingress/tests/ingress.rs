@@ -1979,3 +1979,80 @@ fn the_https_redirect_drops_a_trailing_slash_unless_preserved() {
     assert_eq!(drop("shop.kept.1"), (Some(true), false));
     assert!(!drop("shop.plain.1").1);
 }
+
+#[test]
+fn mirrors_are_the_routes_as_ingress_nginx_reads_them() {
+    let y = [
+        ing(
+            "shop",
+            "m",
+            &[
+                ("mirror-target", "https://test.env.com/$request_uri"),
+                ("mirror-request-body", "off"),
+            ],
+            &host_rule("m.example.com", "/", "m"),
+        ),
+        ing(
+            "shop",
+            "mh",
+            &[
+                ("mirror-target", "http://copy.shop.svc:8080$request_uri"),
+                ("mirror-host", "copies.internal"),
+                ("mirror-request-body", "maybe"),
+            ],
+            &host_rule("mh.example.com", "/", "mh"),
+        ),
+        ing(
+            "shop",
+            "bad",
+            &[("mirror-target", "http://a b/")],
+            &host_rule("bad.example.com", "/", "bad"),
+        ),
+        ing(
+            "shop",
+            "var",
+            &[("mirror-target", "http://$host/x")],
+            &host_rule("var.example.com", "/", "var"),
+        ),
+        ing(
+            "shop",
+            "lone",
+            &[("mirror-host", "copies.internal")],
+            &host_rule("lone.example.com", "/", "lone"),
+        ),
+    ]
+    .concat();
+    let i = run(&y);
+    let c = config(&i);
+    let m = route(&c, "shop.m.1").edge.mirror.as_ref().expect("mirror");
+    assert_eq!((m.host.as_str(), m.body), ("test.env.com", false));
+    assert_eq!(
+        m.url,
+        tollgate_config::parse_mirror_url("https://test.env.com/$request_uri").expect("in the test")
+    );
+    let mh = route(&c, "shop.mh.1").edge.mirror.as_ref().expect("mirror");
+    assert_eq!((mh.host.as_str(), mh.body), ("copies.internal", true));
+    assert_eq!(
+        warned(&i, "mirror-request-body \"maybe\" is not on or off"),
+        1
+    );
+    for r in ["shop.bad.1", "shop.var.1", "shop.lone.1"] {
+        assert!(route(&c, r).edge.mirror.is_none(), "{r}");
+        assert!(
+            !denied_routes(&i).contains(&r),
+            "{r}: a mirror never denies a route"
+        );
+    }
+    assert_eq!(
+        warned(&i, "mirror-target \"http://a b/\" has characters"),
+        1
+    );
+    assert_eq!(
+        warned(
+            &i,
+            "mirror-target \"http://$host/x\" cannot be sent by Tollgate"
+        ),
+        1
+    );
+    assert_eq!(warned(&i, "mirror-host without mirror-target"), 1);
+}

@@ -112,6 +112,18 @@ pub struct Ctx {
     /// Request body bytes passed on so far, and when the first came, for `min_body_rate`.
     pub body_bytes: u64,
     pub body_started: Option<Instant>,
+    /// The route's `mirror` copy of this request.
+    pub mirroring: Mirroring,
+}
+
+/// Where a request's `mirror` copy is.
+pub enum Mirroring {
+    /// Not started (or the route has no mirror).
+    No,
+    /// Its head taken, its body being read.
+    Reading(Box<tollgate_core::net::mirror::Copy>),
+    /// Sent, or dropped: never again for this request (a retry is not copied twice).
+    Done,
 }
 
 impl Ctx {
@@ -148,6 +160,7 @@ impl Ctx {
             target: None,
             body_bytes: 0,
             body_started: None,
+            mirroring: Mirroring::No,
         }
     }
 }

@@ -40,6 +40,8 @@ pub struct Shared {
     pub kube_syncing: std::sync::atomic::AtomicBool,
     /// Trace spans waiting for export (`[tracing]`).
     pub spans: tollgate_core::observe::traces::SpanQueue,
+    /// Routes' `mirror` copies: their client and bounds.
+    pub mirrors: tollgate_core::net::mirror::Mirrors,
 }
 
 impl Shared {
@@ -79,6 +81,7 @@ impl Shared {
         let runtime = Runtime::build(config, None, store.as_ref(), &metrics)?;
         Ok(Self {
             spans: tollgate_core::observe::traces::SpanQueue::default(),
+            mirrors: tollgate_core::net::mirror::Mirrors::new(metrics.mirror_requests.clone()),
             rls_serving: std::sync::atomic::AtomicBool::new(false),
             kube_syncing: std::sync::atomic::AtomicBool::new(false),
             tls,

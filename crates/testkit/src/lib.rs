@@ -134,6 +134,74 @@ impl Drop for Backend {
     }
 }
 
+/// A request a [`Recorder`] was sent, whole.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub target: String,
+    pub headers: http::HeaderMap,
+    pub body: Bytes,
+}
+
+/// An upstream that keeps every request it is sent and answers `204` after `delay` (a mirror,
+/// a slow one).
+pub struct Recorder {
+    pub addr: SocketAddr,
+    seen: Arc<std::sync::Mutex<Vec<Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Recorder {
+    pub async fn start(delay: Duration) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let seen: Arc<std::sync::Mutex<Vec<Seen>>> = Arc::default();
+        let s = seen.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                        let s = s.clone();
+                        async move {
+                            let (parts, body) = req.into_parts();
+                            let body = body.collect().await?.to_bytes();
+                            s.lock().unwrap_or_else(|e| e.into_inner()).push(Seen {
+                                method: parts.method.to_string(),
+                                target: parts.uri.to_string(),
+                                headers: parts.headers,
+                                body,
+                            });
+                            tokio::time::sleep(delay).await;
+                            let mut r = Response::new(Full::new(Bytes::new()));
+                            *r.status_mut() = http::StatusCode::NO_CONTENT;
+                            Ok::<_, hyper::Error>(r)
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        Ok(Self { addr, seen, task })
+    }
+
+    /// The requests kept so far, in the order they came.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 async fn echo(
     req: Request<Incoming>,
     hits: Arc<AtomicUsize>,

@@ -39,6 +39,42 @@ pub struct EdgeConfig {
     pub proxy_cookie_domain: Vec<Replace>,
     /// nginx's `proxy_cookie_path`: a `Set-Cookie` Path starting with `from` starts with `to`.
     pub proxy_cookie_path: Vec<Replace>,
+    /// nginx's `mirror`: a copy of each request the route passes upstream, its answer unread.
+    pub mirror: Option<MirrorConfig>,
+}
+
+/// `mirror = { url, host, body, timeout }` (docs/edge.md): where a copy of each request the
+/// route passes upstream goes. The copy is the request as the upstream is sent it (after the
+/// route's header rules and what the gateway owns); its answer is read and dropped, and never
+/// changes or delays the client's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorConfig {
+    /// The URL the copy is sent to, its `$` variables filled per request.
+    pub url: Vec<MirrorPart>,
+    /// The Host the copy carries (by default the URL's host, as ingress-nginx's mirror-host).
+    pub host: String,
+    /// The request body goes too (nginx's `mirror_request_body`, on by default).
+    pub body: bool,
+    /// The copy's whole exchange, connect to answer.
+    pub timeout: std::time::Duration,
+}
+
+/// A piece of the mirror URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MirrorPart {
+    Text(String),
+    /// `$request_uri`: the client's path and query as it sent them.
+    RequestUri,
+    /// `$uri`: the path the gateway routed by (normalized, without the query).
+    Uri,
+    /// `$args` / `$query_string`: the query, without `?`.
+    Args,
+    /// `$is_args`: `?` when there is a query.
+    IsArgs,
+    /// `$host`: the request's host, without its port.
+    Host,
+    /// `$scheme`: `http` or `https`, as the client spoke to the gateway.
+    Scheme,
 }
 
 /// `client_cert_headers`: the fields ingress-nginx sends the upstream of a host that asks

@@ -31,6 +31,8 @@ pub struct ShapingRt {
     pub rewrite_back: Option<Box<crate::filters::rewrite_back::RewriteBack>>,
     /// The `ssl-client-*` fields toward the upstream.
     pub client_cert: tollgate_config::model::ClientCertHeaders,
+    /// `mirror`: where a copy of each request passed upstream goes.
+    pub mirror: Option<Box<crate::net::mirror::MirrorRt>>,
 }
 
 /// One request's edge state (on routes with a [`ShapingRt`]).
@@ -72,6 +74,10 @@ impl ShapingRt {
             rate_after: e.limit_rate_after,
             rewrite_back: crate::filters::rewrite_back::RewriteBack::build(e),
             client_cert: e.client_cert_headers,
+            mirror: e
+                .mirror
+                .as_ref()
+                .and_then(crate::net::mirror::MirrorRt::build),
         };
         let used = rt.request_rules.is_some()
             || rt.response_rules.is_some()
@@ -81,7 +87,8 @@ impl ShapingRt {
             || rt.compress
             || rt.rate > 0
             || rt.rewrite_back.is_some()
-            || rt.client_cert != tollgate_config::model::ClientCertHeaders::Off;
+            || rt.client_cert != tollgate_config::model::ClientCertHeaders::Off
+            || rt.mirror.is_some();
         used.then(|| Box::new(rt))
     }
 
@@ -367,6 +374,7 @@ mod tests {
             rate_after: 500,
             rewrite_back: None,
             client_cert: Default::default(),
+            mirror: None,
         };
         let mut c = ShapingCtx::default();
         let mut chunk = Some(bytes::Bytes::from(vec![0u8; 500]));

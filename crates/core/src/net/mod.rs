@@ -2,3 +2,4 @@
 //! services, the JWKS and trace export ([`client`]).
 
 pub mod client;
+pub mod mirror;

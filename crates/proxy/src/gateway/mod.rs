@@ -4,6 +4,7 @@
 
 mod errors;
 mod logging;
+mod mirror;
 mod peer;
 pub mod proxy_http;
 mod request_body;

@@ -19,6 +19,8 @@ pub(super) fn request_body_filter(
     end_of_stream: bool,
     ctx: &mut Ctx,
 ) -> Result<()> {
+    // The copy holds at most what the cap lets through (over it, nothing is sent).
+    super::mirror::body(gw, body.as_deref(), end_of_stream, ctx);
     let Some(rt) = &ctx.rt else { return Ok(()) };
     if session.was_upgraded() {
         // A WebSocket (or other upgrade) is not a body: quiet for minutes is fine.

@@ -15,7 +15,7 @@ use tollgate_core::respond::names;
 use tollgate_core::tls::client_cert::ClientCert;
 
 pub(super) fn upstream_request_filter(
-    _gw: &Gateway,
+    gw: &Gateway,
     session: &mut Session,
     upstream: &mut RequestHeader,
     ctx: &mut Ctx,
@@ -69,6 +69,7 @@ pub(super) fn upstream_request_filter(
     } else {
         upstream.remove_header(names::SHADOW_EXCEEDED.name());
     }
+    super::mirror::start(gw, session, upstream, ctx);
     Ok(())
 }
 

@@ -1,0 +1,73 @@
+//! A route's `mirror` in the proxy phases: the copy's head is taken once the upstream request
+//! is written (the first try only), its body as it streams past, and it is sent when the body
+//! is in. A request that never reaches the upstream (refused, answered at the edge) is not
+//! copied, as nginx's mirror runs after the access and limit phases.
+
+use super::Gateway;
+use crate::ctx::{Ctx, Mirroring};
+use pingora::http::RequestHeader;
+use pingora::prelude::*;
+use tollgate_core::net::mirror::Request;
+
+/// At the end of `upstream_request_filter`: starts the copy of `upstream`.
+pub(super) fn start(gw: &Gateway, session: &mut Session, upstream: &RequestHeader, ctx: &mut Ctx) {
+    if !matches!(ctx.mirroring, Mirroring::No) {
+        return;
+    }
+    let (Some(rt), Some(r)) = (&ctx.rt, ctx.route) else {
+        return;
+    };
+    let route = &rt.routes[r];
+    let Some(m) = route.shaping.as_deref().and_then(|s| s.mirror.as_deref()) else {
+        return;
+    };
+    ctx.mirroring = Mirroring::Done;
+    // An upgrade is a tunnel, not a request a mirror can be sent.
+    if session.is_upgrade_req() {
+        return;
+    }
+    let req = session.req_header();
+    let request_uri = req.uri.path_and_query().map_or("/", |p| p.as_str());
+    let host = req
+        .uri
+        .authority()
+        .map(|a| a.as_str())
+        .or_else(|| req.headers.get(http::header::HOST)?.to_str().ok())
+        .and_then(|h| tollgate_route::normalize::normalize_host(h).ok());
+    let values = Request {
+        request_uri,
+        uri: ctx.canonical_path.as_deref().unwrap_or(req.uri.path()),
+        host: host.as_deref().unwrap_or(""),
+        secure: ctx.secure,
+    };
+    let Some(copy) =
+        gw.shared
+            .mirrors
+            .start(m, &route.name, &upstream.method, &upstream.headers, &values)
+    else {
+        return;
+    };
+    if m.body && !session.is_body_empty() {
+        ctx.mirroring = Mirroring::Reading(Box::new(copy));
+    } else {
+        gw.shared.mirrors.send(copy);
+    }
+}
+
+/// In `request_body_filter`: the chunk joins the copy; at the body's end the copy goes.
+pub(super) fn body(gw: &Gateway, chunk: Option<&[u8]>, end_of_stream: bool, ctx: &mut Ctx) {
+    let Mirroring::Reading(copy) = &mut ctx.mirroring else {
+        return;
+    };
+    if let Some(b) = chunk {
+        if !gw.shared.mirrors.push(copy, b, ctx.max_body) {
+            ctx.mirroring = Mirroring::Done;
+            return;
+        }
+    }
+    if end_of_stream {
+        if let Mirroring::Reading(copy) = std::mem::replace(&mut ctx.mirroring, Mirroring::Done) {
+            gw.shared.mirrors.send(*copy);
+        }
+    }
+}
