@@ -919,3 +919,147 @@ mirror = "http://{m}"
         "{m}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_pages_answer_listed_statuses_as_ingress_nginx_asks_its_default_backend() {
+    let be = Backend::start().await.expect("backend");
+    let pages = Recorder::pages().await.expect("pages");
+    let (dead, dead_pages) = (free_port(), free_port());
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.app]
+targets = ["{be}"]
+[upstreams.pages]
+targets = ["{pages}"]
+[upstreams.dead]
+targets = ["127.0.0.1:{dead}"]
+health_check = false
+[upstreams.deadpages]
+targets = ["127.0.0.1:{dead_pages}"]
+health_check = false
+
+[[routes]]
+name = "paged"
+path_prefix = "/paged"
+upstream = "app"
+error_pages = {{ codes = [404, 503], upstream = "pages", headers = {{ "X-Namespace" = "shop", "X-Ingress-Name" = "web" }} }}
+
+[[routes]]
+name = "down"
+path_prefix = "/down"
+upstream = "dead"
+error_pages = {{ codes = [502], upstream = "pages" }}
+
+[[routes]]
+name = "nopage"
+path_prefix = "/nopage"
+upstream = "app"
+error_pages = {{ codes = [500], upstream = "deadpages" }}
+"#,
+            be = be.addr,
+            pages = pages.addr,
+        ),
+    );
+    let _gw = running(BIN.as_ref(), &toml, port, admin).await;
+    let r = get(
+        port,
+        "/paged/item?q=1",
+        &[
+            ("x-want-status", "404"),
+            ("accept", "text/html"),
+            ("cookie", "session=s3cret"),
+            ("authorization", "Bearer t0ken"),
+            ("host", "shop.example"),
+        ],
+    )
+    .await
+    .expect("paged");
+    assert_eq!((r.status, r.body.as_str()), (404, "page for 404"));
+    assert_eq!(r.header("content-type"), Some("text/html"));
+    let seen = pages.seen();
+    assert_eq!(seen.len(), 1);
+    let p = &seen[0];
+    let h = |n: &str| {
+        p.headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    assert_eq!((p.method.as_str(), p.target.as_str()), ("GET", "/?q=1"));
+    assert_eq!(h("x-code").as_deref(), Some("404"));
+    assert_eq!(h("x-format").as_deref(), Some("text/html"));
+    assert_eq!(h("x-original-uri").as_deref(), Some("/paged/item?q=1"));
+    assert_eq!(h("x-request-id").as_deref(), r.header("x-request-id"));
+    assert_eq!(h("x-forwarded-for").as_deref(), Some("127.0.0.1"));
+    assert_eq!(h("host").as_deref(), Some("shop.example"));
+    assert_eq!(h("x-namespace").as_deref(), Some("shop"));
+    assert_eq!(h("x-ingress-name").as_deref(), Some("web"));
+    assert_eq!(
+        (h("cookie"), h("authorization")),
+        (None, None),
+        "the client's credentials stay the application's"
+    );
+
+    // An upstream error without a body (its framing carries none: the page is written in
+    // its place and the connection closed after it), a POST.
+    let r = request_from(
+        IpAddr::from([127, 0, 0, 1]),
+        port,
+        "POST",
+        "/paged/form",
+        &[("x-want-status", "503"), ("x-want-empty", "1")],
+        "a=1",
+    )
+    .await
+    .expect("empty 503");
+    assert_eq!((r.status, r.body.as_str()), (503, "page for 503"));
+    // With a body: the page's length frames the answer, nothing of the upstream's leaks, and
+    // the connection carries the next request.
+    let mut conn = Conn::open(port).await.expect("conn");
+    for _ in 0..2 {
+        let r = conn
+            .send("GET", "/paged/ok", &[("x-want-status", "503")], "")
+            .await
+            .expect("same connection");
+        assert_eq!((r.status, r.body.as_str()), (503, "page for 503"));
+    }
+    assert_eq!(pages.seen()[1].method, "POST");
+    // A status not listed passes as the upstream said it.
+    let r = get(port, "/paged/x", &[("x-want-status", "500")])
+        .await
+        .expect("500");
+    assert_eq!(r.status, 500);
+    assert!(r.body.contains("\"path\""), "{}", r.body);
+    // The gateway's own failure to proxy, listed: the page instead of the problem.
+    let r = get(port, "/down/x", &[]).await.expect("down");
+    assert_eq!((r.status, r.body.as_str()), (502, "page for 502"));
+    // A page that cannot be had: the upstream's answer, whole; counted.
+    let r = get(port, "/nopage/x", &[("x-want-status", "500")])
+        .await
+        .expect("nopage");
+    assert_eq!(r.status, 500);
+    assert!(r.body.contains("\"path\""), "{}", r.body);
+    let m = metrics(admin).await;
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_error_pages_total",
+            &["route=\"paged\"", "result=\"served\""]
+        ),
+        4.0,
+        "{m}"
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_error_pages_total",
+            &["route=\"nopage\"", "result=\"failed\""]
+        ),
+        1.0,
+        "{m}"
+    );
+}

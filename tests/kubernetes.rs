@@ -1119,3 +1119,89 @@ async fn custom_headers_follow_their_configmap_live() {
     // Counted at the last translation: the controller's and the one named.
     assert!(metric(&m, "tollgate_kube_objects", &["kind=\"ConfigMap\""]) >= 2.0);
 }
+
+/// `default-backend`: while the Ingress's Service has no endpoint its requests go to the
+/// default backend (its first port), and back the moment endpoints come; with
+/// `custom-http-errors` the default backend answers the listed statuses, told of the Ingress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_backend_serves_while_the_service_has_no_endpoint_and_answers_its_errors() {
+    let c = Cluster::start().await;
+    let web = Backend::start().await.expect("web");
+    let pages = Recorder::pages().await.expect("pages");
+    // The Service alone: no EndpointSlice yet (a Deployment scaled to zero).
+    let svc = service("web", web.addr.port());
+    let (web_service, web_slice) = svc.split_once("---\n").expect("two objects");
+    c.apply(web_service);
+    c.apply(&service("errors", pages.addr.port()));
+    let (port, admin) = (free_port(), free_port());
+    let _gw = c.gateway(port, admin, "").await;
+    assert!(ready(admin).await);
+    c.apply(&ingress(
+        "fallback",
+        "tollgate",
+        "/",
+        "    nginx.ingress.kubernetes.io/default-backend: errors\n    nginx.ingress.kubernetes.io/custom-http-errors: \"404,503\"\n",
+    ));
+    let from_pages = eventually(Duration::from_secs(5), || async {
+        get(port, "/a", &[("host", "fallback.example")])
+            .await
+            .is_ok_and(|r| r.status == 200 && r.body == "page for 200")
+    })
+    .await;
+    assert!(
+        from_pages,
+        "the default backend serves while web has no endpoint"
+    );
+    // Endpoints come: web serves, within a second.
+    c.apply(web_slice);
+    let t = Instant::now();
+    loop {
+        let r = get(port, "/a", &[("host", "fallback.example")])
+            .await
+            .expect("req");
+        if r.status == 200 && r.body.contains("\"path\"") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(1),
+            "web took over 1 s: {}",
+            r.body
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // web's 404: the default backend's page, told which Ingress and Service it is for.
+    let before = pages.seen().len();
+    let r = get(
+        port,
+        "/missing?x=1",
+        &[("host", "fallback.example"), ("x-want-status", "404")],
+    )
+    .await
+    .expect("404");
+    assert_eq!((r.status, r.body.as_str()), (404, "page for 404"));
+    let seen = pages.seen();
+    let p = &seen[before];
+    let h = |n: &str| {
+        p.headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    assert_eq!(p.target, "/?x=1");
+    assert_eq!(h("x-code").as_deref(), Some("404"));
+    assert_eq!(h("x-original-uri").as_deref(), Some("/missing?x=1"));
+    assert_eq!(h("x-namespace").as_deref(), Some("shop"));
+    assert_eq!(h("x-ingress-name").as_deref(), Some("fallback"));
+    assert_eq!(h("x-service-name").as_deref(), Some("web"));
+    assert_eq!(h("x-service-port").as_deref(), Some("80"));
+    assert_eq!(h("host").as_deref(), Some("fallback.example"));
+    // A status not listed passes.
+    let r = get(
+        port,
+        "/x",
+        &[("host", "fallback.example"), ("x-want-status", "500")],
+    )
+    .await
+    .expect("500");
+    assert_eq!(r.status, 500);
+}

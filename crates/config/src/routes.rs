@@ -17,35 +17,7 @@ pub(crate) struct Tables<'a> {
     pub auth: &'a crate::auth::Env<'a>,
 }
 
-/// Tables defined by name, each found by its name in one lookup (15,000 routes naming
-/// 10,000 upstreams made a scan per route quadratic); the first of a repeated name, as a scan
-/// finds it (the repeat is an error of its own table).
-pub(crate) struct Named<'a, T> {
-    items: &'a [(String, T)],
-    at: HashMap<&'a str, usize>,
-}
-
-impl<'a, T> Named<'a, T> {
-    pub fn new(items: &'a [(String, T)]) -> Self {
-        let mut at = HashMap::with_capacity(items.len());
-        for (i, (n, _)) in items.iter().enumerate() {
-            at.entry(n.as_str()).or_insert(i);
-        }
-        Self { items, at }
-    }
-
-    /// The index of the table named `name`.
-    pub fn position(&self, name: &str) -> Option<usize> {
-        self.at.get(name).copied()
-    }
-}
-
-impl<T> std::ops::Deref for Named<'_, T> {
-    type Target = [(String, T)];
-    fn deref(&self) -> &Self::Target {
-        self.items
-    }
-}
+pub(crate) use crate::named::Named;
 
 pub(crate) fn read(
     cx: &mut Cx,
@@ -117,6 +89,7 @@ fn route(
         );
         ok = false;
     }
+    let fallback = crate::fallback::route(cx, &mut r, action.as_ref(), upstreams, &mut ok);
     let https_redirect = r
         .get("https_redirect")
         .and_then(|v| as_bool(cx, &r.key_path("https_redirect"), v));
@@ -163,6 +136,7 @@ fn route(
             auth: auth.ok().flatten(),
             aliases,
             edge: EdgeConfig::shared(edge.unwrap_or_default()),
+            fallback,
         }),
         _ => None,
     }

@@ -254,6 +254,7 @@ fn route(out: &mut String, p: &Plan, r: &Route, redirect: Option<bool>, covering
                 canary_line(out, p, c);
             }
             super::edge::lines(out, &s.edge, r.host.as_deref());
+            super::fallback::lines(out, &s.fallback, upstream, p.upstreams);
         }
     }
     // ingress-nginx tells the upstream of a host with client certificates about them.

@@ -35,6 +35,7 @@ mod deny;
 mod depth;
 mod edge;
 mod emit;
+mod fallback;
 mod global;
 mod host_name;
 mod hosts;
@@ -153,6 +154,7 @@ fn named_maps(all: &[Ingress]) -> std::collections::BTreeSet<String> {
 fn read_settings(
     prod: &[Ingress],
     maps: &[global::ConfigMap],
+    ports: &objects::Ports,
     global: &global::Global,
     w: &mut Warnings,
 ) -> Vec<Settings> {
@@ -160,14 +162,16 @@ fn read_settings(
         maps,
         allowed: &global.allowed_response_headers,
     };
-    prod.iter().map(|i| settings::read(i, &lookup, w)).collect()
+    prod.iter()
+        .map(|i| settings::read(i, &lookup, ports, w))
+        .collect()
 }
 
 pub fn import(yaml: &str, opts: &Options) -> Result<Imported, ImportError> {
     let mut w = Warnings::default();
     depth::check(yaml)?;
-    let mut maps = Vec::new();
-    let all = objects::read(yaml, &mut maps, &mut w)?;
+    let (mut maps, mut ports) = (Vec::new(), objects::Ports::new());
+    let all = objects::read(yaml, &mut maps, &mut ports, &mut w)?;
     let global = global::decide(&maps, opts.configmap.as_deref(), &named_maps(&all), &mut w);
     if all.is_empty() {
         return Err(ImportError::NoIngress(
@@ -189,7 +193,7 @@ pub fn import(yaml: &str, opts: &Options) -> Result<Imported, ImportError> {
     let count = ings.len();
     let (canaries, prod): (Vec<Ingress>, Vec<Ingress>) =
         ings.into_iter().partition(|i| canary::is_canary(i, &mut w));
-    let mut settings = read_settings(&prod, &maps, &global, &mut w);
+    let mut settings = read_settings(&prod, &maps, &ports, &global, &mut w);
     let tls = listener::decide(&prod, &mut settings, &mut w);
     hosts::aliases(&prod, &mut settings, &mut w);
     let mut routes = routes::build(&prod, &settings, upstream_of, &mut w);
@@ -219,6 +223,7 @@ pub fn import(yaml: &str, opts: &Options) -> Result<Imported, ImportError> {
         return Err(ImportError::NoRoute(warnings.join("\n")));
     }
     let mut keys: Vec<&UpKey> = Vec::new();
+    let mut fallbacks: Vec<UpKey> = Vec::new();
     for r in &routes {
         if let routes::Action::Proxy {
             upstream, canary, ..
@@ -228,9 +233,11 @@ pub fn import(yaml: &str, opts: &Options) -> Result<Imported, ImportError> {
             if let Some(c) = canary {
                 keys.push(&c.upstream);
             }
+            let (backend, pages) = settings[r.ing].fallback.keys(upstream);
+            fallbacks.extend(backend.into_iter().chain(pages));
         }
     }
-    let upstreams = upstreams::names(keys);
+    let upstreams = upstreams::names(keys.into_iter().chain(&fallbacks));
     let toml = emit::write(&emit::Plan {
         ingresses: count,
         warnings: &warnings,

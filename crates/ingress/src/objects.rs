@@ -82,6 +82,10 @@ impl PathKind {
     }
 }
 
+/// The input's Services by namespace and name: their first port (what ingress-nginx's
+/// `default-backend` is spoken to on).
+pub(super) type Ports = BTreeMap<(String, String), u16>;
+
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Debug)]
 pub(super) struct Backend {
     pub service: String,
@@ -118,6 +122,7 @@ fn scalar(v: &Value) -> Option<String> {
 pub(super) fn read(
     yaml: &str,
     maps: &mut Vec<super::global::ConfigMap>,
+    services: &mut Ports,
     w: &mut Warnings,
 ) -> Result<Vec<Ingress>, ImportError> {
     let mut objects = Vec::new();
@@ -143,6 +148,15 @@ pub(super) fn read(
         let name = str_at(obj, &["metadata", "name"]).unwrap_or("unnamed");
         if kind == "ConfigMap" && api == "v1" {
             maps.push(super::global::ConfigMap::read(obj));
+        } else if kind == "Service" && api == "v1" {
+            let ns = str_at(obj, &["metadata", "namespace"]).unwrap_or("default");
+            let first = seq(obj.get("spec").and_then(|s| s.get("ports")))
+                .first()
+                .and_then(|p| p.get("port")?.as_u64())
+                .and_then(|p| u16::try_from(p).ok());
+            if let Some(port) = first {
+                services.insert((ns.to_string(), name.to_string()), port);
+            }
         } else if kind != "Ingress" {
             w.push(comment(&format!("{kind} {name}: not an Ingress: skipped")));
         } else if api != "networking.k8s.io/v1" {

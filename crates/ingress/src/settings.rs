@@ -48,10 +48,17 @@ pub(super) struct Settings {
     pub edge: edge::EdgeOut,
     /// The upstream's balancing, affinity and retries.
     pub balancing: balancing::Balancing,
+    /// `default-backend`, `custom-http-errors`.
+    pub fallback: super::fallback::FallbackOut,
 }
 
 /// Every annotation of a production Ingress.
-pub(super) fn read(ing: &Ingress, lookup: &custom_headers::Lookup, w: &mut Warnings) -> Settings {
+pub(super) fn read(
+    ing: &Ingress,
+    lookup: &custom_headers::Lookup,
+    ports: &super::objects::Ports,
+    w: &mut Warnings,
+) -> Settings {
     let mut a = Anns::new(ing);
     let limits = limits::read(&mut a, w);
     let access = access::read(&mut a, &limits.allow, w);
@@ -64,6 +71,7 @@ pub(super) fn read(ing: &Ingress, lookup: &custom_headers::Lookup, w: &mut Warni
     let mut edge = edge::read(&mut a, w);
     let custom = custom_headers::read(&mut a, lookup);
     let balancing = balancing::read(&mut a, w);
+    let fallback = super::fallback::read(&mut a, &ing.ns, &ing.name, ports, w);
     for key in catalogue::CANARY_KEYS {
         if key != "canary" && a.get(key).is_some() {
             w.push(format!(
@@ -108,6 +116,7 @@ pub(super) fn read(ing: &Ingress, lookup: &custom_headers::Lookup, w: &mut Warni
         host_refusals: protect.host_refusals,
         edge,
         balancing,
+        fallback,
     }
 }
 

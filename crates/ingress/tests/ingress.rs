@@ -1082,7 +1082,8 @@ fn limit_whitelist_still_exempts_and_bad_numbers_are_named() {
     assert_eq!(acc.allow.len(), 2);
     assert_eq!(acc.deny[0].to_string(), "198.51.100.0/24");
     assert!(acc.only_from.is_empty());
-    assert_eq!(warned(&i, "Service api: not an Ingress"), 1);
+    // A Service is read (a default-backend's first port), not skipped with a warning.
+    assert_eq!(warned(&i, "Service api: not an Ingress"), 0);
 
     let y = [
         ing(
@@ -2028,7 +2029,8 @@ fn mirrors_are_the_routes_as_ingress_nginx_reads_them() {
     assert_eq!((m.host.as_str(), m.body), ("test.env.com", false));
     assert_eq!(
         m.url,
-        tollgate_config::parse_mirror_url("https://test.env.com/$request_uri").expect("in the test")
+        tollgate_config::parse_mirror_url("https://test.env.com/$request_uri")
+            .expect("in the test")
     );
     let mh = route(&c, "shop.mh.1").edge.mirror.as_ref().expect("mirror");
     assert_eq!((mh.host.as_str(), mh.body), ("copies.internal", true));
@@ -2055,4 +2057,112 @@ fn mirrors_are_the_routes_as_ingress_nginx_reads_them() {
         1
     );
     assert_eq!(warned(&i, "mirror-host without mirror-target"), 1);
+}
+
+/// `default-backend` (a Service of the input, spoken to on its first port) and
+/// `custom-http-errors` as ingress-nginx reads them; `disable-proxy-intercept-errors` leaves
+/// the upstream's answers alone; what cannot be kept is named, never a route denied.
+#[test]
+fn default_backends_and_error_pages_are_the_routes_as_ingress_nginx_reads_them() {
+    let errors_svc = "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: errors\n  namespace: shop\nspec:\n  ports:\n  - {name: http, port: 8080}\n  - {name: admin, port: 9090}\n";
+    let y = [
+        errors_svc.to_string(),
+        ing(
+            "shop",
+            "paged",
+            &[
+                ("default-backend", "errors"),
+                ("custom-http-errors", "503, 404,404"),
+            ],
+            &host_rule("paged.example.com", "/", "web"),
+        ),
+        ing(
+            "shop",
+            "own",
+            &[
+                ("default-backend", "errors"),
+                ("custom-http-errors", "502"),
+                ("disable-proxy-intercept-errors", "true"),
+            ],
+            &host_rule("own.example.com", "/", "web"),
+        ),
+        ing(
+            "shop",
+            "quiet",
+            &[("default-backend", "errors")],
+            &host_rule("quiet.example.com", "/", "web"),
+        ),
+        ing(
+            "shop",
+            "lost",
+            &[
+                ("default-backend", "nowhere"),
+                ("custom-http-errors", "404"),
+            ],
+            &host_rule("lost.example.com", "/", "web"),
+        ),
+        ing(
+            "shop",
+            "bad",
+            &[
+                ("default-backend", "errors"),
+                ("custom-http-errors", "404,302"),
+            ],
+            &host_rule("bad.example.com", "/", "web"),
+        ),
+    ]
+    .concat();
+    let i = run(&y);
+    let c = config(&i);
+    let fb = |r: &str| {
+        route(&c, r)
+            .fallback
+            .as_deref()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let up = |n: usize| c.upstreams[n].name.clone();
+    let paged = fb("shop.paged.1");
+    assert_eq!(
+        paged.default_backend.map(up).as_deref(),
+        Some("shop.errors.8080")
+    );
+    let ep = paged.error_pages.expect("error pages");
+    assert_eq!(ep.codes, [404, 503]);
+    assert_eq!(up(ep.upstream), "shop.errors.8080");
+    assert!(ep.upstream_answers);
+    assert_eq!(
+        ep.headers,
+        [
+            ("x-namespace".to_string(), "shop".to_string()),
+            ("x-ingress-name".into(), "paged".into()),
+            ("x-service-name".into(), "web".into()),
+            ("x-service-port".into(), "80".into()),
+        ]
+    );
+    assert!(!fb("shop.own.1").error_pages.expect("own").upstream_answers);
+    let quiet = fb("shop.quiet.1");
+    assert!(quiet.default_backend.is_some() && quiet.error_pages.is_none());
+    assert_eq!(route(&c, "shop.lost.1").fallback, None);
+    assert_eq!(
+        warned(
+            &i,
+            "default-backend Service shop/nowhere is not among the objects"
+        ),
+        1
+    );
+    assert_eq!(
+        warned(&i, "custom-http-errors without a default-backend"),
+        1
+    );
+    let bad = fb("shop.bad.1");
+    assert!(bad.default_backend.is_some() && bad.error_pages.is_none());
+    assert_eq!(
+        warned(
+            &i,
+            "custom-http-errors \"404,302\" is not a list of statuses"
+        ),
+        1
+    );
+    assert!(denied_routes(&i).is_empty(), "{:?}", denied_routes(&i));
 }

@@ -259,6 +259,8 @@ fn import_items(
         .filter_map(|m| serde_json::to_value(m).ok())
         .collect();
     objects.extend(&theirs);
+    let backends = default_backends(items, c);
+    objects.extend(&backends);
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
     let yaml = serde_yaml_ng::to_string(&list)
         .map_err(|e| format!("the Ingresses could not be written for the importer: {e}"))?;
@@ -279,6 +281,37 @@ fn import_items(
         .parse()
         .map_err(|e| format!("the importer's output does not parse: {e}"))?;
     Ok((table, warnings))
+}
+
+const DEFAULT_BACKEND: &str = "nginx.ingress.kubernetes.io/default-backend";
+
+/// The Services the items' `default-backend` names, as the importer reads them (their first
+/// port); one the cluster lacks is named by the importer.
+fn default_backends(items: &[(String, serde_json::Value)], c: &Cluster) -> Vec<serde_json::Value> {
+    let services = by_name(&c.services);
+    let named: BTreeSet<(&str, &str)> = items
+        .iter()
+        .filter_map(|(_, v)| {
+            let m = v.get("metadata")?;
+            Some((
+                m.get("namespace")?.as_str()?,
+                m.get("annotations")?.get(DEFAULT_BACKEND)?.as_str()?.trim(),
+            ))
+        })
+        .collect();
+    named
+        .into_iter()
+        .filter_map(|key| {
+            let svc = services.get(&key)?;
+            let port = svc.spec.as_ref()?.ports.as_ref()?.first()?.port;
+            Some(serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"namespace": key.0, "name": key.1},
+                "spec": {"ports": [{"port": port}]},
+            }))
+        })
+        .collect()
 }
 
 /// An import's table, its certificates not in `volume` left out ([`secrets`]), as TOML.

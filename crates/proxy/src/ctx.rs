@@ -114,6 +114,17 @@ pub struct Ctx {
     pub body_started: Option<Instant>,
     /// The route's `mirror` copy of this request.
     pub mirroring: Mirroring,
+    /// An `error_pages` page in place of the upstream's answer.
+    pub page: Option<Box<Page>>,
+}
+
+/// An `error_pages` page in place of the upstream's answer.
+pub struct Page {
+    /// Its head, when `fail_to_proxy` writes it (an upstream answer without a body, whose
+    /// framing cannot carry one).
+    pub head: Option<pingora::http::ResponseHeader>,
+    /// Its body, until written (in place of the upstream's, which is dropped).
+    pub body: Option<bytes::Bytes>,
 }
 
 /// Where a request's `mirror` copy is.
@@ -161,6 +172,7 @@ impl Ctx {
             body_bytes: 0,
             body_started: None,
             mirroring: Mirroring::No,
+            page: None,
         }
     }
 }

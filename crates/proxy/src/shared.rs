@@ -42,6 +42,8 @@ pub struct Shared {
     pub spans: tollgate_core::observe::traces::SpanQueue,
     /// Routes' `mirror` copies: their client and bounds.
     pub mirrors: tollgate_core::net::mirror::Mirrors,
+    /// The client `error_pages` asks pages with (made at the first page).
+    pub pages_client: std::sync::OnceLock<Result<tollgate_core::net::client::HttpClient, String>>,
 }
 
 impl Shared {
@@ -82,6 +84,7 @@ impl Shared {
         Ok(Self {
             spans: tollgate_core::observe::traces::SpanQueue::default(),
             mirrors: tollgate_core::net::mirror::Mirrors::new(metrics.mirror_requests.clone()),
+            pages_client: Default::default(),
             rls_serving: std::sync::atomic::AtomicBool::new(false),
             kube_syncing: std::sync::atomic::AtomicBool::new(false),
             tls,

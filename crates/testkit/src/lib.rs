@@ -153,6 +153,16 @@ pub struct Recorder {
 
 impl Recorder {
     pub async fn start(delay: Duration) -> std::io::Result<Self> {
+        Self::start_with(delay, false).await
+    }
+
+    /// An error-page server, as ingress-nginx's custom-error-pages example: it answers the
+    /// status its request's `X-Code` names (200 without one), `page for CODE` as HTML.
+    pub async fn pages() -> std::io::Result<Self> {
+        Self::start_with(Duration::ZERO, true).await
+    }
+
+    async fn start_with(delay: Duration, pages: bool) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let seen: Arc<std::sync::Mutex<Vec<Seen>>> = Arc::default();
@@ -169,6 +179,11 @@ impl Recorder {
                         async move {
                             let (parts, body) = req.into_parts();
                             let body = body.collect().await?.to_bytes();
+                            let code = parts
+                                .headers
+                                .get("x-code")
+                                .and_then(|v| v.to_str().ok()?.parse::<u16>().ok())
+                                .and_then(|c| http::StatusCode::from_u16(c).ok());
                             s.lock().unwrap_or_else(|e| e.into_inner()).push(Seen {
                                 method: parts.method.to_string(),
                                 target: parts.uri.to_string(),
@@ -176,8 +191,21 @@ impl Recorder {
                                 body,
                             });
                             tokio::time::sleep(delay).await;
-                            let mut r = Response::new(Full::new(Bytes::new()));
-                            *r.status_mut() = http::StatusCode::NO_CONTENT;
+                            if !pages {
+                                let mut r = Response::new(Full::new(Bytes::new()));
+                                *r.status_mut() = http::StatusCode::NO_CONTENT;
+                                return Ok::<_, hyper::Error>(r);
+                            }
+                            let code = code.unwrap_or(http::StatusCode::OK);
+                            let mut r = Response::new(Full::new(Bytes::from(format!(
+                                "page for {}",
+                                code.as_u16()
+                            ))));
+                            *r.status_mut() = code;
+                            r.headers_mut().insert(
+                                "content-type",
+                                http::HeaderValue::from_static("text/html"),
+                            );
                             Ok::<_, hyper::Error>(r)
                         }
                     });
@@ -246,7 +274,13 @@ async fn echo(
         "headers": headers,
         "body": String::from_utf8_lossy(&body),
     });
-    let mut resp = Response::new(Full::new(Bytes::from(out.to_string())));
+    // A test asks for an answer without a body (`x-want-empty`): an error page of length 0.
+    let text = if parts.headers.contains_key("x-want-empty") {
+        String::new()
+    } else {
+        out.to_string()
+    };
+    let mut resp = Response::new(Full::new(Bytes::from(text)));
     // A test asks for the status it wants answered (e.g. 401: a failed login).
     if let Some(code) = parts
         .headers

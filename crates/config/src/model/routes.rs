@@ -38,6 +38,35 @@ pub struct RouteConfig {
     /// Body cap, CORS, header rules, compression, bandwidth, www redirect (docs/edge.md).
     /// Shared: the routes that set nothing of it hold one default ([`EdgeConfig::shared`]).
     pub edge: std::sync::Arc<EdgeConfig>,
+    /// `default_backend` and `error_pages` (docs/edge.md).
+    pub fallback: Option<Box<Fallback>>,
+}
+
+/// Where a route's requests go when its upstream cannot serve them, and who answers its
+/// errors.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Fallback {
+    /// `default_backend`: the upstream (index into [`crate::model::Config::upstreams`]) the
+    /// route's requests go to while its own upstream has no targets (ingress-nginx's
+    /// `default-backend`).
+    pub default_backend: Option<usize>,
+    /// `error_pages`: answers with these statuses are replaced by another upstream's.
+    pub error_pages: Option<ErrorPages>,
+}
+
+/// `error_pages = { codes, upstream, headers }`: nginx's `error_page` with
+/// `proxy_intercept_errors` (ingress-nginx's `custom-http-errors`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorPages {
+    /// 400 to 599, sorted, each once.
+    pub codes: Vec<u16>,
+    /// Index into [`crate::model::Config::upstreams`]: asked over plain HTTP/1.1.
+    pub upstream: usize,
+    /// Fields sent to it besides the gateway's (`X-Code`, `X-Format`, `X-Original-URI`, ...).
+    pub headers: Vec<(String, String)>,
+    /// The upstream's answers are replaced too (`false`: only the gateway's own 502, 503 and
+    /// 504, as ingress-nginx's `disable-proxy-intercept-errors`).
+    pub upstream_answers: bool,
 }
 
 /// A route's paths.

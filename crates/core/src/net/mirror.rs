@@ -277,13 +277,17 @@ mod tests {
         assert_eq!(u.to_string(), "http://m.ns.svc:8080/a/b?x=1");
         let u = rt("http://m").url(&req("/p?q")).expect("in the test");
         assert_eq!(u.to_string(), "http://m/p?q", "no path: the client's");
-        let u = rt("http://m/copy$is_args$args").url(&req("/p")).expect("in the test");
+        let u = rt("http://m/copy$is_args$args")
+            .url(&req("/p"))
+            .expect("in the test");
         assert_eq!(u.to_string(), "http://m/copy");
         let u = rt("http://m/copy$is_args$args")
             .url(&req("/p?z=2"))
             .expect("in the test");
         assert_eq!(u.to_string(), "http://m/copy?z=2");
-        let u = rt("http://m/$scheme/$host$uri").url(&req("/p?z")).expect("in the test");
+        let u = rt("http://m/$scheme/$host$uri")
+            .url(&req("/p?z"))
+            .expect("in the test");
         assert_eq!(u.to_string(), "http://m/https/shop.example.com/p");
         // A request URI cannot move the authority (origin-form always starts with "/",
         // but "*" and the like must not make another host either).
@@ -294,7 +298,8 @@ mod tests {
 
     fn mirrors() -> Mirrors {
         Mirrors::new(
-            IntCounterVec::new(prometheus::Opts::new("m", "m"), &["route", "result"]).expect("in the test"),
+            IntCounterVec::new(prometheus::Opts::new("m", "m"), &["route", "result"])
+                .expect("in the test"),
         )
     }
 
@@ -319,7 +324,10 @@ mod tests {
         let c = &held[0];
         assert_eq!(c.req.headers().get("host").expect("in the test"), "m");
         assert!(c.req.headers().get("connection").is_none());
-        assert_eq!(c.req.headers().get("x-request-id").expect("in the test"), "id");
+        assert_eq!(
+            c.req.headers().get("x-request-id").expect("in the test"),
+            "id"
+        );
         let mut c = held.pop().expect("in the test");
         assert!(m.push(&mut c, &[0; 100], 150));
         assert!(!m.push(&mut c, &[0; 100], 150), "over the route's cap");
@@ -328,9 +336,13 @@ mod tests {
         drop(held);
         assert_eq!(m.in_flight.load(Ordering::Acquire), 0);
         assert_eq!(m.bytes.load(Ordering::Acquire), 0);
-        let mut big = m.start(&r, &route, &Method::PUT, &h, &req("/")).expect("in the test");
+        let mut big = m
+            .start(&r, &route, &Method::PUT, &h, &req("/"))
+            .expect("in the test");
         assert!(m.push(&mut big, &vec![0; MAX_BODY_BYTES], 0));
-        let mut other = m.start(&r, &route, &Method::PUT, &h, &req("/")).expect("in the test");
+        let mut other = m
+            .start(&r, &route, &Method::PUT, &h, &req("/"))
+            .expect("in the test");
         assert!(!m.push(&mut other, &[0; 1], 0), "the bound in all");
     }
 }

@@ -76,10 +76,29 @@ pub(super) async fn fail_to_proxy(
             ErrorSource::Internal | ErrorSource::Unset => Some(Problem::Internal),
         },
     };
+    // An error page kept for a bodiless upstream answer (error_pages): written here.
+    if super::error_pages::is_page_instead(e) {
+        let status = ctx
+            .page
+            .as_deref()
+            .and_then(|p| p.head.as_ref())
+            .map_or(0, |h| h.status.as_u16());
+        let written = super::error_pages::instead_of_failure(gw, session, ctx, status).await;
+        return FailToProxy {
+            error_code: if written { status } else { 0 },
+            can_reuse_downstream: false,
+        };
+    }
     let mut code = 0;
     if let Some(p) = problem {
         code = p.status();
-        if session.response_written().is_none() {
+        // A route's error_pages may answer it instead (a page that cannot be had leaves
+        // the problem as it is).
+        // (Only the upstream's failures: a 413 or 408 says what the client did.)
+        let paged = matches!(code, 502..=504)
+            && session.response_written().is_none()
+            && super::error_pages::instead_of_failure(gw, session, ctx, code).await;
+        if !paged && session.response_written().is_none() {
             if ctx.request_id.is_empty() {
                 ctx.request_id = new_request_id();
             }

@@ -2,6 +2,7 @@
 //! ([`proxy_http`] lists them). The request phase's work is the stages ([`crate::stages`]);
 //! the answers the stages and the phases write are [`crate::edge`].
 
+mod error_pages;
 mod errors;
 mod logging;
 mod mirror;

@@ -6,7 +6,8 @@
 //! - `upstream_request_filter`: [`super::upstream_request`];
 //! - `request_body_filter`: [`super::request_body`];
 //! - `fail_to_connect`, `error_while_proxy`, `upstream_response_filter`: [`super::retry`];
-//! - `response_filter`, `response_body_filter`: [`super::response`];
+//! - `response_filter`, `response_body_filter`: [`super::error_pages`], then
+//!   [`super::response`];
 //! - `invalid_request_response`, `fail_to_proxy`: [`super::errors`];
 //! - `request_summary`, `logging`: [`super::logging`].
 
@@ -87,6 +88,11 @@ impl ProxyHttp for Gateway {
         resp: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
+        // `error_pages`: a listed status is answered by the page instead (its body follows
+        // in place of the upstream's).
+        if super::error_pages::wanted_for_upstream(ctx, resp.status.as_u16()) {
+            super::error_pages::replace(self, session, resp, ctx).await?;
+        }
         super::response::response_filter(self, session, resp, ctx)
     }
 
@@ -97,6 +103,10 @@ impl ProxyHttp for Gateway {
         end_of_stream: bool,
         ctx: &mut Ctx,
     ) -> Result<Option<std::time::Duration>> {
+        if let Some(page) = ctx.page.as_deref_mut() {
+            // The page goes once, in place of the upstream's first piece; the rest is dropped.
+            *body = page.body.take();
+        }
         super::response::response_body_filter(self, session, body, end_of_stream, ctx)
     }
 
@@ -130,8 +140,9 @@ impl ProxyHttp for Gateway {
     /// the gateway's: its request line carries the error, and Pingora's ERROR line is not
     /// written (a client could otherwise fill the log with them at will).
     fn suppress_error_log(&self, _session: &Session, _ctx: &Ctx, e: &Error) -> bool {
-        *e.esource() == ErrorSource::Downstream
-            && (client_gone(e.etype()) || *e.etype() == ErrorType::ReadTimedout)
+        (*e.esource() == ErrorSource::Downstream
+            && (client_gone(e.etype()) || *e.etype() == ErrorType::ReadTimedout))
+            || super::error_pages::is_page_instead(e)
     }
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {

@@ -3,7 +3,7 @@
 //! Reads: the route's action (`respond` or `upstream`), its canary and the request's headers
 //! and cookies (the canary's choice).
 //! Writes: `ctx.upstream`, chosen once for every try of the request (the route's upstream or
-//! its canary's).
+//! its canary's; its `default_backend` while that has no targets).
 //! Answers: the route's `respond` (its status, body and `Location`).
 
 use crate::answer::Step;
@@ -48,10 +48,18 @@ pub async fn run(
         }
         RouteAction::Upstream(u) => {
             let req = session.req_header();
-            let chosen = match &rt.routes[route].canary {
+            let r = &rt.routes[route];
+            let mut chosen = match &r.canary {
                 Some(c) if c.chooses(&req.headers, |n| fastrand::u32(..n)) => c.upstream,
                 _ => *u,
             };
+            // `default_backend`: while the upstream has no targets (a Service scaled to
+            // zero), one that has takes its requests.
+            if let Some(d) = r.cfg.fallback.as_ref().and_then(|f| f.default_backend) {
+                if rt.upstreams[chosen].pool.is_empty() && !rt.upstreams[d].pool.is_empty() {
+                    chosen = d;
+                }
+            }
             // (An upstream none of whose names resolves is found when its peer is asked for,
             // off this path: see fail_to_proxy.)
             ctx.upstream = Some(chosen);

@@ -63,6 +63,7 @@ fn route(i: usize, (host, alias, www, kind, p, ci, method): Spec) -> RouteConfig
             www_redirect: www,
             ..EdgeConfig::default()
         }),
+        fallback: None,
     }
 }
 
