@@ -82,6 +82,8 @@ const LAYERS: &[(&str, &[(&str, u8)])] = &[
             ("admin", 4),
             ("housekeeping", 4),
             ("tools", 4),
+            // The TLS listeners' front: before any request (uses the process's state).
+            ("passthrough", 4),
         ],
     ),
 ];

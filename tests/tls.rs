@@ -1512,3 +1512,187 @@ client_cert_headers = true
     );
     drop(e);
 }
+
+/// Writes at most 16 bytes per write, flushed: a ClientHello arrives in many pieces.
+struct Trickle(tokio::net::TcpStream);
+
+impl tokio::io::AsyncRead for Trickle {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Trickle {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let n = buf.len().min(16);
+        std::pin::Pin::new(&mut self.0).poll_write(cx, &buf[..n])
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+/// `[[tls_passthrough]]` (ingress-nginx's ssl-passthrough): a ClientHello naming a passed-
+/// through host reaches its upstream's own TLS server unread (its certificate, its answer),
+/// in any case and however it is cut; every other name gets the gateway's handshake as
+/// before; a stalled or garbage first flight is closed; an unreachable upstream is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_for_a_passed_through_host_reaches_its_upstream_unread() {
+    let backend = Backend::start().await.expect("backend");
+    let dir = temp_dir("tls-passthrough");
+    let ca = Ca::new("edge ca").expect("a CA");
+    let vault_ca = Ca::new("vault ca").expect("a CA");
+    let edge_cert = issued(&dir, "a", &ca, &LeafSpec::server(&["a.test"]));
+    let vault_cert = issued(
+        &dir,
+        "vault",
+        &vault_ca,
+        &LeafSpec::server(&["secure.test"]),
+    );
+    let vault = py_tls(&vault_cert.0, &vault_cert.1, None).await;
+    let dead = free_port();
+    let e = edge(
+        backend.addr.port(),
+        &format!("certificates = [{}]", cert_entry(&edge_cert.0, &edge_cert.1)),
+        "header_timeout = \"1s\"",
+        &format!(
+            "[upstreams.vault]\ntargets = [\"127.0.0.1:{}\"]\nhealth_check = false\n[upstreams.gone]\ntargets = [\"127.0.0.1:{dead}\"]\nhealth_check = false\n\n[[tls_passthrough]]\nhosts = [\"secure.test\"]\nupstream = \"vault\"\n\n[[tls_passthrough]]\nhosts = [\"gone.test\"]\nupstream = \"gone\"\n",
+            vault.port
+        ),
+    )
+    .await;
+    let vault_pem = dir.join("vault-ca.pem");
+    std::fs::write(&vault_pem, &vault_ca.cert_pem).expect("write");
+    let edge_pem = dir.join("edge-ca.pem");
+    std::fs::write(&edge_pem, &ca.cert_pem).expect("write");
+    // The backend's TLS, end to end: its CA verifies, its server answers.
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--cacert"])
+        .arg(&vault_pem)
+        .arg("--resolve")
+        .arg(format!("secure.test:{}:127.0.0.1", e.tls))
+        .arg(format!("https://secure.test:{}/", e.tls))
+        .output()
+        .expect("curl");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "tls-ok ",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Another name: the gateway's certificate and route, as before.
+    let (status, _, _) = curl(e.tls, "a.test", "/x", &edge_pem, &[]);
+    assert_eq!(status, 200);
+    // Another spelling of the name, and a ClientHello in 16-byte pieces: passed through.
+    let cfg = client_config(&vault_ca);
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", e.tls))
+        .await
+        .expect("connect");
+    tcp.set_nodelay(true).expect("nodelay");
+    let name = rustls::pki_types::ServerName::try_from("SECURE.test".to_string()).expect("name");
+    let mut s = tokio_rustls::TlsConnector::from(cfg)
+        .connect(name, Trickle(tcp))
+        .await
+        .expect("the backend's handshake, in pieces");
+    s.write_all(b"GET / HTTP/1.1\r\nHost: secure.test\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("write");
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer).await;
+    assert!(
+        String::from_utf8_lossy(&answer).ends_with("tls-ok "),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    // A stalled first flight (a record header, then nothing): closed at header_timeout.
+    let mut stalled = tokio::net::TcpStream::connect(("127.0.0.1", e.tls))
+        .await
+        .expect("connect");
+    stalled
+        .write_all(&[0x16, 0x03, 0x01, 0x02])
+        .await
+        .expect("write");
+    let t = Instant::now();
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(5), stalled.read(&mut buf)).await;
+    assert!(
+        matches!(n, Ok(Ok(0)) | Ok(Err(_))) && t.elapsed() < Duration::from_secs(3),
+        "{n:?} after {:?}",
+        t.elapsed()
+    );
+    // Not TLS at all: closed, the gateway still serving.
+    let mut junk = tokio::net::TcpStream::connect(("127.0.0.1", e.tls))
+        .await
+        .expect("connect");
+    junk.write_all(b"GET / HTTP/1.1\r\nHost: secure.test\r\n\r\n")
+        .await
+        .expect("write");
+    let n = tokio::time::timeout(Duration::from_secs(5), junk.read(&mut buf)).await;
+    assert!(matches!(n, Ok(Ok(0)) | Ok(Err(_)) | Ok(Ok(_))), "{n:?}");
+    assert_eq!(curl(e.tls, "a.test", "/x", &edge_pem, &[]).0, 200);
+    // An upstream that is not there: the connection closes, counted.
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "5", "-k", "--resolve"])
+        .arg(format!("gone.test:{}:127.0.0.1", e.tls))
+        .arg(format!("https://gone.test:{}/", e.tls))
+        .output()
+        .expect("curl");
+    assert!(!out.status.success());
+    let m = metrics(e.admin).await;
+    assert!(
+        metric(
+            &m,
+            "tollgate_tls_passthrough_total",
+            &["upstream=\"vault\"", "result=\"relayed\""]
+        ) >= 2.0,
+        "{m}"
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "tollgate_tls_passthrough_total",
+            &["upstream=\"gone\"", "result=\"unreachable\""]
+        ),
+        1.0,
+        "{m}"
+    );
+    drop(e);
+}
+
+#[test]
+fn check_names_what_is_wrong_with_a_passthrough() {
+    let dir = temp_dir("tls-check-passthrough");
+    let ca = Ca::new("test ca").expect("a CA");
+    let (c, k) = issued(&dir, "a", &ca, &LeafSpec::server(&["a.test"]));
+    let toml = format!(
+        "[server]\nlisten = [\"127.0.0.1:1\"]\ntls_listen = [\"127.0.0.1:2\"]\n[tls]\ncertificates = [{}]\n[upstreams.u]\ntargets = [\"127.0.0.1:3\"]\n[[tls_passthrough]]\nhosts = [\"a.test\", \"A.test.\"]\nupstream = \"x\"\n[[tls_passthrough]]\nhosts = [\"*.*.b\"]\nupstream = \"u\"\n[[tls_passthrough]]\nhosts = [\"c.test\"]\nupstream = \"u\"\n[[tls_passthrough]]\nhosts = [\"C.test\"]\nupstream = \"u\"\n[[routes]]\npath_prefix = \"/\"\nrespond = {{ status = 200 }}\n",
+        cert_entry(&c, &k)
+    );
+    let (code, out) = check(&toml, &dir);
+    assert_eq!(code, 2, "{out}");
+    for want in [
+        "tls_passthrough[0].hosts[1]: \"A.test.\" is passed through twice (line 9)",
+        "tls_passthrough[0].upstream: unknown upstream \"x\" (defined: u) (line 10)",
+        "tls_passthrough[1].hosts[0]: \"*.*.b\" is not a host name",
+        "tls_passthrough[3].hosts[0]: \"C.test\" is passed through twice (line 18)",
+    ] {
+        assert!(out.contains(want), "{want}\n{out}");
+    }
+}

@@ -61,6 +61,10 @@ pub struct KubeArgs {
     /// How long a leader's Lease holds without renewal (renewed every quarter of it).
     #[arg(long, requires = "kubernetes", default_value = "30s", value_parser = ttl)]
     pub election_ttl: std::time::Duration,
+    /// Honour the ssl-passthrough annotation: TLS for those hosts is relayed unread by its
+    /// ClientHello's name (ingress-nginx's flag; without it the annotation is ignored).
+    #[arg(long, requires = "kubernetes")]
+    pub enable_ssl_passthrough: bool,
     /// On shutdown, the leader empties the status of the Ingresses it served.
     #[arg(long, requires = "kubernetes", num_args = 0..=1, default_missing_value = "true", default_value = "false")]
     pub update_status_on_shutdown: bool,
@@ -118,6 +122,7 @@ impl KubeArgs {
                 ttl: self.election_ttl,
             },
             update_status_on_shutdown: self.update_status_on_shutdown,
+            ssl_passthrough: self.enable_ssl_passthrough,
         })
     }
 }

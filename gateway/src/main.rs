@@ -105,6 +105,10 @@ enum Command {
         /// without it, instead of making them answer 403.
         #[arg(long)]
         allow_insecure: bool,
+        /// Honour the ssl-passthrough annotation (ingress-nginx's flag; without it the
+        /// annotation is ignored, as there).
+        #[arg(long)]
+        enable_ssl_passthrough: bool,
         /// The controller's ConfigMap (NAMESPACE/NAME) among the input's objects: its keys
         /// Tollgate maps become [server] settings. Default: ingress-nginx-controller (or
         /// nginx-configuration), when the input holds one.
@@ -220,6 +224,7 @@ fn main() {
             output,
             ingress_class,
             allow_insecure,
+            enable_ssl_passthrough,
             configmap,
         } => import_ingress(
             &file,
@@ -229,6 +234,7 @@ fn main() {
                 allow_insecure,
                 configmap,
                 preselected: false,
+                ssl_passthrough: enable_ssl_passthrough,
             },
         ),
         Command::ImportEnvoyRatelimit {
@@ -849,6 +855,13 @@ fn proxy_service(
         let tls = certs
             .server_config()
             .map_err(|e| anyhow::anyhow!("TLS settings: {e}"))?;
+        // [[tls_passthrough]]: a ClientHello naming a passed-through host is relayed unread
+        // (vendor/patches/0017); without such hosts nothing is read before the handshake.
+        proxy
+            .endpoints()
+            .set_pre_tls_callback(Arc::new(tollgate_proxy::passthrough::Front::new(
+                shared.clone(),
+            )));
         for addr in &server_cfg.tls_listen {
             // The whole TLS handshake gets the head's deadline: a silent client is closed
             // after header_timeout, not Pingora's 60 s (vendor/patches/0005).

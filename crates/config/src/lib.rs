@@ -24,6 +24,7 @@ pub mod model;
 pub mod mounted;
 mod named;
 mod parse;
+mod passthrough;
 mod plans;
 mod reader;
 mod redis;

@@ -82,9 +82,7 @@ fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>>
     let routes = root.get("routes").map_or_else(Vec::new, |v| {
         crate::routes::read(&mut cx, v, &tables, &mut auths, &mut files)
     });
-    let tls = table(&mut cx, &mut root, "tls", |cx, t| {
-        crate::tls::read(cx, t, base)
-    });
+    let (tls, tls_passthrough) = tls_tables(&mut cx, &mut root, base, server.as_ref(), &tables);
     let mut made = Vec::new();
     let rls_env = crate::rls::Env { redis_present };
     let rls = table(&mut cx, &mut root, "rls", |cx, t| {
@@ -128,7 +126,24 @@ fn parse_in(mut cx: Cx, text: &str, base: &Path) -> Result<Config, Vec<Problem>>
         files,
         rls,
         tracing,
+        tls_passthrough,
     })
+}
+
+/// `[tls]` and `[[tls_passthrough]]` (which needs TLS listeners).
+fn tls_tables(
+    cx: &mut Cx,
+    root: &mut Tbl,
+    base: &Path,
+    server: Option<&ServerConfig>,
+    tables: &crate::routes::Tables,
+) -> (Option<TlsConfig>, Vec<Passthrough>) {
+    let tls = table(cx, root, "tls", |cx, t| crate::tls::read(cx, t, base));
+    let listeners = server.is_none_or(|s| !s.tls_listen.is_empty());
+    let passthrough = root.get("tls_passthrough").map_or_else(Vec::new, |v| {
+        crate::passthrough::read(cx, v, &tables.upstreams, listeners)
+    });
+    (tls, passthrough)
 }
 
 /// `[server]`: an absent one is all defaults; one that is not a table is an error (None).

@@ -473,7 +473,7 @@ pub fn path_regex(pattern: &str, case_insensitive: bool) -> Result<regex::Regex,
 
 /// A route's `host` as requests' hosts are matched: lower case, no trailing dot, IPv6
 /// unbracketed in its one spelling; `*.` then a name for a one-label wildcard.
-fn route_host(s: &str) -> Option<String> {
+pub(crate) fn route_host(s: &str) -> Option<String> {
     let lower = s.trim().to_ascii_lowercase();
     let h = lower.strip_suffix('.').unwrap_or(&lower);
     if let Some(rest) = h.strip_prefix("*.") {

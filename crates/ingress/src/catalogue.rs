@@ -201,11 +201,7 @@ const ALL: &[Annotation] = &[
         Ignored,
         "Tollgate offers modern TLS suites only",
     ),
-    a(
-        "ssl-passthrough",
-        Ignored,
-        "TLS is terminated, and HTTP spoken to the upstream, which refuses it",
-    ),
+    a("ssl-passthrough", Exact, ""),
     a(
         "ssl-prefer-server-ciphers",
         Ignored,

@@ -27,6 +27,8 @@ pub(super) struct Plan<'a> {
     pub allow_insecure: bool,
     pub upstreams: &'a BTreeMap<UpKey, String>,
     pub global: &'a super::global::Global,
+    /// `ssl-passthrough`: each host and its `/` path's upstream.
+    pub passthrough: &'a BTreeMap<String, UpKey>,
 }
 
 pub(super) fn write(p: &Plan) -> String {
@@ -35,6 +37,7 @@ pub(super) fn write(p: &Plan) -> String {
     server(&mut out, p);
     tls(&mut out, p.tls);
     upstreams(&mut out, p.upstreams);
+    super::passthrough::write(&mut out, p.passthrough, p.upstreams);
     limits(&mut out, p.settings);
     for (i, r) in p.routes.iter().enumerate() {
         route(&mut out, p, r, p.redirects[i], &p.covering[i]);

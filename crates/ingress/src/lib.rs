@@ -43,6 +43,7 @@ mod limits;
 mod listener;
 mod mirror;
 mod objects;
+mod passthrough;
 mod paths;
 mod protect;
 mod proxyssl;
@@ -82,6 +83,9 @@ pub struct Options {
     /// The Ingresses were chosen already (the live controller chooses by IngressClass
     /// objects, as ingress-nginx does): every one is translated, whatever its class.
     pub preselected: bool,
+    /// `--enable-ssl-passthrough`: the `ssl-passthrough` annotation is honoured (ingress-nginx
+    /// ignores it without the flag).
+    pub ssl_passthrough: bool,
 }
 
 impl Default for Options {
@@ -91,6 +95,7 @@ impl Default for Options {
             allow_insecure: false,
             configmap: None,
             preselected: false,
+            ssl_passthrough: false,
         }
     }
 }
@@ -218,6 +223,7 @@ pub fn import(yaml: &str, opts: &Options) -> Result<Imported, ImportError> {
     if redirects.contains(&Some(true)) && !tls.serve {
         w.push("force-ssl-redirect without a certificate here: redirects name port 443 (https_port), for TLS served in front of Tollgate; name that load balancer in trusted_proxies: Tollgate believes its X-Forwarded-Proto: https, otherwise every request is redirected again");
     }
+    let passed = passthrough::decide(&settings, &routes, opts.ssl_passthrough, tls.serve, &mut w);
     let warnings = w.finish();
     if routes.is_empty() {
         return Err(ImportError::NoRoute(warnings.join("\n")));
@@ -237,7 +243,7 @@ pub fn import(yaml: &str, opts: &Options) -> Result<Imported, ImportError> {
             fallbacks.extend(backend.into_iter().chain(pages));
         }
     }
-    let upstreams = upstreams::names(keys.into_iter().chain(&fallbacks));
+    let upstreams = upstreams::names(keys.into_iter().chain(&fallbacks).chain(passed.values()));
     let toml = emit::write(&emit::Plan {
         ingresses: count,
         warnings: &warnings,
@@ -249,6 +255,7 @@ pub fn import(yaml: &str, opts: &Options) -> Result<Imported, ImportError> {
         allow_insecure: opts.allow_insecure,
         upstreams: &upstreams,
         global: &global,
+        passthrough: &passed,
     });
     let listed = deny::listed(&routes, &covering);
     let (denied, unprotected) = if opts.allow_insecure {

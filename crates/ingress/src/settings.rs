@@ -50,6 +50,8 @@ pub(super) struct Settings {
     pub balancing: balancing::Balancing,
     /// `default-backend`, `custom-http-errors`.
     pub fallback: super::fallback::FallbackOut,
+    /// `ssl-passthrough`: the Ingress's hosts' TLS is relayed unread ([`super::passthrough`]).
+    pub passthrough: bool,
 }
 
 /// Every annotation of a production Ingress.
@@ -72,6 +74,12 @@ pub(super) fn read(
     let custom = custom_headers::read(&mut a, lookup);
     let balancing = balancing::read(&mut a, w);
     let fallback = super::fallback::read(&mut a, &ing.ns, &ing.name, ports, w);
+    let passthrough = super::text::flag(
+        a.get("ssl-passthrough"),
+        false,
+        &format!("{}: ssl-passthrough", a.ctx()),
+        w,
+    );
     for key in catalogue::CANARY_KEYS {
         if key != "canary" && a.get(key).is_some() {
             w.push(format!(
@@ -117,6 +125,7 @@ pub(super) fn read(
         edge,
         balancing,
         fallback,
+        passthrough,
     }
 }
 

@@ -2166,3 +2166,47 @@ fn default_backends_and_error_pages_are_the_routes_as_ingress_nginx_reads_them()
     );
     assert!(denied_routes(&i).is_empty(), "{:?}", denied_routes(&i));
 }
+
+/// `ssl-passthrough` with `--enable-ssl-passthrough`: each host's TLS goes to its `/` path's
+/// backend; a wildcard host or one without `/` is named and not passed through; without the
+/// flag the annotation is ignored, as by ingress-nginx.
+#[test]
+fn ssl_passthrough_passes_each_hosts_tls_to_its_root_backend() {
+    let tls = "tls:\n- hosts: [vault.example.com]\n  secretName: v-tls\n";
+    let passthrough = [("ssl-passthrough", "true"), ("backend-protocol", "HTTPS")];
+    let y = [
+        ing(
+            "sec",
+            "vault",
+            &passthrough,
+            &format!(
+                "{tls}rules:\n- host: vault.example.com\n  http:\n    paths:\n    - {{path: /, pathType: Prefix, backend: {{service: {{name: vault, port: {{number: 8200}}}}}}}}\n    - {{path: /ui, pathType: Prefix, backend: {{service: {{name: ui, port: {{number: 80}}}}}}}}\n"
+            ),
+        ),
+        ing("sec", "wild", &passthrough, &host_rule("\"*.w.example.com\"", "/", "w")),
+        ing("sec", "noroot", &passthrough, &host_rule("x.example.com", "/app", "x")),
+    ]
+    .concat();
+    let on = Options {
+        ssl_passthrough: true,
+        ..Options::default()
+    };
+    let i = run_with(&y, &on);
+    let c = config(&i);
+    assert_eq!(c.tls_passthrough.len(), 1, "{}", i.toml);
+    let p = &c.tls_passthrough[0];
+    assert_eq!(p.hosts, ["vault.example.com"]);
+    let up = &c.upstreams[p.upstream];
+    assert_eq!(up.name, "sec.vault.8200");
+    assert!(up.tls.is_none(), "the TCP relay speaks no TLS of its own");
+    assert_eq!(warned(&i, "only the host's / path is passed through"), 1);
+    assert_eq!(warned(&i, "a wildcard host is never passed through"), 1);
+    assert_eq!(warned(&i, "the host has no / path"), 1);
+    assert!(denied_routes(&i).is_empty());
+    let off = run(&y);
+    assert!(config(&off).tls_passthrough.is_empty());
+    assert_eq!(
+        warned(&off, "ssl-passthrough without --enable-ssl-passthrough"),
+        3
+    );
+}

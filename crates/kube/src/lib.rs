@@ -49,6 +49,8 @@ pub struct Options {
     pub election: leader::Election,
     /// `--update-status-on-shutdown`: the leader empties the status as it stops.
     pub update_status_on_shutdown: bool,
+    /// `--enable-ssl-passthrough`: the `ssl-passthrough` annotation is honoured.
+    pub ssl_passthrough: bool,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -49,6 +49,9 @@ pub fn merge(base: &str, cluster: &str) -> Result<(String, Vec<String>), String>
                 }
             }
             ("routes", _, Value::Array(c)) => cluster_routes = c,
+            // A host BASE passes through too makes the config invalid: the check then
+            // leaves the Ingress that asks for it out.
+            ("tls_passthrough", Some(Value::Array(b)), Value::Array(c)) => b.extend(c),
             (_, Some(Value::Table(b)), Value::Table(c)) => fill(b, c),
             (_, Some(_), _) => {}
             (_, None, v) => {

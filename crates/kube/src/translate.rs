@@ -25,6 +25,8 @@ pub struct Cluster<'a> {
     pub secrets: Vec<&'a Secret>,
     /// `--default-ssl-certificate NAMESPACE/NAME`.
     pub default_certificate: Option<&'a str>,
+    /// `--enable-ssl-passthrough`.
+    pub ssl_passthrough: bool,
 }
 
 /// The cluster's part of the config.
@@ -269,6 +271,7 @@ fn import_items(
         allow_insecure: false,
         configmap: configmap.map(str::to_string),
         preselected: true,
+        ssl_passthrough: c.ssl_passthrough,
     };
     let i = tollgate_ingress::import(&yaml, &opts).map_err(|e| e.to_string())?;
     let warnings = i

@@ -162,6 +162,7 @@ impl Stores {
             configmaps: maps.iter().map(Arc::as_ref).collect(),
             secrets: sec.iter().map(Arc::as_ref).collect(),
             default_certificate: opts.default_certificate.as_deref(),
+            ssl_passthrough: opts.ssl_passthrough,
         };
         translate(&opts.classes, opts.configmap.as_deref(), &cluster, check)
     }

@@ -39,6 +39,7 @@ pub mod gateway;
 pub mod housekeeping;
 pub mod inbound;
 pub mod limits;
+pub mod passthrough;
 pub mod runtime;
 pub mod shared;
 pub mod stages;

@@ -58,6 +58,8 @@ pub struct Config {
     pub rls: Option<RlsConfig>,
     /// `[tracing]`: OpenTelemetry traces over OTLP/HTTP.
     pub tracing: Option<TracingConfig>,
+    /// `[[tls_passthrough]]`: hosts whose TLS is relayed unread (docs/tls.md).
+    pub tls_passthrough: Vec<Passthrough>,
 }
 
 /// The keys a reload cannot change (they are read once, at start or by Pingora's listeners),

@@ -60,3 +60,13 @@ pub struct UpstreamTls {
     pub verify: bool,
     pub client_cert: Option<CertFiles>,
 }
+
+/// `[[tls_passthrough]]`: TLS connections naming one of `hosts` in their ClientHello are
+/// relayed, unread, to a target of `upstream` (ingress-nginx's `ssl-passthrough`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Passthrough {
+    /// Lower-case names, `*.example.com` for one label in place of the `*`.
+    pub hosts: Vec<String>,
+    /// Index into [`crate::model::Config::upstreams`].
+    pub upstream: usize,
+}

@@ -37,6 +37,8 @@ pub struct Metrics {
     pub mirror_requests: IntCounterVec,
     /// `tollgate_error_pages_total{route,result}`: answers replaced by a route's `error_pages`.
     pub error_pages: IntCounterVec,
+    /// `tollgate_tls_passthrough_total{upstream,result}`: `[[tls_passthrough]]` connections.
+    pub passthrough: IntCounterVec,
     /// `tollgate_auth_total{route,method,result}`
     pub auth: IntCounterVec,
     /// `tollgate_auth_service_seconds{route}`: forward auth's calls.
@@ -193,6 +195,7 @@ impl Metrics {
             connections_refused: counters(&r, "tollgate_connections_refused_total", "Connections closed unread at accept: over max_connections or max_connections_per_client.", &["reason"])?,
             mirror_requests: counters(&r, "tollgate_mirror_requests_total", "Copies of requests sent to a route's mirror, by route and result: answered (the mirror answered; its answer is dropped), failed (no answer in time, or not reached), dropped (not sent: the mirrors in flight or their bodies were at their bound, the body was over the route's cap, or the request made no URL).", &["route", "result"])?,
             error_pages: counters(&r, "tollgate_error_pages_total", "Answers of a listed status replaced by the page of a route's error_pages upstream, by route and result: served, failed (the page's upstream gave no answer in time, had no target or its page was over 1 MiB: the original answer was sent).", &["route", "result"])?,
+            passthrough: counters(&r, "tollgate_tls_passthrough_total", "TLS connections passed through unread by their ClientHello's name ([[tls_passthrough]]), by upstream and result: relayed, unreachable (no target, or it did not accept the connection in time).", &["upstream", "result"])?,
             cors_preflights: counters(&r, "tollgate_cors_preflights_total", "CORS preflights answered at the edge (never proxied), by route and result: allowed (with the route's CORS fields), refused (an origin not allowed: no CORS field).", &["route", "result"])?,
             compressed: counters(&r, "tollgate_compressed_responses_total", "Upstream answers compressed at the edge (compress = true), by route and encoding (gzip, br, zstd).", &["route", "encoding"])?,
             trace_exported: register(&r, IntCounter::new("tollgate_trace_spans_exported_total", "Trace spans the OTLP collector accepted.")?)?,

@@ -80,6 +80,7 @@ fn the_name_placed_is_the_importers_target() {
         allow_insecure: false,
         configmap: None,
         preselected: true,
+        ssl_passthrough: false,
     };
     let placed = format!("targets = [\"{}\"]", target_name("shop", "web", 80));
     let pods = tollgate_ingress::import(&ing("i", ""), &opts).expect("import");

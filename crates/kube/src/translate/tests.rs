@@ -54,6 +54,7 @@ fn the_importer_translates_what_is_chosen_and_names_the_service() {
         configmaps: vec![],
         secrets: vec![],
         default_certificate: None,
+        ssl_passthrough: false,
     };
     let t = translate(&Classes::default(), None, &cluster, &|_, _| Ok(()));
     assert_eq!(t.served, 2, "{:?}", t.problems);
@@ -88,6 +89,7 @@ fn the_importer_translates_what_is_chosen_and_names_the_service() {
         configmaps: vec![],
         secrets: vec![],
         default_certificate: None,
+        ssl_passthrough: false,
     };
     let t = translate(
         &Classes::default(),
@@ -140,6 +142,7 @@ fn the_importer_translates_what_is_chosen_and_names_the_service() {
         configmaps: vec![],
         secrets: vec![],
         default_certificate: None,
+        ssl_passthrough: false,
     };
     let t = translate(&Classes::default(), None, &c8, &|_, _| Ok(()));
     assert!(
@@ -156,6 +159,7 @@ fn the_importer_translates_what_is_chosen_and_names_the_service() {
         configmaps: vec![],
         secrets: vec![],
         default_certificate: None,
+        ssl_passthrough: false,
     };
     let t = translate(&Classes::default(), None, &c0, &|_, _| Ok(()));
     assert_eq!(t.served, 0);
@@ -184,6 +188,7 @@ fn the_importer_translates_what_is_chosen_and_names_the_service() {
         configmaps: vec![],
         secrets: vec![],
         default_certificate: None,
+        ssl_passthrough: false,
     };
     let _turn = MOUNTED.lock().unwrap_or_else(|e| e.into_inner());
     let t = translate(&Classes::default(), None, &secret, &real);
@@ -224,6 +229,7 @@ fn the_importer_translates_what_is_chosen_and_names_the_service() {
         configmaps: vec![],
         secrets: vec![&users],
         default_certificate: None,
+        ssl_passthrough: false,
     };
     let t = translate(&Classes::default(), None, &with_users, &real);
     assert_eq!(t.served, 2, "{:?}", t.problems);
@@ -250,6 +256,7 @@ fn the_importer_translates_what_is_chosen_and_names_the_service() {
         configmaps: vec![],
         secrets: vec![],
         default_certificate: None,
+        ssl_passthrough: false,
     };
     assert_eq!(
         translate(&Classes::default(), None, &none, &|_, _| Ok(())).toml,
@@ -330,6 +337,7 @@ fn proxy_ssl_secret_keys_the_secret_lacks_are_left_out() {
         configmaps: vec![],
         secrets: vec![&s_full, &s_ca, &s_client, &s_empty],
         default_certificate: None,
+        ssl_passthrough: false,
     };
     let t = translate(&Classes::default(), None, &cluster, &real);
     assert_eq!(t.served, 3, "{:?}", t.problems);
@@ -405,6 +413,7 @@ fn the_configmap_an_ingress_names_is_read_with_it() {
         configmaps: vec![&security, &stray, &controller],
         secrets: vec![],
         default_certificate: None,
+        ssl_passthrough: false,
     };
     let t = translate(
         &Classes::default(),

@@ -156,7 +156,22 @@ pub trait PreTlsProcess: Send + Sync {
     ///
     /// If this method returns an error, the connection will be dropped.
     async fn process(&self, stream: &mut L4Stream) -> Result<()>;
+
+    /// Called before [`Self::process`], within the handshake's deadline: it may read the
+    /// connection's first bytes (a ClientHello) and take the connection (TLS passed through
+    /// by SNI). `Some(serve)` takes it: `serve` is given the stream and runs outside the
+    /// handshake's deadline, the connection's admission held; the handshake never runs.
+    /// `None` leaves it to the handshake: bytes read must be put back ([`L4Stream::rewind`]).
+    async fn take(&self, _stream: &mut L4Stream) -> Result<Option<TakenBy>> {
+        Ok(None)
+    }
 }
+
+/// What serves a connection [`PreTlsProcess::take`] took.
+pub type TakenBy = Box<
+    dyn FnOnce(L4Stream) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+        + Send,
+>;
 
 /// Type alias for a boxed pre-TLS processor.
 pub type PreTlsCallback = Arc<dyn PreTlsProcess>;
@@ -327,7 +342,30 @@ pub(crate) struct UninitializedStream {
     pre_tls_callback: Option<PreTlsCallback>,
 }
 
+/// [`UninitializedStream::take`]: the connection, left to its handshake or taken.
+pub(crate) enum Front {
+    Handshake(UninitializedStream),
+    Taken(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>),
+}
+
 impl UninitializedStream {
+    /// A TLS listener with a pre-TLS callback: [`Self::take`] may take the connection.
+    pub fn has_front(&self) -> bool {
+        self.tls.is_some() && self.pre_tls_callback.is_some()
+    }
+
+    /// The pre-TLS callback's [`PreTlsProcess::take`], on a TLS listener with one.
+    pub async fn take(mut self) -> Result<Front> {
+        let taken = match (&self.tls, &self.pre_tls_callback) {
+            (Some(_), Some(callback)) => callback.take(&mut self.l4).await?,
+            _ => None,
+        };
+        Ok(match taken {
+            Some(serve) => Front::Taken(serve(self.l4)),
+            None => Front::Handshake(self),
+        })
+    }
+
     pub async fn handshake(mut self) -> Result<Stream> {
         self.l4.set_buffer(self.l4_buffer);
         if let Some(tls) = self.tls {

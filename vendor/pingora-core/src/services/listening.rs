@@ -260,6 +260,29 @@ impl<A: ServerApp + Send + Sync + 'static> Service<A> {
                         let _slot = slot;
                         let peer_addr = io.peer_addr();
                         let deadline = io.handshake_timeout();
+                        let started = std::time::Instant::now();
+                        // A pre-TLS front may take the connection first (TLS passed through
+                        // by SNI): it then serves it outside the handshake's deadline.
+                        let io = if !io.has_front() {
+                            io
+                        } else {
+                            match timeout(deadline, Box::pin(io.take())).await {
+                                Ok(Ok(crate::listeners::Front::Handshake(io))) => io,
+                                Ok(Ok(crate::listeners::Front::Taken(serve))) => {
+                                    serve.await;
+                                    return;
+                                }
+                                Ok(Err(e)) => {
+                                    debug!("Downstream pre-TLS front refused the connection: {e}");
+                                    return;
+                                }
+                                Err(_) => {
+                                    debug!("Downstream pre-TLS front timeout");
+                                    return;
+                                }
+                            }
+                        };
+                        let deadline = deadline.saturating_sub(started.elapsed());
                         // Boxed: the (TLS) handshake's state would otherwise be part of every
                         // connection's task for its whole life, idle or not.
                         let handshake = Box::pin(io.handshake());
