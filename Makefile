@@ -14,7 +14,7 @@ CONFIG ?= conf/tollgate.toml
 # (crates/kube-standin/tests/fidelity.rs).
 DEB_PACKAGES := cmake build-essential pkg-config redis-server python3 python3-venv python3-grpcio openssl curl prometheus apache2-utils protobuf-compiler libprotobuf-dev chromium python3-kubernetes
 
-.PHONY: run test deps build release lint fmt acceptance bench bench-global bench-tls bench-peers bench-micro bench-access clean
+.PHONY: run test deps build release lint fmt acceptance bench bench-global bench-tls bench-peers bench-micro bench-access bench-kube oha clean
 
 deps:
 	@missing=""; \
@@ -89,6 +89,16 @@ bench-peers: release
 	$(CARGO) build --release -p bare-pingora
 	bench/compare
 	bench/callgrind_peers.py
+
+# oha, the load tester Tollgate's users use (crates.io; into target/, not ~/.cargo).
+OHA := target/oha/bin/oha
+oha: $(OHA)
+$(OHA):
+	$(CARGO) install oha --version 1.16.0 --locked --root target/oha
+
+# The live controller under oha through every change (bench/README.md, "oha through changes").
+bench-kube: release $(OHA) $(KUBECTL)
+	TOLLGATE_BIN=$(CURDIR)/target/release/tollgate OHA=$(CURDIR)/$(OHA) $(CARGO) test --release --test kubernetes -- --ignored oha_through --nocapture
 
 # Criterion micro-benchmarks of the limiter.
 bench-micro:

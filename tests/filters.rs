@@ -1063,3 +1063,66 @@ error_pages = {{ codes = [500], upstream = "deadpages" }}
         "{m}"
     );
 }
+
+/// An API key the route's auth reads from the query (hidden from the upstream) is never
+/// shown to the route's mirror or its error page either: not in the copy's target, not in
+/// the page's query nor its X-Original-URI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_api_key_reaches_neither_the_mirror_nor_the_error_page() {
+    let be = Backend::start().await.expect("backend");
+    let mirror = Recorder::start(Duration::ZERO).await.expect("mirror");
+    let pages = Recorder::pages().await.expect("pages");
+    let dir = temp_dir("mirror-keys");
+    let keys = dir.join("keys");
+    std::fs::write(&keys, "acme  acme-key-0123456789abcdef\n").expect("keys");
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.app]
+targets = ["{be}"]
+[upstreams.pages]
+targets = ["{pages}"]
+
+[[routes]]
+name = "keyed"
+path_prefix = "/v1"
+upstream = "app"
+auth = {{ api_key = {{ query = "api_key", keys_file = "{keys}" }} }}
+mirror = "http://{m}$request_uri"
+error_pages = {{ codes = [404], upstream = "pages" }}
+"#,
+            be = be.addr,
+            pages = pages.addr,
+            m = mirror.addr,
+            keys = keys.display(),
+        ),
+    );
+    let _gw = running(BIN.as_ref(), &toml, port, admin).await;
+    let r = get(
+        port,
+        "/v1/a?x=1&api_key=acme-key-0123456789abcdef&y=2",
+        &[("x-want-status", "404")],
+    )
+    .await
+    .expect("keyed");
+    assert_eq!((r.status, r.body.as_str()), (404, "page for 404"));
+    assert!(
+        eventually(Duration::from_secs(3), || async {
+            !mirror.seen().is_empty()
+        })
+        .await
+    );
+    let copy = &mirror.seen()[0];
+    assert_eq!(copy.target, "/v1/a?x=1&y=2");
+    let page = &pages.seen()[0];
+    assert_eq!(page.target, "/?x=1&y=2");
+    assert_eq!(
+        page.headers
+            .get("x-original-uri")
+            .and_then(|v| v.to_str().ok()),
+        Some("/v1/a?x=1&y=2")
+    );
+}

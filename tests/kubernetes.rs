@@ -1205,3 +1205,189 @@ async fn a_default_backend_serves_while_the_service_has_no_endpoint_and_answers_
     .expect("500");
     assert_eq!(r.status, 500);
 }
+
+/// oha, Tollgate's users' load tester, through every kind of change (Done when of issue 41):
+/// a path added, annotations changed (an allow list, a limit), the Service's endpoints moved
+/// to another backend, the TLS Secret renewed; each served within a second, and not one
+/// request of two oha runs (plain HTTP and TLS) fails or is answered other than 200. Run from
+/// bench/ on a release build: `make bench-kube` (oha from `make oha`, or $OHA).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a soak: run from bench/ on a release build"]
+async fn oha_through_every_change_without_one_failed_request() {
+    let bin = std::env::var("TOLLGATE_BIN").unwrap_or_else(|_| BIN.to_string());
+    let oha = std::env::var("OHA").unwrap_or_else(|_| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target/oha/bin/oha")
+            .display()
+            .to_string()
+    });
+    let seconds: u64 = std::env::var("SECONDS_OF_LOAD")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12);
+    let c = Cluster::start().await;
+    let (a, b) = (
+        Backend::start().await.expect("a"),
+        Backend::start().await.expect("b"),
+    );
+    c.apply(&service("web", a.addr.port()));
+    let ca = Ca::new("cluster ca").expect("ca");
+    let (crt, key) = ca
+        .issue(&LeafSpec::server(&["churn.example"]))
+        .expect("leaf")
+        .write(&c.dir, "churn")
+        .expect("write");
+    c.tls_secret("site", &crt, &key);
+    let with = |path_extra: &str, annotations: &str| {
+        ingress(
+            "churn",
+            "tollgate",
+            "/app",
+            &format!("    nginx.ingress.kubernetes.io/ssl-redirect: \"false\"\n{annotations}"),
+        )
+        .replace(
+            "spec:\n",
+            "spec:\n  tls:\n  - hosts: [churn.example]\n    secretName: site\n",
+        )
+        .replace("      paths:\n", &format!("      paths:\n{path_extra}"))
+    };
+    c.apply(&with("", ""));
+    let (port, admin, tls) = (free_port(), free_port(), free_port());
+    let _gw = c
+        .gateway_with(
+            Path::new(&bin),
+            port,
+            admin,
+            &format!("tls_listen = [\"127.0.0.1:{tls}\"]\n"),
+            &[],
+        )
+        .await;
+    assert!(ready(admin).await);
+    assert!(
+        until(port, "churn.example", "/app", 200, Duration::from_secs(10))
+            .await
+            .is_some()
+    );
+    let load = |args: Vec<String>| {
+        Command::new(&oha)
+            .args([
+                "-z",
+                &format!("{seconds}s"),
+                "-c",
+                "8",
+                "--no-tui",
+                "--output-format",
+                "json",
+            ])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("oha (make oha, or OHA=path)")
+    };
+    let http = load(vec![
+        "-H".into(),
+        "Host: churn.example".into(),
+        format!("http://127.0.0.1:{port}/app/"),
+    ]);
+    let https = load(vec![
+        "--insecure".into(),
+        "--connect-to".into(),
+        format!("churn.example:{tls}:127.0.0.1:{tls}"),
+        format!("https://churn.example:{tls}/app/"),
+    ]);
+    let r = get(port, "/v2/x", &[("host", "churn.example")])
+        .await
+        .expect("v2");
+    assert_eq!(r.status, 404, "{}", r.body);
+    let mut took = Vec::new();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // A path added.
+    c.apply(&with(
+        "      - path: /v2\n        pathType: Prefix\n        backend:\n          service:\n            name: web\n            port:\n              number: 80\n",
+        "",
+    ));
+    let t = Instant::now();
+    let v2 = until(port, "churn.example", "/v2/x", 200, Duration::from_secs(5)).await;
+    took.push(("path added", v2.map(|_| t.elapsed())));
+    // Annotations: an allow list every loopback client passes, and a limit none reaches.
+    c.apply(&with(
+        "",
+        "    nginx.ingress.kubernetes.io/whitelist-source-range: \"127.0.0.0/8\"\n    nginx.ingress.kubernetes.io/limit-rps: \"100000\"\n",
+    ));
+    let t = Instant::now();
+    let mut seen = None;
+    while t.elapsed() < Duration::from_secs(5) {
+        let m = metrics(admin).await;
+        if m.contains("limit=\"shop.churn.rps\"") || m.contains("shop.churn.rps") {
+            seen = Some(t.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    took.push(("annotations changed", seen));
+    // The endpoints moved to another backend.
+    let before = b.hits();
+    c.apply(&service("web", b.addr.port()));
+    let t = Instant::now();
+    while b.hits() == before && t.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    took.push(("endpoints moved", (b.hits() > before).then(|| t.elapsed())));
+    // The TLS Secret renewed.
+    let (crt2, key2) = ca
+        .issue(&LeafSpec {
+            common_name: "renewed".into(),
+            ..LeafSpec::server(&["churn.example"])
+        })
+        .expect("renewed")
+        .write(&c.dir, "churn2")
+        .expect("write");
+    c.tls_secret("site", &crt2, &key2);
+    let t = Instant::now();
+    let mut renewed = None;
+    while t.elapsed() < Duration::from_secs(5) {
+        if handshake_subject(tls, Some("churn.example"), &[]).as_deref() == Some("renewed") {
+            renewed = Some(t.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    took.push(("secret renewed", renewed));
+    let mut failed = Vec::new();
+    for (what, child) in [("http", http), ("https", https)] {
+        let out = child.wait_with_output().expect("oha");
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("oha {what}: {e}: {}", String::from_utf8_lossy(&out.stderr))
+        });
+        let codes = &j["statusCodeDistribution"];
+        let ok = codes["200"].as_u64().unwrap_or(0);
+        let total: u64 = codes
+            .as_object()
+            .map(|m| m.values().filter_map(|v| v.as_u64()).sum())
+            .unwrap_or(0);
+        // Requests in flight when oha's -z ends are its own cut, not failures.
+        let mut errors = j["errorDistribution"].clone();
+        if let Some(e) = errors.as_object_mut() {
+            e.remove("aborted due to deadline");
+        }
+        println!(
+            "oha {what}: {ok} of {total} answered 200, errors {errors}, {:.0} requests/s",
+            j["summary"]["requestsPerSec"].as_f64().unwrap_or(0.0)
+        );
+        if ok == 0 || ok != total || errors.as_object().is_some_and(|e| !e.is_empty()) {
+            failed.push(format!("{what}: {codes} {errors}"));
+        }
+    }
+    for (what, t) in &took {
+        println!("{what}: served after {t:?}");
+    }
+    assert!(failed.is_empty(), "{failed:?}");
+    for (what, t) in took {
+        assert!(
+            t.is_some_and(|t| t < Duration::from_secs(1)),
+            "{what}: {t:?}"
+        );
+    }
+    assert!(a.hits() > 0 && b.hits() > 0);
+}

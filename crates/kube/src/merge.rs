@@ -15,6 +15,7 @@ pub fn merge(base: &str, cluster: &str) -> Result<(String, Vec<String>), String>
     let mut dropped_names = Vec::new();
     let mut problems = Vec::new();
     let mut cluster_routes = Vec::new();
+    let mut cluster_passthrough = Vec::new();
     let base_certificates = has_certificates(out.get("tls"));
     let base_limits: Vec<String> = match out.get("limits") {
         Some(Value::Table(t)) => t.keys().cloned().collect(),
@@ -49,9 +50,7 @@ pub fn merge(base: &str, cluster: &str) -> Result<(String, Vec<String>), String>
                 }
             }
             ("routes", _, Value::Array(c)) => cluster_routes = c,
-            // A host BASE passes through too makes the config invalid: the check then
-            // leaves the Ingress that asks for it out.
-            ("tls_passthrough", Some(Value::Array(b)), Value::Array(c)) => b.extend(c),
+            ("tls_passthrough", _, Value::Array(c)) => cluster_passthrough = c,
             (_, Some(Value::Table(b)), Value::Table(c)) => fill(b, c),
             (_, Some(_), _) => {}
             (_, None, v) => {
@@ -83,6 +82,13 @@ pub fn merge(base: &str, cluster: &str) -> Result<(String, Vec<String>), String>
         }
         keep_route(r, &dropped_names, &mut problems) && own_limits(r, &base_limits, &mut problems)
     });
+    passthrough(
+        &mut out,
+        cluster_passthrough,
+        &base_hosts,
+        &dropped_names,
+        &mut problems,
+    );
     if !cluster_routes.is_empty() {
         match out.get_mut("routes") {
             Some(Value::Array(b)) => b.extend(cluster_routes),
@@ -93,6 +99,66 @@ pub fn merge(base: &str, cluster: &str) -> Result<(String, Vec<String>), String>
     }
     listener_certificates(&mut out, base_certificates, &mut problems);
     Ok((toml::to_string(&out).map_err(|e| e.to_string())?, problems))
+}
+
+/// The cluster's `[[tls_passthrough]]` entries beside BASE's: one that names a host BASE
+/// serves or passes through itself (or covers one by a wildcard), or an upstream BASE's
+/// definition won, is not served (a problem each): a tenant never takes BASE's TLS.
+fn passthrough(
+    out: &mut Table,
+    cluster: Vec<Value>,
+    base_hosts: &BaseHosts,
+    dropped_names: &[String],
+    problems: &mut Vec<String>,
+) {
+    let base_passed: Vec<String> = match out.get("tls_passthrough") {
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|p| p.get("hosts")?.as_array().cloned())
+            .flatten()
+            .filter_map(|h| h.as_str().map(str::to_ascii_lowercase))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let passed = BaseHosts {
+        hosts: base_passed,
+        hostless: false,
+    };
+    let kept: Vec<Value> = cluster
+        .into_iter()
+        .filter(|p| {
+            let hosts: Vec<String> = p
+                .get("hosts")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|h| h.as_str().map(|h| h.trim_end_matches('.').to_ascii_lowercase()))
+                .collect();
+            let upstream = p.get("upstream").and_then(Value::as_str).unwrap_or("");
+            if let Some(h) = hosts.iter().find(|h| base_hosts.covers(h) || passed.covers(h)) {
+                problems.push(format!(
+                    "tls_passthrough of {h}: the host is BASE.toml's: not passed through"
+                ));
+                return false;
+            }
+            if dropped_names.iter().any(|d| d == upstream) {
+                problems.push(format!(
+                    "tls_passthrough to {upstream}: BASE.toml defines that upstream: not passed through"
+                ));
+                return false;
+            }
+            true
+        })
+        .collect();
+    if kept.is_empty() {
+        return;
+    }
+    match out.get_mut("tls_passthrough") {
+        Some(Value::Array(b)) => b.extend(kept),
+        _ => {
+            out.insert("tls_passthrough".into(), Value::Array(kept));
+        }
+    }
 }
 
 /// Client certificates are the listeners' (every host of them asks): an Ingress's

@@ -208,6 +208,13 @@ impl Mirrors {
         true
     }
 
+    /// The body gathered so far dropped: a retry replays the body from its start.
+    pub fn restart_body(&self, copy: &mut Copy) {
+        self.bytes.fetch_sub(copy.held.body, Ordering::AcqRel);
+        copy.held.body = 0;
+        copy.body.clear();
+    }
+
     /// Sends `copy` on a task of its own; its result is counted when it ends.
     pub fn send(&self, copy: Copy) {
         let client = match self

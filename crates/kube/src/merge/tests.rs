@@ -195,3 +195,34 @@ fn client_certificates_stand_only_where_base_sets_the_same() {
     // And an Ingress that asks nothing leaves BASE's as they are.
     assert!(merge(&same, CLUSTER_TLS).is_ok());
 }
+
+#[test]
+fn a_tenant_never_passes_bases_tls_through() {
+    let base = "[upstreams.admin]\ntargets = [\"127.0.0.1:2\"]\n\n[[tls_passthrough]]\nhosts = [\"vault.example\"]\nupstream = \"admin\"\n\n[[routes]]\nname = \"admin\"\nhost = \"admin.example\"\npath_prefix = \"/\"\nupstream = \"admin\"\n";
+    let cluster = "[upstreams.admin]\ntargets = [\"evil:443\"]\n\n[upstreams.\"t.ok.443\"]\ntargets = [\"ok:443\"]\n\n[[tls_passthrough]]\nhosts = [\"ADMIN.example\"]\nupstream = \"t.ok.443\"\n\n[[tls_passthrough]]\nhosts = [\"*.example\"]\nupstream = \"t.ok.443\"\n\n[[tls_passthrough]]\nhosts = [\"mine.example\"]\nupstream = \"admin\"\n\n[[tls_passthrough]]\nhosts = [\"tenant.test\"]\nupstream = \"t.ok.443\"\n";
+    let (text, problems) = merge(base, cluster).expect("merges");
+    let t: Table = text.parse().expect("toml");
+    let passed: Vec<String> = t["tls_passthrough"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {}",
+                p["hosts"][0].as_str().unwrap_or(""),
+                p["upstream"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(passed, ["vault.example admin", "tenant.test t.ok.443"]);
+    for want in [
+        "tls_passthrough of admin.example: the host is BASE.toml's",
+        "tls_passthrough of *.example: the host is BASE.toml's",
+        "tls_passthrough to admin: BASE.toml defines that upstream",
+    ] {
+        assert!(
+            problems.iter().any(|p| p.contains(want)),
+            "{want}: {problems:?}"
+        );
+    }
+}

@@ -91,8 +91,10 @@ async fn fetch(
         }
     };
     let req = session.req_header();
-    let uri = match req.uri.query() {
-        Some(q) => format!("http://{addr}/?{q}"),
+    // The client's target less an API key its auth reads from the query.
+    let shown = super::shown_target(ctx, req);
+    let uri = match shown.split_once('?') {
+        Some((_, q)) => format!("http://{addr}/?{q}"),
         None => format!("http://{addr}/"),
     };
     let mut out = http::Request::builder()
@@ -113,10 +115,8 @@ async fn fetch(
     if let Some(a) = req.headers.get(http::header::ACCEPT) {
         h.insert("x-format", a.clone());
     }
-    if let Some(pq) = req.uri.path_and_query() {
-        if let Ok(v) = HeaderValue::from_str(pq.as_str()) {
-            h.insert("x-original-uri", v);
-        }
+    if let Ok(v) = HeaderValue::from_str(&shown) {
+        h.insert("x-original-uri", v);
     }
     h.insert("x-request-id", ctx.request_id.clone());
     if let Ok(v) = HeaderValue::from_str(&ctx.client.unwrap_or(ctx.peer).to_string()) {
@@ -187,7 +187,8 @@ pub(super) async fn replace(
         && (resp
             .headers
             .get(http::header::CONTENT_LENGTH)
-            .is_some_and(|v| v.as_bytes() == b"0")
+            .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+            == Some(0)
             || (h2 && no_length));
     if bodiless {
         ctx.page = Some(Box::new(Page {
@@ -229,6 +230,7 @@ pub(super) async fn instead_of_failure(
         return false;
     };
     head.insert_static_header(&names::X_REQUEST_ID, ctx.request_id.clone());
+    ctx.add_limit_headers(&mut head);
     if let Some(v) = &ctx.hsts {
         head.insert_static_header(&names::STRICT_TRANSPORT_SECURITY, v.clone());
     }

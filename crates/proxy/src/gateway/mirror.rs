@@ -11,8 +11,11 @@ use tollgate_core::net::mirror::Request;
 
 /// At the end of `upstream_request_filter`: starts the copy of `upstream`.
 pub(super) fn start(gw: &Gateway, session: &mut Session, upstream: &RequestHeader, ctx: &mut Ctx) {
-    if !matches!(ctx.mirroring, Mirroring::No) {
-        return;
+    match &mut ctx.mirroring {
+        Mirroring::No => {}
+        // A retry: Pingora replays the body from its start through request_body_filter.
+        Mirroring::Reading(copy) => return gw.shared.mirrors.restart_body(copy),
+        Mirroring::Done => return,
     }
     let (Some(rt), Some(r)) = (&ctx.rt, ctx.route) else {
         return;
@@ -27,7 +30,8 @@ pub(super) fn start(gw: &Gateway, session: &mut Session, upstream: &RequestHeade
         return;
     }
     let req = session.req_header();
-    let request_uri = req.uri.path_and_query().map_or("/", |p| p.as_str());
+    let shown = super::shown_target(ctx, req);
+    let request_uri = shown.as_ref();
     let host = req
         .uri
         .authority()

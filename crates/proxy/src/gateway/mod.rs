@@ -21,6 +21,25 @@ pub struct Gateway {
     pub(crate) shared: Arc<Shared>,
 }
 
+/// The client's path and query as sent, less an API key the route's auth reads from the
+/// query (`hide_credentials`): what a mirror or an error page may be told of it.
+pub(crate) fn shown_target<'a>(
+    ctx: &crate::ctx::Ctx,
+    req: &'a pingora::http::RequestHeader,
+) -> std::borrow::Cow<'a, str> {
+    let raw = req.uri.path_and_query().map_or("/", |p| p.as_str());
+    let stripped = ctx
+        .auth
+        .as_ref()
+        .and_then(|a| a.rt.strip_query.as_deref())
+        .and_then(|q| tollgate_auth::api_key::strip_param(raw.as_bytes(), q))
+        .and_then(|t| String::from_utf8(t).ok());
+    match stripped {
+        Some(s) => std::borrow::Cow::Owned(s),
+        None => std::borrow::Cow::Borrowed(raw),
+    }
+}
+
 impl Gateway {
     pub fn new(shared: Arc<Shared>) -> Self {
         Self { shared }
