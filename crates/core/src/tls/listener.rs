@@ -266,15 +266,20 @@ impl Certificates {
         self.refresh(&mut w, true);
     }
 
-    /// One look (twice a second): loads what changed and then stayed the same for a look.
+    /// One look (twice a second): loads what changed and then stayed the same for a look. Files
+    /// held in memory (the controller's Secrets) are swapped whole, never half-written: a change
+    /// of theirs alone is loaded at once.
     pub fn watch(&self) {
         let mut w = self.watch.lock();
-        let (_, now) = look(&w.cfg);
+        let (sources, now) = look(&w.cfg);
         if now == w.seen {
             w.pending = None;
             return;
         }
-        if w.pending != Some(now) {
+        let held = |p: &Path| tollgate_config::mounted::stamp(p).is_some();
+        let all_held = sources.iter().all(|f| held(&f.cert) && held(&f.key))
+            && w.cfg.client_ca.as_deref().is_none_or(held);
+        if w.pending != Some(now) && !all_held {
             w.pending = Some(now);
             return;
         }
