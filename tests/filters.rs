@@ -1028,6 +1028,22 @@ error_pages = {{ codes = [500], upstream = "deadpages" }}
         assert_eq!((r.status, r.body.as_str()), (503, "page for 503"));
     }
     assert_eq!(pages.seen()[1].method, "POST");
+    // HEAD: the page's head alone (its length, no body), and the connection goes on.
+    let r = conn
+        .send("HEAD", "/paged/h", &[("x-want-status", "404")], "")
+        .await
+        .expect("head");
+    assert_eq!((r.status, r.body.as_str()), (404, ""));
+    assert_eq!(r.header("content-length"), Some("12"), "{:?}", r.headers);
+    assert_eq!(
+        pages.seen().last().map(|p| p.method.clone()).as_deref(),
+        Some("HEAD")
+    );
+    let r = conn
+        .send("GET", "/paged/after", &[("x-want-status", "404")], "")
+        .await
+        .expect("after the head");
+    assert_eq!((r.status, r.body.as_str()), (404, "page for 404"));
     // A status not listed passes as the upstream said it.
     let r = get(port, "/paged/x", &[("x-want-status", "500")])
         .await
@@ -1050,7 +1066,7 @@ error_pages = {{ codes = [500], upstream = "deadpages" }}
             "tollgate_error_pages_total",
             &["route=\"paged\"", "result=\"served\""]
         ),
-        4.0,
+        6.0,
         "{m}"
     );
     assert_eq!(

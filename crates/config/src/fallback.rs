@@ -9,7 +9,7 @@
 use crate::model::{ErrorPages, Fallback, RouteAction, UpstreamConfig};
 use crate::named::Named;
 use crate::reader::{as_int_in, as_str, Cx, Tbl, Value};
-use crate::scalars::{http_token, list_or_none};
+use crate::scalars::http_token;
 use toml::de::DeValue;
 
 /// Fields the gateway writes to an error page's upstream: no `headers` entry may.
@@ -50,7 +50,7 @@ pub(crate) fn route(
         return None;
     }
     if let Some(v) = r.get("default_backend") {
-        f.default_backend = upstream(cx, &r.key_path("default_backend"), v, upstreams);
+        f.default_backend = upstreams.refer(cx, &r.key_path("default_backend"), v, "upstream");
         *ok &= f.default_backend.is_some();
     }
     if let Some(v) = r.get("error_pages") {
@@ -58,23 +58,6 @@ pub(crate) fn route(
         *ok &= f.error_pages.is_some();
     }
     (f != Fallback::default()).then(|| Box::new(f))
-}
-
-fn upstream(cx: &mut Cx, p: &str, v: &Value, upstreams: &Named<UpstreamConfig>) -> Option<usize> {
-    let u = as_str(cx, p, v)?;
-    let found = upstreams.position(u);
-    if found.is_none() {
-        let known: Vec<_> = upstreams.iter().map(|(n, _)| n.as_str()).collect();
-        cx.err(
-            p,
-            v.span(),
-            format!(
-                "unknown upstream \"{u}\" (defined: {})",
-                list_or_none(&known)
-            ),
-        );
-    }
-    found
 }
 
 fn error_pages(
@@ -88,7 +71,7 @@ fn error_pages(
     let mut ok = true;
     let codes = codes(cx, &mut t, p, v, &mut ok);
     let up = match t.get("upstream") {
-        Some(uv) => upstream(cx, &t.key_path("upstream"), uv, upstreams),
+        Some(uv) => upstreams.refer(cx, &t.key_path("upstream"), uv, "upstream"),
         None if f.default_backend.is_some() => f.default_backend,
         None => {
             cx.err(

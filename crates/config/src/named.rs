@@ -1,5 +1,6 @@
 //! [`Named`]: the tables a config defines by name, each found in one lookup.
 
+use crate::reader::{as_str, Cx, Value};
 use std::collections::HashMap;
 
 /// Tables defined by name, each found by its name in one lookup (15,000 routes naming
@@ -22,6 +23,25 @@ impl<'a, T> Named<'a, T> {
     /// The index of the table named `name`.
     pub fn position(&self, name: &str) -> Option<usize> {
         self.at.get(name).copied()
+    }
+
+    /// The index of the table the string `v` (at `path`) names, or an error naming the
+    /// `what` defined: `unknown upstream "x" (defined: a, b)`.
+    pub fn refer(&self, cx: &mut Cx, path: &str, v: &Value, what: &str) -> Option<usize> {
+        let name = as_str(cx, path, v)?;
+        let found = self.position(name);
+        if found.is_none() {
+            let known: Vec<_> = self.items.iter().map(|(n, _)| n.as_str()).collect();
+            cx.err(
+                path,
+                v.span(),
+                format!(
+                    "unknown {what} \"{name}\" (defined: {})",
+                    crate::scalars::list_or_none(&known)
+                ),
+            );
+        }
+        found
     }
 }
 

@@ -7,8 +7,7 @@
 
 use crate::model::{Passthrough, UpstreamConfig};
 use crate::named::Named;
-use crate::reader::{as_array, as_str, as_str_list, Cx, Tbl, Value};
-use crate::scalars::list_or_none;
+use crate::reader::{as_array, as_str_list, Cx, Tbl, Value};
 
 pub(crate) fn read(
     cx: &mut Cx,
@@ -34,24 +33,7 @@ pub(crate) fn read(
         };
         let hosts = hosts(cx, &mut t, &p, item, &out);
         let upstream = match t.get("upstream") {
-            Some(uv) => {
-                let up = t.key_path("upstream");
-                as_str(cx, &up, uv).and_then(|u| {
-                    let found = upstreams.position(u);
-                    if found.is_none() {
-                        let known: Vec<_> = upstreams.iter().map(|(n, _)| n.as_str()).collect();
-                        cx.err(
-                            &up,
-                            uv.span(),
-                            format!(
-                                "unknown upstream \"{u}\" (defined: {})",
-                                list_or_none(&known)
-                            ),
-                        );
-                    }
-                    found
-                })
-            }
+            Some(uv) => upstreams.refer(cx, &t.key_path("upstream"), uv, "upstream"),
             None => {
                 cx.err(&p, item.span(), "missing key \"upstream\"");
                 None

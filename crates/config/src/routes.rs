@@ -254,23 +254,9 @@ fn action(
             );
             None
         }
-        (Some(uv), None) => {
-            let p = r.key_path("upstream");
-            let u = as_str(cx, &p, uv)?;
-            let idx = upstreams.position(u);
-            if idx.is_none() {
-                let known: Vec<_> = upstreams.iter().map(|(n, _)| n.as_str()).collect();
-                cx.err(
-                    &p,
-                    uv.span(),
-                    format!(
-                        "unknown upstream \"{u}\" (defined: {})",
-                        list_or_none(&known)
-                    ),
-                );
-            }
-            idx.map(RouteAction::Upstream)
-        }
+        (Some(uv), None) => upstreams
+            .refer(cx, &r.key_path("upstream"), uv, "upstream")
+            .map(RouteAction::Upstream),
         (None, Some(rv)) => respond_action(cx, &r.key_path("respond"), rv),
     }
 }
@@ -598,24 +584,7 @@ fn rewrite(cx: &mut Cx, r: &mut Tbl) -> Option<Rewrite> {
 fn canary(cx: &mut Cx, p: &str, v: &Value, upstreams: &Named<UpstreamConfig>) -> Option<Canary> {
     let mut t = Tbl::of(cx, p.to_string(), v)?;
     let upstream = match t.get("upstream") {
-        Some(uv) => {
-            let up = t.key_path("upstream");
-            as_str(cx, &up, uv).and_then(|u| {
-                let found = upstreams.position(u);
-                if found.is_none() {
-                    let known: Vec<_> = upstreams.iter().map(|(n, _)| n.as_str()).collect();
-                    cx.err(
-                        &up,
-                        uv.span(),
-                        format!(
-                            "unknown upstream \"{u}\" (defined: {})",
-                            list_or_none(&known)
-                        ),
-                    );
-                }
-                found
-            })
-        }
+        Some(uv) => upstreams.refer(cx, &t.key_path("upstream"), uv, "upstream"),
         None => {
             cx.err(p, t.span.clone(), "missing key \"upstream\"");
             None

@@ -42,8 +42,8 @@ pub struct Shared {
     pub spans: tollgate_core::observe::traces::SpanQueue,
     /// Routes' `mirror` copies: their client and bounds.
     pub mirrors: tollgate_core::net::mirror::Mirrors,
-    /// The client `error_pages` asks pages with (made at the first page).
-    pub pages_client: std::sync::OnceLock<Result<tollgate_core::net::client::HttpClient, String>>,
+    /// The client mirrors and error pages are sent with (made at the first use).
+    pub side_client: Arc<tollgate_core::net::client::Side>,
 }
 
 impl Shared {
@@ -81,10 +81,14 @@ impl Shared {
             None => None,
         };
         let runtime = Runtime::build(config, None, store.as_ref(), &metrics)?;
+        let side_client = Arc::new(tollgate_core::net::client::Side::default());
         Ok(Self {
             spans: tollgate_core::observe::traces::SpanQueue::default(),
-            mirrors: tollgate_core::net::mirror::Mirrors::new(metrics.mirror_requests.clone()),
-            pages_client: Default::default(),
+            mirrors: tollgate_core::net::mirror::Mirrors::new(
+                metrics.mirror_requests.clone(),
+                side_client.clone(),
+            ),
+            side_client,
             rls_serving: std::sync::atomic::AtomicBool::new(false),
             kube_syncing: std::sync::atomic::AtomicBool::new(false),
             tls,

@@ -59,13 +59,18 @@ impl ClientIp<'_> {
 impl Vars<'_> {
     /// The host the request was routed by: lower case, without port.
     fn host(&self) -> Option<std::borrow::Cow<'_, str>> {
-        let req = self.req?;
-        let raw = match req.uri.authority() {
-            Some(a) => a.as_str(),
-            None => req.headers.get(http::header::HOST)?.to_str().ok()?,
-        };
-        tollgate_route::normalize::normalize_host(raw).ok()
+        request_host(self.req?)
     }
+}
+
+/// nginx's `$host`: the request's host (its target's authority, else its Host), canonical
+/// (lower case, without its port or a trailing dot).
+pub fn request_host(req: &RequestHeader) -> Option<std::borrow::Cow<'_, str>> {
+    let raw = match req.uri.authority() {
+        Some(a) => a.as_str(),
+        None => req.headers.get(http::header::HOST)?.to_str().ok()?,
+    };
+    tollgate_route::normalize::normalize_host(raw).ok()
 }
 
 impl RulesRt {

@@ -157,3 +157,28 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     }
     s
 }
+
+/// A client with a body of bytes for what the gateway sends on its own behalf (a route's
+/// mirror copies, its error pages), built at its first use: a config that uses neither never
+/// loads the system's roots for it. One per process, shared.
+#[derive(Default)]
+pub struct Side {
+    cell: std::sync::OnceLock<Result<SideClient, String>>,
+}
+
+/// [`Side`]'s client.
+pub type SideClient = Client<HttpsConnector<HttpConnector>, http_body_util::Full<Bytes>>;
+
+impl Side {
+    /// The client (system roots, http and https), or why it could not be made (logged once).
+    pub fn get(&self) -> Option<&SideClient> {
+        self.cell
+            .get_or_init(|| {
+                build_for(None, false).inspect_err(
+                    |e| tracing::warn!(error = %e, "no HTTP client for mirrors and error pages"),
+                )
+            })
+            .as_ref()
+            .ok()
+    }
+}

@@ -9,15 +9,12 @@
 //! copies at a time and [`MAX_BODY_BYTES`] of their bodies held in all; a copy past either
 //! is not sent (`tollgate_mirror_requests_total{result="dropped"}`).
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use http::{HeaderValue, Method, Uri};
 use http_body_util::Full;
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
 use prometheus::IntCounterVec;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 use tollgate_config::model::{MirrorConfig, MirrorPart};
 
@@ -101,11 +98,9 @@ impl MirrorRt {
     }
 }
 
-type MirrorClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
-
 /// The process's mirrors: their client (made at the first copy) and bounds.
 pub struct Mirrors {
-    client: OnceLock<Result<MirrorClient, String>>,
+    client: Arc<crate::net::client::Side>,
     in_flight: Arc<AtomicUsize>,
     bytes: Arc<AtomicUsize>,
     total: IntCounterVec,
@@ -136,10 +131,11 @@ impl Drop for Held {
 }
 
 impl Mirrors {
-    /// `total` is `tollgate_mirror_requests_total{route,result}`.
-    pub fn new(total: IntCounterVec) -> Self {
+    /// `total` is `tollgate_mirror_requests_total{route,result}`; `client` the process's
+    /// side client.
+    pub fn new(total: IntCounterVec, client: Arc<crate::net::client::Side>) -> Self {
         Self {
-            client: OnceLock::new(),
+            client,
             in_flight: Arc::default(),
             bytes: Arc::default(),
             total,
@@ -217,16 +213,9 @@ impl Mirrors {
 
     /// Sends `copy` on a task of its own; its result is counted when it ends.
     pub fn send(&self, copy: Copy) {
-        let client = match self
-            .client
-            .get_or_init(|| crate::net::client::build_for(None, false))
-        {
-            Ok(c) => c.clone(),
-            Err(e) => {
-                tracing::warn!(error = %e, "mirror: no HTTP client");
-                self.count(&copy.route, "failed");
-                return;
-            }
+        let Some(client) = self.client.get().cloned() else {
+            self.count(&copy.route, "failed");
+            return;
         };
         let total = self.total.clone();
         let Copy {
@@ -307,6 +296,7 @@ mod tests {
         Mirrors::new(
             IntCounterVec::new(prometheus::Opts::new("m", "m"), &["route", "result"])
                 .expect("in the test"),
+            Arc::default(),
         )
     }
 

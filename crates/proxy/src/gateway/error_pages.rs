@@ -15,7 +15,7 @@ use super::Gateway;
 use crate::ctx::{Ctx, Page};
 use bytes::Bytes;
 use http::HeaderValue;
-use http_body_util::Empty;
+use http_body_util::Full;
 use pingora::http::ResponseHeader;
 use pingora::prelude::*;
 use tollgate_config::model::ErrorPages;
@@ -79,17 +79,7 @@ async fn fetch(
     let pool = &rt.upstreams[ep.upstream].pool;
     let peer = pool.select_peer()?;
     let addr = *peer._address.as_inet()?;
-    let client = match gw
-        .shared
-        .pages_client
-        .get_or_init(|| tollgate_core::net::client::build(None, false))
-    {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(error = %e, "error pages: no HTTP client");
-            return None;
-        }
-    };
+    let client = gw.shared.side_client.get()?;
     let req = session.req_header();
     // The client's target less an API key its auth reads from the query.
     let shown = super::shown_target(ctx, req);
@@ -100,7 +90,7 @@ async fn fetch(
     let mut out = http::Request::builder()
         .method(req.method.clone())
         .uri(uri)
-        .body(Empty::<Bytes>::new())
+        .body(Full::new(Bytes::new()))
         .ok()?;
     let h = out.headers_mut();
     let host = req

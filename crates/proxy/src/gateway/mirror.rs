@@ -32,12 +32,7 @@ pub(super) fn start(gw: &Gateway, session: &mut Session, upstream: &RequestHeade
     let req = session.req_header();
     let shown = super::shown_target(ctx, req);
     let request_uri = shown.as_ref();
-    let host = req
-        .uri
-        .authority()
-        .map(|a| a.as_str())
-        .or_else(|| req.headers.get(http::header::HOST)?.to_str().ok())
-        .and_then(|h| tollgate_route::normalize::normalize_host(h).ok());
+    let host = tollgate_core::filters::headers::request_host(req);
     let values = Request {
         request_uri,
         uri: ctx.canonical_path.as_deref().unwrap_or(req.uri.path()),
