@@ -83,7 +83,10 @@ pub(super) async fn fail_to_proxy(
             .as_deref()
             .and_then(|p| p.head.as_ref())
             .map_or(0, |h| h.status.as_u16());
-        let written = super::error_pages::instead_of_failure(gw, session, ctx, status).await;
+        let written = Box::pin(super::error_pages::instead_of_failure(
+            gw, session, ctx, status,
+        ))
+        .await;
         return FailToProxy {
             error_code: if written { status } else { 0 },
             can_reuse_downstream: false,
@@ -97,7 +100,10 @@ pub(super) async fn fail_to_proxy(
         // (Only the upstream's failures: a 413 or 408 says what the client did.)
         let paged = matches!(code, 502..=504)
             && session.response_written().is_none()
-            && super::error_pages::instead_of_failure(gw, session, ctx, code).await;
+            && Box::pin(super::error_pages::instead_of_failure(
+                gw, session, ctx, code,
+            ))
+            .await;
         if !paged && session.response_written().is_none() {
             if ctx.request_id.is_empty() {
                 ctx.request_id = new_request_id();

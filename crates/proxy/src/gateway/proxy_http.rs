@@ -91,7 +91,8 @@ impl ProxyHttp for Gateway {
         // `error_pages`: a listed status is answered by the page instead (its body follows
         // in place of the upstream's).
         if super::error_pages::wanted_for_upstream(ctx, resp.status.as_u16()) {
-            super::error_pages::replace(self, session, resp, ctx).await?;
+            // Boxed: the page's exchange would otherwise be part of every answer's future.
+            Box::pin(super::error_pages::replace(self, session, resp, ctx)).await?;
         }
         super::response::response_filter(self, session, resp, ctx)
     }
