@@ -379,3 +379,97 @@ upstream = "here"
         gw.log_text()
     );
 }
+
+/// `match_headers`, `match_query` and `backends` (the Gateway API's header and query matches
+/// and weighted backendRefs) over a real socket: a request that lacks a match falls through
+/// to the next route, and the hostile spellings (a second field, an escaped or repeated
+/// parameter) reach the route the upstream would read them as.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_and_query_matches_fall_through_and_backends_split_by_weight() {
+    let (a, b, c) = (
+        Backend::start().await.expect("backend"),
+        Backend::start().await.expect("backend"),
+        Backend::start().await.expect("backend"),
+    );
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.a]
+targets = ["{}"]
+[upstreams.b]
+targets = ["{}"]
+[upstreams.c]
+targets = ["{}"]
+[[routes]]
+name = "env-canary"
+path_prefix = "/"
+match_headers = [{{ name = "X-Env", value = "canary" }}]
+upstream = "b"
+[[routes]]
+name = "query"
+path_prefix = "/"
+match_query = [{{ name = "animal", value = "whale" }}, {{ name = "v", regex = "[12]" }}]
+upstream = "c"
+[[routes]]
+name = "split"
+path_prefix = "/split"
+backends = [{{ upstream = "a", weight = 3 }}, {{ upstream = "b", weight = 1 }}, {{ status = 500, weight = 1 }}]
+[[routes]]
+name = "rest"
+path_prefix = "/"
+upstream = "a"
+"#,
+            a.addr, b.addr, c.addr
+        ),
+    );
+    let _gw = running(Path::new(BIN), &toml, port, admin).await;
+    let mut conn = Conn::open(port).await.expect("conn");
+    let hits = || (a.hits(), b.hits(), c.hits());
+    let to = |before: (usize, usize, usize), after: (usize, usize, usize)| match (
+        after.0 - before.0,
+        after.1 - before.1,
+        after.2 - before.2,
+    ) {
+        (1, 0, 0) => 'a',
+        (0, 1, 0) => 'b',
+        (0, 0, 1) => 'c',
+        other => panic!("one request, hits {other:?}"),
+    };
+    let cases: &[(&str, &[(&str, &str)], char)] = &[
+        ("/x", &[("x-env", "canary")], 'b'),
+        ("/x", &[("X-ENV", "canary")], 'b'),
+        ("/x", &[("x-env", "Canary")], 'a'),
+        ("/x", &[("x-env", "canary"), ("x-env", "prod")], 'a'),
+        ("/x", &[("x-env", "")], 'a'),
+        ("/x?animal=whale&v=1", &[], 'c'),
+        ("/x?animal=%77hale&v=2", &[], 'c'),
+        ("/x?animal=whale&v=12", &[], 'a'),
+        ("/x?animal=whale&animal=dolphin&v=1", &[], 'a'),
+        ("/x?Animal=whale&v=1", &[], 'a'),
+        ("/x?animal=whale", &[], 'a'),
+    ];
+    for (target, headers, want) in cases {
+        let before = hits();
+        let r = conn.send("GET", target, headers, "").await.expect("req");
+        assert_eq!(r.status, 200, "{target} {headers:?}");
+        assert_eq!(to(before, hits()), *want, "{target} {headers:?}");
+    }
+    let before = hits();
+    let mut refused = 0;
+    for _ in 0..1000 {
+        let r = conn.send("GET", "/split", &[], "").await.expect("req");
+        match r.status {
+            200 => {}
+            500 => refused += 1,
+            s => panic!("status {s}"),
+        }
+    }
+    let (da, db) = (a.hits() - before.0, b.hits() - before.1);
+    assert_eq!(da + db + refused, 1000);
+    assert!((520..=680).contains(&da), "a {da}");
+    assert!((140..=260).contains(&db), "b {db}");
+    assert!((140..=260).contains(&refused), "500s {refused}");
+}

@@ -71,7 +71,8 @@ fn route(
     let name = name.map(|n| n.0);
     let (host, aliases) = host(cx, &mut r);
     let methods = methods(cx, &mut r);
-    let action = action(cx, &mut r, path, upstreams);
+    let (action, split) = action(cx, &mut r, path, upstreams);
+    let matches = crate::matching::route(cx, &mut r, &mut ok);
     let limit_idx = route_limits(cx, &mut r, limits, weights);
     let access = r.get("access").and_then(|v| {
         Tbl::of(cx, r.key_path("access"), v).map(|t| crate::abuse::access(cx, t, base, files))
@@ -86,6 +87,14 @@ fn route(
             &r.key_path("canary"),
             r.get("canary").map(|v| v.span()).unwrap_or(0..0),
             "a canary needs a route with an upstream, not respond",
+        );
+        ok = false;
+    }
+    if let (Some(_), Some(_)) = (&canary, &split) {
+        cx.err(
+            &r.key_path("canary"),
+            r.get("canary").map(|v| v.span()).unwrap_or(0..0),
+            "backends and canary: set one (a canary is a backend with its weight)",
         );
         ok = false;
     }
@@ -137,6 +146,8 @@ fn route(
             aliases,
             edge: EdgeConfig::shared(edge.unwrap_or_default()),
             fallback,
+            matches,
+            split: split.map(Box::new),
         }),
         _ => None,
     }
@@ -228,36 +239,54 @@ fn methods(cx: &mut Cx, r: &mut Tbl) -> Option<Vec<String>> {
     Some(ms)
 }
 
-/// Where the route sends a request: exactly one of `upstream` (a defined one) and `respond`.
+/// Where the route sends a request: exactly one of `upstream` (a defined one), `backends`
+/// (a split among them) and `respond`.
 fn action(
     cx: &mut Cx,
     r: &mut Tbl,
     path: &str,
     upstreams: &Named<UpstreamConfig>,
-) -> Option<RouteAction> {
-    let upstream = r.get("upstream");
-    let respond = r.get("respond");
-    match (upstream, respond) {
-        (Some(_), Some(rv)) => {
-            cx.err(
-                &r.key_path("respond"),
-                rv.span(),
-                "a route has either upstream or respond, not both",
-            );
-            None
-        }
-        (None, None) => {
+) -> (Option<RouteAction>, Option<Split>) {
+    let given: Vec<(&str, &Value)> = ["upstream", "backends", "respond"]
+        .into_iter()
+        .filter_map(|k| r.get(k).map(|v| (k, v)))
+        .collect();
+    match given[..] {
+        [] => {
             cx.err(
                 path,
                 r.span.clone(),
                 "missing key \"upstream\" or \"respond\"",
             );
-            None
+            (None, None)
         }
-        (Some(uv), None) => upstreams
-            .refer(cx, &r.key_path("upstream"), uv, "upstream")
-            .map(RouteAction::Upstream),
-        (None, Some(rv)) => respond_action(cx, &r.key_path("respond"), rv),
+        [("upstream", uv)] => (
+            upstreams
+                .refer(cx, &r.key_path("upstream"), uv, "upstream")
+                .map(RouteAction::Upstream),
+            None,
+        ),
+        [("backends", bv)] => {
+            match crate::split::read(cx, &r.key_path("backends"), bv, upstreams) {
+                Some((split, first)) => (Some(RouteAction::Upstream(first)), Some(split)),
+                None => (None, None),
+            }
+        }
+        [("respond", rv)] => (respond_action(cx, &r.key_path("respond"), rv), None),
+        _ => {
+            let (k, v) = given[1];
+            let names: Vec<&str> = given.iter().map(|(k, _)| *k).collect();
+            let msg = if names == ["upstream", "respond"] {
+                "a route has either upstream or respond, not both".to_string()
+            } else {
+                format!(
+                    "a route has one of upstream, backends and respond, not {}",
+                    names.join(" and ")
+                )
+            };
+            cx.err(&r.key_path(k), v.span(), msg);
+            (None, None)
+        }
     }
 }
 
@@ -674,12 +703,10 @@ fn one_line(e: &regex::Error) -> String {
 pub fn rewrite_warnings(cfg: &Config) -> Vec<String> {
     let mut out = Vec::new();
     for (i, r) in cfg.routes.iter().enumerate() {
-        let (Some(rw), RouteAction::Upstream(up)) = (&r.rewrite, &r.action) else {
+        let (Some(rw), RouteAction::Upstream(_)) = (&r.rewrite, &r.action) else {
             continue;
         };
-        let ups: Vec<usize> = std::iter::once(*up)
-            .chain(r.canary.as_ref().map(|c| c.upstream))
-            .collect();
+        let ups = r.upstreams_used();
         let lit = written_prefix(rw);
         for (j, p) in cfg.routes.iter().enumerate() {
             if i == j || !routes_meet(r, p) {

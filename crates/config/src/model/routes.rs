@@ -40,6 +40,72 @@ pub struct RouteConfig {
     pub edge: std::sync::Arc<EdgeConfig>,
     /// `default_backend` and `error_pages` (docs/edge.md).
     pub fallback: Option<Box<Fallback>>,
+    /// `match_headers` and `match_query`: a request without them falls through to the next
+    /// route, as one with another method does.
+    pub matches: Option<Box<Matches>>,
+    /// `backends`: the requests split among upstreams by weight (the action's upstream is the
+    /// first of them).
+    pub split: Option<Box<Split>>,
+}
+
+impl RouteConfig {
+    /// Every upstream the route can send to: its own, its canary's, its split's.
+    pub fn upstreams_used(&self) -> Vec<usize> {
+        let mut out: Vec<usize> = match &self.action {
+            RouteAction::Upstream(u) => vec![*u],
+            RouteAction::Respond { .. } => Vec::new(),
+        };
+        out.extend(self.canary.as_ref().map(|c| c.upstream));
+        for b in self.split.iter().flat_map(|s| &s.backends) {
+            out.extend(b.upstream.filter(|u| !out.contains(u)));
+        }
+        out
+    }
+}
+
+/// What besides host, path and method a request must carry to take a route (the Gateway
+/// API's header and query matches).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Matches {
+    /// Header names lower-cased; a header sent in several fields is one value joined by
+    /// `, ` (RFC 9110, as Envoy and nginx's `$http_NAME` read it).
+    pub headers: Vec<ValueMatch>,
+    /// Query parameter names as written (case-sensitive), compared decoded.
+    pub query: Vec<ValueMatch>,
+}
+
+/// One name and what its value must be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValueMatch {
+    pub name: String,
+    pub value: ValueMatcher,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValueMatcher {
+    /// The whole value, byte for byte.
+    Exact(String),
+    /// A regular expression (RE2 syntax) matching the whole value.
+    Regex(String),
+}
+
+/// `backends = [{ upstream, weight }, ...]`: each request goes to one of them, chosen at
+/// random by weight (the Gateway API's weighted `backendRefs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Split {
+    /// In the order written; weight 0 ones get nothing.
+    pub backends: Vec<Backend>,
+    /// The sum of the weights (above 0).
+    pub total: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backend {
+    /// Index into [`crate::model::Config::upstreams`]; `None` is `{ status = 500 }`: that
+    /// share of requests is answered 500 (a backend the Gateway API names that cannot be
+    /// used).
+    pub upstream: Option<usize>,
+    pub weight: u32,
 }
 
 /// Where a route's requests go when its upstream cannot serve them, and who answers its

@@ -236,16 +236,20 @@ impl Runtime {
     /// [`tollgate_route::normalize`] made them (host in lower case without port), never as the client
     /// spelled them.
     pub fn route_for(&self, host: Option<&str>, path: &str, method: &str) -> Option<usize> {
-        self.route_entry(host, path, method).map(|e| e.route)
+        let none = http::HeaderMap::new();
+        self.route_entry(host, path, method, Asked::bare(&none))
+            .map(|e| e.route)
     }
 
     /// [`Runtime::route_for`], with how the route was met (by its other spelling: a
-    /// `www_redirect`).
+    /// `www_redirect`), for a request with these headers and query (`match_headers`,
+    /// `match_query`).
     pub fn route_entry(
         &self,
         host: Option<&str>,
         path: &str,
         method: &str,
+        asked: Asked,
     ) -> Option<&tollgate_route::routing::Entry> {
         let tier = self.hosts.tier(host, self.config.server.host_fallthrough);
         // The table proposes only the entries whose host and path can match, in match
@@ -259,12 +263,40 @@ impl Runtime {
                     .methods
                     .as_ref()
                     .is_none_or(|ms| ms.iter().any(|m| m == method))
+                && r.matches
+                    .as_ref()
+                    .is_none_or(|m| m.accepts(asked.headers, asked.query))
         })?;
         self.order.get(at)
     }
 
     pub fn route_action(&self, route: usize) -> &RouteAction {
         &self.routes[route].cfg.action
+    }
+}
+
+/// What of a request, besides host, path and method, a route's `match_headers` and
+/// `match_query` read: its headers and its query as the client sent it.
+#[derive(Clone, Copy)]
+pub struct Asked<'a> {
+    pub headers: &'a http::HeaderMap,
+    pub query: Option<&'a str>,
+}
+
+impl<'a> Asked<'a> {
+    pub fn of(req: &'a pingora::http::RequestHeader) -> Self {
+        Asked {
+            headers: &req.headers,
+            query: req.uri.query(),
+        }
+    }
+
+    /// Headers alone, without a query.
+    pub fn bare(headers: &'a http::HeaderMap) -> Self {
+        Asked {
+            headers,
+            query: None,
+        }
     }
 }
 

@@ -51,6 +51,8 @@ pub struct RouteRt {
     pub rewrite: Option<Box<tollgate_route::routing::RewriteRt>>,
     /// Which requests go to the canary upstream.
     pub canary: Option<Box<tollgate_route::routing::CanaryRt>>,
+    /// `match_headers` and `match_query`, compiled.
+    pub matches: Option<Box<tollgate_route::matching::MatchRt>>,
     /// A limit of the route reads a bearer token's claim: the token is verified first.
     pub needs_jwt: bool,
     /// A limit of the route is a quota: decisions need calendar time too.
@@ -184,6 +186,13 @@ impl RouteRt {
                 .canary
                 .as_deref()
                 .map(|c| Box::new(tollgate_route::routing::CanaryRt::new(c))),
+            matches: match cfg.matches.as_deref() {
+                Some(m) => Some(Box::new(
+                    tollgate_route::matching::MatchRt::new(m)
+                        .map_err(|e| BuildError::Route(cfg.name.clone(), e))?,
+                )),
+                None => None,
+            },
             access,
             inputs,
             body_fields,

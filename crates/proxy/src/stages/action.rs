@@ -1,10 +1,11 @@
 //! Stage 6, the action: the route's own answer, or the upstream it proxies to.
 //!
 //! Reads: the route's action (`respond` or `upstream`), its canary and the request's headers
-//! and cookies (the canary's choice).
+//! and cookies (the canary's choice), its `backends` split.
 //! Writes: `ctx.upstream`, chosen once for every try of the request (the route's upstream or
 //! its canary's; its `default_backend` while that has no targets).
-//! Answers: the route's `respond` (its status, body and `Location`).
+//! Answers: the route's `respond` (its status, body and `Location`); a split's
+//! `{ status = 500 }` share (`500 INTERNAL`).
 
 use crate::answer::Step;
 use crate::ctx::Ctx;
@@ -14,7 +15,7 @@ use bytes::Bytes;
 use http::HeaderValue;
 use pingora::prelude::*;
 use tollgate_config::model::RouteAction;
-use tollgate_core::respond::{names, Fields, Value};
+use tollgate_core::respond::{names, Fields, Problem, Value};
 
 pub async fn run(
     gw: &Gateway,
@@ -49,8 +50,20 @@ pub async fn run(
         RouteAction::Upstream(u) => {
             let req = session.req_header();
             let r = &rt.routes[route];
-            let mut chosen = match &r.canary {
-                Some(c) if c.chooses(&req.headers, |n| fastrand::u32(..n)) => c.upstream,
+            let mut chosen = match (&r.canary, &r.cfg.split) {
+                (Some(c), _) if c.chooses(&req.headers, |n| fastrand::u32(..n)) => c.upstream,
+                (_, Some(split)) => {
+                    let roll = fastrand::u32(..split.total);
+                    match tollgate_route::matching::split_choice(split, roll) {
+                        Some(u) => u,
+                        None => {
+                            let detail = "this share of the route's requests goes to a backend that cannot be used";
+                            return gw
+                                .answer_problem(session, ctx, Problem::Internal, detail)
+                                .await;
+                        }
+                    }
+                }
                 _ => *u,
             };
             // `default_backend`: while the upstream has no targets (a Service scaled to

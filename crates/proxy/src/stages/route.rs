@@ -32,7 +32,12 @@ pub async fn run(
     let mut to_named = false;
     let found = match canonical_target(req, rt.path_rules) {
         Ok(t) => {
-            let entry = rt.route_entry(t.host.as_deref(), &t.path, req.method.as_str());
+            let entry = rt.route_entry(
+                t.host.as_deref(),
+                &t.path,
+                req.method.as_str(),
+                crate::runtime::Asked::of(req),
+            );
             to_named = entry.is_some_and(|e| e.www);
             let route = entry.map(|e| e.route);
             if let Some(r) =

@@ -83,7 +83,12 @@ pub fn front(rt: &Runtime, req: &RequestHeader, peer: IpAddr, tls: bool) -> Fron
             return f;
         }
     };
-    let entry = rt.route_entry(t.host.as_deref(), &t.path, req.method.as_str());
+    let entry = rt.route_entry(
+        t.host.as_deref(),
+        &t.path,
+        req.method.as_str(),
+        crate::runtime::Asked::of(req),
+    );
     f.host = t.host.as_deref().map(str::to_string);
     f.path = Some(t.path.to_string());
     f.respelled = t.rewrite;

@@ -64,6 +64,8 @@ fn route(i: usize, (host, alias, www, kind, p, ci, method): Spec) -> RouteConfig
             ..EdgeConfig::default()
         }),
         fallback: None,
+        matches: None,
+        split: None,
     }
 }
 
