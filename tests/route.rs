@@ -473,3 +473,119 @@ upstream = "a"
     assert!((140..=260).contains(&db), "b {db}");
     assert!((140..=260).contains(&refused), "500s {refused}");
 }
+
+/// `ports` keeps two listeners' routes apart, `**.` takes names of any depth (the nearest
+/// parent first), and `redirect` makes its Location from the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ports_keep_listeners_apart_deep_wildcards_and_redirects() {
+    let (a, b) = (
+        Backend::start().await.expect("backend"),
+        Backend::start().await.expect("backend"),
+    );
+    let (port, other, admin) = (free_port(), free_port(), free_port());
+    let toml = format!(
+        r#"[server]
+listen = ["127.0.0.1:{port}", "127.0.0.1:{other}"]
+admin = "127.0.0.1:{admin}"
+threads = 1
+[upstreams.a]
+targets = ["{}"]
+[upstreams.b]
+targets = ["{}"]
+[[routes]]
+name = "api-on-port"
+host = "api.example.com"
+path_prefix = "/"
+ports = [{port}]
+upstream = "a"
+[[routes]]
+name = "deep"
+host = "**.example.com"
+path_prefix = "/"
+ports = [{other}]
+upstream = "b"
+[[routes]]
+name = "nearer"
+host = "*.x.example.com"
+path_prefix = "/"
+upstream = "a"
+[[routes]]
+name = "moved"
+host = "old.example.com"
+path_prefix = "/old"
+ports = [{port}]
+redirect = {{ status = 301, replace_prefix = "/new" }}
+[[routes]]
+name = "secure"
+host = "plain.example.com"
+path_exact = "/login"
+redirect = {{ scheme = "https", host = "login.example.com" }}
+"#,
+        a.addr, b.addr
+    );
+    let _gw = running(Path::new(BIN), &toml, port, admin).await;
+    let mut on_port = Conn::open(port).await.expect("conn");
+    let mut on_other = Conn::open(other).await.expect("conn");
+    let get = |host: &'static str| [("host", host)];
+    let r = on_port
+        .send("GET", "/", &get("api.example.com"), "")
+        .await
+        .expect("req");
+    assert_eq!((r.status, a.hits(), b.hits()), (200, 1, 0));
+    // api.example.com has no route on the other port: the deep wildcard of that port takes it.
+    let r = on_other
+        .send("GET", "/", &get("api.example.com"), "")
+        .await
+        .expect("req");
+    assert_eq!((r.status, a.hits(), b.hits()), (200, 1, 1));
+    let r = on_other
+        .send("GET", "/", &get("p.q.example.com"), "")
+        .await
+        .expect("req");
+    assert_eq!((r.status, b.hits()), (200, 2));
+    // The nearer parent's one-label wildcard wins over the deeper one.
+    let r = on_other
+        .send("GET", "/", &get("p.x.example.com"), "")
+        .await
+        .expect("req");
+    assert_eq!((r.status, a.hits()), (200, 2));
+    let r = on_other
+        .send("GET", "/", &get("example.com"), "")
+        .await
+        .expect("req");
+    assert_eq!(r.status, 404);
+    // The deep wildcard is on the other port only.
+    let r = on_port
+        .send("GET", "/", &get("p.q.example.com"), "")
+        .await
+        .expect("req");
+    assert_eq!(r.status, 404);
+
+    let r = on_port
+        .send("GET", "/old/a/b?x=1", &get("old.example.com"), "")
+        .await
+        .expect("req");
+    assert_eq!(r.status, 301);
+    assert_eq!(
+        r.header("location"),
+        Some(format!("http://old.example.com:{port}/new/a/b?x=1").as_str())
+    );
+    let r = on_port
+        .send("GET", "/old", &get("old.example.com"), "")
+        .await
+        .expect("req");
+    assert_eq!(
+        r.header("location"),
+        Some(format!("http://old.example.com:{port}/new").as_str())
+    );
+    let r = on_port
+        .send("GET", "/login", &get("plain.example.com"), "")
+        .await
+        .expect("req");
+    assert_eq!(r.status, 302);
+    assert_eq!(
+        r.header("location"),
+        Some("https://login.example.com/login")
+    );
+    assert_eq!((a.hits(), b.hits()), (2, 2));
+}

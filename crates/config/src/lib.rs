@@ -28,6 +28,7 @@ mod parse;
 mod passthrough;
 mod plans;
 mod reader;
+mod redirect;
 mod redis;
 mod rls;
 mod rls_tree;

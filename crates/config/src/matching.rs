@@ -115,3 +115,35 @@ fn one(cx: &mut Cx, p: &str, v: &Value, header: bool) -> Option<ValueMatch> {
         value: value?,
     })
 }
+
+/// `ports = [8080, 8443]`: the local ports the route takes requests on (a Gateway's
+/// listeners); each once, 1-65535.
+pub(crate) fn ports(cx: &mut Cx, r: &mut Tbl, ok: &mut bool) -> Option<Vec<u16>> {
+    let v = r.get("ports")?;
+    let p = r.key_path("ports");
+    let Some(items) = as_array(cx, &p, v) else {
+        *ok = false;
+        return None;
+    };
+    if items.is_empty() {
+        cx.err(
+            &p,
+            v.span(),
+            "an empty list: name a port, or leave ports out",
+        );
+        *ok = false;
+    }
+    let mut out: Vec<u16> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let ip = format!("{p}[{i}]");
+        match crate::reader::as_int_in(cx, &ip, item, 1, 65535) {
+            Some(n) if out.contains(&(n as u16)) => {
+                cx.err(&ip, item.span(), format!("{n} is listed twice"));
+                *ok = false;
+            }
+            Some(n) => out.push(n as u16),
+            None => *ok = false,
+        }
+    }
+    Some(out)
+}

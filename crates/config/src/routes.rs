@@ -71,8 +71,17 @@ fn route(
     let name = name.map(|n| n.0);
     let (host, aliases) = host(cx, &mut r);
     let methods = methods(cx, &mut r);
-    let (action, split) = action(cx, &mut r, path, upstreams);
+    let (mut action, split) = action(cx, &mut r, path, upstreams);
     let matches = crate::matching::route(cx, &mut r, &mut ok);
+    let ports = crate::matching::ports(cx, &mut r, &mut ok);
+    let redirect = r.get("redirect").and_then(|v| {
+        let rd = crate::redirect::read(cx, &r.key_path("redirect"), v, path_match.as_ref());
+        ok &= rd.is_some();
+        rd
+    });
+    if let (Some(rd), Some(RouteAction::Respond { status, .. })) = (&redirect, action.as_mut()) {
+        *status = rd.status;
+    }
     let limit_idx = route_limits(cx, &mut r, limits, weights);
     let access = r.get("access").and_then(|v| {
         Tbl::of(cx, r.key_path("access"), v).map(|t| crate::abuse::access(cx, t, base, files))
@@ -148,6 +157,8 @@ fn route(
             fallback,
             matches,
             split: split.map(Box::new),
+            ports,
+            redirect: redirect.map(Box::new),
         }),
         _ => None,
     }
@@ -213,7 +224,7 @@ fn host(cx: &mut Cx, r: &mut Tbl) -> (Option<String>, Vec<String>) {
                 &ip,
                 span,
                 format!(
-                    "\"{s}\" is not a host name (a wildcard is one leading label: \"*.example.com\")"
+                    "\"{s}\" is not a host name (a wildcard is one leading label: \"*.example.com\", or \"**.example.com\" for names of any depth below it)"
                 ),
             ),
         }
@@ -247,7 +258,7 @@ fn action(
     path: &str,
     upstreams: &Named<UpstreamConfig>,
 ) -> (Option<RouteAction>, Option<Split>) {
-    let given: Vec<(&str, &Value)> = ["upstream", "backends", "respond"]
+    let given: Vec<(&str, &Value)> = ["upstream", "backends", "respond", "redirect"]
         .into_iter()
         .filter_map(|k| r.get(k).map(|v| (k, v)))
         .collect();
@@ -273,6 +284,15 @@ fn action(
             }
         }
         [("respond", rv)] => (respond_action(cx, &r.key_path("respond"), rv), None),
+        // Read by the route (it needs the route's path); its status is the answer's.
+        [("redirect", _)] => (
+            Some(RouteAction::Respond {
+                status: 302,
+                body: String::new(),
+                location: None,
+            }),
+            None,
+        ),
         _ => {
             let (k, v) = given[1];
             let names: Vec<&str> = given.iter().map(|(k, _)| *k).collect();
@@ -280,7 +300,7 @@ fn action(
                 "a route has either upstream or respond, not both".to_string()
             } else {
                 format!(
-                    "a route has one of upstream, backends and respond, not {}",
+                    "a route has one of upstream, backends, respond and redirect, not {}",
                     names.join(" and ")
                 )
             };
@@ -487,10 +507,14 @@ pub fn path_regex(pattern: &str, case_insensitive: bool) -> Result<regex::Regex,
 }
 
 /// A route's `host` as requests' hosts are matched: lower case, no trailing dot, IPv6
-/// unbracketed in its one spelling; `*.` then a name for a one-label wildcard.
+/// unbracketed in its one spelling; `*.` then a name for a one-label wildcard, `**.` for one
+/// of any depth.
 pub(crate) fn route_host(s: &str) -> Option<String> {
     let lower = s.trim().to_ascii_lowercase();
     let h = lower.strip_suffix('.').unwrap_or(&lower);
+    if let Some(rest) = h.strip_prefix("**.") {
+        return crate::scalars::dns_name(rest).then(|| format!("**.{rest}"));
+    }
     if let Some(rest) = h.strip_prefix("*.") {
         return crate::scalars::dns_name(rest).then(|| format!("*.{rest}"));
     }
@@ -850,11 +874,18 @@ fn routes_meet(a: &RouteConfig, b: &RouteConfig) -> bool {
 fn hosts_meet(a: Option<&str>, b: Option<&str>) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => {
-            let wild = |w: &str, h: &str| {
-                w.strip_prefix("*.")
-                    .is_some_and(|parent| h.split_once('.').is_some_and(|(_, rest)| rest == parent))
+            use crate::model::Wildcard;
+            let wild = |w: &str, h: &str| Wildcard::of(w).is_some_and(|w| w.covers(h));
+            // Two wildcards meet when one's names can be the other's.
+            let both = |x: &str, y: &str| match (Wildcard::of(x), Wildcard::of(y)) {
+                (Some(wx), Some(wy)) => {
+                    wx.parent() == wy.parent()
+                        || wx.covers(wy.parent()) && matches!(wx, Wildcard::AnyDepth(_))
+                        || wy.covers(wx.parent()) && matches!(wy, Wildcard::AnyDepth(_))
+                }
+                _ => false,
             };
-            a == b || wild(a, b) || wild(b, a)
+            a == b || wild(a, b) || wild(b, a) || both(a, b)
         }
         _ => true,
     }
@@ -892,7 +923,7 @@ fn edge_fits(cx: &mut Cx, r: &Tbl, e: &crate::model::EdgeConfig, of: &EdgeOf) ->
     };
     if e.www_redirect {
         match of.host {
-            Some(h) if !h.starts_with("*.") && of.aliases.is_empty() && h.contains('.') && h.parse::<std::net::IpAddr>().is_err() => {}
+            Some(h) if crate::model::Wildcard::of(h).is_none() && of.aliases.is_empty() && h.contains('.') && h.parse::<std::net::IpAddr>().is_err() => {}
             _ => err(
                 cx,
                 "www_redirect",

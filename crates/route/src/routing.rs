@@ -8,9 +8,8 @@
 
 use crate::normalize::{normalize_path, PathRules, Refusal};
 use http::HeaderMap;
-use std::collections::HashSet;
 use tollgate_config::model::{
-    rewrite_template, Canary, PathMatch, Rewrite, RouteConfig, TemplatePart,
+    rewrite_template, Canary, PathMatch, Rewrite, RouteConfig, TemplatePart, Wildcard,
 };
 
 /// One way a request may meet a route: by one of its hosts (the first, or an alias), or by
@@ -56,7 +55,7 @@ pub fn order<'a>(routes: impl Iterator<Item = &'a RouteConfig>) -> Vec<Entry> {
         }
         for (host, www) in hosts {
             let tier = match host.as_deref() {
-                Some(h) if h.starts_with("*.") => 1,
+                Some(h) if Wildcard::of(h).is_some() => 1,
                 Some(_) => 0,
                 None => 2,
             };
@@ -74,12 +73,46 @@ pub fn order<'a>(routes: impl Iterator<Item = &'a RouteConfig>) -> Vec<Entry> {
     keyed.into_iter().map(|(_, e)| e).collect()
 }
 
-/// The hosts routes name.
+/// The local ports a host's routes take requests on: all, or these (`ports`, a Gateway's
+/// listeners).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+enum Ports {
+    #[default]
+    All,
+    Some(Vec<u16>),
+}
+
+impl Ports {
+    fn add(&mut self, more: Option<&[u16]>) {
+        match (&mut *self, more) {
+            (Ports::All, _) => {}
+            (Ports::Some(_), None) => *self = Ports::All,
+            (Ports::Some(have), Some(more)) => {
+                for p in more {
+                    if !have.contains(p) {
+                        have.push(*p);
+                    }
+                }
+            }
+        }
+    }
+
+    fn admits(&self, port: Option<u16>) -> bool {
+        match (self, port) {
+            (Ports::All, _) | (_, None) => true,
+            (Ports::Some(have), Some(p)) => have.contains(&p),
+        }
+    }
+}
+
+/// The hosts routes name, with the ports their routes take requests on.
 #[derive(Default)]
 pub struct Hosts {
-    exact: HashSet<String>,
+    exact: std::collections::HashMap<String, Ports>,
     /// `*.example.com` as `example.com`.
-    wildcard: HashSet<String>,
+    wildcard: std::collections::HashMap<String, Ports>,
+    /// `**.example.com` as `example.com`.
+    deep: std::collections::HashMap<String, Ports>,
 }
 
 /// Which routes a request may meet, by their host.
@@ -96,37 +129,63 @@ pub enum Tier {
 }
 
 impl Hosts {
-    pub fn new(entries: &[Entry]) -> Self {
+    /// `ports_of(route)`: the route's `ports`, `None` for all.
+    pub fn new<'a>(entries: &[Entry], ports_of: impl Fn(usize) -> Option<&'a [u16]>) -> Self {
         let mut h = Hosts::default();
         for e in entries {
-            match e.host.as_deref() {
-                Some(w) if w.starts_with("*.") => {
-                    h.wildcard.insert(w[2..].to_string());
-                }
-                Some(x) => {
-                    h.exact.insert(x.to_string());
-                }
-                None => {}
-            }
+            let (map, key) = match e.host.as_deref().map(|x| (x, Wildcard::of(x))) {
+                Some((_, Some(Wildcard::OneLabel(p)))) => (&mut h.wildcard, p),
+                Some((_, Some(Wildcard::AnyDepth(p)))) => (&mut h.deep, p),
+                Some((x, None)) => (&mut h.exact, x),
+                None => continue,
+            };
+            let ports = ports_of(e.route);
+            map.entry(key.to_string())
+                .and_modify(|have| have.add(ports))
+                .or_insert_with(|| match ports {
+                    Some(p) => Ports::Some(p.to_vec()),
+                    None => Ports::All,
+                });
         }
         h
     }
 
-    pub fn tier(&self, host: Option<&str>, fallthrough: bool) -> Tier {
+    /// Whether any route's host is a wildcard of any depth (lookups then walk the host's
+    /// suffixes).
+    pub fn any_deep(&self) -> bool {
+        !self.deep.is_empty()
+    }
+
+    /// The tier of a request for `host` that came in on local `port` (`None`: any).
+    pub fn tier(&self, host: Option<&str>, port: Option<u16>, fallthrough: bool) -> Tier {
         // No route names a host: every route is host-less, nothing to look up.
-        if fallthrough || (self.exact.is_empty() && self.wildcard.is_empty()) {
+        if fallthrough
+            || (self.exact.is_empty() && self.wildcard.is_empty() && self.deep.is_empty())
+        {
             return Tier::Any;
         }
         let Some(host) = host else {
             return Tier::None;
         };
-        if self.exact.contains(host) {
-            Tier::Exact
-        } else if wildcard_parent(host).is_some_and(|p| self.wildcard.contains(p)) {
-            Tier::Wildcard
-        } else {
-            Tier::None
+        let on = |m: &std::collections::HashMap<String, Ports>, k: &str| {
+            m.get(k).is_some_and(|p| p.admits(port))
+        };
+        if on(&self.exact, host) {
+            return Tier::Exact;
         }
+        let mut parent = wildcard_parent(host);
+        if parent.is_some_and(|p| on(&self.wildcard, p)) {
+            return Tier::Wildcard;
+        }
+        if !self.deep.is_empty() {
+            while let Some(p) = parent {
+                if on(&self.deep, p) {
+                    return Tier::Wildcard;
+                }
+                parent = wildcard_parent(p);
+            }
+        }
+        Tier::None
     }
 }
 
@@ -141,17 +200,17 @@ pub(crate) fn wildcard_parent(host: &str) -> Option<&str> {
 impl Tier {
     /// Whether a route with host `want` may take a request for `host`.
     pub fn admits(self, want: Option<&str>, host: Option<&str>) -> bool {
-        let is_wild = want.is_some_and(|w| w.starts_with("*."));
+        let wild = want.and_then(Wildcard::of);
         let fits = match (want, host) {
             (None, _) => true,
-            (Some(w), Some(h)) if is_wild => wildcard_parent(h) == Some(&w[2..]),
+            (Some(_), Some(h)) if wild.is_some() => wild.is_some_and(|w| w.covers(h)),
             (Some(w), Some(h)) => w == h,
             (Some(_), None) => false,
         };
         fits && match self {
             Tier::Any => true,
-            Tier::Exact => want.is_some() && !is_wild,
-            Tier::Wildcard => is_wild,
+            Tier::Exact => want.is_some() && wild.is_none(),
+            Tier::Wildcard => wild.is_some(),
             Tier::None => want.is_none(),
         }
     }

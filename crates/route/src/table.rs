@@ -2,7 +2,9 @@
 //! without walking the others, so a request costs the same with 15 routes or 15,000.
 //!
 //! The entries are split by host: one bucket per exact host, one per wildcard's parent
-//! (`*.example.com` under `example.com`), one for the routes without a host. Within a bucket,
+//! (`*.example.com` and `**.example.com` under `example.com`; with a `**.` wildcard present a
+//! host's further suffixes are looked up too, nearest first), one for the routes without a
+//! host. Within a bucket,
 //! exact paths are in a hash map, prefixes in a hash map per prefix length (the lengths
 //! longest first), regexes in their order (from [`REGEX_SET_MIN`] on, behind one `RegexSet`
 //! that names the ones matching the path). A lookup takes, bucket by bucket in tier order,
@@ -21,7 +23,7 @@ use std::collections::HashMap;
 /// foldhash: a fast hash, seeded per process (the keys are the config's; lookups are the
 /// client's paths and hosts).
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-use tollgate_config::model::PathMatch;
+use tollgate_config::model::{PathMatch, Wildcard};
 
 /// Positions in the match order.
 type Positions = Vec<u32>;
@@ -138,9 +140,11 @@ fn key(p: &str, ci: bool) -> Box<[u8]> {
 #[derive(Default, Debug)]
 pub struct Table {
     exact: Map<Box<str>, Bucket>,
-    /// By the wildcard's parent: `*.example.com` under `example.com`.
+    /// By the wildcard's parent: `*.example.com` and `**.example.com` under `example.com`.
     wildcard: Map<Box<str>, Bucket>,
     none: Bucket,
+    /// A wildcard of any depth (`**.`) is here: a host's further suffixes are looked up too.
+    deep: bool,
 }
 
 impl Table {
@@ -150,10 +154,12 @@ impl Table {
         let mut t = Table::default();
         for (at, e) in entries.iter().enumerate() {
             let (path, ci) = path_of(e.route);
-            let bucket = match e.host.as_deref() {
-                Some(w) if w.starts_with("*.") => t.wildcard.entry(w[2..].into()).or_default(),
-                Some(h) => t.exact.entry(h.into()).or_default(),
-                None => &mut t.none,
+            let wild = e.host.as_deref().and_then(Wildcard::of);
+            t.deep |= matches!(wild, Some(Wildcard::AnyDepth(_)));
+            let bucket = match (e.host.as_deref(), wild) {
+                (_, Some(w)) => t.wildcard.entry(w.parent().into()).or_default(),
+                (Some(h), None) => t.exact.entry(h.into()).or_default(),
+                (None, _) => &mut t.none,
             };
             bucket.add(at as u32, path, ci);
         }
@@ -179,12 +185,22 @@ impl Table {
             }
         }
         if let (Tier::Wildcard | Tier::Any, Some(h)) = (tier, host) {
-            let parent = crate::routing::wildcard_parent(h);
-            if let Some(at) = parent
-                .and_then(|p| self.wildcard.get(p))
-                .and_then(|b| b.find(path, &mut accepts))
-            {
-                return Some(at);
+            // The nearest parent first (the most specific wildcard); beyond it only `**.`
+            // routes can take the host, which `accepts` checks.
+            let mut parent = crate::routing::wildcard_parent(h);
+            while let Some(p) = parent {
+                if let Some(at) = self
+                    .wildcard
+                    .get(p)
+                    .and_then(|b| b.find(path, &mut accepts))
+                {
+                    return Some(at);
+                }
+                parent = if self.deep {
+                    crate::routing::wildcard_parent(p)
+                } else {
+                    None
+                };
             }
         }
         match tier {

@@ -46,6 +46,35 @@ pub struct RouteConfig {
     /// `backends`: the requests split among upstreams by weight (the action's upstream is the
     /// first of them).
     pub split: Option<Box<Split>>,
+    /// `ports`: the local ports the route takes requests on; `None`: every port.
+    pub ports: Option<Vec<u16>>,
+    /// `redirect`: the route answers with a Location made from the request (its action is
+    /// `Respond` with the redirect's status).
+    pub redirect: Option<Box<Redirect>>,
+}
+
+/// `redirect = { status, scheme, host, port, path | replace_prefix }` (the Gateway API's
+/// RequestRedirect).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redirect {
+    pub status: u16,
+    /// `None`: the request's.
+    pub scheme: Option<String>,
+    /// `None`: the request's host.
+    pub host: Option<String>,
+    /// `None`: the scheme's own port when `scheme` is set, else the port the request came
+    /// in on. A scheme's own port (80, 443) is left out of the Location.
+    pub port: Option<u16>,
+    /// `None`: the request's path.
+    pub path: Option<RedirectPath>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedirectPath {
+    /// The whole path replaced.
+    Full(String),
+    /// `matched` (the route's prefix, without a trailing `/`) replaced by `with`.
+    Prefix { matched: String, with: String },
 }
 
 impl RouteConfig {
@@ -252,4 +281,47 @@ pub enum RouteAction {
         body: String,
         location: Option<String>,
     },
+}
+
+/// A route host's wildcard, as it is spelt: `*.example.com` is one label in place of the `*`
+/// (the Ingress's), `**.example.com` one label or more (the Gateway API's `*.example.com`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wildcard<'a> {
+    /// `*.PARENT`.
+    OneLabel(&'a str),
+    /// `**.PARENT`.
+    AnyDepth(&'a str),
+}
+
+impl<'a> Wildcard<'a> {
+    /// The wildcard of a route host (as the config keeps it), `None` for an exact host.
+    pub fn of(host: &'a str) -> Option<Self> {
+        if let Some(p) = host.strip_prefix("**.") {
+            Some(Wildcard::AnyDepth(p))
+        } else {
+            host.strip_prefix("*.").map(Wildcard::OneLabel)
+        }
+    }
+
+    /// The name below the wildcard.
+    pub fn parent(self) -> &'a str {
+        match self {
+            Wildcard::OneLabel(p) | Wildcard::AnyDepth(p) => p,
+        }
+    }
+
+    /// Whether a request for `host` (lower case, no port) is under it.
+    pub fn covers(self, host: &str) -> bool {
+        match self {
+            Wildcard::OneLabel(p) => host
+                .split_once('.')
+                .is_some_and(|(label, rest)| !label.is_empty() && rest == p),
+            Wildcard::AnyDepth(p) => {
+                host.len() > p.len() + 1
+                    && host.ends_with(p)
+                    && host.as_bytes()[host.len() - p.len() - 1] == b'.'
+                    && !host.starts_with('.')
+            }
+        }
+    }
 }

@@ -77,6 +77,8 @@ pub struct Runtime {
     /// `example.com`): a request for one of them meets that host's routes only (unless
     /// `host_fallthrough`).
     pub(crate) hosts: tollgate_route::routing::Hosts,
+    /// Some route has `ports`: a request's local port is looked up for routing.
+    pub any_ports: bool,
     /// `order` indexed by host and path: a lookup costs the same whatever the route count.
     table: tollgate_route::table::Table,
     pub limits: Vec<LimitRt>,
@@ -174,7 +176,8 @@ impl Runtime {
             routes.push(r.with_auth(&auths, metrics)?);
         }
         let order = tollgate_route::routing::order(routes.iter().map(|r| &r.cfg));
-        let hosts = tollgate_route::routing::Hosts::new(&order);
+        let hosts = tollgate_route::routing::Hosts::new(&order, |i| routes[i].cfg.ports.as_deref());
+        let any_ports = routes.iter().any(|r| r.cfg.ports.is_some());
         let table = tollgate_route::table::Table::new(&order, |i| {
             (&routes[i].cfg.path, routes[i].cfg.case_insensitive)
         });
@@ -224,6 +227,7 @@ impl Runtime {
             routes,
             order,
             hosts,
+            any_ports,
             table,
             limits,
             upstreams,
@@ -251,7 +255,9 @@ impl Runtime {
         method: &str,
         asked: Asked,
     ) -> Option<&tollgate_route::routing::Entry> {
-        let tier = self.hosts.tier(host, self.config.server.host_fallthrough);
+        let tier = self
+            .hosts
+            .tier(host, asked.port, self.config.server.host_fallthrough);
         // The table proposes only the entries whose host and path can match, in match
         // order; each is tested in full, as a scan of `order` would.
         let at = self.table.find(tier, host, path, |at| {
@@ -266,6 +272,10 @@ impl Runtime {
                 && r.matches
                     .as_ref()
                     .is_none_or(|m| m.accepts(asked.headers, asked.query))
+                && r.cfg
+                    .ports
+                    .as_ref()
+                    .is_none_or(|ps| asked.port.is_none_or(|p| ps.contains(&p)))
         })?;
         self.order.get(at)
     }
@@ -275,29 +285,43 @@ impl Runtime {
     }
 }
 
-/// What of a request, besides host, path and method, a route's `match_headers` and
-/// `match_query` read: its headers and its query as the client sent it.
+/// What of a request, besides host, path and method, a route's `match_headers`,
+/// `match_query` and `ports` read: its headers, its query as the client sent it, and the
+/// local port it came in on.
 #[derive(Clone, Copy)]
 pub struct Asked<'a> {
     pub headers: &'a http::HeaderMap,
     pub query: Option<&'a str>,
+    /// `None`: unknown (every route's `ports` admit it).
+    pub port: Option<u16>,
 }
 
 impl<'a> Asked<'a> {
-    pub fn of(req: &'a pingora::http::RequestHeader) -> Self {
+    /// `port`: the local port, looked up only when some route has `ports`.
+    pub fn of(req: &'a pingora::http::RequestHeader, port: Option<u16>) -> Self {
         Asked {
             headers: &req.headers,
             query: req.uri.query(),
+            port,
         }
     }
 
-    /// Headers alone, without a query.
+    /// Headers alone, without a query or a port.
     pub fn bare(headers: &'a http::HeaderMap) -> Self {
         Asked {
             headers,
             query: None,
+            port: None,
         }
     }
+}
+
+/// The local port a request came in on.
+pub fn local_port(session: &pingora::proxy::Session) -> Option<u16> {
+    session
+        .server_addr()
+        .and_then(|a| a.as_inet())
+        .map(|a| a.port())
 }
 
 impl LimitSet for Runtime {

@@ -25,6 +25,18 @@ pub async fn run(
     route: usize,
 ) -> Result<Step> {
     match rt.route_action(route) {
+        RouteAction::Respond { status, .. } if rt.routes[route].cfg.redirect.is_some() => {
+            let Some(rd) = rt.routes[route].cfg.redirect.as_deref() else {
+                return Ok(Step::Next);
+            };
+            let location = redirect_location(session, ctx, rt, rd);
+            let mut head = Gateway::head(session, ctx, *status, "text/plain; charset=utf-8", 0)?;
+            if let Some(l) = &location {
+                head.put(&names::LOCATION, Value::Header(l));
+            }
+            gw.answer(session, ctx, head, Bytes::new()).await?;
+            Ok(Step::Answered)
+        }
         RouteAction::Respond {
             status,
             body,
@@ -79,4 +91,65 @@ pub async fn run(
             Ok(Step::Next)
         }
     }
+}
+
+/// A `redirect`'s Location, from the request as routing read it (its canonical host and
+/// path; the query as sent): each part kept or replaced, as the Gateway API's
+/// RequestRedirect says. `None` when the request names no host and the redirect gives none.
+fn redirect_location(
+    session: &Session,
+    ctx: &Ctx,
+    rt: &Runtime,
+    rd: &tollgate_config::model::Redirect,
+) -> Option<HeaderValue> {
+    use tollgate_config::model::RedirectPath;
+    let req = session.req_header();
+    let t = crate::inbound::canonical_target(req, rt.path_rules).ok()?;
+    let scheme = rd
+        .scheme
+        .as_deref()
+        .unwrap_or(if ctx.secure { "https" } else { "http" });
+    let host = rd.host.as_deref().or(t.host.as_deref())?;
+    let port = match (rd.port, &rd.scheme) {
+        (Some(p), _) => Some(p),
+        (None, Some(_)) => None,
+        (None, None) => crate::runtime::local_port(session),
+    };
+    let default_port = if scheme == "https" { 443 } else { 80 };
+    let path: std::borrow::Cow<str> = match &rd.path {
+        None => t.path.clone(),
+        Some(RedirectPath::Full(p)) => p.as_str().into(),
+        Some(RedirectPath::Prefix { matched, with }) => {
+            let rest = t.path.get(matched.len()..).unwrap_or("");
+            let with = if rest.starts_with('/') {
+                with.trim_end_matches('/')
+            } else {
+                with.as_str()
+            };
+            let joined = format!("{with}{rest}");
+            if joined.is_empty() {
+                "/".into()
+            } else {
+                joined.into()
+            }
+        }
+    };
+    let mut s = format!("{scheme}://");
+    if host.contains(':') {
+        s.push('[');
+        s.push_str(host);
+        s.push(']');
+    } else {
+        s.push_str(host);
+    }
+    if let Some(p) = port.filter(|&p| p != default_port) {
+        s.push(':');
+        s.push_str(&p.to_string());
+    }
+    s.push_str(&path);
+    if let Some(q) = req.uri.query() {
+        s.push('?');
+        s.push_str(q);
+    }
+    HeaderValue::from_str(&s).ok()
 }

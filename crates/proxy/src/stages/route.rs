@@ -36,7 +36,12 @@ pub async fn run(
                 t.host.as_deref(),
                 &t.path,
                 req.method.as_str(),
-                crate::runtime::Asked::of(req),
+                crate::runtime::Asked::of(
+                    req,
+                    rt.any_ports
+                        .then(|| crate::runtime::local_port(session))
+                        .flatten(),
+                ),
             );
             to_named = entry.is_some_and(|e| e.www);
             let route = entry.map(|e| e.route);

@@ -87,7 +87,7 @@ pub fn front(rt: &Runtime, req: &RequestHeader, peer: IpAddr, tls: bool) -> Fron
         t.host.as_deref(),
         &t.path,
         req.method.as_str(),
-        crate::runtime::Asked::of(req),
+        crate::runtime::Asked::of(req, None),
     );
     f.host = t.host.as_deref().map(str::to_string);
     f.path = Some(t.path.to_string());

@@ -14,17 +14,17 @@ fn h(pairs: &[(&str, &str)]) -> HeaderMap {
 #[test]
 fn tiers_keep_a_known_host_on_its_own_routes() {
     let mut hosts = Hosts::default();
-    hosts.exact.insert("api.example.com".into());
-    hosts.wildcard.insert("example.com".into());
-    let t = |host| hosts.tier(Some(host), false);
+    hosts.exact.insert("api.example.com".into(), Ports::All);
+    hosts.wildcard.insert("example.com".into(), Ports::All);
+    let t = |host| hosts.tier(Some(host), None, false);
     assert_eq!(t("api.example.com"), Tier::Exact);
     assert_eq!(t("www.example.com"), Tier::Wildcard);
     // One label only: neither the parent nor a deeper name.
     assert_eq!(t("example.com"), Tier::None);
     assert_eq!(t("a.b.example.com"), Tier::None);
     assert_eq!(t(".example.com"), Tier::None);
-    assert_eq!(hosts.tier(None, false), Tier::None);
-    assert_eq!(hosts.tier(Some("api.example.com"), true), Tier::Any);
+    assert_eq!(hosts.tier(None, None, false), Tier::None);
+    assert_eq!(hosts.tier(Some("api.example.com"), None, true), Tier::Any);
 
     let wild = Some("*.example.com");
     assert!(Tier::Wildcard.admits(wild, Some("x.example.com")));
@@ -34,6 +34,31 @@ fn tiers_keep_a_known_host_on_its_own_routes() {
     assert!(Tier::Any.admits(None, Some("api.example.com")));
     assert!(Tier::Any.admits(wild, Some("api.example.com")));
     assert!(!Tier::Any.admits(Some("other.example.com"), Some("api.example.com")));
+}
+
+#[test]
+fn a_wildcard_of_any_depth_takes_every_name_below_and_ports_keep_listeners_apart() {
+    let mut hosts = Hosts::default();
+    hosts
+        .deep
+        .insert("example.com".into(), Ports::Some(vec![8080]));
+    hosts
+        .exact
+        .insert("api.example.com".into(), Ports::Some(vec![9090]));
+    let t = |host, port| hosts.tier(Some(host), Some(port), false);
+    assert_eq!(t("a.example.com", 8080), Tier::Wildcard);
+    assert_eq!(t("a.b.example.com", 8080), Tier::Wildcard);
+    assert_eq!(t("example.com", 8080), Tier::None);
+    // api.example.com has routes on 9090 only: on 8080 the wildcard's routes take it.
+    assert_eq!(t("api.example.com", 8080), Tier::Wildcard);
+    assert_eq!(t("api.example.com", 9090), Tier::Exact);
+    assert_eq!(t("a.example.com", 9090), Tier::None);
+    let deep = Some("**.example.com");
+    assert!(Tier::Wildcard.admits(deep, Some("x.y.example.com")));
+    assert!(Tier::Wildcard.admits(deep, Some("x.example.com")));
+    assert!(!Tier::Wildcard.admits(deep, Some("example.com")));
+    assert!(!Tier::Wildcard.admits(deep, Some("xexample.com")));
+    assert!(!Tier::Wildcard.admits(deep, Some(".example.com")));
 }
 
 const RULES: PathRules = PathRules {

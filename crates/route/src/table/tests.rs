@@ -7,7 +7,15 @@ use crate::routing::{order, path_matches, Entry, Hosts};
 use proptest::prelude::*;
 use tollgate_config::model::{EdgeConfig, PathMatch, RouteAction, RouteConfig};
 
-const HOSTS: [&str; 5] = ["a.test", "b.test", "*.test", "x.a.test", "*.a.test"];
+const HOSTS: [&str; 7] = [
+    "a.test",
+    "b.test",
+    "*.test",
+    "x.a.test",
+    "*.a.test",
+    "**.test",
+    "**.a.test",
+];
 const PATHS: [&str; 8] = ["/", "/a", "/A", "/ab", "/a/b", "/b", "/aB/c", "/ab/"];
 const REGEXES: [&str; 7] = [
     "/a.*", "/[ab]+$", "/b", "/A/?", "/(a|B)/", "/ab?$", "/[^/]*/b",
@@ -39,7 +47,7 @@ fn route(i: usize, (host, alias, www, kind, p, ci, method): Spec) -> RouteConfig
         _ => PathMatch::Regex(REGEXES[p % REGEXES.len()].to_string()),
     };
     let host = host.map(|h| HOSTS[h].to_string());
-    let www = www && host.as_deref().is_some_and(|h| !h.starts_with("*."));
+    let www = www && host.as_deref().is_some_and(|h| !h.contains('*'));
     RouteConfig {
         name: format!("r{i}"),
         aliases: alias
@@ -66,6 +74,8 @@ fn route(i: usize, (host, alias, www, kind, p, ci, method): Spec) -> RouteConfig
         fallback: None,
         matches: None,
         split: None,
+        ports: None,
+        redirect: None,
     }
 }
 
@@ -106,11 +116,13 @@ fn requests() -> impl Strategy<Value = Vec<(Option<String>, String, bool)>> {
     let host = proptest::option::weighted(
         0.9,
         prop_oneof![
-            (0..HOSTS.len()).prop_map(|h| HOSTS[h].replace('*', "y")),
+            (0..HOSTS.len()).prop_map(|h| HOSTS[h].replace("**", "y").replace('*', "y")),
             Just("www.a.test".to_string()),
             Just("a.test".to_string()),
             Just("test".to_string()),
             Just("z.b.test".to_string()),
+            Just("p.q.a.test".to_string()),
+            Just("p.x.a.test".to_string()),
         ],
     );
     let path = prop_oneof![
@@ -149,12 +161,12 @@ fn table_meets_scan(
                 _ => None,
             })
             .collect();
-        let hosts = Hosts::new(&entries);
+        let hosts = Hosts::new(&entries, |_| None);
         let table = Table::new(&entries, |i| (&rs[i].path, rs[i].case_insensitive));
         for (host, path, get) in reqs {
             let method = if *get { "GET" } else { "POST" };
             let host = host.as_deref();
-            let tier = hosts.tier(host, fallthrough);
+            let tier = hosts.tier(host, None, fallthrough);
             let fits = |e: &Entry| {
                 let r = &rs[e.route];
                 tier.admits(e.host.as_deref(), host)
@@ -193,9 +205,9 @@ fn many_regexes_of_one_host_are_one_set() {
     let entries2 = order(two.iter());
     let small = Table::new(&entries2, |i| (&two[i].path, two[i].case_insensitive));
     assert!(small.exact["a.test"].regex_set.is_none());
-    let hosts = Hosts::new(&entries);
+    let hosts = Hosts::new(&entries, |_| None);
     let find = |path: &str| {
-        let tier = hosts.tier(Some("a.test"), false);
+        let tier = hosts.tier(Some("a.test"), None, false);
         let re = |i: usize| {
             tollgate_config::path_regex(rs[i].path.as_str(), rs[i].case_insensitive).ok()
         };
@@ -225,10 +237,10 @@ fn a_host_s_routes_in_their_order() {
         route(4, (None, None, false, 1, 0, false, None)),    // /
     ];
     let entries = order(rs.iter());
-    let hosts = Hosts::new(&entries);
+    let hosts = Hosts::new(&entries, |_| None);
     let table = Table::new(&entries, |i| (&rs[i].path, rs[i].case_insensitive));
     let find = |host: &str, path: &str, method: &str| {
-        let tier = hosts.tier(Some(host), false);
+        let tier = hosts.tier(Some(host), None, false);
         table
             .find(tier, Some(host), path, |at| {
                 let r = &rs[entries[at].route];
