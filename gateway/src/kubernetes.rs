@@ -212,6 +212,8 @@ pub struct Controller {
     pub args: KubeArgs,
     pub reloader: Arc<Reloader>,
     pub cluster: Arc<Cluster>,
+    /// The Gateways' listeners, served as translations name them.
+    pub added: Arc<crate::added::Added>,
 }
 
 #[async_trait::async_trait]
@@ -298,9 +300,16 @@ impl pingora::services::background::BackgroundService for Controller {
                     // The endpoints sent before this translation, placed before its pools are built.
                     place(&eps.borrow_and_update());
                     let t = rx.borrow_and_update().clone();
+                    let listeners = t.as_ref().map(|t| t.listeners.clone()).unwrap_or_default();
                     *self.cluster.latest.lock().unwrap_or_else(|e| e.into_inner()) = t;
                     let r = self.reloader.clone();
                     let ok = tokio::task::spawn_blocking(move || r.reload()).await.unwrap_or(false);
+                    // The routes first, then the ports: a new port serves its routes at once.
+                    if ok {
+                        for p in self.added.set(&listeners, &shutdown).await {
+                            tracing::warn!(event = "listener_failed", problem = %p, "a Gateway's listener is not served");
+                        }
+                    }
                     synced(ok, true);
                 }
                 _ = shutdown.changed() => break,

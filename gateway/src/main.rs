@@ -20,6 +20,7 @@ use tollgate_proxy::housekeeping::Housekeeping;
 use tollgate_proxy::{Gateway, Shared};
 
 #[cfg(not(feature = "system-alloc"))]
+mod added;
 mod alloc;
 mod kubernetes;
 
@@ -756,6 +757,11 @@ fn run(config: Option<PathBuf>, upgrade: bool, kube: kubernetes::KubeArgs) -> an
                 args: kube,
                 reloader: reloader.clone(),
                 cluster,
+                added: Arc::new(added::Added::new(
+                    proxy_app(&server, &shared, &server_cfg),
+                    shared.clone(),
+                    &server_cfg,
+                )),
             },
         ));
     }
@@ -823,13 +829,13 @@ fn server_conf(server_cfg: &ServerConfig) -> ServerConf {
     }
 }
 
-/// The proxy service: the gateway with the hardening's HTTP options, connection admission,
-/// and its TLS and plain listeners.
-fn proxy_service(
+/// The gateway as Pingora serves it, with the hardening's HTTP options: one for the
+/// listeners of the config, one for those a Gateway adds ([`added`]).
+fn proxy_app(
     server: &Server,
     shared: &Arc<Shared>,
     server_cfg: &ServerConfig,
-) -> anyhow::Result<Service<HttpProxy<Gateway>>> {
+) -> HttpProxy<Gateway> {
     let mut app = pingora::proxy::http_proxy(&server.configuration, Gateway::new(shared.clone()));
     let h = &server_cfg.hardening;
     let mut opts = HttpServerOptions::default();
@@ -845,7 +851,19 @@ fn proxy_service(
     h2.max_concurrent_streams(h.max_h2_streams as u32);
     h2.max_header_list_size(h.max_header_bytes as u32);
     app.h2_options = Some(h2);
+    app
+}
+
+/// The proxy service: the gateway with the hardening's HTTP options, connection admission,
+/// and its TLS and plain listeners.
+fn proxy_service(
+    server: &Server,
+    shared: &Arc<Shared>,
+    server_cfg: &ServerConfig,
+) -> anyhow::Result<Service<HttpProxy<Gateway>>> {
+    let app = proxy_app(server, shared, server_cfg);
     let mut proxy = Service::new("tollgate proxy".to_string(), app);
+    let h = &server_cfg.hardening;
     // Connection bounds at accept: a refused connection is closed before it is read (or its
     // TLS handshake begins), and a slot is held for the connection's whole life.
     proxy.set_connection_admission(Arc::new(tollgate_proxy::shared::Admission::new(

@@ -43,6 +43,8 @@ pub struct Translated {
     /// The Secrets the TOML names, as files, and the default certificate
     /// ([`crate::secrets`]): to be held in memory while it serves.
     pub volume: Arc<Files>,
+    /// The Gateways' listeners: (port, TLS), served besides BASE.toml's.
+    pub listeners: Vec<(u16, bool)>,
 }
 
 impl Translated {
@@ -55,6 +57,7 @@ impl Translated {
             served: 0,
             ingresses: Default::default(),
             volume,
+            listeners: Vec::new(),
         }
     }
 }
@@ -381,6 +384,7 @@ pub fn translate(
                 served: items.len(),
                 ingresses: items.iter().map(|(id, _)| id.clone()).collect(),
                 volume,
+                listeners: Vec::new(),
             }
         }
         Err(e) => {

@@ -329,6 +329,47 @@ impl<A: ServerApp + Send + Sync + 'static> Service<A> {
     }
 }
 
+/// Endpoints bound after the server started, by [`Service::bind_added`].
+pub struct AddedEndpoints(Vec<TransportStack>);
+
+impl<A: ServerApp + Send + Sync + 'static> Service<A> {
+    /// Binds the endpoints of `listeners` now, after the server started (a listener a
+    /// controller learns of while running): each with its TLS settings, handshake deadline
+    /// and pre-TLS callback, as the service's own at start. Nothing is accepted until
+    /// [`Self::serve_added`]; a bind that fails is this call's error.
+    pub async fn bind_added(mut listeners: Listeners) -> Result<AddedEndpoints> {
+        Ok(AddedEndpoints(
+            listeners
+                .build(
+                    #[cfg(unix)]
+                    None,
+                )
+                .await?,
+        ))
+    }
+
+    /// Accepts on endpoints bound by [`Self::bind_added`] as the service's own listeners do
+    /// (admission, pre-TLS front, handshake deadline, then `app`), until `shutdown` says so
+    /// or this future is dropped (the sockets close then); connections accepted go on until
+    /// they end.
+    pub async fn serve_added(
+        app: Arc<A>,
+        endpoints: AddedEndpoints,
+        shutdown: ShutdownWatch,
+        admission: Option<Arc<dyn ConnectionAdmission>>,
+    ) {
+        let loops = endpoints.0.into_iter().map(|stack| {
+            Box::pin(Self::run_endpoint(
+                app.clone(),
+                stack,
+                shutdown.clone(),
+                admission.clone(),
+            ))
+        });
+        futures::future::join_all(loops).await;
+    }
+}
+
 #[async_trait]
 impl<A: ServerApp + Send + Sync + 'static> ServiceTrait for Service<A> {
     async fn start_service(

@@ -1,0 +1,3 @@
+//! The Gateway API for Tollgate.
+
+pub mod types;
