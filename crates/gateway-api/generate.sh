@@ -6,4 +6,5 @@ set -eu
 cd "$(dirname "$0")"
 for k in gatewayclasses gateways httproutes grpcroutes referencegrants backendtlspolicies; do
   kopium -f "crds/$k.yaml" --derive PartialEq | sed 's|kopium -f crds/|kopium -f crates/gateway-api/crds/|' > "src/types/$k.rs"
+  rustfmt --edition 2021 "src/types/$k.rs"
 done

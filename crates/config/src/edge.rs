@@ -79,6 +79,12 @@ pub fn response_header_refused(name: &str) -> Option<&'static str> {
     refused(name, Toward::Client)
 }
 
+/// Why a request header rule may not write `name` (lower case), if it may not: the Gateway
+/// API translation asks before it writes one (RequestHeaderModifier).
+pub fn request_header_refused(name: &str) -> Option<&'static str> {
+    refused(name, Toward::Upstream)
+}
+
 /// A header name as a rule may name it: a token, in lower case.
 fn header_name(
     cx: &mut Cx,

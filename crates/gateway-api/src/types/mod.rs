@@ -8,4 +8,5 @@ pub mod gatewayclasses;
 pub mod gateways;
 pub mod grpcroutes;
 pub mod httproutes;
+pub mod policy;
 pub mod referencegrants;

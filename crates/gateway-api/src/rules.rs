@@ -1,0 +1,601 @@
+//! An HTTPRoute's rules as Tollgate routes: one route per match and listener (a PathPrefix
+//! match is two: its exact path and the path with `/`, whole segments as the spec says),
+//! written in the Gateway API's precedence so that the route table's first match is the
+//! spec's. Filters become the route's keys; backendRefs its upstream or weighted
+//! `backends`, a backend that cannot be used its share of 500s.
+
+use crate::input::{ByName, Input};
+use crate::refs::{backend, Ref, ServicePort, Unresolved};
+use k8s_openapi::api::core::v1::Service;
+use serde_json::Value as Json;
+use std::collections::BTreeMap;
+use toml::{Table, Value};
+
+/// The order routes are written in: the Gateway API's precedence among the matches of a
+/// listener's routes (the route table's host tiers and path kinds keep theirs).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Key {
+    pub port: u16,
+    pub host: (u8, std::cmp::Reverse<usize>),
+    /// 0: an Exact match, 1: a PathPrefix, 2: a RegularExpression.
+    pub kind: u8,
+    pub len: std::cmp::Reverse<usize>,
+    pub method: std::cmp::Reverse<bool>,
+    pub headers: std::cmp::Reverse<usize>,
+    pub query: std::cmp::Reverse<usize>,
+    /// The route's age, namespace and name.
+    pub age: (String, String),
+    pub rule: usize,
+    pub matched: usize,
+    pub piece: u8,
+}
+
+/// Where a route came from, for the policies that attach to it.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    /// The Gateway (NAMESPACE/NAME) and listener.
+    pub gateway: String,
+    pub listener: String,
+    /// The HTTPRoute (NAMESPACE/NAME) and its rule's name.
+    pub route: String,
+    pub rule: Option<String>,
+}
+
+pub struct Emitted {
+    pub key: Key,
+    pub origin: Origin,
+    pub table: Table,
+}
+
+/// The upstreams the routes name: one per Service port.
+pub type Upstreams = BTreeMap<String, Table>;
+
+/// What the rules leave besides their routes.
+#[derive(Default)]
+pub struct Sink {
+    pub upstreams: Upstreams,
+    /// References not resolved (the route's `ResolvedRefs: False`), each once.
+    pub unresolved: Vec<Unresolved>,
+    /// What was left out, one line each.
+    pub notes: Vec<String>,
+}
+
+/// One listener a route attached to: its port, its hosts (empty: every host), and its
+/// Gateway and name.
+pub struct Target<'a> {
+    pub port: u16,
+    pub hosts: &'a [String],
+    pub gateway: String,
+    pub listener: &'a str,
+}
+
+/// The Tollgate upstream of a Service port.
+fn upstream(sp: &ServicePort, ups: &mut Upstreams) -> String {
+    let name = format!("gw-{}-{}-{}", sp.namespace, sp.name, sp.port);
+    ups.entry(name.clone()).or_insert_with(|| {
+        let mut t = Table::new();
+        t.insert(
+            "targets".into(),
+            Value::Array(vec![Value::String(format!(
+                "{}.{}.svc.cluster.local:{}",
+                sp.name, sp.namespace, sp.port
+            ))]),
+        );
+        if sp.h2c {
+            t.insert("h2".into(), Value::Boolean(true));
+        }
+        t
+    });
+    name
+}
+
+fn s(v: &str) -> Value {
+    Value::String(v.to_string())
+}
+
+/// `$` is a header rule's variable: a Gateway API value is literal.
+fn literal(v: &str) -> Value {
+    Value::String(v.replace('$', "$$"))
+}
+
+/// What the rules read: the cluster and its Services by name.
+pub struct Cx<'a> {
+    pub input: &'a Input<'a>,
+    pub services: ByName<'a, Service>,
+}
+
+/// An HTTPRoute's routes on `targets`, into `out`; its upstreams and what it refers to that
+/// is not resolved into `sink`.
+pub fn http_route(
+    cx: &Cx,
+    route: &crate::types::httproutes::HttpRoute,
+    targets: &[Target],
+    out: &mut Vec<Emitted>,
+    sink: &mut Sink,
+) {
+    let ns = route.metadata.namespace.as_deref().unwrap_or("");
+    let id = crate::input::id(&route.metadata);
+    let age = crate::input::age_key(&route.metadata);
+    let rules = serde_json::to_value(&route.spec.rules).unwrap_or(Json::Null);
+    for (ri, rule) in rules.as_array().into_iter().flatten().enumerate() {
+        let mut common = Table::new();
+        let answerable = filters(cx, rule.get("filters"), &mut common, ns, &id, sink);
+        let action = backends(cx, rule, answerable, &common, ns, sink);
+        let name = rule.get("name").and_then(Json::as_str).map(str::to_string);
+        let default_match = vec![serde_json::json!({"path": {"type": "PathPrefix", "value": "/"}})];
+        let matches = rule
+            .get("matches")
+            .and_then(Json::as_array)
+            .filter(|m| !m.is_empty())
+            .unwrap_or(&default_match);
+        for (mi, m) in matches.iter().enumerate() {
+            for t in targets {
+                for (piece, (path_key, path, kind, len)) in paths(m).into_iter().enumerate() {
+                    let mut table = common.clone();
+                    table.extend(action.clone());
+                    fill_match(&mut table, m, path_key, &path);
+                    if let Some(rw) = rewrite(rule.get("filters"), path_key, &path) {
+                        table.insert("rewrite".into(), rw);
+                    }
+                    let host = t.hosts.first().map(String::as_str);
+                    if !t.hosts.is_empty() {
+                        table.insert(
+                            "host".into(),
+                            Value::Array(t.hosts.iter().map(|h| s(h)).collect()),
+                        );
+                    }
+                    table.insert(
+                        "ports".into(),
+                        Value::Array(vec![Value::Integer(i64::from(t.port))]),
+                    );
+                    table.insert(
+                        "name".into(),
+                        s(&format!(
+                            "gateway:{id}/{ri}/{mi}/{}:{}/{piece}",
+                            t.gateway, t.listener
+                        )),
+                    );
+                    let count = |k: &str| m.get(k).and_then(Json::as_array).map_or(0, Vec::len);
+                    out.push(Emitted {
+                        key: Key {
+                            port: t.port,
+                            host: crate::hosts::rank(host),
+                            kind,
+                            len: std::cmp::Reverse(len),
+                            method: std::cmp::Reverse(m.get("method").is_some()),
+                            headers: std::cmp::Reverse(count("headers")),
+                            query: std::cmp::Reverse(count("queryParams")),
+                            age: age.clone(),
+                            rule: ri,
+                            matched: mi,
+                            piece: piece as u8,
+                        },
+                        origin: Origin {
+                            gateway: t.gateway.clone(),
+                            listener: t.listener.to_string(),
+                            route: id.clone(),
+                            rule: name.clone(),
+                        },
+                        table,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// A match's paths as Tollgate's: (key, path, kind, length). PathPrefix `/a` is `/a` exactly
+/// and `/a/` as a prefix (a trailing `/` of the value is the same prefix); RegularExpression
+/// matches the whole path.
+fn paths(m: &Json) -> Vec<(&'static str, String, u8, usize)> {
+    let kind = m
+        .pointer("/path/type")
+        .and_then(Json::as_str)
+        .unwrap_or("PathPrefix");
+    let value = m
+        .pointer("/path/value")
+        .and_then(Json::as_str)
+        .unwrap_or("/");
+    match kind {
+        "Exact" => vec![("path_exact", value.to_string(), 0, value.len())],
+        "RegularExpression" => vec![("path_regex", format!("(?:{value})$"), 2, 0)],
+        _ => {
+            let p = value.trim_end_matches('/');
+            if p.is_empty() {
+                vec![("path_prefix", "/".into(), 1, 1)]
+            } else {
+                vec![
+                    ("path_exact", p.to_string(), 1, p.len()),
+                    ("path_prefix", format!("{p}/"), 1, p.len()),
+                ]
+            }
+        }
+    }
+}
+
+fn fill_match(t: &mut Table, m: &Json, path_key: &str, path: &str) {
+    t.insert(path_key.into(), s(path));
+    if let Some(method) = m.get("method").and_then(Json::as_str) {
+        t.insert("methods".into(), Value::Array(vec![s(method)]));
+    }
+    for (from, to, fold) in [
+        ("headers", "match_headers", true),
+        ("queryParams", "match_query", false),
+    ] {
+        let mut seen: Vec<String> = Vec::new();
+        let mut list = Vec::new();
+        for h in m.get(from).and_then(Json::as_array).into_iter().flatten() {
+            let name = h.get("name").and_then(Json::as_str).unwrap_or("");
+            let key = if fold {
+                name.to_ascii_lowercase()
+            } else {
+                name.to_string()
+            };
+            // The spec: of entries with one name, only the first counts.
+            if seen.contains(&key) {
+                continue;
+            }
+            seen.push(key);
+            let mut e = Table::new();
+            e.insert("name".into(), s(name));
+            let value = h.get("value").and_then(Json::as_str).unwrap_or("");
+            let how = if h.get("type").and_then(Json::as_str) == Some("RegularExpression") {
+                "regex"
+            } else {
+                "value"
+            };
+            e.insert(how.into(), s(value));
+            list.push(Value::Table(e));
+        }
+        if !list.is_empty() {
+            t.insert(to.into(), Value::Array(list));
+        }
+    }
+}
+
+fn note(sink: &mut Sink, route: &str, what: String) {
+    sink.notes.push(format!("HTTPRoute {route}: {what}"));
+}
+
+fn unresolved(sink: &mut Sink, u: Unresolved) {
+    if !sink.unresolved.contains(&u) {
+        sink.unresolved.push(u);
+    }
+}
+
+/// The route's filters as route keys; `false` when one cannot be served (its requests are
+/// answered 500, as the spec asks of a filter not understood).
+fn filters(
+    cx: &Cx,
+    fs: Option<&Json>,
+    t: &mut Table,
+    ns: &str,
+    route: &str,
+    sink: &mut Sink,
+) -> bool {
+    let mut ok = true;
+    for f in fs.and_then(Json::as_array).into_iter().flatten() {
+        match f.get("type").and_then(Json::as_str).unwrap_or("") {
+            "RequestHeaderModifier" => {
+                let m = header_rules(
+                    f.get("requestHeaderModifier"),
+                    tollgate_config::request_header_refused,
+                    route,
+                    sink,
+                );
+                t.insert("request_headers".into(), Value::Table(m));
+            }
+            "ResponseHeaderModifier" => {
+                let m = header_rules(
+                    f.get("responseHeaderModifier"),
+                    tollgate_config::response_header_refused,
+                    route,
+                    sink,
+                );
+                t.insert("response_headers".into(), Value::Table(m));
+            }
+            "RequestRedirect" => {
+                t.insert(
+                    "redirect".into(),
+                    Value::Table(redirect(f.get("requestRedirect"))),
+                );
+            }
+            "URLRewrite" => {
+                if let Some(h) = f.pointer("/urlRewrite/hostname").and_then(Json::as_str) {
+                    t.insert("upstream_host".into(), s(h));
+                }
+            }
+            "RequestMirror" => {
+                let Some(b) = f.pointer("/requestMirror/backendRef") else {
+                    continue;
+                };
+                match backend(cx.input, &cx.services, "HTTPRoute", ns, &json_ref(b)) {
+                    Ok(sp) => {
+                        let url = format!(
+                            "http://{}.{}.svc.cluster.local:{}$request_uri",
+                            sp.name, sp.namespace, sp.port
+                        );
+                        t.insert("mirror".into(), s(&url));
+                        if f.pointer("/requestMirror/percent").is_some()
+                            || f.pointer("/requestMirror/fraction").is_some()
+                        {
+                            note(
+                                sink,
+                                route,
+                                "RequestMirror percent/fraction: every request is mirrored".into(),
+                            );
+                        }
+                    }
+                    Err(u) => unresolved(sink, u),
+                }
+            }
+            "CORS" => {
+                if let Some(c) = cors(f.get("cors"), route, sink) {
+                    t.insert("cors".into(), Value::Table(c));
+                }
+            }
+            other => {
+                note(
+                    sink,
+                    route,
+                    format!("filter {other}: not supported, the rule's requests are answered 500"),
+                );
+                ok = false;
+            }
+        }
+    }
+    ok
+}
+
+fn json_ref(b: &Json) -> Ref<'_> {
+    Ref {
+        group: b.get("group").and_then(Json::as_str),
+        kind: b.get("kind").and_then(Json::as_str),
+        name: b.get("name").and_then(Json::as_str).unwrap_or(""),
+        namespace: b.get("namespace").and_then(Json::as_str),
+        port: b
+            .get("port")
+            .and_then(Json::as_i64)
+            .and_then(|p| i32::try_from(p).ok()),
+    }
+}
+
+/// `{ set, add, remove }` of a header modifier, without the fields no rule may write.
+fn header_rules(
+    m: Option<&Json>,
+    refused: fn(&str) -> Option<&'static str>,
+    route: &str,
+    sink: &mut Sink,
+) -> Table {
+    let mut out = Table::new();
+    let allowed = |name: &str, sink: &mut Sink| match refused(&name.to_ascii_lowercase()) {
+        Some(why) => {
+            note(sink, route, format!("header {name} {why}: left out"));
+            false
+        }
+        None => true,
+    };
+    for key in ["set", "add"] {
+        let mut t = Table::new();
+        for h in m
+            .and_then(|m| m.get(key))
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let name = h.get("name").and_then(Json::as_str).unwrap_or("");
+            if allowed(name, sink) {
+                t.insert(
+                    name.to_string(),
+                    literal(h.get("value").and_then(Json::as_str).unwrap_or("")),
+                );
+            }
+        }
+        if !t.is_empty() {
+            out.insert(key.into(), Value::Table(t));
+        }
+    }
+    let remove: Vec<Value> = m
+        .and_then(|m| m.get("remove"))
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Json::as_str)
+        .filter(|n| allowed(n, sink))
+        .map(s)
+        .collect();
+    if !remove.is_empty() {
+        out.insert("remove".into(), Value::Array(remove));
+    }
+    out
+}
+
+fn redirect(r: Option<&Json>) -> Table {
+    let mut t = Table::new();
+    let Some(r) = r else { return t };
+    if let Some(code) = r.get("statusCode").and_then(Json::as_i64) {
+        t.insert("status".into(), Value::Integer(code));
+    }
+    if let Some(v) = r.get("scheme").and_then(Json::as_str) {
+        t.insert("scheme".into(), s(v));
+    }
+    if let Some(v) = r.get("hostname").and_then(Json::as_str) {
+        t.insert("host".into(), s(v));
+    }
+    if let Some(v) = r.get("port").and_then(Json::as_i64) {
+        t.insert("port".into(), Value::Integer(v));
+    }
+    match r.pointer("/path/type").and_then(Json::as_str) {
+        Some("ReplaceFullPath") => {
+            if let Some(p) = r.pointer("/path/replaceFullPath").and_then(Json::as_str) {
+                t.insert("path".into(), s(p));
+            }
+        }
+        Some("ReplacePrefixMatch") => {
+            if let Some(p) = r.pointer("/path/replacePrefixMatch").and_then(Json::as_str) {
+                t.insert("replace_prefix".into(), s(p));
+            }
+        }
+        _ => {}
+    }
+    t
+}
+
+/// The CORS filter as the route's `cors` (a `*` with credentials is refused by Tollgate,
+/// as browsers refuse it: the credentials are left out).
+fn cors(c: Option<&Json>, route: &str, sink: &mut Sink) -> Option<Table> {
+    let c = c?;
+    let list = |k: &str| -> Vec<Value> {
+        c.get(k)
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Json::as_str)
+            .map(s)
+            .collect()
+    };
+    let origins = list("allowOrigins");
+    if origins.is_empty() {
+        return None;
+    }
+    let mut t = Table::new();
+    let wild = origins.iter().any(|o| o.as_str() == Some("*"));
+    t.insert("allow_origins".into(), Value::Array(origins));
+    for (from, to) in [
+        ("allowMethods", "allow_methods"),
+        ("allowHeaders", "allow_headers"),
+        ("exposeHeaders", "expose_headers"),
+    ] {
+        let l = list(from);
+        if !l.is_empty() {
+            t.insert(to.into(), Value::Array(l));
+        }
+    }
+    if c.get("allowCredentials").and_then(Json::as_bool) == Some(true) {
+        if wild {
+            note(
+                sink,
+                route,
+                "CORS allowCredentials with a * origin: credentials are not allowed".into(),
+            );
+        } else {
+            t.insert("allow_credentials".into(), Value::Boolean(true));
+        }
+    }
+    if let Some(age) = c.get("maxAge").and_then(Json::as_i64) {
+        t.insert("max_age".into(), Value::Integer(age));
+    }
+    Some(t)
+}
+
+/// The rule's action keys: `upstream`, `backends`, or `respond` 500 (no backend, none usable,
+/// weights of 0, a filter not served); none with a redirect (the redirect answers).
+fn backends(
+    cx: &Cx,
+    rule: &Json,
+    answerable: bool,
+    common: &Table,
+    ns: &str,
+    sink: &mut Sink,
+) -> Table {
+    let mut t = Table::new();
+    let fail = |t: &mut Table, body: &str| {
+        let mut r = Table::new();
+        r.insert("status".into(), Value::Integer(500));
+        r.insert("body".into(), s(body));
+        t.insert("respond".into(), Value::Table(r));
+    };
+    if !answerable {
+        fail(&mut t, "a filter of this rule is not served");
+        return t;
+    }
+    if common.contains_key("redirect") {
+        return t;
+    }
+    let refs = rule
+        .get("backendRefs")
+        .and_then(Json::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut list: Vec<(Option<String>, i64)> = Vec::new();
+    for b in &refs {
+        let weight = b.get("weight").and_then(Json::as_i64).unwrap_or(1);
+        if b.get("filters")
+            .and_then(Json::as_array)
+            .is_some_and(|f| !f.is_empty())
+        {
+            sink.notes.push(
+                "a backendRef's own filters are not served: its share is answered 500".into(),
+            );
+            list.push((None, weight));
+            continue;
+        }
+        match backend(cx.input, &cx.services, "HTTPRoute", ns, &json_ref(b)) {
+            Ok(sp) => list.push((Some(upstream(&sp, &mut sink.upstreams)), weight)),
+            Err(u) => {
+                unresolved(sink, u);
+                list.push((None, weight));
+            }
+        }
+    }
+    let total: i64 = list.iter().map(|(_, w)| *w).sum();
+    if !list.iter().any(|(u, w)| u.is_some() && *w > 0) || total == 0 {
+        fail(&mut t, "no backend of this rule can be used");
+        return t;
+    }
+    match &list[..] {
+        [(Some(u), _)] => {
+            t.insert("upstream".into(), s(u));
+        }
+        _ => {
+            let items = list
+                .iter()
+                .map(|(u, w)| {
+                    let mut e = Table::new();
+                    match u {
+                        Some(u) => e.insert("upstream".into(), s(u)),
+                        None => e.insert("status".into(), Value::Integer(500)),
+                    };
+                    e.insert("weight".into(), Value::Integer(*w));
+                    Value::Table(e)
+                })
+                .collect();
+            t.insert("backends".into(), Value::Array(items));
+        }
+    }
+    t
+}
+
+/// URLRewrite's path on one piece of a match: the whole path, or the matched prefix, replaced.
+fn rewrite(fs: Option<&Json>, path_key: &str, path: &str) -> Option<Value> {
+    let f = fs?
+        .as_array()?
+        .iter()
+        .find(|f| f.get("type").and_then(Json::as_str) == Some("URLRewrite"))?;
+    let p = f.pointer("/urlRewrite/path")?;
+    let (regex, replace) = match p.get("type").and_then(Json::as_str)? {
+        "ReplaceFullPath" => (
+            "^.*$".to_string(),
+            p.get("replaceFullPath")?.as_str()?.replace('$', "$$"),
+        ),
+        "ReplacePrefixMatch" => {
+            let with = p.get("replacePrefixMatch")?.as_str()?.replace('$', "$$");
+            match path_key {
+                "path_exact" => ("^.*$".to_string(), with),
+                "path_prefix" => {
+                    let prefix = path.trim_end_matches('/');
+                    (
+                        format!("^{}(/.*)$", regex::escape(prefix)),
+                        format!("{}${{1}}", with.trim_end_matches('/')),
+                    )
+                }
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    let mut t = Table::new();
+    t.insert("regex".into(), s(&regex));
+    t.insert("replace".into(), s(&replace));
+    Some(Value::Table(t))
+}

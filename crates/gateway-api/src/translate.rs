@@ -1,0 +1,272 @@
+//! The Gateway API's objects into Tollgate's config: the served Gateways' listeners (ports
+//! to serve), their HTTPRoutes' routes in the spec's precedence, the RateLimitPolicies'
+//! limits on them, the HTTPS listeners' certificates, and every status the spec asks.
+
+use crate::attach::{attach, ParentRef};
+use crate::conditions::condition;
+use crate::input::{id, ByName, Input};
+use crate::rules::{Cx, Emitted, Sink, Target};
+use serde_json::{json, Value as Json};
+use std::collections::BTreeSet;
+use toml::{Table, Value};
+
+/// One status to write: the object's kind, namespace (none for a GatewayClass) and name,
+/// and its `.status`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Status {
+    pub kind: &'static str,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub status: Json,
+}
+
+#[derive(Debug, Default)]
+pub struct Output {
+    /// Tollgate TOML: `upstreams`, `routes`, `limits`, `tls.certificates`.
+    pub table: Table,
+    /// The listeners to serve: (port, TLS).
+    pub listeners: Vec<(u16, bool)>,
+    pub statuses: Vec<Status>,
+    /// What was left out, one line each.
+    pub problems: Vec<String>,
+    /// The HTTPRoutes served (NAMESPACE/NAME).
+    pub routes: BTreeSet<String>,
+}
+
+/// The translation; the HTTPRoutes in `refused` (with why) are not served: their parents
+/// say so.
+pub fn translate(input: &Input, refused: &[(String, String)]) -> Output {
+    let mut out = Output::default();
+    let classes = crate::gateways::classes(input);
+    for c in &classes {
+        out.statuses.push(Status {
+            kind: "GatewayClass",
+            namespace: None,
+            name: c.metadata.name.clone().unwrap_or_default(),
+            status: crate::gateways::class_status(c),
+        });
+    }
+    let mut served = crate::gateways::served(input, &classes);
+    let cx = Cx {
+        input,
+        services: ByName::new(&input.services),
+    };
+    let mut emitted: Vec<Emitted> = Vec::new();
+    let mut sink = Sink::default();
+    let mut routes = input.http_routes.clone();
+    routes.sort_by_key(|r| crate::input::age_key(&r.metadata));
+    for r in routes {
+        let rid = id(&r.metadata);
+        let why = refused
+            .iter()
+            .find(|(id, _)| *id == rid)
+            .map(|(_, w)| w.as_str());
+        if let Some(st) = route(&cx, &mut served, r, why, &mut emitted, &mut sink) {
+            if why.is_none() && st.1 {
+                out.routes.insert(rid);
+            }
+            out.statuses.push(st.0);
+        }
+    }
+    out.problems.append(&mut sink.notes);
+    for s in &served {
+        out.statuses.push(Status {
+            kind: "Gateway",
+            namespace: s.gateway.metadata.namespace.clone(),
+            name: s.gateway.metadata.name.clone().unwrap_or_default(),
+            status: crate::gateways::gateway_status(s, input),
+        });
+    }
+    out.listeners = listeners(&served);
+    let mut limits = Table::new();
+    for (ns, name, status) in
+        crate::policy::attach(&input.policies, input.controller, &mut emitted, &mut limits)
+    {
+        out.statuses.push(Status {
+            kind: "RateLimitPolicy",
+            namespace: Some(ns),
+            name,
+            status,
+        });
+    }
+    emitted.sort_by(|a, b| a.key.cmp(&b.key));
+    write(
+        &mut out.table,
+        emitted,
+        sink.upstreams,
+        limits,
+        certificates(&served),
+    );
+    out
+}
+
+/// One HTTPRoute: its routes into `emitted`, and its status (with whether any parent took
+/// it); `None` when no parent is a Gateway of Tollgate's.
+fn route(
+    cx: &Cx,
+    served: &mut [crate::gateways::Served],
+    r: &crate::types::httproutes::HttpRoute,
+    refused: Option<&str>,
+    emitted: &mut Vec<Emitted>,
+    sink: &mut Sink,
+) -> Option<(Status, bool)> {
+    let ns = r.metadata.namespace.as_deref().unwrap_or("");
+    let hostnames = r.spec.hostnames.clone().unwrap_or_default();
+    let mut parents: Vec<(Json, Option<(&'static str, String)>)> = Vec::new();
+    let mut targets: Vec<(u16, Vec<String>, String, String)> = Vec::new();
+    for p in r.spec.parent_refs.iter().flatten() {
+        let pr = ParentRef {
+            group: p.group.as_deref(),
+            kind: p.kind.as_deref(),
+            name: &p.name,
+            namespace: p.namespace.as_deref(),
+            section_name: p.section_name.as_deref(),
+            port: p.port,
+        };
+        let Some(a) = attach(cx.input, served, "HTTPRoute", ns, &hostnames, &pr) else {
+            continue;
+        };
+        let g = &served[a.gateway];
+        for (li, hosts) in &a.listeners {
+            let l = &g.listeners[*li];
+            targets.push((
+                l.port,
+                hosts.clone(),
+                id(&g.gateway.metadata),
+                l.name.to_string(),
+            ));
+        }
+        parents.push((pr.echo(ns), a.refused));
+    }
+    if parents.is_empty() {
+        return None;
+    }
+    let before = sink.unresolved.len();
+    if refused.is_none() {
+        let ts: Vec<Target> = targets
+            .iter()
+            .map(|(port, hosts, gateway, listener)| Target {
+                port: *port,
+                hosts,
+                gateway: gateway.clone(),
+                listener,
+            })
+            .collect();
+        crate::rules::http_route(cx, r, &ts, emitted, sink);
+    }
+    let unresolved: Vec<_> = sink.unresolved.drain(before..).collect();
+    let generation = r.metadata.generation;
+    let mut any = false;
+    let statuses: Vec<Json> = parents
+        .into_iter()
+        .map(|(parent_ref, why)| {
+            let accepted = match (&why, refused) {
+                (_, Some(msg)) => condition("Accepted", false, "UnsupportedValue", msg, generation),
+                (Some((reason, msg)), None) => {
+                    condition("Accepted", false, reason, msg, generation)
+                }
+                (None, None) => {
+                    any = true;
+                    condition("Accepted", true, "Accepted", "attached", generation)
+                }
+            };
+            let resolved = match unresolved.first() {
+                Some(u) => condition("ResolvedRefs", false, u.reason, &u.message, generation),
+                None => condition(
+                    "ResolvedRefs",
+                    true,
+                    "ResolvedRefs",
+                    "every reference is resolved",
+                    generation,
+                ),
+            };
+            json!({
+                "parentRef": parent_ref,
+                "controllerName": cx.input.controller,
+                "conditions": [accepted, resolved],
+            })
+        })
+        .collect();
+    Some((
+        Status {
+            kind: "HTTPRoute",
+            namespace: r.metadata.namespace.clone(),
+            name: r.metadata.name.clone().unwrap_or_default(),
+            status: json!({"parents": statuses}),
+        },
+        any,
+    ))
+}
+
+fn listeners(served: &[crate::gateways::Served]) -> Vec<(u16, bool)> {
+    let mut out: Vec<(u16, bool)> = served
+        .iter()
+        .flat_map(|s| s.listeners.iter())
+        .filter(|l| l.usable())
+        .map(|l| (l.port, l.tls))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The usable HTTPS listeners' certificates, as files under `TLS_MOUNT` (held in memory by
+/// the controller).
+fn certificates(served: &[crate::gateways::Served]) -> Vec<Value> {
+    let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+    for l in served
+        .iter()
+        .flat_map(|s| s.listeners.iter())
+        .filter(|l| l.usable() && l.tls)
+    {
+        if let Ok(cs) = &l.certificates {
+            seen.extend(cs.iter().cloned());
+        }
+    }
+    seen.into_iter()
+        .map(|(ns, name)| {
+            let dir = std::path::Path::new(tollgate_config::TLS_MOUNT)
+                .join(&ns)
+                .join(&name);
+            let mut t = Table::new();
+            t.insert(
+                "cert".into(),
+                Value::String(dir.join("tls.crt").display().to_string()),
+            );
+            t.insert(
+                "key".into(),
+                Value::String(dir.join("tls.key").display().to_string()),
+            );
+            Value::Table(t)
+        })
+        .collect()
+}
+
+fn write(
+    t: &mut Table,
+    emitted: Vec<Emitted>,
+    ups: crate::rules::Upstreams,
+    limits: Table,
+    certs: Vec<Value>,
+) {
+    if !ups.is_empty() {
+        t.insert(
+            "upstreams".into(),
+            Value::Table(ups.into_iter().map(|(k, v)| (k, Value::Table(v))).collect()),
+        );
+    }
+    if !limits.is_empty() {
+        t.insert("limits".into(), Value::Table(limits));
+    }
+    if !emitted.is_empty() {
+        t.insert(
+            "routes".into(),
+            Value::Array(emitted.into_iter().map(|e| Value::Table(e.table)).collect()),
+        );
+    }
+    if !certs.is_empty() {
+        let mut tls = Table::new();
+        tls.insert("certificates".into(), Value::Array(certs));
+        t.insert("tls".into(), Value::Table(tls));
+    }
+}
