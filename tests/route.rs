@@ -438,7 +438,9 @@ upstream = "a"
         (0, 0, 1) => 'c',
         other => panic!("one request, hits {other:?}"),
     };
-    let cases: &[(&str, &[(&str, &str)], char)] = &[
+    /// A target, its headers, and the backend that should take it.
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], char);
+    let cases: &[Case] = &[
         ("/x", &[("x-env", "canary")], 'b'),
         ("/x", &[("X-ENV", "canary")], 'b'),
         ("/x", &[("x-env", "Canary")], 'a'),

@@ -65,6 +65,13 @@ pub struct KubeArgs {
     /// ClientHello's name (ingress-nginx's flag; without it the annotation is ignored).
     #[arg(long, requires = "kubernetes")]
     pub enable_ssl_passthrough: bool,
+    /// The `controllerName` of the GatewayClasses served (the Gateway API).
+    #[arg(
+        long,
+        requires = "kubernetes",
+        default_value = "tollgate.io/gateway-controller"
+    )]
+    pub gateway_class_controller: String,
     /// On shutdown, the leader empties the status of the Ingresses it served.
     #[arg(long, requires = "kubernetes", num_args = 0..=1, default_missing_value = "true", default_value = "false")]
     pub update_status_on_shutdown: bool,
@@ -93,7 +100,8 @@ fn identity() -> String {
 }
 
 impl KubeArgs {
-    pub fn options(&self) -> Result<tollgate_kube::Options, String> {
+    /// `tls`: the gateway runs TLS (a Gateway's HTTPS listeners can be served).
+    pub fn options(&self, tls: bool) -> Result<tollgate_kube::Options, String> {
         Ok(tollgate_kube::Options {
             classes: tollgate_kube::select::Classes {
                 controller: self.controller_class.clone(),
@@ -123,6 +131,8 @@ impl KubeArgs {
             },
             update_status_on_shutdown: self.update_status_on_shutdown,
             ssl_passthrough: self.enable_ssl_passthrough,
+            gateway_controller: self.gateway_class_controller.clone(),
+            tls,
         })
     }
 }
@@ -245,7 +255,7 @@ impl pingora::services::background::BackgroundService for Controller {
         let cl = self.cluster.clone();
         let check =
             Arc::new(move |cluster: &str, volume: &Arc<Files>| check(&cl, &base, cluster, volume));
-        let opts = match self.args.options() {
+        let opts = match self.args.options(shared.tls.is_some()) {
             Ok(o) => o,
             Err(e) => {
                 tracing::error!(event = "kube_failed", error = %e, "the controller's flags");

@@ -678,7 +678,7 @@ fn load(path: &Path) -> anyhow::Result<Config> {
 
 fn run(config: Option<PathBuf>, upgrade: bool, kube: kubernetes::KubeArgs) -> anyhow::Result<()> {
     if kube.kubernetes {
-        kube.options().map_err(anyhow::Error::msg)?;
+        kube.options(false).map_err(anyhow::Error::msg)?;
     }
     // A controller's BASE.toml is optional: without one, the cluster's Ingresses alone.
     let (path, cluster) = if kube.kubernetes {

@@ -198,7 +198,7 @@ pub const KINDS: &[Kind] = &[
     ),
     k(
         "gateway.networking.k8s.io",
-        "v1beta1",
+        "v1",
         "referencegrants",
         "referencegrant",
         "ReferenceGrant",

@@ -13,6 +13,8 @@
 //! - [`leader`]: the Lease election (client-go's), so one replica writes;
 //! - [`status`]: the Ingresses' `.status.loadBalancer`, written by the leader;
 //! - [`events`]: each Ingress's translation problems as Events on it, by the leader;
+//! - [`gateways`]: the Gateway API's objects through `tollgate-gateway-api`, beside the
+//!   Ingresses; [`gateway_status`]: their statuses, by the leader;
 //! - [`watch`]: the reflectors and the loop;
 //! - [`metrics`]: the `tollgate_kube_*` series.
 //!
@@ -21,6 +23,8 @@
 
 pub mod endpoints;
 pub mod events;
+pub mod gateway_status;
+pub mod gateways;
 pub mod holdoff;
 pub mod leader;
 pub mod merge;
@@ -51,6 +55,11 @@ pub struct Options {
     pub update_status_on_shutdown: bool,
     /// `--enable-ssl-passthrough`: the `ssl-passthrough` annotation is honoured.
     pub ssl_passthrough: bool,
+    /// `--gateway-class-controller`: the GatewayClasses' `controllerName` served.
+    pub gateway_controller: String,
+    /// The gateway runs TLS (BASE.toml's `tls_listen`): Gateways' HTTPS listeners can be
+    /// served.
+    pub tls: bool,
 }
 
 #[derive(Debug, thiserror::Error)]

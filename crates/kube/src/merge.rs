@@ -345,17 +345,28 @@ fn fill(base: &mut Table, cluster: Table) {
 
 /// Whether a cluster route names only BASE's limits and its own namespace's (the importer
 /// names an Ingress's limits `NAMESPACE.INGRESS.KIND`, and a namespace holds no dot): a
-/// `tollgate.io/limits` annotation cannot share another tenant's counters.
+/// `tollgate.io/limits` annotation cannot share another tenant's counters. A Gateway API
+/// route (`gateway:...`) carries the RateLimitPolicies' limits (`policy:...`) the
+/// translation placed by their targets: a Gateway's owner's policy reaches the routes of
+/// every namespace its listeners take, as the Gateway API means it.
 fn own_limits(r: &Value, base: &[String], problems: &mut Vec<String>) -> bool {
     let name = r.get("name").and_then(Value::as_str).unwrap_or("?");
     let ns = name.split('.').next().unwrap_or("");
+    let gateway_api = name.starts_with("gateway:");
     let foreign: Vec<&str> = r
         .get("limits")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .filter(|l| !base.iter().any(|b| b == l) && !l.starts_with(&format!("{ns}.")))
+        .filter(|l| {
+            let own = if gateway_api {
+                l.starts_with("policy:")
+            } else {
+                l.starts_with(&format!("{ns}."))
+            };
+            !base.iter().any(|b| b == l) && !own
+        })
         .collect();
     if foreign.is_empty() {
         return true;

