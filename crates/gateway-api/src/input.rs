@@ -29,6 +29,9 @@ pub struct Input<'a> {
     pub tls: bool,
     /// The addresses Gateways are reached at (`--publish-service` / `--publish-status-address`).
     pub addresses: Vec<String>,
+    /// The names of the Ingresses' routes (`ID.N`, [`tollgate_ingress::ingress_id`]): a
+    /// policy that targets an Ingress reaches them.
+    pub ingress_routes: Vec<&'a str>,
 }
 
 /// Objects by (namespace, name).

@@ -1,13 +1,16 @@
 //! RateLimitPolicies: each `limits` entry a `[limits.NAME]` table (named
 //! `policy:NAMESPACE/POLICY/NAME`), added to every route its targets reach, where it applies
 //! with the route's other limits: every limit applies and the strictest decides, so a
-//! Gateway's limit and a stricter one on an HTTPRoute both hold. Status: one ancestor per
-//! Gateway reached (the Gateway API's PolicyAncestorStatus).
+//! Gateway's limit and a stricter one on an HTTPRoute both hold. `buckets: PerRoute` gives
+//! each route its own copy (`.../NAME@ROUTE`), as Envoy Gateway counts. An Ingress target
+//! reaches the Ingress's routes (said back as their limits, for the Ingresses' part).
+//! Status: one ancestor per Gateway (or Ingress) reached, as PolicyAncestorStatus says.
 
 use crate::conditions::condition;
 use crate::rules::Emitted;
-use crate::types::policy::{PolicyTargetRef, RateLimitPolicy};
+use crate::types::policy::{Buckets, PolicyTargetRef, RateLimitPolicy};
 use serde_json::{json, Value as Json};
+use std::collections::BTreeMap;
 use toml::{Table, Value};
 
 /// A JSON value as TOML (`null` left out).
@@ -49,90 +52,197 @@ fn reaches(t: &PolicyTargetRef, ns: &str, e: &Emitted) -> bool {
     }
 }
 
-/// The policies' limits into `limits`, named on the routes they reach; their statuses.
+/// Whether `route` (a name of the Ingresses' part) is one of the Ingress `ns/name`'s.
+fn of_ingress(route: &str, ns: &str, name: &str) -> bool {
+    let id = tollgate_ingress::ingress_id(ns, name);
+    route
+        .strip_prefix(&id)
+        .and_then(|r| r.strip_prefix('.'))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn add_limit(list: &mut Value, name: &str) {
+    if let Value::Array(a) = list {
+        if !a.iter().any(|x| x.as_str() == Some(name)) {
+            a.push(Value::String(name.to_string()));
+        }
+    }
+}
+
+/// What the policies leave: their limits, the Ingress routes' added limits, and statuses.
+#[derive(Default)]
+pub struct Attached {
+    pub limits: Table,
+    /// An Ingress route's name and the policies' limits it gets.
+    pub ingress_limits: BTreeMap<String, Vec<String>>,
+    /// (namespace, name, status).
+    pub statuses: Vec<(String, String, Json)>,
+}
+
+struct One<'a> {
+    ns: &'a str,
+    name: &'a str,
+    policy: &'a RateLimitPolicy,
+}
+
+impl One<'_> {
+    fn limit_name(&self, limit: &str, route: Option<&str>) -> String {
+        match route {
+            Some(r) => format!("policy:{}/{}/{limit}@{r}", self.ns, self.name),
+            None => format!("policy:{}/{}/{limit}", self.ns, self.name),
+        }
+    }
+
+    /// The policy's limits on one route (shared, or the route's own copy), defined in `out`.
+    fn on(&self, route: &str, out: &mut Table) -> Vec<String> {
+        let per_route = self.policy.spec.buckets == Some(Buckets::PerRoute);
+        let mut names = Vec::new();
+        for (l, def) in &self.policy.spec.limits {
+            let n = self.limit_name(l, per_route.then_some(route));
+            if let Some(v) = toml_of(def) {
+                out.entry(n.clone()).or_insert(v);
+            }
+            names.push(n);
+        }
+        names
+    }
+}
+
+/// The policies' limits on the routes they reach.
 pub fn attach(
     policies: &[&RateLimitPolicy],
     controller: &str,
+    ingress_routes: &[&str],
     emitted: &mut [Emitted],
-    limits: &mut Table,
-) -> Vec<(String, String, Json)> {
-    let mut statuses = Vec::new();
+) -> Attached {
+    let mut out = Attached::default();
     let mut ps: Vec<&RateLimitPolicy> = policies.to_vec();
     ps.sort_by_key(|p| crate::input::age_key(&p.metadata));
     for p in ps {
-        let ns = p.metadata.namespace.as_deref().unwrap_or("");
-        let name = p.metadata.name.as_deref().unwrap_or("");
-        let generation = p.metadata.generation;
-        let names: Vec<String> = p
-            .spec
-            .limits
-            .keys()
-            .map(|l| format!("policy:{ns}/{name}/{l}"))
-            .collect();
-        for (l, def) in &p.spec.limits {
-            if let Some(v) = toml_of(def) {
-                limits.insert(format!("policy:{ns}/{name}/{l}"), v);
-            }
-        }
+        let one = One {
+            ns: p.metadata.namespace.as_deref().unwrap_or(""),
+            name: p.metadata.name.as_deref().unwrap_or(""),
+            policy: p,
+        };
         let mut ancestors: Vec<Json> = Vec::new();
         for t in &p.spec.target_refs {
-            let mut gateways: Vec<String> = Vec::new();
-            for e in emitted.iter_mut().filter(|e| reaches(t, ns, e)) {
-                let list = e
-                    .table
-                    .entry("limits")
-                    .or_insert_with(|| Value::Array(Vec::new()));
-                if let Value::Array(a) = list {
-                    for n in &names {
-                        if !a.iter().any(|x| x.as_str() == Some(n)) {
-                            a.push(Value::String(n.clone()));
-                        }
-                    }
-                }
-                if !gateways.contains(&e.origin.gateway) {
-                    gateways.push(e.origin.gateway.clone());
-                }
-            }
-            if gateways.is_empty() {
-                let (kind, reason, msg) = match (t.group.as_str(), t.kind.as_str()) {
-                    (crate::input::GROUP, "Gateway" | "HTTPRoute") => (
-                        t.kind.as_str(),
-                        "TargetNotFound",
-                        format!("{} {ns}/{} serves no route of Tollgate's", t.kind, t.name),
-                    ),
-                    _ => (
-                        t.kind.as_str(),
-                        "Invalid",
-                        format!(
-                            "{}/{}: a policy targets a Gateway or an HTTPRoute",
-                            t.group, t.kind
-                        ),
-                    ),
-                };
-                ancestors.push(json!({
-                    "ancestorRef": {"group": t.group, "kind": kind, "name": t.name, "namespace": ns},
-                    "controllerName": controller,
-                    "conditions": [condition("Accepted", false, reason, &msg, generation)],
-                }));
-                continue;
-            }
-            for g in gateways {
-                let (gns, gname) = g.split_once('/').unwrap_or(("", &g));
-                let entry = json!({
-                    "ancestorRef": {"group": crate::input::GROUP, "kind": "Gateway", "name": gname, "namespace": gns},
-                    "controllerName": controller,
-                    "conditions": [condition("Accepted", true, "Accepted", "the limits apply", generation)],
-                });
-                if !ancestors.contains(&entry) {
-                    ancestors.push(entry);
+            for a in target(&one, t, controller, ingress_routes, emitted, &mut out) {
+                if !ancestors.contains(&a) {
+                    ancestors.push(a);
                 }
             }
         }
-        statuses.push((
-            ns.to_string(),
-            name.to_string(),
+        out.statuses.push((
+            one.ns.to_string(),
+            one.name.to_string(),
             json!({"ancestors": ancestors}),
         ));
     }
-    statuses
+    out
+}
+
+/// One target: its limits placed, and its ancestors' statuses.
+fn target(
+    one: &One,
+    t: &PolicyTargetRef,
+    controller: &str,
+    ingress_routes: &[&str],
+    emitted: &mut [Emitted],
+    out: &mut Attached,
+) -> Vec<Json> {
+    let generation = one.policy.metadata.generation;
+    let entry = |group: &str, kind: &str, name: &str, ok: bool, reason: &str, msg: &str| {
+        json!({
+            "ancestorRef": {"group": group, "kind": kind, "name": name, "namespace": one.ns},
+            "controllerName": controller,
+            "conditions": [condition("Accepted", ok, reason, msg, generation)],
+        })
+    };
+    if (t.group.as_str(), t.kind.as_str()) == ("networking.k8s.io", "Ingress") {
+        let routes: Vec<&str> = ingress_routes
+            .iter()
+            .copied()
+            .filter(|r| of_ingress(r, one.ns, &t.name))
+            .collect();
+        if routes.is_empty() {
+            return vec![entry(
+                &t.group,
+                "Ingress",
+                &t.name,
+                false,
+                "TargetNotFound",
+                &format!(
+                    "Ingress {}/{} serves no route of Tollgate's",
+                    one.ns, t.name
+                ),
+            )];
+        }
+        for r in routes {
+            let names = one.on(r, &mut out.limits);
+            let list = out.ingress_limits.entry(r.to_string()).or_default();
+            for n in names {
+                if !list.contains(&n) {
+                    list.push(n);
+                }
+            }
+        }
+        return vec![entry(
+            &t.group,
+            "Ingress",
+            &t.name,
+            true,
+            "Accepted",
+            "the limits apply",
+        )];
+    }
+    let mut gateways: Vec<String> = Vec::new();
+    for e in emitted.iter_mut().filter(|e| reaches(t, one.ns, e)) {
+        let route = e
+            .table
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let names = one.on(&route, &mut out.limits);
+        let list = e
+            .table
+            .entry("limits")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        for n in &names {
+            add_limit(list, n);
+        }
+        if !gateways.contains(&e.origin.gateway) {
+            gateways.push(e.origin.gateway.clone());
+        }
+    }
+    if gateways.is_empty() {
+        let (reason, msg) = match (t.group.as_str(), t.kind.as_str()) {
+            (crate::input::GROUP, "Gateway" | "HTTPRoute") => (
+                "TargetNotFound",
+                format!(
+                    "{} {}/{} serves no route of Tollgate's",
+                    t.kind, one.ns, t.name
+                ),
+            ),
+            _ => (
+                "Invalid",
+                format!(
+                    "{}/{}: a policy targets a Gateway, an HTTPRoute or an Ingress",
+                    t.group, t.kind
+                ),
+            ),
+        };
+        return vec![entry(&t.group, &t.kind, &t.name, false, reason, &msg)];
+    }
+    gateways
+        .into_iter()
+        .map(|g| {
+            let (gns, gname) = g.split_once('/').unwrap_or(("", &g));
+            json!({
+                "ancestorRef": {"group": crate::input::GROUP, "kind": "Gateway", "name": gname, "namespace": gns},
+                "controllerName": controller,
+                "conditions": [condition("Accepted", true, "Accepted", "the limits apply", generation)],
+            })
+        })
+        .collect()
 }

@@ -31,6 +31,8 @@ pub struct Output {
     pub problems: Vec<String>,
     /// The HTTPRoutes served (NAMESPACE/NAME).
     pub routes: BTreeSet<String>,
+    /// The policies' limits on the Ingresses' routes: route name, limits to add.
+    pub ingress_limits: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// The translation; the HTTPRoutes in `refused` (with why) are not served: their parents
@@ -78,10 +80,13 @@ pub fn translate(input: &Input, refused: &[(String, String)]) -> Output {
         });
     }
     out.listeners = listeners(&served);
-    let mut limits = Table::new();
-    for (ns, name, status) in
-        crate::policy::attach(&input.policies, input.controller, &mut emitted, &mut limits)
-    {
+    let attached = crate::policy::attach(
+        &input.policies,
+        input.controller,
+        &input.ingress_routes,
+        &mut emitted,
+    );
+    for (ns, name, status) in attached.statuses {
         out.statuses.push(Status {
             kind: "RateLimitPolicy",
             namespace: Some(ns),
@@ -89,12 +94,13 @@ pub fn translate(input: &Input, refused: &[(String, String)]) -> Output {
             status,
         });
     }
+    out.ingress_limits = attached.ingress_limits;
     emitted.sort_by(|a, b| a.key.cmp(&b.key));
     write(
         &mut out.table,
         emitted,
         sink.upstreams,
-        limits,
+        attached.limits,
         certificates(&served),
     );
     out

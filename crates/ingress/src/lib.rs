@@ -59,6 +59,12 @@ mod upstreams;
 pub use catalogue::{annotations, Annotation, Treatment};
 pub use depth::MAX_DEPTH;
 
+/// The id an Ingress's routes are named by (`ID.N`, N counting from 1): what a
+/// RateLimitPolicy that targets the Ingress finds its routes by.
+pub fn ingress_id(namespace: &str, name: &str) -> String {
+    format!("{}.{}", text::slug(namespace), text::slug(name))
+}
+
 use objects::{Backend, Ingress};
 use settings::Settings;
 use std::collections::BTreeSet;

@@ -4,7 +4,7 @@
 //! warning, never the file.
 
 use super::host_name::rule_host;
-use super::text::{comment, k8s_name, slug, Warnings};
+use super::text::{comment, k8s_name, Warnings};
 use super::ImportError;
 use serde_yaml_ng::Value;
 use std::collections::BTreeMap;
@@ -277,7 +277,7 @@ fn ingress(obj: &Value, w: &mut Warnings) -> Ingress {
         .and_then(|s| s.get("defaultBackend"))
         .and_then(|b| backend(b, &format!("{ctx}: defaultBackend"), w));
     Ingress {
-        id: format!("{}.{}", slug(&ns), slug(&name)),
+        id: crate::ingress_id(&ns, &name),
         ctx,
         ns,
         name,

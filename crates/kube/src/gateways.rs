@@ -39,7 +39,13 @@ pub struct Around<'a> {
 }
 
 impl Stores {
-    pub fn translate(&self, around: &Around, refused: &[(String, String)]) -> Output {
+    /// `ingress_routes`: the names of the Ingresses' routes (policies may target Ingresses).
+    pub fn translate(
+        &self,
+        around: &Around,
+        refused: &[(String, String)],
+        ingress_routes: &[&str],
+    ) -> Output {
         let (c, g, r, gr, n) = (
             self.classes.state(),
             self.gateways.state(),
@@ -60,6 +66,7 @@ impl Stores {
             namespaces: n.iter().map(Arc::as_ref).collect(),
             tls: around.tls,
             addresses: around.addresses.clone(),
+            ingress_routes: ingress_routes.to_vec(),
         };
         translate(&input, refused)
     }
@@ -79,26 +86,39 @@ impl Stores {
     }
 }
 
-/// `ingress` (the Ingresses' part) with `gateway`'s table added: routes after the
-/// Ingresses', upstreams and limits beside theirs (their names cannot meet: `gw-` and
-/// `policy:`), certificates after theirs.
-fn combined(ingress: Option<&str>, gateway: &Table) -> Result<Table, String> {
-    let mut t: Table = match ingress {
-        Some(s) => s
-            .parse()
-            .map_err(|e| format!("the Ingresses' part does not parse: {e}"))?,
-        None => Table::new(),
-    };
-    for (k, v) in gateway {
+/// `ingress` (the Ingresses' part) with `g`'s table added: routes after the Ingresses',
+/// upstreams and limits beside theirs (their names cannot meet: `gw-` and `policy:`),
+/// certificates after theirs; and the limits of policies that target Ingresses on their
+/// routes.
+fn combined(ingress: &Table, g: &Output) -> Table {
+    let mut t = ingress.clone();
+    if let Some(Value::Array(routes)) = t.get_mut("routes") {
+        for r in routes.iter_mut().filter_map(Value::as_table_mut) {
+            let name = r
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            if let Some(more) = g.ingress_limits.get(&name) {
+                let list = r
+                    .entry("limits")
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                if let Value::Array(a) = list {
+                    a.extend(more.iter().map(|m| Value::String(m.clone())));
+                }
+            }
+        }
+    }
+    for (k, v) in &g.table {
         match (t.get_mut(k), v) {
             (Some(Value::Array(a)), Value::Array(b)) => a.extend(b.iter().cloned()),
             (Some(Value::Table(a)), Value::Table(b)) if k == "tls" => {
-                if let (Some(Value::Array(x)), Some(Value::Array(y))) =
-                    (a.get_mut("certificates"), b.get("certificates"))
-                {
-                    x.extend(y.iter().cloned());
-                } else if let Some(y) = b.get("certificates") {
-                    a.insert("certificates".into(), y.clone());
+                match (a.get_mut("certificates"), b.get("certificates")) {
+                    (Some(Value::Array(x)), Some(Value::Array(y))) => x.extend(y.iter().cloned()),
+                    (_, Some(y)) => {
+                        a.insert("certificates".into(), y.clone());
+                    }
+                    _ => {}
                 }
             }
             (Some(Value::Table(a)), Value::Table(b)) => {
@@ -109,14 +129,29 @@ fn combined(ingress: Option<&str>, gateway: &Table) -> Result<Table, String> {
             }
         }
     }
-    Ok(t)
+    t
 }
 
-/// The Gateway API's translation, leaving out the HTTPRoutes given (NAMESPACE/NAME, why).
-pub type Translate<'a> = &'a dyn Fn(&[(String, String)]) -> Output;
+/// The names of a part's routes.
+fn route_names(t: &Table) -> Vec<String> {
+    t.get("routes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.get("name")?.as_str().map(str::to_string))
+        .collect()
+}
 
-/// The Ingresses' part `t` with the Gateway API's; `gateway(refused)` translates it leaving
-/// those HTTPRoutes out. The final Gateway API output (its statuses) is returned too.
+/// The Gateway API's translation, leaving out the HTTPRoutes given (NAMESPACE/NAME, why),
+/// with the names of the Ingresses' routes.
+pub type Translate<'a> = &'a dyn Fn(&[(String, String)], &[&str]) -> Output;
+
+/// The config checked with its Secrets held: the TOML, the volume, what was left out.
+type Checked = (String, Arc<tollgate_config::mounted::Files>, Vec<String>);
+
+/// The Ingresses' part `t` with the Gateway API's; `gateway(refused, ingress routes)`
+/// translates it leaving those HTTPRoutes out. The final Gateway API output (its statuses)
+/// is returned too.
 pub fn with_gateways(
     mut t: Translated,
     gateway: Translate,
@@ -124,11 +159,20 @@ pub fn with_gateways(
     default_certificate: Option<&str>,
     check: Check,
 ) -> (Translated, Output) {
-    let attempt = |g: &Output| -> Result<
-        (String, Arc<tollgate_config::mounted::Files>, Vec<String>),
-        String,
-    > {
-        let mut table = combined(t.toml.as_deref(), &g.table)?;
+    let ingress: Table = match t.toml.as_deref().map(str::parse::<Table>) {
+        Some(Ok(table)) => table,
+        Some(Err(e)) => {
+            t.problems
+                .push(format!("the Ingresses' part does not parse: {e}"));
+            Table::new()
+        }
+        None => Table::new(),
+    };
+    let names = route_names(&ingress);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let translate = |refused: &[(String, String)]| gateway(refused, &names);
+    let attempt = |g: &Output| -> Result<Checked, String> {
+        let mut table = combined(&ingress, g);
         let volume = Arc::new(crate::secrets::volume(&table, secrets, default_certificate));
         let mut problems = crate::secrets::unheld_certificates(&mut table, &volume);
         problems.extend(crate::secrets::unheld_upstream_tls(&mut table, &volume));
@@ -137,8 +181,8 @@ pub fn with_gateways(
         Ok((text, volume, problems))
     };
     let mut refused: Vec<(String, String)> = Vec::new();
-    let mut out = gateway(&refused);
-    if out.table.is_empty() {
+    let mut out = translate(&refused);
+    if out.table.is_empty() && out.ingress_limits.is_empty() {
         t.listeners = out.listeners.clone();
         return (t, out);
     }
@@ -152,7 +196,7 @@ pub fn with_gateways(
                 .filter(|o| *o != r)
                 .map(|o| (o.clone(), String::new()))
                 .collect();
-            if let Err(e) = attempt(&gateway(&others)) {
+            if let Err(e) = attempt(&translate(&others)) {
                 refused.push((
                     r.clone(),
                     format!("its translation is refused by the config check: {e}"),
@@ -170,7 +214,7 @@ pub fn with_gateways(
                 })
                 .collect();
         }
-        out = gateway(&refused);
+        out = translate(&refused);
         done = attempt(&out);
     }
     match done {

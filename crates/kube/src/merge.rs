@@ -360,10 +360,11 @@ fn own_limits(r: &Value, base: &[String], problems: &mut Vec<String>) -> bool {
         .flatten()
         .filter_map(Value::as_str)
         .filter(|l| {
+            // An Ingress's own namespace's policies (a policy targets only its namespace).
             let own = if gateway_api {
                 l.starts_with("policy:")
             } else {
-                l.starts_with(&format!("{ns}."))
+                l.starts_with(&format!("{ns}.")) || l.starts_with(&format!("policy:{ns}/"))
             };
             !base.iter().any(|b| b == l) && !own
         })

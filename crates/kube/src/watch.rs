@@ -183,7 +183,7 @@ impl Stores {
         };
         let (t, out) = crate::gateways::with_gateways(
             t,
-            &|refused| gs.translate(&around, refused),
+            &|refused, ingress_routes| gs.translate(&around, refused, ingress_routes),
             &cluster.secrets,
             opts.default_certificate.as_deref(),
             check,

@@ -23,6 +23,18 @@ pub struct RateLimitPolicySpec {
     pub target_refs: Vec<PolicyTargetRef>,
     /// Each a `[limits.NAME]` table, as JSON.
     pub limits: BTreeMap<String, serde_json::Value>,
+    /// `Shared` (default): one count per key for every route the targets reach (a Gateway's
+    /// limit is the Gateway's); `PerRoute`: each route counts apart, as Envoy Gateway's
+    /// BackendTrafficPolicy does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buckets: Option<Buckets>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Buckets {
+    #[default]
+    Shared,
+    PerRoute,
 }
 
 /// A `LocalPolicyTargetReferenceWithSectionName`: in the policy's own namespace.
