@@ -32,6 +32,24 @@ for r in $("$VENV/bin/python" -c 'import sys,yaml; print(" ".join(yaml.safe_load
   test -f "deploy/k8s/controller/$r" || { echo "controller/kustomization.yaml lists a missing $r"; exit 1; }
 done
 
+echo "== CRDs: deploy/k8s/crds (the schema, and its CEL rules run on cases)"
+"$VENV/bin/kubernetes-validate" --strict --quiet -k "$K8S_VERSION" deploy/k8s/crds/*.yaml
+if ! "$VENV/bin/python" -c 'import celpy' 2>/dev/null; then
+  "$VENV/bin/pip" install -q cel-python
+fi
+for crd in deploy/k8s/crds/*.yaml; do
+  "$VENV/bin/python" deploy/tests/crd_rules.py "$crd"
+done
+# The RBAC lets the controller read and write the status of every kind it watches.
+"$VENV/bin/python" - <<'PY'
+import yaml
+role = [d for d in yaml.safe_load_all(open("deploy/k8s/controller/rbac.yaml")) if d["kind"] == "ClusterRole"][0]
+granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+for want in [("gateway.networking.k8s.io", k) for k in ["gatewayclasses", "gateways", "httproutes", "referencegrants", "gatewayclasses/status", "gateways/status", "httproutes/status"]] + [("tollgate.io", "ratelimitpolicies"), ("tollgate.io", "ratelimitpolicies/status"), ("", "namespaces")]:
+    assert want in granted, want
+print("Gateway API RBAC ok")
+PY
+
 echo "== the controller: deploy/k8s/controller"
 # Its ServiceAccount is the one the binding names; BASE.toml in its ConfigMap checks; the
 # Deployment runs it with --kubernetes on that file.
