@@ -12,6 +12,11 @@
 #[path = "kube/mod.rs"]
 mod kube;
 
+#[path = "gateway_api/conformance_filters.rs"]
+mod conformance_filters;
+#[path = "gateway_api/conformance_routing.rs"]
+mod conformance_routing;
+
 use kube::*;
 use std::time::{Duration, Instant};
 use tollgate_testkit::*;
@@ -454,4 +459,138 @@ spec:
         .await,
         "listener still bound"
     );
+}
+
+/// A generic gRPC service in Python (bytes in, bytes out), plaintext h2c: `test.Echo/Say`
+/// answers `echo:REQUEST`, `test.Other/Say` answers `other:REQUEST`.
+const GRPC_SERVER: &str = r#"
+import grpc, sys
+from concurrent import futures
+def handler(prefix):
+    return grpc.unary_unary_rpc_method_handler(lambda req, ctx: prefix + req)
+s = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+s.add_generic_rpc_handlers((
+    grpc.method_handlers_generic_handler("test.Echo", {"Say": handler(b"echo:")}),
+    grpc.method_handlers_generic_handler("test.Other", {"Say": handler(b"other:")}),
+))
+s.add_insecure_port("127.0.0.1:" + sys.argv[1])
+s.start()
+s.wait_for_termination()
+"#;
+
+/// Calls over h2c to `port` with `:authority` `host`: each `METHOD` once, and the answers
+/// (or the gRPC status code) joined by `|`.
+fn grpc_calls(port: u16, host: &str, methods: &[&str]) -> String {
+    let client = r#"
+import grpc, sys
+port, host, methods = sys.argv[1], sys.argv[2], sys.argv[3:]
+ch = grpc.insecure_channel("127.0.0.1:" + port, options=[("grpc.default_authority", host)])
+out = []
+for m in methods:
+    try:
+        out.append(ch.unary_unary(m)(b"hi", timeout=10).decode())
+    except grpc.RpcError as e:
+        out.append(e.code().name)
+print("|".join(out))
+"#;
+    let mut args = vec![
+        "-c".to_string(),
+        client.to_string(),
+        port.to_string(),
+        host.to_string(),
+    ];
+    args.extend(methods.iter().map(|m| m.to_string()));
+    let out = std::process::Command::new("/usr/bin/python3")
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("python3 grpc client");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout).trim(),
+        if out.status.success() {
+            String::new()
+        } else {
+            format!(" (stderr: {})", String::from_utf8_lossy(&out.stderr))
+        }
+    )
+}
+
+/// GRPCRoute (conformance's GRPCExactMethodMatching, in spirit): a method match reaches its
+/// service over HTTP/2, another method is not routed, and a RateLimitPolicy on the
+/// GRPCRoute limits its calls (a gRPC client sees the 429 as UNAVAILABLE).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpcroute_reaches_its_method_over_h2_and_a_policy_limits_it() {
+    let c = Cluster::start().await;
+    let grpc_port = free_port();
+    let mut srv = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", GRPC_SERVER, &grpc_port.to_string()])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("python3 grpc server");
+    assert!(
+        wait_listening(grpc_port, Duration::from_secs(15)).await,
+        "gRPC server did not start"
+    );
+    c.apply(&service_in("shop", "echo", grpc_port));
+    let (_base, _admin, _gw) = start_gateway(&c).await;
+    let listen = free_port();
+    c.apply(&class());
+    c.apply(&gateway("shop", "grpc", &[("h2c", listen, None)], "Same"));
+    c.apply(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: echo, namespace: shop}
+spec:
+  parentRefs: [{name: grpc}]
+  hostnames: [grpc.example]
+  rules:
+  - name: say
+    matches: [{method: {service: test.Echo, method: Say}}]
+    backendRefs: [{name: echo, port: 8080}]
+"#,
+    );
+    let first = eventually(Duration::from_secs(5), || async move {
+        grpc_calls(listen, "grpc.example", &["/test.Echo/Say"]) == "echo:hi"
+    })
+    .await;
+    assert!(
+        first,
+        "{}",
+        grpc_calls(listen, "grpc.example", &["/test.Echo/Say"])
+    );
+    // Another service's method is not the route's (404 is UNIMPLEMENTED to gRPC).
+    assert_eq!(
+        grpc_calls(listen, "grpc.example", &["/test.Other/Say"]),
+        "UNIMPLEMENTED"
+    );
+    let r = status_until(&c, "grpcroute", Some("shop"), "echo", |s| {
+        s["parents"].is_array()
+    })
+    .await;
+    assert_eq!(
+        accepted_by_parent(&r, 0),
+        ("True".into(), "Accepted".into())
+    );
+    c.apply(
+        r#"apiVersion: tollgate.io/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: calls, namespace: shop}
+spec:
+  targetRefs: [{group: gateway.networking.k8s.io, kind: GRPCRoute, name: echo, sectionName: say}]
+  limits:
+    per-client: {key: client_ip, rate: 2/m, burst: 2}
+"#,
+    );
+    let limited = eventually(Duration::from_secs(5), || async move {
+        grpc_calls(listen, "grpc.example", &["/test.Echo/Say"]) == "UNAVAILABLE"
+    })
+    .await;
+    assert!(
+        limited,
+        "{}",
+        grpc_calls(listen, "grpc.example", &["/test.Echo/Say"])
+    );
+    let _ = srv.kill();
+    let _ = srv.wait();
 }

@@ -61,7 +61,7 @@ pub struct Served<'a> {
 }
 
 /// The route kinds Tollgate serves on HTTP and HTTPS listeners.
-pub const ROUTE_KINDS: [&str; 1] = ["HTTPRoute"];
+pub const ROUTE_KINDS: [&str; 2] = ["HTTPRoute", "GRPCRoute"];
 
 /// The GatewayClasses whose controllerName is Tollgate's, with their statuses.
 pub fn classes<'a>(input: &Input<'a>) -> Vec<&'a GatewayClass> {

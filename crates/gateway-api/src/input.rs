@@ -3,6 +3,7 @@
 
 use crate::types::gatewayclasses::GatewayClass;
 use crate::types::gateways::Gateway;
+use crate::types::grpcroutes::GrpcRoute;
 use crate::types::httproutes::HttpRoute;
 use crate::types::policy::RateLimitPolicy;
 use crate::types::referencegrants::ReferenceGrant;
@@ -20,6 +21,7 @@ pub struct Input<'a> {
     pub classes: Vec<&'a GatewayClass>,
     pub gateways: Vec<&'a Gateway>,
     pub http_routes: Vec<&'a HttpRoute>,
+    pub grpc_routes: Vec<&'a GrpcRoute>,
     pub grants: Vec<&'a ReferenceGrant>,
     pub policies: Vec<&'a RateLimitPolicy>,
     pub services: Vec<&'a Service>,

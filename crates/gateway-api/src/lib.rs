@@ -9,6 +9,7 @@
 //! - [`hosts`]: hostnames intersected; [`refs`]: ReferenceGrants, backend and certificate
 //!   references resolved with the spec's reasons;
 //! - [`gateways`]: which classes and Gateways are served, their listeners judged;
+//! - [`objects`]: HTTPRoutes and GRPCRoutes as one shape (a gRPC method a path);
 //! - [`attach`]: parentRefs to listeners; [`rules`]: rules to routes;
 //! - [`policy`]: RateLimitPolicies to limits on those routes;
 //! - [`translate`]: all of it, in order; [`supported`]: the features claimed.
@@ -18,6 +19,7 @@ pub mod conditions;
 pub mod gateways;
 pub mod hosts;
 pub mod input;
+pub mod objects;
 pub mod policy;
 pub mod refs;
 pub mod rules;

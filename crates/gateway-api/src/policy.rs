@@ -42,8 +42,9 @@ fn reaches(t: &PolicyTargetRef, ns: &str, e: &Emitted) -> bool {
                     .as_deref()
                     .is_none_or(|s| s == e.origin.listener)
         }
-        (crate::input::GROUP, "HTTPRoute") => {
-            e.origin.route == id
+        (crate::input::GROUP, kind @ ("HTTPRoute" | "GRPCRoute")) => {
+            e.origin.kind == kind
+                && e.origin.route == id
                 && t.section_name
                     .as_deref()
                     .is_none_or(|s| e.origin.rule.as_deref() == Some(s))

@@ -36,7 +36,8 @@ pub struct Origin {
     /// The Gateway (NAMESPACE/NAME) and listener.
     pub gateway: String,
     pub listener: String,
-    /// The HTTPRoute (NAMESPACE/NAME) and its rule's name.
+    /// The route's kind, its NAMESPACE/NAME and its rule's name.
+    pub kind: &'static str,
     pub route: String,
     pub rule: Option<String>,
 }
@@ -71,7 +72,8 @@ pub struct Target<'a> {
 
 /// The Tollgate upstream of a Service port.
 fn upstream(sp: &ServicePort, ups: &mut Upstreams) -> String {
-    let name = format!("gw-{}-{}-{}", sp.namespace, sp.name, sp.port);
+    let h2 = if sp.h2c { "-h2" } else { "" };
+    let name = format!("gw-{}-{}-{}{h2}", sp.namespace, sp.name, sp.port);
     ups.entry(name.clone()).or_insert_with(|| {
         let mut t = Table::new();
         t.insert(
@@ -104,23 +106,24 @@ pub struct Cx<'a> {
     pub services: ByName<'a, Service>,
 }
 
-/// An HTTPRoute's routes on `targets`, into `out`; its upstreams and what it refers to that
-/// is not resolved into `sink`.
-pub fn http_route(
+/// A route's routes on `targets`, into `out`; its upstreams and what it refers to that is
+/// not resolved into `sink`.
+pub fn route(
     cx: &Cx,
-    route: &crate::types::httproutes::HttpRoute,
+    route: &crate::objects::RouteObj,
     targets: &[Target],
     out: &mut Vec<Emitted>,
     sink: &mut Sink,
 ) {
-    let ns = route.metadata.namespace.as_deref().unwrap_or("");
-    let id = crate::input::id(&route.metadata);
-    let age = crate::input::age_key(&route.metadata);
-    let rules = serde_json::to_value(&route.spec.rules).unwrap_or(Json::Null);
+    let ns = route.meta.namespace.as_deref().unwrap_or("");
+    let id = format!("{} {}", route.kind, crate::input::id(route.meta));
+    let age = crate::input::age_key(route.meta);
+    let rules = &route.rules;
     for (ri, rule) in rules.as_array().into_iter().flatten().enumerate() {
         let mut common = Table::new();
-        let answerable = filters(cx, rule.get("filters"), &mut common, ns, &id, sink);
-        let action = backends(cx, rule, answerable, &common, ns, sink);
+        let from = (route.kind, ns);
+        let answerable = filters(cx, rule.get("filters"), &mut common, from, &id, sink);
+        let action = backends(cx, rule, answerable, &common, from, route.h2, sink);
         let name = rule.get("name").and_then(Json::as_str).map(str::to_string);
         let default_match = vec![serde_json::json!({"path": {"type": "PathPrefix", "value": "/"}})];
         let matches = rule
@@ -151,8 +154,10 @@ pub fn http_route(
                     table.insert(
                         "name".into(),
                         s(&format!(
-                            "gateway:{id}/{ri}/{mi}/{}:{}/{piece}",
-                            t.gateway, t.listener
+                            "gateway:{}/{ri}/{mi}/{}:{}/{piece}",
+                            route_name(route),
+                            t.gateway,
+                            t.listener
                         )),
                     );
                     let count = |k: &str| m.get(k).and_then(Json::as_array).map_or(0, Vec::len);
@@ -173,7 +178,8 @@ pub fn http_route(
                         origin: Origin {
                             gateway: t.gateway.clone(),
                             listener: t.listener.to_string(),
-                            route: id.clone(),
+                            kind: route.kind,
+                            route: crate::input::id(route.meta),
                             rule: name.clone(),
                         },
                         table,
@@ -253,8 +259,17 @@ fn fill_match(t: &mut Table, m: &Json, path_key: &str, path: &str) {
     }
 }
 
+/// A route's id in route names: an HTTPRoute's NAMESPACE/NAME, a GRPCRoute's with `grpc:`.
+fn route_name(r: &crate::objects::RouteObj) -> String {
+    match r.kind {
+        "GRPCRoute" => format!("grpc:{}", crate::input::id(r.meta)),
+        _ => crate::input::id(r.meta),
+    }
+}
+
+/// `route` is the route's kind and id (`HTTPRoute NAMESPACE/NAME`).
 fn note(sink: &mut Sink, route: &str, what: String) {
-    sink.notes.push(format!("HTTPRoute {route}: {what}"));
+    sink.notes.push(format!("{route}: {what}"));
 }
 
 fn unresolved(sink: &mut Sink, u: Unresolved) {
@@ -269,7 +284,7 @@ fn filters(
     cx: &Cx,
     fs: Option<&Json>,
     t: &mut Table,
-    ns: &str,
+    from: (&str, &str),
     route: &str,
     sink: &mut Sink,
 ) -> bool {
@@ -309,7 +324,7 @@ fn filters(
                 let Some(b) = f.pointer("/requestMirror/backendRef") else {
                     continue;
                 };
-                match backend(cx.input, &cx.services, "HTTPRoute", ns, &json_ref(b)) {
+                match backend(cx.input, &cx.services, from.0, from.1, &json_ref(b)) {
                     Ok(sp) => {
                         let url = format!(
                             "http://{}.{}.svc.cluster.local:{}$request_uri",
@@ -495,7 +510,8 @@ fn backends(
     rule: &Json,
     answerable: bool,
     common: &Table,
-    ns: &str,
+    from: (&str, &str),
+    h2: bool,
     sink: &mut Sink,
 ) -> Table {
     let mut t = Table::new();
@@ -530,8 +546,11 @@ fn backends(
             list.push((None, weight));
             continue;
         }
-        match backend(cx.input, &cx.services, "HTTPRoute", ns, &json_ref(b)) {
-            Ok(sp) => list.push((Some(upstream(&sp, &mut sink.upstreams)), weight)),
+        match backend(cx.input, &cx.services, from.0, from.1, &json_ref(b)) {
+            Ok(mut sp) => {
+                sp.h2c |= h2;
+                list.push((Some(upstream(&sp, &mut sink.upstreams)), weight))
+            }
             Err(u) => {
                 unresolved(sink, u);
                 list.push((None, weight));

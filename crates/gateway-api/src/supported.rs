@@ -5,6 +5,7 @@ pub const FEATURES: &[&str] = &[
     "Gateway",
     "GatewayHTTPListenerIsolation",
     "GatewayPort8080",
+    "GRPCRoute",
     "HTTPRoute",
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",

@@ -2,9 +2,10 @@
 //! to serve), their HTTPRoutes' routes in the spec's precedence, the RateLimitPolicies'
 //! limits on them, the HTTPS listeners' certificates, and every status the spec asks.
 
-use crate::attach::{attach, ParentRef};
+use crate::attach::attach;
 use crate::conditions::condition;
 use crate::input::{id, ByName, Input};
+use crate::objects::RouteObj;
 use crate::rules::{Cx, Emitted, Sink, Target};
 use serde_json::{json, Value as Json};
 use std::collections::BTreeSet;
@@ -29,7 +30,7 @@ pub struct Output {
     pub statuses: Vec<Status>,
     /// What was left out, one line each.
     pub problems: Vec<String>,
-    /// The HTTPRoutes served (NAMESPACE/NAME).
+    /// The routes served (`HTTPRoute NAMESPACE/NAME`, `GRPCRoute NAMESPACE/NAME`).
     pub routes: BTreeSet<String>,
     /// The policies' limits on the Ingresses' routes: route name, limits to add.
     pub ingress_limits: std::collections::BTreeMap<String, Vec<String>>,
@@ -55,10 +56,15 @@ pub fn translate(input: &Input, refused: &[(String, String)]) -> Output {
     };
     let mut emitted: Vec<Emitted> = Vec::new();
     let mut sink = Sink::default();
-    let mut routes = input.http_routes.clone();
-    routes.sort_by_key(|r| crate::input::age_key(&r.metadata));
-    for r in routes {
-        let rid = id(&r.metadata);
+    let mut routes: Vec<RouteObj> = input
+        .http_routes
+        .iter()
+        .map(|r| RouteObj::http(r))
+        .chain(input.grpc_routes.iter().map(|r| RouteObj::grpc(r)))
+        .collect();
+    routes.sort_by_key(|r| crate::input::age_key(r.meta));
+    for r in &routes {
+        let rid = format!("{} {}", r.kind, id(r.meta));
         let why = refused
             .iter()
             .find(|(id, _)| *id == rid)
@@ -106,41 +112,37 @@ pub fn translate(input: &Input, refused: &[(String, String)]) -> Output {
     out
 }
 
-/// One HTTPRoute: its routes into `emitted`, and its status (with whether any parent took
-/// it); `None` when no parent is a Gateway of Tollgate's.
+/// One route: its routes into `emitted`, and its status (with whether any parent took it);
+/// `None` when no parent is a Gateway of Tollgate's.
 fn route(
     cx: &Cx,
     served: &mut [crate::gateways::Served],
-    r: &crate::types::httproutes::HttpRoute,
+    r: &RouteObj,
     refused: Option<&str>,
     emitted: &mut Vec<Emitted>,
     sink: &mut Sink,
 ) -> Option<(Status, bool)> {
-    let ns = r.metadata.namespace.as_deref().unwrap_or("");
-    let hostnames = r.spec.hostnames.clone().unwrap_or_default();
+    let ns = r.meta.namespace.as_deref().unwrap_or("");
     let mut parents: Vec<(Json, Option<(&'static str, String)>)> = Vec::new();
     let mut targets: Vec<(u16, Vec<String>, String, String)> = Vec::new();
-    for p in r.spec.parent_refs.iter().flatten() {
-        let pr = ParentRef {
-            group: p.group.as_deref(),
-            kind: p.kind.as_deref(),
-            name: &p.name,
-            namespace: p.namespace.as_deref(),
-            section_name: p.section_name.as_deref(),
-            port: p.port,
-        };
-        let Some(a) = attach(cx.input, served, "HTTPRoute", ns, &hostnames, &pr) else {
+    for p in &r.parents {
+        let pr = p.as_ref();
+        let Some(a) = attach(cx.input, served, r.kind, ns, &r.hostnames, &pr) else {
             continue;
         };
         let g = &served[a.gateway];
         for (li, hosts) in &a.listeners {
             let l = &g.listeners[*li];
-            targets.push((
+            let t = (
                 l.port,
                 hosts.clone(),
                 id(&g.gateway.metadata),
                 l.name.to_string(),
-            ));
+            );
+            // Two parentRefs reaching one listener (by name and by port) serve it once.
+            if !targets.contains(&t) {
+                targets.push(t);
+            }
         }
         parents.push((pr.echo(ns), a.refused));
     }
@@ -158,10 +160,10 @@ fn route(
                 listener,
             })
             .collect();
-        crate::rules::http_route(cx, r, &ts, emitted, sink);
+        crate::rules::route(cx, r, &ts, emitted, sink);
     }
     let unresolved: Vec<_> = sink.unresolved.drain(before..).collect();
-    let generation = r.metadata.generation;
+    let generation = r.meta.generation;
     let mut any = false;
     let statuses: Vec<Json> = parents
         .into_iter()
@@ -195,9 +197,9 @@ fn route(
         .collect();
     Some((
         Status {
-            kind: "HTTPRoute",
-            namespace: r.metadata.namespace.clone(),
-            name: r.metadata.name.clone().unwrap_or_default(),
+            kind: r.kind,
+            namespace: r.meta.namespace.clone(),
+            name: r.meta.name.clone().unwrap_or_default(),
             status: json!({"parents": statuses}),
         },
         any,

@@ -22,7 +22,7 @@ pub fn merged(
     let mut want = ours.clone();
     stamp(&mut want, current, now);
     let list = match kind {
-        "HTTPRoute" => Some("parents"),
+        "HTTPRoute" | "GRPCRoute" => Some("parents"),
         "RateLimitPolicy" => Some("ancestors"),
         _ => None,
     };
@@ -149,6 +149,7 @@ fn api(client: &kube::Client, s: &Status) -> kube::Api<kube::api::DynamicObject>
         "GatewayClass" => (tollgate_gateway_api::input::GROUP, "v1", "gatewayclasses"),
         "Gateway" => (tollgate_gateway_api::input::GROUP, "v1", "gateways"),
         "HTTPRoute" => (tollgate_gateway_api::input::GROUP, "v1", "httproutes"),
+        "GRPCRoute" => (tollgate_gateway_api::input::GROUP, "v1", "grpcroutes"),
         _ => ("tollgate.io", "v1alpha1", "ratelimitpolicies"),
     };
     let ar = kube::api::ApiResource {

@@ -13,6 +13,7 @@ use tollgate_gateway_api::input::Input;
 use tollgate_gateway_api::translate::{translate, Output};
 use tollgate_gateway_api::types::gatewayclasses::GatewayClass;
 use tollgate_gateway_api::types::gateways::Gateway;
+use tollgate_gateway_api::types::grpcroutes::GrpcRoute;
 use tollgate_gateway_api::types::httproutes::HttpRoute;
 use tollgate_gateway_api::types::policy::RateLimitPolicy;
 use tollgate_gateway_api::types::referencegrants::ReferenceGrant;
@@ -24,6 +25,7 @@ pub struct Stores {
     pub classes: Store<GatewayClass>,
     pub gateways: Store<Gateway>,
     pub routes: Store<HttpRoute>,
+    pub grpc_routes: Store<GrpcRoute>,
     pub grants: Store<ReferenceGrant>,
     pub policies: Option<Store<RateLimitPolicy>>,
     pub namespaces: Store<Namespace>,
@@ -54,11 +56,13 @@ impl Stores {
             self.namespaces.state(),
         );
         let p = self.policies.as_ref().map(Store::state).unwrap_or_default();
+        let gr_routes = self.grpc_routes.state();
         let input = Input {
             controller: around.controller,
             classes: c.iter().map(Arc::as_ref).collect(),
             gateways: g.iter().map(Arc::as_ref).collect(),
             http_routes: r.iter().map(Arc::as_ref).collect(),
+            grpc_routes: gr_routes.iter().map(Arc::as_ref).collect(),
             grants: gr.iter().map(Arc::as_ref).collect(),
             policies: p.iter().map(Arc::as_ref).collect(),
             services: around.services.to_vec(),
@@ -72,11 +76,12 @@ impl Stores {
     }
 
     /// How many objects of each kind are held.
-    pub fn counts(&self) -> [(&'static str, usize); 5] {
+    pub fn counts(&self) -> [(&'static str, usize); 6] {
         [
             ("GatewayClass", self.classes.state().len()),
             ("Gateway", self.gateways.state().len()),
             ("HTTPRoute", self.routes.state().len()),
+            ("GRPCRoute", self.grpc_routes.state().len()),
             ("ReferenceGrant", self.grants.state().len()),
             (
                 "RateLimitPolicy",
@@ -142,7 +147,7 @@ fn route_names(t: &Table) -> Vec<String> {
         .collect()
 }
 
-/// The Gateway API's translation, leaving out the HTTPRoutes given (NAMESPACE/NAME, why),
+/// The Gateway API's translation, leaving out the routes given (`KIND NAMESPACE/NAME`, why),
 /// with the names of the Ingresses' routes.
 pub type Translate<'a> = &'a dyn Fn(&[(String, String)], &[&str]) -> Output;
 
@@ -226,7 +231,7 @@ pub fn with_gateways(
         Err(e) => t.problems.push(format!("Gateway API: {e}: not served")),
     }
     for (r, why) in &refused {
-        t.problems.push(format!("HTTPRoute {r}: {why}: not served"));
+        t.problems.push(format!("{r}: {why}: not served"));
     }
     t.problems.extend(out.problems.iter().cloned());
     t.listeners = out.listeners.clone();

@@ -401,7 +401,7 @@ async fn start(client: &Client, opts: &Options, m: &KubeMetrics) -> (Stores, usi
         + stores
             .gateway
             .as_ref()
-            .map_or(0, |g| 5 + usize::from(g.policies.is_some()));
+            .map_or(0, |g| 6 + usize::from(g.policies.is_some()));
     (stores, kinds, rx)
 }
 
@@ -458,6 +458,14 @@ async fn gateway_stores(
         ),
         routes: reflect(
             "HTTPRoute",
+            api(client, ns),
+            all.clone(),
+            tx.clone(),
+            m.clone(),
+            keep,
+        ),
+        grpc_routes: reflect(
+            "GRPCRoute",
             api(client, ns),
             all.clone(),
             tx.clone(),
@@ -542,6 +550,8 @@ async fn translations(
         for p in now.difference(&said) {
             let kind = if p.starts_with("Secret ") {
                 "Secret"
+            } else if p.starts_with("GRPCRoute ") {
+                "GRPCRoute"
             } else if p.starts_with("HTTPRoute ") || p.starts_with("Gateway API") {
                 "HTTPRoute"
             } else if p.starts_with("Ingress ") || p.contains("Ingress ") {

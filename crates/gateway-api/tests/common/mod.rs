@@ -31,6 +31,7 @@ pub struct Cluster {
     pub classes: Vec<GatewayClass>,
     pub gateways: Vec<Gateway>,
     pub routes: Vec<HttpRoute>,
+    pub grpc_routes: Vec<tollgate_gateway_api::types::grpcroutes::GrpcRoute>,
     pub grants: Vec<ReferenceGrant>,
     pub services: Vec<Service>,
     pub namespaces: Vec<Namespace>,
@@ -43,6 +44,7 @@ impl Cluster {
             classes: vec![],
             gateways: vec![],
             routes: vec![],
+            grpc_routes: vec![],
             grants: vec![],
             services: vec![],
             namespaces: vec![],
@@ -69,7 +71,8 @@ impl Cluster {
                     }
                     c.gateways.push(g);
                 }
-                "HTTPRoute" => {
+                kind @ ("HTTPRoute" | "GRPCRoute") => {
+                    let grpc = kind == "GRPCRoute";
                     // An example without parentRefs shows a rule alone: it is given a Gateway.
                     if v.pointer("/spec/parentRefs").is_none() {
                         v["spec"]["parentRefs"] = serde_json::json!([{"name": "example-gateway"}]);
@@ -88,7 +91,12 @@ impl Cluster {
                                 .push(b["port"].as_i64().unwrap_or(80));
                         }
                     }
-                    c.routes.push(serde_json::from_value(v).expect("route"));
+                    if grpc {
+                        c.grpc_routes
+                            .push(serde_json::from_value(v).expect("grpc route"));
+                    } else {
+                        c.routes.push(serde_json::from_value(v).expect("route"));
+                    }
                 }
                 "ReferenceGrant" => c.grants.push(serde_json::from_value(v).expect("grant")),
                 "Namespace" => c
@@ -101,14 +109,33 @@ impl Cluster {
         // A Gateway each route names that the example leaves out: HTTP on 80, its listener
         // named as the parentRef names it, taking routes of every namespace.
         let mut wanted: Vec<(String, String, String)> = Vec::new();
-        for r in &c.routes {
-            let rns = r.metadata.namespace.clone().unwrap_or_default();
-            for p in r.spec.parent_refs.iter().flatten() {
-                let key = (
-                    p.namespace.clone().unwrap_or(rns.clone()),
-                    p.name.clone(),
-                    p.section_name.clone().unwrap_or("http".into()),
-                );
+        let parents: Vec<(String, String, Option<String>, Option<String>)> = c
+            .routes
+            .iter()
+            .flat_map(|r| {
+                r.spec.parent_refs.iter().flatten().map(|p| {
+                    (
+                        r.metadata.namespace.clone().unwrap_or_default(),
+                        p.name.clone(),
+                        p.namespace.clone(),
+                        p.section_name.clone(),
+                    )
+                })
+            })
+            .chain(c.grpc_routes.iter().flat_map(|r| {
+                r.spec.parent_refs.iter().flatten().map(|p| {
+                    (
+                        r.metadata.namespace.clone().unwrap_or_default(),
+                        p.name.clone(),
+                        p.namespace.clone(),
+                        p.section_name.clone(),
+                    )
+                })
+            }))
+            .collect();
+        for (rns, pname, pns, psection) in parents {
+            {
+                let key = (pns.unwrap_or(rns), pname, psection.unwrap_or("http".into()));
                 let have = c.gateways.iter().any(|g| {
                     g.metadata.name.as_deref() == Some(&key.1)
                         && g.metadata.namespace.as_deref() == Some(&key.0)
@@ -155,6 +182,7 @@ impl Cluster {
             classes: self.classes.iter().collect(),
             gateways: self.gateways.iter().collect(),
             http_routes: self.routes.iter().collect(),
+            grpc_routes: self.grpc_routes.iter().collect(),
             grants: self.grants.iter().collect(),
             services: self.services.iter().collect(),
             namespaces: self.namespaces.iter().collect(),
