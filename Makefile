@@ -98,7 +98,7 @@ $(OHA):
 
 # The live controller under oha through every change (bench/README.md, "oha through changes").
 bench-kube: release $(OHA) $(KUBECTL)
-	TOLLGATE_BIN=$(CURDIR)/target/release/tollgate OHA=$(CURDIR)/$(OHA) $(CARGO) test --release --test kubernetes -- --ignored oha_through --nocapture
+	TOLLGATE_BIN=$(CURDIR)/target/release/tollgate OHA=$(CURDIR)/$(OHA) $(CARGO) test --release --test kubernetes --test gateway_api -- --ignored oha_through --nocapture
 
 # Criterion micro-benchmarks of the limiter.
 bench-micro:

@@ -594,3 +594,307 @@ spec:
     let _ = srv.kill();
     let _ = srv.wait();
 }
+
+/// A Gateway with an HTTP and an HTTPS listener (a TLS Secret by certificateRefs) and one
+/// HTTPRoute, in `shop`; BASE.toml has a TLS listener of its own, so the TLS runtime runs.
+fn tls_gateway_objects(http: u16, https: u16) -> String {
+    format!(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: edge, namespace: shop}}
+spec:
+  gatewayClassName: tollgate
+  listeners:
+  - {{name: http, protocol: HTTP, port: {http}}}
+  - name: https
+    protocol: HTTPS
+    port: {https}
+    hostname: churn.example
+    tls:
+      certificateRefs: [{{name: site}}]
+"#
+    )
+}
+
+fn churn_route(extra_rule: &str) -> String {
+    format!(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: churn, namespace: shop}}
+spec:
+  parentRefs: [{{name: edge}}]
+  hostnames: [churn.example]
+  rules:
+  - name: app
+    matches: [{{path: {{type: PathPrefix, value: /app}}}}]
+    backendRefs: [{{name: web, port: 8080}}]
+{extra_rule}"#
+    )
+}
+
+/// HTTPS listeners: the certificate of certificateRefs served by SNI, the listener's status,
+/// and a missing Secret said as the spec says (`InvalidCertificateRef`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_listener_serves_its_certificate_and_says_when_it_cannot() {
+    let c = Cluster::start().await;
+    let infra = Infra::start(&c, "shop", &["web"]).await;
+    let ca = tollgate_testkit::pki::Ca::new("cluster ca").expect("ca");
+    let (crt, key) = ca
+        .issue(&tollgate_testkit::pki::LeafSpec {
+            common_name: "gateway-site".into(),
+            ..tollgate_testkit::pki::LeafSpec::server(&["churn.example"])
+        })
+        .expect("leaf")
+        .write(&c.dir, "site")
+        .expect("write");
+    c.tls_secret("site", &crt, &key);
+    let (port, admin, tls) = (free_port(), free_port(), free_port());
+    let _gw = c
+        .gateway_with(
+            BIN.as_ref(),
+            port,
+            admin,
+            &format!("tls_listen = [\"127.0.0.1:{tls}\"]\n"),
+            &[],
+        )
+        .await;
+    assert!(ready(admin).await);
+    let (http, https) = (free_port(), free_port());
+    c.apply(&class());
+    c.apply(&tls_gateway_objects(http, https));
+    c.apply(&churn_route(""));
+    let served = eventually(Duration::from_secs(5), || async move {
+        handshake_subject(https, Some("churn.example"), &[]).as_deref() == Some("gateway-site")
+    })
+    .await;
+    assert!(served, "the listener's certificate is not served");
+    assert!(served_by(
+        &infra,
+        http,
+        "churn.example",
+        "/app",
+        "web",
+        Duration::from_secs(5)
+    )
+    .await
+    .is_some());
+    let g = status_until(&c, "gateway", Some("shop"), "edge", |s| {
+        s["listeners"][1]["attachedRoutes"] == 1
+    })
+    .await;
+    assert_eq!(
+        condition(&g["listeners"][1]["conditions"], "ResolvedRefs"),
+        ("True".into(), "ResolvedRefs".into())
+    );
+    assert_eq!(
+        condition(&g["listeners"][1]["conditions"], "Programmed"),
+        ("True".into(), "Programmed".into())
+    );
+    // A listener naming a Secret that does not exist cannot be served, and says why.
+    c.apply(&tls_gateway_objects(http, https).replace("name: site", "name: missing"));
+    let g = status_until(&c, "gateway", Some("shop"), "edge", |s| {
+        s["listeners"][1]["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["reason"] == "InvalidCertificateRef"))
+    })
+    .await;
+    assert_eq!(
+        condition(&g["listeners"][1]["conditions"], "ResolvedRefs"),
+        ("False".into(), "InvalidCertificateRef".into())
+    );
+    assert_eq!(
+        condition(&g["listeners"][1]["conditions"], "Programmed"),
+        ("False".into(), "Invalid".into())
+    );
+    assert_eq!(
+        condition(&g["conditions"], "Accepted"),
+        ("True".into(), "ListenersNotValid".into())
+    );
+    // The HTTP listener serves on.
+    assert_eq!(
+        ask(&infra, http, "GET", "churn.example", "/app", &[])
+            .await
+            .1
+            .as_deref(),
+        Some("web")
+    );
+}
+
+/// oha through every change a Gateway API user makes, without one failed request (issue
+/// 42's "Done when"): plain HTTP and HTTPS listeners under load while a rule is added, a
+/// RateLimitPolicy (one no client reaches) attached, the endpoints moved and the TLS Secret
+/// renewed; each change served within 1 s. A soak: `make bench-kube`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn oha_through_every_gateway_api_change_without_one_failed_request() {
+    let bin = std::env::var("TOLLGATE_BIN").unwrap_or_else(|_| BIN.to_string());
+    let oha = std::env::var("OHA").unwrap_or_else(|_| {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target/oha/bin/oha")
+            .display()
+            .to_string()
+    });
+    let seconds: u64 = std::env::var("SECONDS_OF_LOAD")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12);
+    let c = Cluster::start().await;
+    let (a, b) = (
+        Backend::start().await.expect("a"),
+        Backend::start().await.expect("b"),
+    );
+    c.apply(&service_in("shop", "web", a.addr.port()));
+    let ca = tollgate_testkit::pki::Ca::new("cluster ca").expect("ca");
+    let (crt, key) = ca
+        .issue(&tollgate_testkit::pki::LeafSpec::server(&["churn.example"]))
+        .expect("leaf")
+        .write(&c.dir, "churn")
+        .expect("write");
+    c.tls_secret("site", &crt, &key);
+    let (port, admin, tls) = (free_port(), free_port(), free_port());
+    let _gw = c
+        .gateway_with(
+            std::path::Path::new(&bin),
+            port,
+            admin,
+            &format!("tls_listen = [\"127.0.0.1:{tls}\"]\n"),
+            &[],
+        )
+        .await;
+    assert!(ready(admin).await);
+    let (http, https) = (free_port(), free_port());
+    c.apply(&class());
+    c.apply(&tls_gateway_objects(http, https));
+    c.apply(&churn_route(""));
+    assert!(
+        until(http, "churn.example", "/app", 200, Duration::from_secs(10))
+            .await
+            .is_some()
+    );
+    let load = |args: Vec<String>| {
+        std::process::Command::new(&oha)
+            .args([
+                "-z",
+                &format!("{seconds}s"),
+                "-c",
+                "8",
+                "--no-tui",
+                "--output-format",
+                "json",
+            ])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("oha (make oha, or OHA=path)")
+    };
+    let plain = load(vec![
+        "-H".into(),
+        "Host: churn.example".into(),
+        format!("http://127.0.0.1:{http}/app/"),
+    ]);
+    let secure = load(vec![
+        "--insecure".into(),
+        "--connect-to".into(),
+        format!("churn.example:{https}:127.0.0.1:{https}"),
+        format!("https://churn.example:{https}/app/"),
+    ]);
+    let mut took: Vec<(&str, Option<Duration>)> = Vec::new();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // A rule added.
+    c.apply(&churn_route("  - matches: [{path: {type: PathPrefix, value: /v2}}]\n    backendRefs: [{name: web, port: 8080}]\n"));
+    let t = Instant::now();
+    took.push((
+        "rule added",
+        until(http, "churn.example", "/v2/x", 200, Duration::from_secs(5))
+            .await
+            .map(|_| t.elapsed()),
+    ));
+    // A policy whose limit no client reaches.
+    c.apply(
+        r#"apiVersion: tollgate.io/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: roomy, namespace: shop}
+spec:
+  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: churn, sectionName: app}]
+  limits: {per-client: {key: client_ip, rate: 1000000/s}}
+"#,
+    );
+    let t = Instant::now();
+    let mut seen = None;
+    while t.elapsed() < Duration::from_secs(5) {
+        if metrics(admin)
+            .await
+            .contains("policy:shop/roomy/per-client")
+        {
+            seen = Some(t.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    took.push(("policy attached", seen));
+    // The endpoints moved to another backend.
+    let before = b.hits();
+    c.apply(&service_in("shop", "web", b.addr.port()));
+    let t = Instant::now();
+    while b.hits() == before && t.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    took.push(("endpoints moved", (b.hits() > before).then(|| t.elapsed())));
+    // The TLS Secret renewed.
+    let (crt2, key2) = ca
+        .issue(&tollgate_testkit::pki::LeafSpec {
+            common_name: "renewed".into(),
+            ..tollgate_testkit::pki::LeafSpec::server(&["churn.example"])
+        })
+        .expect("renewed")
+        .write(&c.dir, "churn2")
+        .expect("write");
+    c.tls_secret("site", &crt2, &key2);
+    let t = Instant::now();
+    let mut renewed = None;
+    while t.elapsed() < Duration::from_secs(5) {
+        if handshake_subject(https, Some("churn.example"), &[]).as_deref() == Some("renewed") {
+            renewed = Some(t.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    took.push(("secret renewed", renewed));
+    let mut failed = Vec::new();
+    for (what, child) in [("http", plain), ("https", secure)] {
+        let out = child.wait_with_output().expect("oha");
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("oha {what}: {e}: {}", String::from_utf8_lossy(&out.stderr))
+        });
+        let codes = &j["statusCodeDistribution"];
+        let ok = codes["200"].as_u64().unwrap_or(0);
+        let total: u64 = codes
+            .as_object()
+            .map(|m| m.values().filter_map(|v| v.as_u64()).sum())
+            .unwrap_or(0);
+        // Requests in flight when oha's -z ends are its own cut, not failures.
+        let mut errors = j["errorDistribution"].clone();
+        if let Some(e) = errors.as_object_mut() {
+            e.remove("aborted due to deadline");
+        }
+        println!(
+            "oha {what}: {ok} of {total} answered 200, errors {errors}, {:.0} requests/s",
+            j["summary"]["requestsPerSec"].as_f64().unwrap_or(0.0)
+        );
+        if ok == 0 || ok != total || errors.as_object().is_some_and(|e| !e.is_empty()) {
+            failed.push(format!("{what}: {codes} {errors}"));
+        }
+    }
+    for (what, t) in &took {
+        println!("{what}: served after {t:?}");
+    }
+    assert!(failed.is_empty(), "{failed:?}");
+    for (what, t) in took {
+        assert!(
+            t.is_some_and(|t| t < Duration::from_secs(1)),
+            "{what}: {t:?}"
+        );
+    }
+    assert!(a.hits() > 0 && b.hits() > 0);
+}

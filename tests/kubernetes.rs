@@ -286,26 +286,6 @@ fn curl_tls(tls: u16, host: &str, ca: &Path, args: &[&str]) -> u16 {
         .unwrap_or(0)
 }
 
-impl Cluster {
-    /// `kubectl create secret tls NAME` (applied, so a second call renews it).
-    fn tls_secret(&self, name: &str, cert: &Path, key: &Path) {
-        let yaml = self.kubectl(&[
-            "create",
-            "secret",
-            "tls",
-            name,
-            "-n",
-            "shop",
-            "--dry-run=client",
-            "-o",
-            "yaml",
-            &format!("--cert={}", cert.display()),
-            &format!("--key={}", key.display()),
-        ]);
-        self.apply(&yaml);
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_and_htpasswd_secrets_are_read_live_and_held_in_memory() {
     let c = Cluster::start().await;

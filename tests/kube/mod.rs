@@ -182,3 +182,23 @@ pub async fn ready(admin: u16) -> bool {
     })
     .await
 }
+
+impl Cluster {
+    /// `kubectl create secret tls NAME` (applied, so a second call renews it).
+    pub fn tls_secret(&self, name: &str, cert: &Path, key: &Path) {
+        let yaml = self.kubectl(&[
+            "create",
+            "secret",
+            "tls",
+            name,
+            "-n",
+            "shop",
+            "--dry-run=client",
+            "-o",
+            "yaml",
+            &format!("--cert={}", cert.display()),
+            &format!("--key={}", key.display()),
+        ]);
+        self.apply(&yaml);
+    }
+}
