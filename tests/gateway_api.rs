@@ -898,3 +898,116 @@ spec:
     }
     assert!(a.hits() > 0 && b.hits() > 0);
 }
+
+/// A TLS backend in Python answering `tls-ok` (plain `http.server` over `ssl`).
+fn py_tls_backend(cert: &std::path::Path, key: &std::path::Path, port: u16) -> std::process::Child {
+    let script = r#"
+import http.server, ssl, sys
+port, cert, key = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        body = b"tls-ok"
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), H)
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+srv.serve_forever()
+"#;
+    std::process::Command::new("/usr/bin/python3")
+        .args(["-c", script, &port.to_string()])
+        .arg(cert)
+        .arg(key)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("python3")
+}
+
+/// BackendTLSPolicy (conformance's BackendTLSPolicy, in spirit): the pods are spoken to over
+/// TLS verified against the ConfigMap's CA under `validation.hostname`; a hostname the
+/// certificate does not hold is a 502 (never unverified); the policy's status is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_tls_policy_verifies_the_pods_against_its_configmap_ca() {
+    use tollgate_testkit::pki::{Ca, LeafSpec};
+    let c = Cluster::start().await;
+    let ca = Ca::new("backend ca").expect("ca");
+    let (crt, key) = ca
+        .issue(&LeafSpec::server(&["payments.internal"]))
+        .expect("leaf")
+        .write(&c.dir, "payments")
+        .expect("write");
+    let tls_port = free_port();
+    let mut backend = py_tls_backend(&crt, &key, tls_port);
+    assert!(
+        wait_listening(tls_port, Duration::from_secs(10)).await,
+        "TLS backend"
+    );
+    c.apply(&service_in("shop", "payments", tls_port));
+    let ca_file = ca.write(&c.dir, "payments-ca.pem").expect("write the CA");
+    let ca_pem = std::fs::read_to_string(&ca_file).expect("read the CA");
+    let indented: String = ca_pem.lines().map(|l| format!("    {l}\n")).collect();
+    c.apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: payments-ca, namespace: shop}}\ndata:\n  ca.crt: |\n{indented}"
+    ));
+    let (_base, _admin, gw) = start_gateway(&c).await;
+    let listen = free_port();
+    c.apply(&class());
+    c.apply(&gateway("shop", "edge", &[("http", listen, None)], "Same"));
+    let policy = |hostname: &str| {
+        format!(
+            r#"apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {{name: payments-tls, namespace: shop}}
+spec:
+  targetRefs: [{{group: "", kind: Service, name: payments}}]
+  validation:
+    hostname: {hostname}
+    caCertificateRefs: [{{group: "", kind: ConfigMap, name: payments-ca}}]
+"#
+        )
+    };
+    c.apply(&policy("payments.internal"));
+    c.apply(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: pay, namespace: shop}
+spec:
+  parentRefs: [{name: edge}]
+  hostnames: [pay.example]
+  rules:
+  - backendRefs: [{name: payments, port: 8080}]
+"#,
+    );
+    let ok = eventually(Duration::from_secs(5), || async move {
+        get(listen, "/charge", &[("host", "pay.example")])
+            .await
+            .is_ok_and(|r| r.status == 200 && r.body == "tls-ok")
+    })
+    .await;
+    assert!(ok, "not served over TLS: {}", gw.log_text());
+    let st = status_until(&c, "backendtlspolicy", Some("shop"), "payments-tls", |s| {
+        s["ancestors"].is_array()
+    })
+    .await;
+    assert_eq!(st["ancestors"][0]["ancestorRef"]["name"], "edge");
+    assert_eq!(
+        condition(&st["ancestors"][0]["conditions"], "Accepted"),
+        ("True".into(), "Accepted".into())
+    );
+    // A hostname the backend's certificate does not hold: refused, not spoken to unverified.
+    c.apply(&policy("other.internal"));
+    let refused = eventually(Duration::from_secs(5), || async move {
+        get(listen, "/charge", &[("host", "pay.example")])
+            .await
+            .is_ok_and(|r| r.status == 502)
+    })
+    .await;
+    assert!(refused, "an unverifiable backend was served");
+    let _ = backend.kill();
+    let _ = backend.wait();
+}

@@ -1,13 +1,14 @@
 //! What the translation reads: the Gateway API's objects and the core ones they name, as the
 //! reflectors hold them at one moment, with lookups by namespace and name.
 
+use crate::types::backendtlspolicies::BackendTlsPolicy;
 use crate::types::gatewayclasses::GatewayClass;
 use crate::types::gateways::Gateway;
 use crate::types::grpcroutes::GrpcRoute;
 use crate::types::httproutes::HttpRoute;
 use crate::types::policy::RateLimitPolicy;
 use crate::types::referencegrants::ReferenceGrant;
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use std::collections::BTreeMap;
 
 pub const GROUP: &str = "gateway.networking.k8s.io";
@@ -24,6 +25,9 @@ pub struct Input<'a> {
     pub grpc_routes: Vec<&'a GrpcRoute>,
     pub grants: Vec<&'a ReferenceGrant>,
     pub policies: Vec<&'a RateLimitPolicy>,
+    pub backend_tls: Vec<&'a BackendTlsPolicy>,
+    /// The ConfigMaps BackendTLSPolicies may name (their `ca.crt`).
+    pub configmaps: Vec<&'a ConfigMap>,
     pub services: Vec<&'a Service>,
     pub secrets: Vec<&'a Secret>,
     pub namespaces: Vec<&'a Namespace>,

@@ -11,10 +11,12 @@
 //! - [`gateways`]: which classes and Gateways are served, their listeners judged;
 //! - [`objects`]: HTTPRoutes and GRPCRoutes as one shape (a gRPC method a path);
 //! - [`attach`]: parentRefs to listeners; [`rules`]: rules to routes;
-//! - [`policy`]: RateLimitPolicies to limits on those routes;
+//! - [`policy`]: RateLimitPolicies to limits on those routes; [`backend_tls`]:
+//!   BackendTLSPolicies to upstream TLS;
 //! - [`translate`]: all of it, in order; [`supported`]: the features claimed.
 
 pub mod attach;
+pub mod backend_tls;
 pub mod conditions;
 pub mod gateways;
 pub mod hosts;

@@ -38,6 +38,8 @@ pub struct ServicePort {
     pub name: String,
     pub port: u16,
     pub h2c: bool,
+    /// The Service port's name (a BackendTLSPolicy's `sectionName`).
+    pub port_name: Option<String>,
 }
 
 /// Why a reference is not resolved: the reason of `ResolvedRefs: False`, and a message.
@@ -111,6 +113,7 @@ pub fn backend(
         name: r.name.to_string(),
         port,
         h2c: sp.app_protocol.as_deref() == Some("kubernetes.io/h2c"),
+        port_name: sp.name.clone(),
     })
 }
 

@@ -59,6 +59,14 @@ pub struct Sink {
     pub unresolved: Vec<Unresolved>,
     /// What was left out, one line each.
     pub notes: Vec<String>,
+    /// The BackendTLSPolicy (NAMESPACE/NAME) each upstream speaks TLS by.
+    pub tls_of: BTreeMap<String, String>,
+    /// The BackendTLSPolicies that cannot be served, and why.
+    pub tls_refused: BTreeMap<String, String>,
+    /// The policies a rule's backends met since its routes were last written.
+    pub tls_met: Vec<String>,
+    /// Each BackendTLSPolicy met, and the Gateways (NAMESPACE/NAME) whose routes met it.
+    pub tls_reached: BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
 /// One listener a route attached to: its port, its hosts (empty: every host), and its
@@ -70,11 +78,42 @@ pub struct Target<'a> {
     pub listener: &'a str,
 }
 
-/// The Tollgate upstream of a Service port.
-fn upstream(sp: &ServicePort, ups: &mut Upstreams) -> String {
+/// The Tollgate upstream of a Service port, over TLS when a BackendTLSPolicy says so;
+/// `None` when that policy cannot be served (the pods are not spoken to unverified).
+fn upstream(cx: &Cx, sp: &ServicePort, sink: &mut Sink) -> Option<String> {
+    let policy = crate::backend_tls::find(
+        &cx.input.backend_tls,
+        &sp.namespace,
+        &sp.name,
+        sp.port_name.as_deref(),
+    );
+    let tls = match policy {
+        Some(p) => {
+            let pid = crate::input::id(&p.metadata);
+            match crate::backend_tls::upstream(p, &cx.input.configmaps) {
+                crate::backend_tls::Upstream::Tls(t) => {
+                    sink.tls_met.push(pid.clone());
+                    Some((pid, t))
+                }
+                crate::backend_tls::Upstream::Refused(why) => {
+                    sink.tls_met.push(pid.clone());
+                    sink.notes.push(format!(
+                        "BackendTLSPolicy {pid}: {why}: Service {}/{} is not used",
+                        sp.namespace, sp.name
+                    ));
+                    sink.tls_refused.insert(pid, why);
+                    return None;
+                }
+            }
+        }
+        None => None,
+    };
     let h2 = if sp.h2c { "-h2" } else { "" };
     let name = format!("gw-{}-{}-{}{h2}", sp.namespace, sp.name, sp.port);
-    ups.entry(name.clone()).or_insert_with(|| {
+    if let Some((pid, _)) = &tls {
+        sink.tls_of.insert(name.clone(), pid.clone());
+    }
+    sink.upstreams.entry(name.clone()).or_insert_with(|| {
         let mut t = Table::new();
         t.insert(
             "targets".into(),
@@ -86,9 +125,12 @@ fn upstream(sp: &ServicePort, ups: &mut Upstreams) -> String {
         if sp.h2c {
             t.insert("h2".into(), Value::Boolean(true));
         }
+        if let Some((_, tls)) = tls {
+            t.insert("tls".into(), Value::Table(tls));
+        }
         t
     });
-    name
+    Some(name)
 }
 
 fn s(v: &str) -> Value {
@@ -124,6 +166,12 @@ pub fn route(
         let from = (route.kind, ns);
         let answerable = filters(cx, rule.get("filters"), &mut common, from, &id, sink);
         let action = backends(cx, rule, answerable, &common, from, route.h2, sink);
+        for pid in std::mem::take(&mut sink.tls_met) {
+            sink.tls_reached
+                .entry(pid)
+                .or_default()
+                .extend(targets.iter().map(|t| t.gateway.clone()));
+        }
         let name = rule.get("name").and_then(Json::as_str).map(str::to_string);
         let default_match = vec![serde_json::json!({"path": {"type": "PathPrefix", "value": "/"}})];
         let matches = rule
@@ -549,7 +597,7 @@ fn backends(
         match backend(cx.input, &cx.services, from.0, from.1, &json_ref(b)) {
             Ok(mut sp) => {
                 sp.h2c |= h2;
-                list.push((Some(upstream(&sp, &mut sink.upstreams)), weight))
+                list.push((upstream(cx, &sp, sink), weight))
             }
             Err(u) => {
                 unresolved(sink, u);

@@ -2,6 +2,7 @@
 //! (`supportedFeatures`), each with its ported conformance cases in `tests/`.
 
 pub const FEATURES: &[&str] = &[
+    "BackendTLSPolicy",
     "Gateway",
     "GatewayHTTPListenerIsolation",
     "GatewayPort8080",

@@ -77,6 +77,24 @@ pub fn translate(input: &Input, refused: &[(String, String)]) -> Output {
         }
     }
     out.problems.append(&mut sink.notes);
+    for p in &input.backend_tls {
+        let pid = id(&p.metadata);
+        let Some(gateways) = sink.tls_reached.get(&pid) else {
+            continue;
+        };
+        let gateways: Vec<String> = gateways.iter().cloned().collect();
+        out.statuses.push(Status {
+            kind: "BackendTLSPolicy",
+            namespace: p.metadata.namespace.clone(),
+            name: p.metadata.name.clone().unwrap_or_default(),
+            status: crate::backend_tls::status(
+                p,
+                input.controller,
+                &gateways,
+                sink.tls_refused.get(&pid).map(String::as_str),
+            ),
+        });
+    }
     for s in &served {
         out.statuses.push(Status {
             kind: "Gateway",

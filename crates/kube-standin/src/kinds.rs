@@ -207,6 +207,16 @@ pub const KINDS: &[Kind] = &[
         &["refgrant"],
     ),
     k(
+        "gateway.networking.k8s.io",
+        "v1",
+        "backendtlspolicies",
+        "backendtlspolicy",
+        "BackendTLSPolicy",
+        true,
+        true,
+        &["btlspolicy"],
+    ),
+    k(
         "tollgate.io",
         "v1alpha1",
         "ratelimitpolicies",

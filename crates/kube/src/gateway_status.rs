@@ -23,7 +23,7 @@ pub fn merged(
     stamp(&mut want, current, now);
     let list = match kind {
         "HTTPRoute" | "GRPCRoute" => Some("parents"),
-        "RateLimitPolicy" => Some("ancestors"),
+        "RateLimitPolicy" | "BackendTLSPolicy" => Some("ancestors"),
         _ => None,
     };
     if let Some(key) = list {
@@ -150,6 +150,11 @@ fn api(client: &kube::Client, s: &Status) -> kube::Api<kube::api::DynamicObject>
         "Gateway" => (tollgate_gateway_api::input::GROUP, "v1", "gateways"),
         "HTTPRoute" => (tollgate_gateway_api::input::GROUP, "v1", "httproutes"),
         "GRPCRoute" => (tollgate_gateway_api::input::GROUP, "v1", "grpcroutes"),
+        "BackendTLSPolicy" => (
+            tollgate_gateway_api::input::GROUP,
+            "v1",
+            "backendtlspolicies",
+        ),
         _ => ("tollgate.io", "v1alpha1", "ratelimitpolicies"),
     };
     let ar = kube::api::ApiResource {

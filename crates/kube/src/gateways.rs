@@ -6,11 +6,12 @@
 //! (their parents say so): one HTTPRoute never holds the others back.
 
 use crate::translate::{Check, Translated};
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use kube::runtime::reflector::Store;
 use std::sync::Arc;
 use tollgate_gateway_api::input::Input;
 use tollgate_gateway_api::translate::{translate, Output};
+use tollgate_gateway_api::types::backendtlspolicies::BackendTlsPolicy;
 use tollgate_gateway_api::types::gatewayclasses::GatewayClass;
 use tollgate_gateway_api::types::gateways::Gateway;
 use tollgate_gateway_api::types::grpcroutes::GrpcRoute;
@@ -28,6 +29,7 @@ pub struct Stores {
     pub grpc_routes: Store<GrpcRoute>,
     pub grants: Store<ReferenceGrant>,
     pub policies: Option<Store<RateLimitPolicy>>,
+    pub backend_tls: Store<BackendTlsPolicy>,
     pub namespaces: Store<Namespace>,
 }
 
@@ -36,6 +38,8 @@ pub struct Around<'a> {
     pub controller: &'a str,
     pub services: &'a [&'a Service],
     pub secrets: &'a [&'a Secret],
+    /// The watched namespaces' ConfigMaps (a BackendTLSPolicy's CA).
+    pub configmaps: &'a [&'a ConfigMap],
     pub tls: bool,
     pub addresses: Vec<String>,
 }
@@ -57,6 +61,7 @@ impl Stores {
         );
         let p = self.policies.as_ref().map(Store::state).unwrap_or_default();
         let gr_routes = self.grpc_routes.state();
+        let btls = self.backend_tls.state();
         let input = Input {
             controller: around.controller,
             classes: c.iter().map(Arc::as_ref).collect(),
@@ -65,6 +70,8 @@ impl Stores {
             grpc_routes: gr_routes.iter().map(Arc::as_ref).collect(),
             grants: gr.iter().map(Arc::as_ref).collect(),
             policies: p.iter().map(Arc::as_ref).collect(),
+            backend_tls: btls.iter().map(Arc::as_ref).collect(),
+            configmaps: around.configmaps.to_vec(),
             services: around.services.to_vec(),
             secrets: around.secrets.to_vec(),
             namespaces: n.iter().map(Arc::as_ref).collect(),
@@ -76,13 +83,14 @@ impl Stores {
     }
 
     /// How many objects of each kind are held.
-    pub fn counts(&self) -> [(&'static str, usize); 6] {
+    pub fn counts(&self) -> [(&'static str, usize); 7] {
         [
             ("GatewayClass", self.classes.state().len()),
             ("Gateway", self.gateways.state().len()),
             ("HTTPRoute", self.routes.state().len()),
             ("GRPCRoute", self.grpc_routes.state().len()),
             ("ReferenceGrant", self.grants.state().len()),
+            ("BackendTLSPolicy", self.backend_tls.state().len()),
             (
                 "RateLimitPolicy",
                 self.policies.as_ref().map_or(0, |p| p.state().len()),
@@ -147,6 +155,55 @@ fn route_names(t: &Table) -> Vec<String> {
         .collect()
 }
 
+/// The ConfigMap files a part names (a BackendTLSPolicy's `ca.crt`, at
+/// `TLS_MOUNT/NAMESPACE/_configmap.NAME/KEY`), held beside the Secrets'.
+fn configmap_files(
+    table: &Table,
+    configmaps: &[&ConfigMap],
+    out: &mut tollgate_config::mounted::Files,
+) {
+    use std::hash::{Hash, Hasher};
+    let mut paths = Vec::new();
+    if let Some(Value::Table(ups)) = table.get("upstreams") {
+        for u in ups.values() {
+            if let Some(ca) = u
+                .get("tls")
+                .and_then(|t| t.get("ca"))
+                .and_then(Value::as_str)
+            {
+                paths.push(ca.to_string());
+            }
+        }
+    }
+    for p in paths {
+        let path = std::path::Path::new(&p);
+        let Ok(rest) = path.strip_prefix(tollgate_config::TLS_MOUNT) else {
+            continue;
+        };
+        let parts: Vec<&str> = rest.iter().filter_map(|c| c.to_str()).collect();
+        let [ns, dir, key] = parts[..] else {
+            continue;
+        };
+        let Some(name) = dir.strip_prefix("_configmap.") else {
+            continue;
+        };
+        let held = configmaps.iter().find(|c| {
+            c.metadata.namespace.as_deref() == Some(ns) && c.metadata.name.as_deref() == Some(name)
+        });
+        if let Some(v) = held.and_then(|c| c.data.as_ref()?.get(key)) {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (ns, name, key, v).hash(&mut h);
+            out.insert(
+                path.to_path_buf(),
+                tollgate_config::mounted::Held {
+                    bytes: Arc::from(v.as_bytes()),
+                    version: h.finish(),
+                },
+            );
+        }
+    }
+}
+
 /// The Gateway API's translation, leaving out the routes given (`KIND NAMESPACE/NAME`, why),
 /// with the names of the Ingresses' routes.
 pub type Translate<'a> = &'a dyn Fn(&[(String, String)], &[&str]) -> Output;
@@ -161,6 +218,7 @@ pub fn with_gateways(
     mut t: Translated,
     gateway: Translate,
     secrets: &[&Secret],
+    configmaps: &[&ConfigMap],
     default_certificate: Option<&str>,
     check: Check,
 ) -> (Translated, Output) {
@@ -178,7 +236,9 @@ pub fn with_gateways(
     let translate = |refused: &[(String, String)]| gateway(refused, &names);
     let attempt = |g: &Output| -> Result<Checked, String> {
         let mut table = combined(&ingress, g);
-        let volume = Arc::new(crate::secrets::volume(&table, secrets, default_certificate));
+        let mut files = crate::secrets::volume(&table, secrets, default_certificate);
+        configmap_files(&table, configmaps, &mut files);
+        let volume = Arc::new(files);
         let mut problems = crate::secrets::unheld_certificates(&mut table, &volume);
         problems.extend(crate::secrets::unheld_upstream_tls(&mut table, &volume));
         let text = toml::to_string(&table).map_err(|e| e.to_string())?;

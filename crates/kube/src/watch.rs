@@ -178,6 +178,7 @@ impl Stores {
             controller: &opts.gateway_controller,
             services: &cluster.services,
             secrets: &cluster.secrets,
+            configmaps: &cluster.configmaps,
             tls: opts.tls,
             addresses: published(&opts.publish, &cluster.services),
         };
@@ -185,6 +186,7 @@ impl Stores {
             t,
             &|refused, ingress_routes| gs.translate(&around, refused, ingress_routes),
             &cluster.secrets,
+            &cluster.configmaps,
             opts.default_certificate.as_deref(),
             check,
         );
@@ -309,16 +311,32 @@ struct Outlets {
     statuses: latest::Sender<Arc<Vec<tollgate_gateway_api::translate::Status>>>,
 }
 
-/// Whether an Ingress of `ingresses` names a ConfigMap (`custom-headers: NS/NAME`).
-fn named_by(ingresses: Store<Ingress>) -> Wanted<ConfigMap> {
+/// Whether an Ingress of `ingresses` names a ConfigMap (`custom-headers: NS/NAME`), or a
+/// BackendTLSPolicy does (its CA).
+fn named_by(
+    ingresses: Store<Ingress>,
+    backend_tls: Option<Store<tollgate_gateway_api::types::backendtlspolicies::BackendTlsPolicy>>,
+) -> Wanted<ConfigMap> {
     Box::new(move |cm: &ConfigMap| {
         let (Some(ns), Some(name)) = (&cm.metadata.namespace, &cm.metadata.name) else {
             return false;
         };
-        ingresses.state().iter().any(|i| {
-            crate::translate::custom_headers_of(i)
-                .is_some_and(|v| v.split_once('/') == Some((ns.as_str(), name.as_str())))
-        })
+        let by_policy = backend_tls.as_ref().is_some_and(|s| {
+            s.state().iter().any(|p| {
+                p.metadata.namespace.as_deref() == Some(ns.as_str())
+                    && p.spec
+                        .validation
+                        .ca_certificate_refs
+                        .iter()
+                        .flatten()
+                        .any(|r| r.kind == "ConfigMap" && r.name == *name)
+            })
+        });
+        by_policy
+            || ingresses.state().iter().any(|i| {
+                crate::translate::custom_headers_of(i)
+                    .is_some_and(|v| v.split_once('/') == Some((ns.as_str(), name.as_str())))
+            })
     })
 }
 
@@ -384,7 +402,10 @@ async fn start(client: &Client, opts: &Options, m: &KubeMetrics) -> (Stores, usi
             tx.clone(),
             m.clone(),
             crate::translate::trim_configmap,
-            Some(named_by(ingresses.clone())),
+            Some(named_by(
+                ingresses.clone(),
+                gateway.as_ref().map(|g| g.backend_tls.clone()),
+            )),
         ),
         secrets: reflect(
             "Secret",
@@ -401,7 +422,7 @@ async fn start(client: &Client, opts: &Options, m: &KubeMetrics) -> (Stores, usi
         + stores
             .gateway
             .as_ref()
-            .map_or(0, |g| 6 + usize::from(g.policies.is_some()));
+            .map_or(0, |g| 7 + usize::from(g.policies.is_some()));
     (stores, kinds, rx)
 }
 
@@ -466,6 +487,14 @@ async fn gateway_stores(
         ),
         grpc_routes: reflect(
             "GRPCRoute",
+            api(client, ns),
+            all.clone(),
+            tx.clone(),
+            m.clone(),
+            keep,
+        ),
+        backend_tls: reflect(
+            "BackendTLSPolicy",
             api(client, ns),
             all.clone(),
             tx.clone(),

@@ -36,6 +36,8 @@ pub struct Cluster {
     pub services: Vec<Service>,
     pub namespaces: Vec<Namespace>,
     pub policies: Vec<RateLimitPolicy>,
+    pub backend_tls: Vec<tollgate_gateway_api::types::backendtlspolicies::BackendTlsPolicy>,
+    pub configmaps: Vec<k8s_openapi::api::core::v1::ConfigMap>,
 }
 
 impl Cluster {
@@ -49,6 +51,8 @@ impl Cluster {
             services: vec![],
             namespaces: vec![],
             policies: vec![],
+            backend_tls: vec![],
+            configmaps: vec![],
         };
         let mut ports: std::collections::BTreeMap<(String, String), Vec<i64>> = Default::default();
         for mut v in docs(text) {
@@ -103,6 +107,12 @@ impl Cluster {
                     .namespaces
                     .push(serde_json::from_value(v).expect("namespace")),
                 "RateLimitPolicy" => c.policies.push(serde_json::from_value(v).expect("policy")),
+                "BackendTLSPolicy" => c
+                    .backend_tls
+                    .push(serde_json::from_value(v).expect("backend tls policy")),
+                "ConfigMap" => c
+                    .configmaps
+                    .push(serde_json::from_value(v).expect("configmap")),
                 _ => {}
             }
         }
@@ -187,6 +197,8 @@ impl Cluster {
             services: self.services.iter().collect(),
             namespaces: self.namespaces.iter().collect(),
             policies: self.policies.iter().collect(),
+            backend_tls: self.backend_tls.iter().collect(),
+            configmaps: self.configmaps.iter().collect(),
             tls: true,
             addresses: vec!["192.0.2.10".into()],
             ..Default::default()
