@@ -226,6 +226,25 @@ pub struct Controller {
     pub added: Arc<crate::added::Added>,
 }
 
+/// A Kubernetes client, retried every 5 s until there is one; `None` on shutdown.
+async fn client(
+    kubeconfig: Option<&std::path::Path>,
+    shutdown: &mut pingora::server::ShutdownWatch,
+) -> Option<tollgate_kube::Client> {
+    loop {
+        match tollgate_kube::client(kubeconfig).await {
+            Ok(c) => return Some(c),
+            Err(e) => {
+                tracing::error!(event = "kube_unreachable", error = %e, "no Kubernetes client yet: retrying in 5 s; BASE.toml serves meanwhile");
+                tokio::select! {
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
+                    _ = shutdown.changed() => return None,
+                }
+            }
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl pingora::services::background::BackgroundService for Controller {
     async fn start(&self, mut shutdown: pingora::server::ShutdownWatch) {
@@ -237,17 +256,8 @@ impl pingora::services::background::BackgroundService for Controller {
                 return;
             }
         };
-        let client = loop {
-            match tollgate_kube::client(self.args.kubeconfig.as_deref()).await {
-                Ok(c) => break c,
-                Err(e) => {
-                    tracing::error!(event = "kube_unreachable", error = %e, "no Kubernetes client yet: retrying in 5 s; BASE.toml serves meanwhile");
-                    tokio::select! {
-                        _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
-                        _ = shutdown.changed() => return,
-                    }
-                }
-            }
+        let Some(client) = client(self.args.kubeconfig.as_deref(), &mut shutdown).await else {
+            return;
         };
         let (tx, mut rx) = tokio::sync::watch::channel(None);
         let (eps_tx, mut eps) = tokio::sync::watch::channel(Arc::default());

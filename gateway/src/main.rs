@@ -676,6 +676,31 @@ fn load(path: &Path) -> anyhow::Result<Config> {
     tollgate_config::load_file(path).map_err(|e| anyhow::anyhow!("invalid config:\n{e}"))
 }
 
+/// What a config loads with but should not: said once at start.
+fn warn_of(cfg: &Config) {
+    for w in tollgate_config::rewrite_warnings(cfg) {
+        tracing::warn!(event = "rewrite_reaches_guarded_path", "{w}");
+    }
+    for w in tollgate_config::weak_hash_warnings(cfg) {
+        tracing::warn!(event = "weak_password_hash", "{w}");
+    }
+}
+
+/// The admin listener (metrics, health, explain), on one thread.
+fn admin_service(
+    addr: std::net::SocketAddr,
+    shared: &Arc<Shared>,
+    draining: &Arc<AtomicBool>,
+) -> Service<Admin> {
+    let mut admin = Service::new(
+        "tollgate admin".to_string(),
+        Admin::new(shared.clone(), draining.clone()),
+    );
+    admin.add_tcp(&addr.to_string());
+    admin.threads = Some(1);
+    admin
+}
+
 fn run(config: Option<PathBuf>, upgrade: bool, kube: kubernetes::KubeArgs) -> anyhow::Result<()> {
     if kube.kubernetes {
         kube.options(false).map_err(anyhow::Error::msg)?;
@@ -691,12 +716,7 @@ fn run(config: Option<PathBuf>, upgrade: bool, kube: kubernetes::KubeArgs) -> an
         Some(c) => c.load(&path)?,
         None => load(&path)?,
     };
-    for w in tollgate_config::rewrite_warnings(&cfg) {
-        tracing::warn!(event = "rewrite_reaches_guarded_path", "{w}");
-    }
-    for w in tollgate_config::weak_hash_warnings(&cfg) {
-        tracing::warn!(event = "weak_password_hash", "{w}");
-    }
+    warn_of(&cfg);
     raise_fd_limit(cfg.server.hardening.max_connections);
     if !upgrade {
         // Pingora binds in a listener thread that retries forever on failure; say it here and
@@ -738,13 +758,7 @@ fn run(config: Option<PathBuf>, upgrade: bool, kube: kubernetes::KubeArgs) -> an
 
     let draining = Arc::new(AtomicBool::new(false));
     if let Some(admin_addr) = server_cfg.admin {
-        let mut admin = Service::new(
-            "tollgate admin".to_string(),
-            Admin::new(shared.clone(), draining.clone()),
-        );
-        admin.add_tcp(&admin_addr.to_string());
-        admin.threads = Some(1);
-        server.add_service(admin);
+        server.add_service(admin_service(admin_addr, &shared, &draining));
     }
     server.add_service(background_service(
         "health checks",

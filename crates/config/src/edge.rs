@@ -474,7 +474,11 @@ pub fn origin_rule(o: &str) -> Result<OriginRule, &'static str> {
 }
 
 /// Reads a route's edge keys from `r`; `None` when one is wrong (reported).
-pub(crate) fn route(cx: &mut Cx, r: &mut Tbl) -> Option<EdgeConfig> {
+pub(crate) fn route(
+    cx: &mut Cx,
+    r: &mut Tbl,
+    upstreams: &crate::named::Named<crate::model::UpstreamConfig>,
+) -> Option<EdgeConfig> {
     let mut e = EdgeConfig::default();
     let mut ok = true;
     if let Some(v) = r.get("max_body_bytes") {
@@ -512,24 +516,7 @@ pub(crate) fn route(cx: &mut Cx, r: &mut Tbl) -> Option<EdgeConfig> {
             None => ok = false,
         }
     }
-    if let Some(v) = r.get("x_forwarded_prefix") {
-        let p = r.key_path("x_forwarded_prefix");
-        match v.get_ref() {
-            DeValue::Boolean(true) => e.x_forwarded_prefix = Some(String::new()),
-            DeValue::Boolean(false) => {}
-            DeValue::String(s)
-                if s.starts_with('/')
-                    && template(cx, &p, s, v.span()).is_some()
-                    && !s.contains('$') =>
-            {
-                e.x_forwarded_prefix = Some(s.to_string())
-            }
-            _ => {
-                cx.err(&p, v.span(), "x_forwarded_prefix is true (the prefix strip_prefix takes off) or a path starting with \"/\"");
-                ok = false;
-            }
-        }
-    }
+    e.x_forwarded_prefix = x_forwarded_prefix(cx, r, &mut ok);
     if let Some(v) = r.get("compress") {
         e.compress = as_bool(cx, &r.key_path("compress"), v).unwrap_or(false);
     }
@@ -569,10 +556,32 @@ pub(crate) fn route(cx: &mut Cx, r: &mut Tbl) -> Option<EdgeConfig> {
     }
     ok &= response_rewrites(cx, r, &mut e);
     if let Some(v) = r.get("mirror") {
-        e.mirror = crate::mirror::mirror(cx, &r.key_path("mirror"), v);
+        e.mirror = crate::mirror::mirror(cx, &r.key_path("mirror"), v, upstreams);
         ok &= e.mirror.is_some();
     }
     ok.then_some(e)
+}
+
+/// `x_forwarded_prefix`: `true` (the prefix `strip_prefix` takes off) or a path.
+fn x_forwarded_prefix(cx: &mut Cx, r: &mut Tbl, ok: &mut bool) -> Option<String> {
+    let v = r.get("x_forwarded_prefix")?;
+    let p = r.key_path("x_forwarded_prefix");
+    match v.get_ref() {
+        DeValue::Boolean(true) => Some(String::new()),
+        DeValue::Boolean(false) => None,
+        DeValue::String(s)
+            if s.starts_with('/')
+                && template(cx, &p, s, v.span()).is_some()
+                && !s.contains('$') =>
+        {
+            Some(s.to_string())
+        }
+        _ => {
+            cx.err(&p, v.span(), "x_forwarded_prefix is true (the prefix strip_prefix takes off) or a path starting with \"/\"");
+            *ok = false;
+            None
+        }
+    }
 }
 
 /// Which response field a rewrite works on: what its `from` and `to` may hold differs.

@@ -48,7 +48,8 @@ pub use files::{read_bounded, MAX_FILE_BYTES};
 pub use mirror::parse_url as parse_mirror_url;
 pub use reader::Problem;
 pub use rls_tree::counter as rls_counter;
-pub use routes::{canonical_route_path, path_regex, rewrite_warnings};
+pub use routes::{path_regex, rewrite_warnings};
+pub use scalars::canonical_route_path;
 pub use scalars::{dns_name, http_token};
 
 /// Everything about a valid config worth an operator's look, one line each: rewrites that

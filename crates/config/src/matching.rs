@@ -147,3 +147,31 @@ pub(crate) fn ports(cx: &mut Cx, r: &mut Tbl, ok: &mut bool) -> Option<Vec<u16>>
     }
     Some(out)
 }
+
+/// `listener_host = "*.example.com"` (or `""`): the hostname of the Gateway listener the
+/// route belongs to; with `ports`. Lower-cased; `*.` covers names of any depth.
+pub(crate) fn listener_host(cx: &mut Cx, r: &mut Tbl, ok: &mut bool) -> Option<String> {
+    let v = r.get("listener_host")?;
+    let p = r.key_path("listener_host");
+    let s = as_str(cx, &p, v)?.trim().to_ascii_lowercase();
+    let name = s.strip_prefix("*.").unwrap_or(&s);
+    if !s.is_empty() && !crate::scalars::dns_name(name) {
+        cx.err(
+            &p,
+            v.span(),
+            format!("\"{s}\" is not a host name, a \"*.\" wildcard or \"\""),
+        );
+        *ok = false;
+        return None;
+    }
+    if r.get("ports").is_none() {
+        cx.err(
+            &p,
+            v.span(),
+            "listener_host needs ports: a listener is a port's",
+        );
+        *ok = false;
+        return None;
+    }
+    Some(s)
+}

@@ -4,7 +4,8 @@
 //! variable, and a variable in the scheme or the authority (a client's `Host` would choose
 //! where the gateway connects); a `host` that could not be one header value.
 
-use crate::model::{MirrorConfig, MirrorPart};
+use crate::model::{MirrorConfig, MirrorPart, UpstreamConfig};
+use crate::named::Named;
 use crate::reader::{as_bool, as_str, Cx, Tbl, Value};
 use std::time::Duration;
 use toml::de::DeValue;
@@ -12,16 +13,28 @@ use toml::de::DeValue;
 /// nginx's own default for the mirror location's proxy timeouts (read and send).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
-pub(crate) fn mirror(cx: &mut Cx, path: &str, v: &Value) -> Option<MirrorConfig> {
+pub(crate) fn mirror(
+    cx: &mut Cx,
+    path: &str,
+    v: &Value,
+    upstreams: &Named<UpstreamConfig>,
+) -> Option<MirrorConfig> {
     if let DeValue::String(s) = v.get_ref() {
         return build(cx, path, v, s, None, true, DEFAULT_TIMEOUT);
     }
     let mut t = Tbl::of(cx, path.to_string(), v)?;
     let mut ok = true;
-    let url = match t.get("url") {
-        Some(u) => as_str(cx, &t.key_path("url"), u),
-        None => {
-            cx.err(path, v.span(), "missing key \"url\"");
+    let upstream = t.get("upstream").map(|u| {
+        let i = upstreams.refer(cx, &t.key_path("upstream"), u, "upstream");
+        ok &= i.is_some();
+        i
+    });
+    let url = match (t.get("url"), &upstream) {
+        (Some(u), _) => as_str(cx, &t.key_path("url"), u),
+        // To an upstream the URL is the path alone: the client's by default.
+        (None, Some(_)) => Some("$request_uri"),
+        (None, None) => {
+            cx.err(path, v.span(), "missing key \"url\" (or \"upstream\")");
             None
         }
     };
@@ -51,8 +64,45 @@ pub(crate) fn mirror(cx: &mut Cx, path: &str, v: &Value) -> Option<MirrorConfig>
         None => DEFAULT_TIMEOUT,
     };
     t.finish(cx);
-    let m = build(cx, path, v, url?, host, body, timeout)?;
+    let m = match upstream {
+        Some(u) => to_upstream(cx, path, v, url?, host, body, timeout).map(|mut m| {
+            m.upstream = u;
+            m
+        }),
+        None => build(cx, path, v, url?, host, body, timeout),
+    }?;
     ok.then_some(m)
+}
+
+/// Where the copy's authority is written when it goes to an upstream's target.
+pub const TO_UPSTREAM: &str = "http://upstream";
+
+/// A mirror to an upstream: `url` is a path (`/...`, `$request_uri` or `$uri` first).
+fn to_upstream(
+    cx: &mut Cx,
+    path: &str,
+    v: &Value,
+    url: &str,
+    host: Option<&str>,
+    body: bool,
+    timeout: Duration,
+) -> Option<MirrorConfig> {
+    let full = format!("{TO_UPSTREAM}{url}");
+    let path_first = url.starts_with('/')
+        || (url.starts_with('$') && parse_url(&full).is_ok_and(|p| p.len() > 1));
+    if !path_first {
+        cx.err(
+            path,
+            v.span(),
+            format!("mirror url \"{url}\": with an upstream, the url is a path (\"/...\", \"$request_uri\" or \"$uri\")"),
+        );
+        return None;
+    }
+    let mut m = build(cx, path, v, &full, host, body, timeout)?;
+    if host.is_none() {
+        m.host = String::new();
+    }
+    Some(m)
 }
 
 fn build(
@@ -88,6 +138,7 @@ fn build(
         host,
         body,
         timeout,
+        upstream: None,
     })
 }
 

@@ -60,13 +60,13 @@ pub(crate) fn read(cx: &mut Cx, p: &str, v: &Value, path: Option<&PathMatch>) ->
     let full = text(
         &mut t,
         "path",
-        crate::routes::canonical_route_path,
+        crate::scalars::canonical_route_path,
         "a canonical path starting with /",
     );
     let prefix = text(
         &mut t,
         "replace_prefix",
-        crate::routes::canonical_route_path,
+        crate::scalars::canonical_route_path,
         "a canonical path starting with /",
     );
     let port = t

@@ -61,10 +61,7 @@ fn route(
     let path = r.path.clone();
     let path = path.as_str();
     let mut ok = true;
-    let case_insensitive = match r.get("case_insensitive") {
-        Some(v) => as_bool(cx, &r.key_path("case_insensitive"), v).unwrap_or(false),
-        None => false,
-    };
+    let case_insensitive = flag(cx, &mut r, "case_insensitive").unwrap_or(false);
     let path_match = path_match(cx, &mut r, path, case_insensitive);
     let name = route_name(cx, &mut r, path_match.as_ref(), names, i);
     ok &= name.as_ref().is_some_and(|n| n.1);
@@ -74,47 +71,27 @@ fn route(
     let (mut action, split) = action(cx, &mut r, path, upstreams);
     let matches = crate::matching::route(cx, &mut r, &mut ok);
     let ports = crate::matching::ports(cx, &mut r, &mut ok);
-    let redirect = r.get("redirect").and_then(|v| {
-        let rd = crate::redirect::read(cx, &r.key_path("redirect"), v, path_match.as_ref());
-        ok &= rd.is_some();
-        rd
-    });
-    if let (Some(rd), Some(RouteAction::Respond { status, .. })) = (&redirect, action.as_mut()) {
-        *status = rd.status;
-    }
+    let listener_host = crate::matching::listener_host(cx, &mut r, &mut ok);
+    let redirect = redirect(cx, &mut r, path_match.as_ref(), action.as_mut(), &mut ok);
     let limit_idx = route_limits(cx, &mut r, limits, weights);
     let access = r.get("access").and_then(|v| {
         Tbl::of(cx, r.key_path("access"), v).map(|t| crate::abuse::access(cx, t, base, files))
     });
     let tarpit = tarpit(cx, &mut r, &mut ok);
     let rewrite = rewrite(cx, &mut r);
-    let canary = r
-        .get("canary")
-        .and_then(|v| canary(cx, &r.key_path("canary"), v, upstreams));
-    if let (Some(_), Some(RouteAction::Respond { .. })) = (&canary, &action) {
-        cx.err(
-            &r.key_path("canary"),
-            r.get("canary").map(|v| v.span()).unwrap_or(0..0),
-            "a canary needs a route with an upstream, not respond",
-        );
-        ok = false;
-    }
-    if let (Some(_), Some(_)) = (&canary, &split) {
-        cx.err(
-            &r.key_path("canary"),
-            r.get("canary").map(|v| v.span()).unwrap_or(0..0),
-            "backends and canary: set one (a canary is a backend with its weight)",
-        );
-        ok = false;
-    }
+    let canary = route_canary(
+        cx,
+        &mut r,
+        upstreams,
+        (action.as_ref(), split.is_some()),
+        &mut ok,
+    );
     let fallback = crate::fallback::route(cx, &mut r, action.as_ref(), upstreams, &mut ok);
-    let https_redirect = r
-        .get("https_redirect")
-        .and_then(|v| as_bool(cx, &r.key_path("https_redirect"), v));
+    let https_redirect = flag(cx, &mut r, "https_redirect");
     let route_name = name.as_deref().unwrap_or(path);
     let auth = crate::auth::route(cx, &mut r, route_name, tables.auth, auths, files);
     ok &= auth.is_ok();
-    let edge = crate::edge::route(cx, &mut r);
+    let edge = crate::edge::route(cx, &mut r, upstreams);
     ok &= edge.is_some();
     if let Some(e) = &edge {
         ok &= edge_fits(
@@ -158,10 +135,59 @@ fn route(
             matches,
             split: split.map(Box::new),
             ports,
+            listener_host,
             redirect: redirect.map(Box::new),
         }),
         _ => None,
     }
+}
+
+/// A boolean key, when given (a wrong value is reported and read as not given).
+fn flag(cx: &mut Cx, r: &mut Tbl, key: &str) -> Option<bool> {
+    r.get(key).and_then(|v| as_bool(cx, &r.key_path(key), v))
+}
+
+/// A route's `redirect`, when given; a redirect's status is its `respond` action's.
+fn redirect(
+    cx: &mut Cx,
+    r: &mut Tbl,
+    path_match: Option<&PathMatch>,
+    action: Option<&mut RouteAction>,
+    ok: &mut bool,
+) -> Option<Redirect> {
+    let v = r.get("redirect")?;
+    let rd = crate::redirect::read(cx, &r.key_path("redirect"), v, path_match);
+    *ok &= rd.is_some();
+    if let (Some(rd), Some(RouteAction::Respond { status, .. })) = (&rd, action) {
+        *status = rd.status;
+    }
+    rd
+}
+
+/// A route's `canary`, when given: it needs an upstream to share with, and no `backends`
+/// (`(action, has_backends)`).
+fn route_canary(
+    cx: &mut Cx,
+    r: &mut Tbl,
+    upstreams: &Named<UpstreamConfig>,
+    (action, has_backends): (Option<&RouteAction>, bool),
+    ok: &mut bool,
+) -> Option<Canary> {
+    let v = r.get("canary")?;
+    let c = canary(cx, &r.key_path("canary"), v, upstreams)?;
+    let span = v.span();
+    let wrong = if matches!(action, Some(RouteAction::Respond { .. })) {
+        Some("a canary needs a route with an upstream, not respond")
+    } else if has_backends {
+        Some("backends and canary: set one (a canary is a backend with its weight)")
+    } else {
+        None
+    };
+    if let Some(msg) = wrong {
+        cx.err(&r.key_path("canary"), span, msg);
+        *ok = false;
+    }
+    Some(c)
 }
 
 /// A route's `tarpit`, when given (`ok` cleared when it is wrong).
@@ -365,36 +391,6 @@ fn route_limits(
     limit_idx
 }
 
-/// A route path as requests are matched: starts with `/`; no empty, `.` or `..` segment (a
-/// trailing slash is fine), no backslash, space, control character, `?`, `#` or byte outside
-/// ASCII, and escapes as the canonical form writes them (two upper-case hex digits, never an
-/// unreserved character). The import of Ingress paths applies the same rule.
-pub fn canonical_route_path(p: &str) -> bool {
-    let Some(body) = p.strip_prefix('/') else {
-        return false;
-    };
-    let body = body.strip_suffix('/').unwrap_or(body);
-    let b = p.as_bytes();
-    let escapes_ok = b
-        .iter()
-        .enumerate()
-        .filter(|(_, &c)| c == b'%')
-        .all(|(i, _)| match (b.get(i + 1), b.get(i + 2)) {
-            (Some(&h), Some(&l)) => {
-                let upper_hex = |c: u8| c.is_ascii_digit() || (b'A'..=b'F').contains(&c);
-                let v = u8::from_str_radix(&p[i + 1..i + 3], 16).unwrap_or(0);
-                let unreserved = v.is_ascii_alphanumeric() || b"-._~".contains(&v);
-                upper_hex(h) && upper_hex(l) && !unreserved
-            }
-            _ => false,
-        });
-    escapes_ok
-        && !b
-            .iter()
-            .any(|&c| c == b'\\' || c == b'?' || c == b'#' || !(0x21..0x7f).contains(&c))
-        && (body.is_empty() || body.split('/').all(|seg| !matches!(seg, "" | "." | "..")))
-}
-
 fn respond_action(cx: &mut Cx, path: &str, v: &Value) -> Option<RouteAction> {
     let mut t = Tbl::of(cx, path.to_string(), v)?;
     let status = match t.get("status") {
@@ -476,7 +472,7 @@ fn path_match(cx: &mut Cx, r: &mut Tbl, path: &str, case_insensitive: bool) -> O
         cx.err(&p, pv.span(), format!("\"{s}\" must start with \"/\""));
         return None;
     }
-    if !canonical_route_path(s) {
+    if !crate::scalars::canonical_route_path(s) {
         cx.err(
             &p,
             pv.span(),
@@ -549,7 +545,7 @@ fn rewrite(cx: &mut Cx, r: &mut Tbl) -> Option<Rewrite> {
         (None, Some(sv)) => {
             let p = r.key_path("strip_prefix");
             let s = as_str(cx, &p, sv)?;
-            if !canonical_route_path(s) {
+            if !crate::scalars::canonical_route_path(s) {
                 cx.err(
                     &p,
                     sv.span(),

@@ -135,3 +135,33 @@ pub(crate) fn parse_utc_offset(s: &str) -> Option<i32> {
     let (h, m): (i32, i32) = (h.parse().ok()?, m.parse().ok()?);
     (h <= 14 && m < 60 && h.to_string().len() <= 2).then_some(sign * (h * 3600 + m * 60))
 }
+
+/// A route path as requests are matched: starts with `/`; no empty, `.` or `..` segment (a
+/// trailing slash is fine), no backslash, space, control character, `?`, `#` or byte outside
+/// ASCII, and escapes as the canonical form writes them (two upper-case hex digits, never an
+/// unreserved character). The import of Ingress paths applies the same rule.
+pub fn canonical_route_path(p: &str) -> bool {
+    let Some(body) = p.strip_prefix('/') else {
+        return false;
+    };
+    let body = body.strip_suffix('/').unwrap_or(body);
+    let b = p.as_bytes();
+    let escapes_ok = b
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c == b'%')
+        .all(|(i, _)| match (b.get(i + 1), b.get(i + 2)) {
+            (Some(&h), Some(&l)) => {
+                let upper_hex = |c: u8| c.is_ascii_digit() || (b'A'..=b'F').contains(&c);
+                let v = u8::from_str_radix(&p[i + 1..i + 3], 16).unwrap_or(0);
+                let unreserved = v.is_ascii_alphanumeric() || b"-._~".contains(&v);
+                upper_hex(h) && upper_hex(l) && !unreserved
+            }
+            _ => false,
+        });
+    escapes_ok
+        && !b
+            .iter()
+            .any(|&c| c == b'\\' || c == b'?' || c == b'#' || !(0x21..0x7f).contains(&c))
+        && (body.is_empty() || body.split('/').all(|seg| !matches!(seg, "" | "." | "..")))
+}

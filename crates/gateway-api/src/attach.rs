@@ -102,15 +102,15 @@ pub fn attach(
         ));
         return Some(out);
     }
-    for &i in &allowed {
-        gateways[gi].listeners[i].attached += 1;
-    }
+    // A route counts among a listener's attachedRoutes once it is accepted there: allowed,
+    // and a hostname of it meets the listener's (conformance's HTTPRouteHostnameIntersection).
     for i in allowed {
-        let l = &gateways[gi].listeners[i];
-        if !l.usable() {
+        let l = &mut gateways[gi].listeners[i];
+        let Some(hosts) = crate::hosts::intersect(l.hostname, hostnames) else {
             continue;
-        }
-        if let Some(hosts) = crate::hosts::intersect(l.hostname, hostnames) {
+        };
+        l.attached += 1;
+        if l.usable() {
             out.listeners.push((i, hosts));
         }
     }

@@ -142,6 +142,26 @@ pub fn attach(
     out
 }
 
+/// The policy's limits on the routes of Ingress `name` (in its namespace); `false` when
+/// that Ingress serves none.
+fn on_ingress(one: &One, name: &str, ingress_routes: &[&str], out: &mut Attached) -> bool {
+    let routes: Vec<&str> = ingress_routes
+        .iter()
+        .copied()
+        .filter(|r| of_ingress(r, one.ns, name))
+        .collect();
+    for r in &routes {
+        let names = one.on(r, &mut out.limits);
+        let list = out.ingress_limits.entry(r.to_string()).or_default();
+        for n in names {
+            if !list.contains(&n) {
+                list.push(n);
+            }
+        }
+    }
+    !routes.is_empty()
+}
+
 /// One target: its limits placed, and its ancestors' statuses.
 fn target(
     one: &One,
@@ -160,41 +180,22 @@ fn target(
         })
     };
     if (t.group.as_str(), t.kind.as_str()) == ("networking.k8s.io", "Ingress") {
-        let routes: Vec<&str> = ingress_routes
-            .iter()
-            .copied()
-            .filter(|r| of_ingress(r, one.ns, &t.name))
-            .collect();
-        if routes.is_empty() {
-            return vec![entry(
+        return vec![if on_ingress(one, &t.name, ingress_routes, out) {
+            entry(
                 &t.group,
                 "Ingress",
                 &t.name,
-                false,
-                "TargetNotFound",
-                &format!(
-                    "Ingress {}/{} serves no route of Tollgate's",
-                    one.ns, t.name
-                ),
-            )];
-        }
-        for r in routes {
-            let names = one.on(r, &mut out.limits);
-            let list = out.ingress_limits.entry(r.to_string()).or_default();
-            for n in names {
-                if !list.contains(&n) {
-                    list.push(n);
-                }
-            }
-        }
-        return vec![entry(
-            &t.group,
-            "Ingress",
-            &t.name,
-            true,
-            "Accepted",
-            "the limits apply",
-        )];
+                true,
+                "Accepted",
+                "the limits apply",
+            )
+        } else {
+            let msg = format!(
+                "Ingress {}/{} serves no route of Tollgate's",
+                one.ns, t.name
+            );
+            entry(&t.group, "Ingress", &t.name, false, "TargetNotFound", &msg)
+        }];
     }
     let mut gateways: Vec<String> = Vec::new();
     for e in emitted.iter_mut().filter(|e| reaches(t, one.ns, e)) {

@@ -76,6 +76,8 @@ pub struct Target<'a> {
     pub hosts: &'a [String],
     pub gateway: String,
     pub listener: &'a str,
+    /// The listener's hostname, `""` for none: the route is that listener's alone.
+    pub hostname: &'a str,
 }
 
 /// The Tollgate upstream of a Service port, over TLS when a BackendTLSPolicy says so;
@@ -199,6 +201,7 @@ pub fn route(
                         "ports".into(),
                         Value::Array(vec![Value::Integer(i64::from(t.port))]),
                     );
+                    table.insert("listener_host".into(), s(t.hostname));
                     table.insert(
                         "name".into(),
                         s(&format!(
@@ -372,23 +375,32 @@ fn filters(
                 let Some(b) = f.pointer("/requestMirror/backendRef") else {
                     continue;
                 };
+                // A share of the requests is not what Tollgate's mirror does: none rather
+                // than all (HTTPRouteRequestPercentageMirror is not claimed).
+                let share = ["/requestMirror/percent", "/requestMirror/fraction"]
+                    .iter()
+                    .any(|p| f.pointer(p).is_some());
                 match backend(cx.input, &cx.services, from.0, from.1, &json_ref(b)) {
-                    Ok(sp) => {
-                        let url = format!(
-                            "http://{}.{}.svc.cluster.local:{}$request_uri",
-                            sp.name, sp.namespace, sp.port
-                        );
-                        t.insert("mirror".into(), s(&url));
-                        if f.pointer("/requestMirror/percent").is_some()
-                            || f.pointer("/requestMirror/fraction").is_some()
-                        {
-                            note(
-                                sink,
-                                route,
-                                "RequestMirror percent/fraction: every request is mirrored".into(),
-                            );
+                    Ok(_) if share => note(
+                        sink,
+                        route,
+                        "RequestMirror percent/fraction: not supported, not mirrored".into(),
+                    ),
+                    // The Service's endpoints, as its routes reach them (no cluster DNS
+                    // needed); plain HTTP, so not to a backend a BackendTLSPolicy says
+                    // speaks TLS.
+                    Ok(sp) => match upstream(cx, &sp, sink) {
+                        Some(u) if !sink.tls_of.contains_key(&u) => {
+                            let mut m = Table::new();
+                            m.insert("upstream".into(), s(&u));
+                            t.insert("mirror".into(), Value::Table(m));
                         }
-                    }
+                        _ => note(
+                            sink,
+                            route,
+                            "RequestMirror to a backend over TLS: not mirrored".into(),
+                        ),
+                    },
                     Err(u) => unresolved(sink, u),
                 }
             }

@@ -15,6 +15,7 @@ pub const FEATURES: &[&str] = &[
     "HTTPRoutePathRewrite",
     "HTTPRoutePortRedirect",
     "HTTPRouteQueryParamMatching",
+    "HTTPRouteRequestMirror",
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
     "HTTPRoute303RedirectStatusCode",

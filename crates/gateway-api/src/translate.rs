@@ -142,7 +142,7 @@ fn route(
 ) -> Option<(Status, bool)> {
     let ns = r.meta.namespace.as_deref().unwrap_or("");
     let mut parents: Vec<(Json, Option<(&'static str, String)>)> = Vec::new();
-    let mut targets: Vec<(u16, Vec<String>, String, String)> = Vec::new();
+    let mut targets: Vec<(u16, Vec<String>, String, String, String)> = Vec::new();
     for p in &r.parents {
         let pr = p.as_ref();
         let Some(a) = attach(cx.input, served, r.kind, ns, &r.hostnames, &pr) else {
@@ -156,6 +156,7 @@ fn route(
                 hosts.clone(),
                 id(&g.gateway.metadata),
                 l.name.to_string(),
+                l.hostname.unwrap_or("").to_ascii_lowercase(),
             );
             // Two parentRefs reaching one listener (by name and by port) serve it once.
             if !targets.contains(&t) {
@@ -171,11 +172,12 @@ fn route(
     if refused.is_none() {
         let ts: Vec<Target> = targets
             .iter()
-            .map(|(port, hosts, gateway, listener)| Target {
+            .map(|(port, hosts, gateway, listener, hostname)| Target {
                 port: *port,
                 hosts,
                 gateway: gateway.clone(),
                 listener,
+                hostname,
             })
             .collect();
         crate::rules::route(cx, r, &ts, emitted, sink);

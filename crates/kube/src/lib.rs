@@ -72,6 +72,9 @@ pub enum Error {
     Client(String),
 }
 
+/// The client type the controller talks to the API server with.
+pub use kube::Client;
+
 /// A client from `kubeconfig`, else `$KUBECONFIG` or `~/.kube/config`, else the pod's
 /// service account.
 pub async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client, Error> {

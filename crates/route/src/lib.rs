@@ -10,6 +10,7 @@
 //!
 //! `normalize` is below `routing`, `routing` below `table`; the proxy builds on them.
 
+pub mod listeners;
 pub mod matching;
 pub mod normalize;
 pub mod routing;

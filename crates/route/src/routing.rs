@@ -31,8 +31,8 @@ pub fn www_other(host: &str) -> String {
     }
 }
 
-/// Every entry in match order: host tier (exact, wildcard, none), then path kind (exact,
-/// prefix, regex), then longer prefixes first, then file order.
+/// Every entry in match order: host tier (exact, wildcard with the longest parent first,
+/// none), then path kind (exact, prefix, regex), then longer prefixes first, then file order.
 pub fn order<'a>(routes: impl Iterator<Item = &'a RouteConfig>) -> Vec<Entry> {
     let mut keyed: Vec<_> = Vec::new();
     for (i, r) in routes.enumerate() {
@@ -54,13 +54,24 @@ pub fn order<'a>(routes: impl Iterator<Item = &'a RouteConfig>) -> Vec<Entry> {
             hosts.push((None, false));
         }
         for (host, www) in hosts {
-            let tier = match host.as_deref() {
-                Some(h) if Wildcard::of(h).is_some() => 1,
-                Some(_) => 0,
-                None => 2,
+            // A wildcard's parent: the longer, the more specific (`*.a.test` before
+            // `**.test`, as the table looks the nearest parent up first).
+            let (tier, parent) = match host.as_deref() {
+                Some(h) => match Wildcard::of(h) {
+                    Some(w) => (1, w.parent().len()),
+                    None => (0, 0),
+                },
+                None => (2, 0),
             };
             keyed.push((
-                (tier, kind, std::cmp::Reverse(len), i, www),
+                (
+                    tier,
+                    std::cmp::Reverse(parent),
+                    kind,
+                    std::cmp::Reverse(len),
+                    i,
+                    www,
+                ),
                 Entry {
                     route: i,
                     host,
@@ -73,34 +84,48 @@ pub fn order<'a>(routes: impl Iterator<Item = &'a RouteConfig>) -> Vec<Entry> {
     keyed.into_iter().map(|(_, e)| e).collect()
 }
 
-/// The local ports a host's routes take requests on: all, or these (`ports`, a Gateway's
-/// listeners).
+/// Where a host's routes take requests: everywhere, or on these (port, listener) scopes
+/// (`ports`, and `listener_host`: `None` any listener of the port).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 enum Ports {
     #[default]
     All,
-    Some(Vec<u16>),
+    Some(Vec<(u16, Option<Box<str>>)>),
 }
 
+/// A route's scope: its `ports` and `listener_host`; `None`: every port.
+pub type Scope<'a> = Option<(&'a [u16], Option<&'a str>)>;
+
 impl Ports {
-    fn add(&mut self, more: Option<&[u16]>) {
+    fn of(scope: Scope) -> Self {
+        let mut p = Ports::Some(Vec::new());
+        p.add(scope);
+        p
+    }
+
+    fn add(&mut self, more: Scope) {
         match (&mut *self, more) {
             (Ports::All, _) => {}
             (Ports::Some(_), None) => *self = Ports::All,
-            (Ports::Some(have), Some(more)) => {
-                for p in more {
-                    if !have.contains(p) {
-                        have.push(*p);
+            (Ports::Some(have), Some((ports, listener))) => {
+                for p in ports {
+                    let s = (*p, listener.map(Box::from));
+                    if !have.contains(&s) {
+                        have.push(s);
                     }
                 }
             }
         }
     }
 
-    fn admits(&self, port: Option<u16>) -> bool {
+    /// Whether a request on `port`, given to the listener of hostname `listener`, may meet
+    /// these routes.
+    fn admits(&self, port: Option<u16>, listener: Option<&str>) -> bool {
         match (self, port) {
             (Ports::All, _) | (_, None) => true,
-            (Ports::Some(have), Some(p)) => have.contains(&p),
+            (Ports::Some(have), Some(p)) => have
+                .iter()
+                .any(|(hp, hl)| *hp == p && hl.as_deref().is_none_or(|l| Some(l) == listener)),
         }
     }
 }
@@ -129,8 +154,8 @@ pub enum Tier {
 }
 
 impl Hosts {
-    /// `ports_of(route)`: the route's `ports`, `None` for all.
-    pub fn new<'a>(entries: &[Entry], ports_of: impl Fn(usize) -> Option<&'a [u16]>) -> Self {
+    /// `scope_of(route)`: the route's `ports` and `listener_host`, `None` for every port.
+    pub fn new<'a>(entries: &[Entry], scope_of: impl Fn(usize) -> Scope<'a>) -> Self {
         let mut h = Hosts::default();
         for e in entries {
             let (map, key) = match e.host.as_deref().map(|x| (x, Wildcard::of(x))) {
@@ -139,11 +164,11 @@ impl Hosts {
                 Some((x, None)) => (&mut h.exact, x),
                 None => continue,
             };
-            let ports = ports_of(e.route);
+            let scope = scope_of(e.route);
             map.entry(key.to_string())
-                .and_modify(|have| have.add(ports))
-                .or_insert_with(|| match ports {
-                    Some(p) => Ports::Some(p.to_vec()),
+                .and_modify(|have| have.add(scope))
+                .or_insert_with(|| match scope {
+                    Some(_) => Ports::of(scope),
                     None => Ports::All,
                 });
         }
@@ -156,8 +181,16 @@ impl Hosts {
         !self.deep.is_empty()
     }
 
-    /// The tier of a request for `host` that came in on local `port` (`None`: any).
-    pub fn tier(&self, host: Option<&str>, port: Option<u16>, fallthrough: bool) -> Tier {
+    /// The tier of a request for `host` that came in on local `port` (`None`: any), given to
+    /// the listener of hostname `listener` (see [`crate::listeners`]): only the hosts of
+    /// routes it may meet count.
+    pub fn tier(
+        &self,
+        host: Option<&str>,
+        port: Option<u16>,
+        listener: Option<&str>,
+        fallthrough: bool,
+    ) -> Tier {
         // No route names a host: every route is host-less, nothing to look up.
         if fallthrough
             || (self.exact.is_empty() && self.wildcard.is_empty() && self.deep.is_empty())
@@ -168,7 +201,7 @@ impl Hosts {
             return Tier::None;
         };
         let on = |m: &std::collections::HashMap<String, Ports>, k: &str| {
-            m.get(k).is_some_and(|p| p.admits(port))
+            m.get(k).is_some_and(|p| p.admits(port, listener))
         };
         if on(&self.exact, host) {
             return Tier::Exact;

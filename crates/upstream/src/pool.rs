@@ -215,6 +215,11 @@ impl Pool {
         self.with_next(|t| t.peer())
     }
 
+    /// The address of the next healthy target (a mirror's copy goes there).
+    pub fn select_addr(&self) -> Option<std::net::SocketAddr> {
+        self.with_next(|t| t.addr)
+    }
+
     fn with_next<R>(&self, f: impl FnOnce(&Arc<Target>) -> R) -> Option<R> {
         let targets = self.targets.load();
         let n = targets.len();

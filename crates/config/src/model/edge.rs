@@ -57,6 +57,10 @@ pub struct MirrorConfig {
     pub body: bool,
     /// The copy's whole exchange, connect to answer.
     pub timeout: std::time::Duration,
+    /// `upstream`: the copy goes to this upstream's targets in turn (its endpoints as placed),
+    /// over plain HTTP; `url` is then the path alone, and the copy keeps the request's
+    /// `Host` unless `host` says otherwise (an empty `host` here).
+    pub upstream: Option<usize>,
 }
 
 /// A piece of the mirror URL.

@@ -48,6 +48,10 @@ pub struct RouteConfig {
     pub split: Option<Box<Split>>,
     /// `ports`: the local ports the route takes requests on; `None`: every port.
     pub ports: Option<Vec<u16>>,
+    /// `listener_host`: the hostname of the listener (of `ports`) the route belongs to: a
+    /// request is its listener's, the one whose hostname matches it most specifically, and
+    /// meets that listener's routes only (the Gateway API's listener isolation).
+    pub listener_host: Option<String>,
     /// `redirect`: the route answers with a Location made from the request (its action is
     /// `Respond` with the redirect's status).
     pub redirect: Option<Box<Redirect>>,

@@ -43,9 +43,13 @@ pub struct MirrorRt {
     url: Vec<MirrorPart>,
     /// The URL's authority: every URL made must keep it.
     authority: String,
-    host: HeaderValue,
+    /// The copy's Host; `None`: the request's, as the upstream is sent it.
+    host: Option<HeaderValue>,
     pub body: bool,
     timeout: Duration,
+    /// The upstream (by index) whose targets take the copies in turn; the URL's authority
+    /// is then the target's.
+    pub upstream: Option<usize>,
 }
 
 /// What the URL's variables are filled from.
@@ -67,18 +71,32 @@ impl MirrorRt {
         Some(Box::new(MirrorRt {
             authority,
             url: cfg.url.clone(),
-            host: HeaderValue::from_str(&cfg.host).ok()?,
+            host: match cfg.host.as_str() {
+                "" if cfg.upstream.is_some() => None,
+                h => Some(HeaderValue::from_str(h).ok()?),
+            },
             body: cfg.body,
             timeout: cfg.timeout,
+            upstream: cfg.upstream,
         }))
     }
 
-    /// The URL for one request; `None` when its values make no URL (the copy is dropped).
-    pub fn url(&self, r: &Request) -> Option<Uri> {
+    /// The URL for one request, to target `to` when the mirror is an upstream's; `None` when
+    /// its values make no URL (the copy is dropped).
+    pub fn url(&self, r: &Request, to: Option<std::net::SocketAddr>) -> Option<Uri> {
         let query = r.request_uri.split_once('?').map(|(_, q)| q);
         let mut out = String::with_capacity(64 + r.request_uri.len());
-        for p in &self.url {
+        let authority = match (self.upstream, to) {
+            (Some(_), Some(addr)) => addr.to_string(),
+            (Some(_), None) => return None,
+            (None, _) => self.authority.clone(),
+        };
+        for (i, p) in self.url.iter().enumerate() {
             match p {
+                MirrorPart::Text(_) if i == 0 && self.upstream.is_some() => {
+                    out.push_str("http://");
+                    out.push_str(&authority);
+                }
                 MirrorPart::Text(t) => out.push_str(t),
                 MirrorPart::RequestUri => out.push_str(r.request_uri),
                 MirrorPart::Uri => out.push_str(r.uri),
@@ -94,7 +112,7 @@ impl MirrorRt {
         }
         let uri: Uri = out.parse().ok()?;
         // The authority is the config's alone: a request's values only ever follow it.
-        (uri.authority()?.as_str() == self.authority).then_some(uri)
+        (uri.authority()?.as_str() == authority).then_some(uri)
     }
 }
 
@@ -155,6 +173,7 @@ impl Mirrors {
         method: &Method,
         upstream: &http::HeaderMap,
         r: &Request,
+        to: Option<std::net::SocketAddr>,
     ) -> Option<Copy> {
         if self.in_flight.fetch_add(1, Ordering::AcqRel) >= MAX_IN_FLIGHT {
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
@@ -166,7 +185,7 @@ impl Mirrors {
             bytes: self.bytes.clone(),
             body: 0,
         };
-        let Some(uri) = rt.url(r) else {
+        let Some(uri) = rt.url(r, to) else {
             self.count(route, "dropped");
             return None;
         };
@@ -179,7 +198,16 @@ impl Mirrors {
                 headers.append(name.clone(), value.clone());
             }
         }
-        headers.insert(http::header::HOST, rt.host.clone());
+        let host = match &rt.host {
+            Some(h) => Some(h.clone()),
+            None => upstream
+                .get(http::header::HOST)
+                .cloned()
+                .or_else(|| HeaderValue::from_str(r.host).ok()),
+        };
+        if let Some(h) = host {
+            headers.insert(http::header::HOST, h);
+        }
         Some(Copy {
             req,
             body: BytesMut::new(),
@@ -243,103 +271,4 @@ impl Mirrors {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rt(url: &str) -> MirrorRt {
-        *MirrorRt::build(&MirrorConfig {
-            url: tollgate_config::parse_mirror_url(url).expect("url"),
-            host: "m".into(),
-            body: true,
-            timeout: Duration::from_secs(1),
-        })
-        .expect("built")
-    }
-
-    fn req<'a>(request_uri: &'a str) -> Request<'a> {
-        Request {
-            request_uri,
-            uri: request_uri.split('?').next().unwrap_or(""),
-            host: "shop.example.com",
-            secure: true,
-        }
-    }
-
-    #[test]
-    fn the_url_is_filled_per_request_and_its_host_stays_the_configs() {
-        let u = rt("http://m.ns.svc:8080$request_uri")
-            .url(&req("/a/b?x=1"))
-            .expect("in the test");
-        assert_eq!(u.to_string(), "http://m.ns.svc:8080/a/b?x=1");
-        let u = rt("http://m").url(&req("/p?q")).expect("in the test");
-        assert_eq!(u.to_string(), "http://m/p?q", "no path: the client's");
-        let u = rt("http://m/copy$is_args$args")
-            .url(&req("/p"))
-            .expect("in the test");
-        assert_eq!(u.to_string(), "http://m/copy");
-        let u = rt("http://m/copy$is_args$args")
-            .url(&req("/p?z=2"))
-            .expect("in the test");
-        assert_eq!(u.to_string(), "http://m/copy?z=2");
-        let u = rt("http://m/$scheme/$host$uri")
-            .url(&req("/p?z"))
-            .expect("in the test");
-        assert_eq!(u.to_string(), "http://m/https/shop.example.com/p");
-        // A request URI cannot move the authority (origin-form always starts with "/",
-        // but "*" and the like must not make another host either).
-        for odd in ["@evil.com/x", ".evil.com/x", ":81/x", "*"] {
-            assert!(rt("http://m$request_uri").url(&req(odd)).is_none(), "{odd}");
-        }
-    }
-
-    fn mirrors() -> Mirrors {
-        Mirrors::new(
-            IntCounterVec::new(prometheus::Opts::new("m", "m"), &["route", "result"])
-                .expect("in the test"),
-            Arc::default(),
-        )
-    }
-
-    #[test]
-    fn copies_are_bounded_and_give_their_place_back() {
-        let m = mirrors();
-        let r = rt("http://m");
-        let route: Arc<str> = "r".into();
-        let mut h = http::HeaderMap::new();
-        h.insert("x-request-id", HeaderValue::from_static("id"));
-        h.insert("connection", HeaderValue::from_static("keep-alive"));
-        h.insert("host", HeaderValue::from_static("shop"));
-        let mut held = Vec::new();
-        for _ in 0..MAX_IN_FLIGHT {
-            held.push(
-                m.start(&r, &route, &Method::POST, &h, &req("/"))
-                    .expect("a place"),
-            );
-        }
-        assert!(m.start(&r, &route, &Method::POST, &h, &req("/")).is_none());
-        assert_eq!(m.total.with_label_values(&["r", "dropped"]).get(), 1);
-        let c = &held[0];
-        assert_eq!(c.req.headers().get("host").expect("in the test"), "m");
-        assert!(c.req.headers().get("connection").is_none());
-        assert_eq!(
-            c.req.headers().get("x-request-id").expect("in the test"),
-            "id"
-        );
-        let mut c = held.pop().expect("in the test");
-        assert!(m.push(&mut c, &[0; 100], 150));
-        assert!(!m.push(&mut c, &[0; 100], 150), "over the route's cap");
-        assert_eq!(m.bytes.load(Ordering::Acquire), 200);
-        drop(c);
-        drop(held);
-        assert_eq!(m.in_flight.load(Ordering::Acquire), 0);
-        assert_eq!(m.bytes.load(Ordering::Acquire), 0);
-        let mut big = m
-            .start(&r, &route, &Method::PUT, &h, &req("/"))
-            .expect("in the test");
-        assert!(m.push(&mut big, &vec![0; MAX_BODY_BYTES], 0));
-        let mut other = m
-            .start(&r, &route, &Method::PUT, &h, &req("/"))
-            .expect("in the test");
-        assert!(!m.push(&mut other, &[0; 1], 0), "the bound in all");
-    }
-}
+mod tests;

@@ -39,11 +39,19 @@ pub(super) fn start(gw: &Gateway, session: &mut Session, upstream: &RequestHeade
         host: host.as_deref().unwrap_or(""),
         secure: ctx.secure,
     };
-    let Some(copy) =
-        gw.shared
-            .mirrors
-            .start(m, &route.name, &upstream.method, &upstream.headers, &values)
-    else {
+    // To an upstream: its next healthy target, as a request would be sent.
+    let to = m
+        .upstream
+        .and_then(|u| rt.upstreams.get(u))
+        .and_then(|u| u.pool.select_addr());
+    let Some(copy) = gw.shared.mirrors.start(
+        m,
+        &route.name,
+        &upstream.method,
+        &upstream.headers,
+        &values,
+        to,
+    ) else {
         return;
     };
     if m.body && !session.is_body_empty() {

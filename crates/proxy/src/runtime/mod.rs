@@ -79,6 +79,8 @@ pub struct Runtime {
     pub(crate) hosts: tollgate_route::routing::Hosts,
     /// Some route has `ports`: a request's local port is looked up for routing.
     pub any_ports: bool,
+    /// The Gateway listeners' hostnames by port, when routes name them (`listener_host`).
+    pub(crate) listeners: Option<Box<tollgate_route::listeners::Listeners>>,
     /// `order` indexed by host and path: a lookup costs the same whatever the route count.
     table: tollgate_route::table::Table,
     pub limits: Vec<LimitRt>,
@@ -176,8 +178,13 @@ impl Runtime {
             routes.push(r.with_auth(&auths, metrics)?);
         }
         let order = tollgate_route::routing::order(routes.iter().map(|r| &r.cfg));
-        let hosts = tollgate_route::routing::Hosts::new(&order, |i| routes[i].cfg.ports.as_deref());
+        let hosts = tollgate_route::routing::Hosts::new(&order, |i| {
+            let c = &routes[i].cfg;
+            c.ports.as_deref().map(|p| (p, c.listener_host.as_deref()))
+        });
         let any_ports = routes.iter().any(|r| r.cfg.ports.is_some());
+        let listeners =
+            tollgate_route::listeners::Listeners::new(routes.iter().map(|r| &r.cfg)).map(Box::new);
         let table = tollgate_route::table::Table::new(&order, |i| {
             (&routes[i].cfg.path, routes[i].cfg.case_insensitive)
         });
@@ -228,6 +235,7 @@ impl Runtime {
             order,
             hosts,
             any_ports,
+            listeners,
             table,
             limits,
             upstreams,
@@ -255,9 +263,17 @@ impl Runtime {
         method: &str,
         asked: Asked,
     ) -> Option<&tollgate_route::routing::Entry> {
-        let tier = self
-            .hosts
-            .tier(host, asked.port, self.config.server.host_fallthrough);
+        // Listener isolation: the request is its listener's (by port and hostname).
+        let listener = match (&self.listeners, asked.port) {
+            (Some(l), Some(port)) => l.of(port, host),
+            _ => None,
+        };
+        let tier = self.hosts.tier(
+            host,
+            asked.port,
+            listener,
+            self.config.server.host_fallthrough,
+        );
         // The table proposes only the entries whose host and path can match, in match
         // order; each is tested in full, as a scan of `order` would.
         let at = self.table.find(tier, host, path, |at| {
@@ -276,6 +292,10 @@ impl Runtime {
                     .ports
                     .as_ref()
                     .is_none_or(|ps| asked.port.is_none_or(|p| ps.contains(&p)))
+                && r.cfg
+                    .listener_host
+                    .as_deref()
+                    .is_none_or(|lh| asked.port.is_none() || listener == Some(lh))
         })?;
         self.order.get(at)
     }

@@ -108,21 +108,26 @@ pub async fn run(
             }
         }
     }
-    // Every input the route's keys, lists and token read is given once.
-    let req = session.req_header();
-    let query = match &ctx.upstream_target {
-        Some(t) => t.query(),
-        None => req.uri.query(),
-    };
-    if let Some(name) = r.inputs.ambiguous(&req.headers, query) {
-        let detail = format!(
-            "\"{name}\": this route reads it to identify the caller, and it is given more than once or named as hop-by-hop; give it once."
-        );
+    if let Some(detail) = ambiguous(r, session, ctx) {
         gw.answer_problem(session, ctx, Problem::AmbiguousRequest, &detail)
             .await?;
         return Ok(None);
     }
     Ok(Some(route))
+}
+
+/// Every input the route's keys, lists and token read is given once: else what the client
+/// is told.
+fn ambiguous(r: &crate::runtime::route::RouteRt, session: &Session, ctx: &Ctx) -> Option<String> {
+    let req = session.req_header();
+    let query = match &ctx.upstream_target {
+        Some(t) => t.query(),
+        None => req.uri.query(),
+    };
+    let name = r.inputs.ambiguous(&req.headers, query)?;
+    Some(format!(
+        "\"{name}\": this route reads it to identify the caller, and it is given more than once or named as hop-by-hop; give it once."
+    ))
 }
 
 /// Why a route's rewrite was refused, as the client is told.

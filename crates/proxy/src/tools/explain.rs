@@ -547,7 +547,9 @@ fn routes(rt: &Runtime, f: &Front, method: &str) -> Value {
     let (Some(path), host) = (f.path.as_deref(), f.host.as_deref()) else {
         return json!([]);
     };
-    let tier = rt.hosts.tier(host, None, rt.config.server.host_fallthrough);
+    let tier = rt
+        .hosts
+        .tier(host, None, None, rt.config.server.host_fallthrough);
     let mut out = Vec::new();
     let mut taken = false;
     for e in &rt.order {

@@ -16,15 +16,18 @@ fn tiers_keep_a_known_host_on_its_own_routes() {
     let mut hosts = Hosts::default();
     hosts.exact.insert("api.example.com".into(), Ports::All);
     hosts.wildcard.insert("example.com".into(), Ports::All);
-    let t = |host| hosts.tier(Some(host), None, false);
+    let t = |host| hosts.tier(Some(host), None, None, false);
     assert_eq!(t("api.example.com"), Tier::Exact);
     assert_eq!(t("www.example.com"), Tier::Wildcard);
     // One label only: neither the parent nor a deeper name.
     assert_eq!(t("example.com"), Tier::None);
     assert_eq!(t("a.b.example.com"), Tier::None);
     assert_eq!(t(".example.com"), Tier::None);
-    assert_eq!(hosts.tier(None, None, false), Tier::None);
-    assert_eq!(hosts.tier(Some("api.example.com"), None, true), Tier::Any);
+    assert_eq!(hosts.tier(None, None, None, false), Tier::None);
+    assert_eq!(
+        hosts.tier(Some("api.example.com"), None, None, true),
+        Tier::Any
+    );
 
     let wild = Some("*.example.com");
     assert!(Tier::Wildcard.admits(wild, Some("x.example.com")));
@@ -41,11 +44,11 @@ fn a_wildcard_of_any_depth_takes_every_name_below_and_ports_keep_listeners_apart
     let mut hosts = Hosts::default();
     hosts
         .deep
-        .insert("example.com".into(), Ports::Some(vec![8080]));
+        .insert("example.com".into(), Ports::Some(vec![(8080, None)]));
     hosts
         .exact
-        .insert("api.example.com".into(), Ports::Some(vec![9090]));
-    let t = |host, port| hosts.tier(Some(host), Some(port), false);
+        .insert("api.example.com".into(), Ports::Some(vec![(9090, None)]));
+    let t = |host, port| hosts.tier(Some(host), Some(port), None, false);
     assert_eq!(t("a.example.com", 8080), Tier::Wildcard);
     assert_eq!(t("a.b.example.com", 8080), Tier::Wildcard);
     assert_eq!(t("example.com", 8080), Tier::None);

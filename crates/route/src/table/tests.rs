@@ -75,6 +75,7 @@ fn route(i: usize, (host, alias, www, kind, p, ci, method): Spec) -> RouteConfig
         matches: None,
         split: None,
         ports: None,
+        listener_host: None,
         redirect: None,
     }
 }
@@ -166,7 +167,7 @@ fn table_meets_scan(
         for (host, path, get) in reqs {
             let method = if *get { "GET" } else { "POST" };
             let host = host.as_deref();
-            let tier = hosts.tier(host, None, fallthrough);
+            let tier = hosts.tier(host, None, None, fallthrough);
             let fits = |e: &Entry| {
                 let r = &rs[e.route];
                 tier.admits(e.host.as_deref(), host)
@@ -207,7 +208,7 @@ fn many_regexes_of_one_host_are_one_set() {
     assert!(small.exact["a.test"].regex_set.is_none());
     let hosts = Hosts::new(&entries, |_| None);
     let find = |path: &str| {
-        let tier = hosts.tier(Some("a.test"), None, false);
+        let tier = hosts.tier(Some("a.test"), None, None, false);
         let re = |i: usize| {
             tollgate_config::path_regex(rs[i].path.as_str(), rs[i].case_insensitive).ok()
         };
@@ -240,7 +241,7 @@ fn a_host_s_routes_in_their_order() {
     let hosts = Hosts::new(&entries, |_| None);
     let table = Table::new(&entries, |i| (&rs[i].path, rs[i].case_insensitive));
     let find = |host: &str, path: &str, method: &str| {
-        let tier = hosts.tier(Some(host), None, false);
+        let tier = hosts.tier(Some(host), None, None, false);
         table
             .find(tier, Some(host), path, |at| {
                 let r = &rs[entries[at].route];
