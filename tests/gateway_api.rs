@@ -7,7 +7,9 @@
 //!   (`conformance/tests/`), ported: matching precedence, header matching, hostnames and
 //!   their intersection, listener isolation, weights, header modifiers, redirects,
 //!   rewrites, cross-namespace references with and without ReferenceGrant, unresolved
-//!   backends, parentRefs that name no listener.
+//!   backends, parentRefs that name no listener;
+//! - an Ingress and what ingress2gateway writes from it, with `tollgate import-ingress-limits`'
+//!   policies, admit and refuse alike.
 
 #[path = "kube/mod.rs"]
 mod kube;
@@ -16,6 +18,8 @@ mod kube;
 mod conformance_filters;
 #[path = "gateway_api/conformance_routing.rs"]
 mod conformance_routing;
+#[path = "gateway_api/migration.rs"]
+mod migration;
 
 use kube::*;
 use std::time::{Duration, Instant};

@@ -116,6 +116,20 @@ enum Command {
         #[arg(long)]
         configmap: Option<String>,
     },
+    /// The rate limits of ingress-nginx Ingresses as RateLimitPolicies (tollgate.io/v1alpha1)
+    /// on the HTTPRoutes and GRPCRoutes ingress2gateway writes from the same Ingresses, which
+    /// carry no limits: YAML on stdout (or --output), what a policy cannot say on stderr.
+    ImportIngressLimits {
+        /// A YAML file of Ingress objects (several documents, or a kind: List); - for stdin.
+        file: PathBuf,
+        /// Write the policies to this file instead of stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// Only Ingresses of this class (and those without one): ingress2gateway's
+        /// --ingress-nginx-ingress-class, and the name of the Gateway it writes.
+        #[arg(long, default_value = "nginx")]
+        ingress_class: String,
+    },
     /// Translate envoyproxy/ratelimit's configuration (its YAML files, one domain a file, or
     /// its runtime directory) into [[rls.domains]], looked up and counted as that service does:
     /// TOML on stdout (or --output), notes on stderr. What the service refuses is refused (exit
@@ -238,6 +252,11 @@ fn main() {
                 ssl_passthrough: enable_ssl_passthrough,
             },
         ),
+        Command::ImportIngressLimits {
+            file,
+            output,
+            ingress_class,
+        } => import_ingress_limits(&file, output.as_deref(), ingress_class),
         Command::ImportEnvoyRatelimit {
             files,
             output,
@@ -399,24 +418,55 @@ fn emit(toml: &str, warnings: &[String], output: Option<&Path>, what: &str) -> i
     0
 }
 
-fn import_ingress(file: &Path, output: Option<&Path>, opts: &tollgate_ingress::Options) -> i32 {
-    let text = if file == Path::new("-") {
-        let mut s = String::new();
-        match std::io::Read::read_to_string(&mut std::io::stdin(), &mut s) {
-            Ok(_) => s,
-            Err(e) => {
-                eprintln!("-: cannot read standard input: {e}");
-                return 2;
-            }
-        }
+/// A file's text, `-` for standard input; `None` (said) when it cannot be read.
+fn read_input(file: &Path) -> Option<String> {
+    let mut s = String::new();
+    let read = if file == Path::new("-") {
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map(|_| s)
     } else {
-        match std::fs::read_to_string(file) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("{}: cannot read the file: {e}", file.display());
-                return 2;
-            }
+        std::fs::read_to_string(file)
+    };
+    read.map_err(|e| eprintln!("{}: cannot read the file: {e}", file.display()))
+        .ok()
+}
+
+fn import_ingress_limits(file: &Path, output: Option<&Path>, ingress_class: String) -> i32 {
+    let Some(text) = read_input(file) else {
+        return 2;
+    };
+    let opts = tollgate_ingress::Options {
+        ingress_class,
+        ..Default::default()
+    };
+    let c = match tollgate_gateway_api::from_ingress::limit_policies(&text, &opts) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{}: {e}", file.display());
+            return 2;
         }
+    };
+    let mut yaml = String::from(
+        "# Made by `tollgate import-ingress-limits`: the Ingresses' rate limits, on the routes\n# ingress2gateway writes from them (docs/gateway-api.md, \"From ingress-nginx\").\n",
+    );
+    for w in &c.warnings {
+        let w: String = w
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        yaml.push_str(&format!("# warning: {w}\n"));
+    }
+    yaml.push_str(&c.yaml);
+    emit(
+        &yaml,
+        &c.warnings,
+        output,
+        &format!("{} RateLimitPolicies", c.policies),
+    )
+}
+
+fn import_ingress(file: &Path, output: Option<&Path>, opts: &tollgate_ingress::Options) -> i32 {
+    let Some(text) = read_input(file) else {
+        return 2;
     };
     let imported = match tollgate_ingress::import(&text, opts) {
         Ok(i) => i,

@@ -18,6 +18,7 @@
 pub mod attach;
 pub mod backend_tls;
 pub mod conditions;
+pub mod from_ingress;
 pub mod gateways;
 pub mod hosts;
 pub mod input;
