@@ -214,6 +214,19 @@ fn accepted_by_parent(s: &serde_json::Value, i: usize) -> (String, String) {
     condition(&s["parents"][i]["conditions"], "Accepted")
 }
 
+/// The RateLimitPolicy CRD, as deploy/ has it.
+fn policy_crd(c: &Cluster) {
+    c.kubectl(&[
+        "apply",
+        "--validate=false",
+        "-f",
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/k8s/crds/tollgate.io_ratelimitpolicies.yaml"
+        ),
+    ]);
+}
+
 async fn start_gateway(c: &Cluster) -> (u16, u16, GatewayProc) {
     let (port, admin) = (free_port(), free_port());
     let gw = c
@@ -233,15 +246,7 @@ async fn start_gateway(c: &Cluster) -> (u16, u16, GatewayProc) {
 async fn a_gateway_an_httproute_and_a_policy_applied_with_kubectl_serve_and_limit_within_a_second()
 {
     let c = Cluster::start().await;
-    c.kubectl(&[
-        "apply",
-        "--validate=false",
-        "-f",
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../deploy/k8s/crds/tollgate.io_ratelimitpolicies.yaml"
-        ),
-    ]);
+    policy_crd(&c);
     let infra = Infra::start(&c, "shop", &["web"]).await;
     let (_base, _admin, gw) = start_gateway(&c).await;
     let listen = free_port();

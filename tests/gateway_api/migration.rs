@@ -65,15 +65,7 @@ async fn the_requests(port: u16) -> Vec<(String, u16)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ingress_and_its_ingress2gateway_conversion_admit_and_refuse_alike() {
     let c = Cluster::start().await;
-    c.kubectl(&[
-        "apply",
-        "--validate=false",
-        "-f",
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../deploy/k8s/crds/tollgate.io_ratelimitpolicies.yaml"
-        ),
-    ]);
+    super::policy_crd(&c);
     let (api, web) = (
         Backend::start().await.expect("backend"),
         Backend::start().await.expect("backend"),

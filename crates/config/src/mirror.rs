@@ -75,7 +75,7 @@ pub(crate) fn mirror(
 }
 
 /// Where the copy's authority is written when it goes to an upstream's target.
-pub const TO_UPSTREAM: &str = "http://upstream";
+const TO_UPSTREAM: &str = "http://upstream";
 
 /// A mirror to an upstream: `url` is a path (`/...`, `$request_uri` or `$uri` first).
 fn to_upstream(

@@ -377,9 +377,13 @@ fn filters(
                 };
                 // A share of the requests is not what Tollgate's mirror does: none rather
                 // than all (HTTPRouteRequestPercentageMirror is not claimed).
-                let share = ["/requestMirror/percent", "/requestMirror/fraction"]
-                    .iter()
-                    .any(|p| f.pointer(p).is_some());
+                let share = f
+                    .pointer("/requestMirror/percent")
+                    .is_some_and(|p| p.as_i64() != Some(100))
+                    || f.pointer("/requestMirror/fraction").is_some_and(|fr| {
+                        fr.get("numerator")
+                            != fr.get("denominator").or(Some(&serde_json::json!(100)))
+                    });
                 match backend(cx.input, &cx.services, from.0, from.1, &json_ref(b)) {
                     Ok(_) if share => note(
                         sink,
