@@ -642,3 +642,84 @@ upstream = "app"
         "{m}"
     );
 }
+
+/// A route's `timeouts`: `request` answers 504 once it has passed, however many attempts it
+/// took (each gets what is left), and `upstream` stands in for the upstream's
+/// `read_timeout`, up or down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routes_timeouts_cut_its_attempts_to_the_deadline_and_replace_read_timeout() {
+    let (a, a_seen) = silent_upstream();
+    let (b, b_seen) = silent_upstream();
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.silent]
+targets = ["127.0.0.1:{a}", "127.0.0.1:{b}"]
+health_check = false
+read_timeout = "700ms"
+retry = {{ attempts = 1, on = ["timeout"], budget = 1.0 }}
+outlier = false
+[upstreams.app]
+targets = ["{be}"]
+health_check = false
+read_timeout = "300ms"
+[[routes]]
+name = "deadline"
+path_prefix = "/deadline"
+upstream = "silent"
+timeouts = {{ request = "800ms" }}
+[[routes]]
+name = "retried"
+path_prefix = "/retried"
+upstream = "silent"
+[[routes]]
+name = "longer"
+path_prefix = "/longer"
+upstream = "app"
+timeouts = {{ upstream = "3s" }}
+[[routes]]
+name = "shorter"
+path_prefix = "/shorter"
+upstream = "app"
+timeouts = {{ upstream = "100ms" }}
+[[routes]]
+name = "plain"
+path_prefix = "/"
+upstream = "app"
+"#,
+            be = be.addr
+        ),
+    );
+    let _gw = running(std::path::Path::new(BIN), &toml, port, admin).await;
+    let seen = || a_seen.load(Ordering::SeqCst) + b_seen.load(Ordering::SeqCst);
+    let timed = |path: &'static str| async move {
+        let t = std::time::Instant::now();
+        let r = get(port, path, &[]).await.expect("request");
+        (r.status, t.elapsed())
+    };
+
+    // The control: two attempts of 700 ms each.
+    let before = seen();
+    let (status, took) = timed("/retried").await;
+    assert_eq!(status, 504);
+    assert!(took >= Duration::from_millis(1400), "{took:?}");
+    assert_eq!(seen() - before, 2);
+    // The deadline: the first attempt's 700 ms, then the 100 ms left to the second.
+    let before = seen();
+    let (status, took) = timed("/deadline").await;
+    assert_eq!(status, 504);
+    assert!(
+        took >= Duration::from_millis(780) && took < Duration::from_millis(1300),
+        "{took:?}"
+    );
+    assert_eq!(seen() - before, 2, "the retry was given what was left");
+
+    assert_eq!(timed("/plain?delay=600ms").await.0, 504);
+    assert_eq!(timed("/longer?delay=600ms").await.0, 200);
+    assert_eq!(timed("/plain?delay=200ms").await.0, 200);
+    assert_eq!(timed("/shorter?delay=200ms").await.0, 504);
+}

@@ -1151,9 +1151,13 @@ async fn conformance_http_listener_isolation() {
             ("abc-foo-example-com", port, Some("abc.foo.example.com")),
         ]
     };
+    // Beyond upstream's case: a listener with no route still takes its host from the
+    // wildcard listener (bare.example.com is answered 404, never by *.example.com's route).
+    let mut with_unrouted = listeners(p).to_vec();
+    with_unrouted.push(("no-routes", p, Some("bare.example.com")));
     c.apply(
         &[
-            gateway(INFRA, "http-listener-isolation", &listeners(p), "All"),
+            gateway(INFRA, "http-listener-isolation", &with_unrouted, "All"),
             gateway(
                 INFRA,
                 "http-listener-isolation-with-hostname-intersection",
@@ -1172,6 +1176,12 @@ async fn conformance_http_listener_isolation() {
         &mut bad,
     )
     .await;
+    let unrouted = [
+        answers(p, "bare.example.com", "/wildcard-example-com", 404),
+        answers(p, "bare.example.com", "/empty-hostname", 404),
+        reaches(p, "other.example.com", "/wildcard-example-com", V1),
+    ];
+    run(&infra, "a listener without routes", &unrouted, &mut bad).await;
     run(
         &infra,
         "intersecting hostnames are configured in listeners and HTTPRoutes",

@@ -36,6 +36,7 @@ mod routes;
 mod scalars;
 mod server;
 mod split;
+mod timeouts;
 mod tls;
 pub mod tracing;
 mod upstreams;

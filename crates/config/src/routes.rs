@@ -74,9 +74,8 @@ fn route(
     let listener_host = crate::matching::listener_host(cx, &mut r, &mut ok);
     let redirect = redirect(cx, &mut r, path_match.as_ref(), action.as_mut(), &mut ok);
     let limit_idx = route_limits(cx, &mut r, limits, weights);
-    let access = r.get("access").and_then(|v| {
-        Tbl::of(cx, r.key_path("access"), v).map(|t| crate::abuse::access(cx, t, base, files))
-    });
+    let access = access(cx, &mut r, base, files);
+    let timeouts = crate::timeouts::route(cx, &mut r, action.as_ref(), &mut ok);
     let tarpit = tarpit(cx, &mut r, &mut ok);
     let rewrite = rewrite(cx, &mut r);
     let canary = route_canary(
@@ -137,9 +136,21 @@ fn route(
             ports,
             listener_host,
             redirect: redirect.map(Box::new),
+            timeouts,
         }),
         _ => None,
     }
+}
+
+/// `access`, when given.
+fn access(
+    cx: &mut Cx,
+    r: &mut Tbl,
+    base: &std::path::Path,
+    files: &mut Vec<PathBuf>,
+) -> Option<AccessConfig> {
+    let v = r.get("access")?;
+    Tbl::of(cx, r.key_path("access"), v).map(|t| crate::abuse::access(cx, t, base, files))
 }
 
 /// A boolean key, when given (a wrong value is reported and read as not given).

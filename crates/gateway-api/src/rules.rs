@@ -42,6 +42,25 @@ pub struct Origin {
     pub rule: Option<String>,
 }
 
+impl Key {
+    /// After every route of `port`: a listener's catch-all.
+    pub fn last(port: u16) -> Key {
+        Key {
+            port,
+            host: crate::hosts::rank(None),
+            kind: u8::MAX,
+            len: std::cmp::Reverse(0),
+            method: std::cmp::Reverse(false),
+            headers: std::cmp::Reverse(0),
+            query: std::cmp::Reverse(0),
+            age: (String::new(), String::new()),
+            rule: usize::MAX,
+            matched: 0,
+            piece: 0,
+        }
+    }
+}
+
 pub struct Emitted {
     pub key: Key,
     pub origin: Origin,
@@ -646,7 +665,63 @@ fn backends(
             t.insert("backends".into(), Value::Array(items));
         }
     }
+    if let Some(timeouts) = timeouts(rule.get("timeouts"), sink) {
+        t.insert("timeouts".into(), Value::Table(timeouts));
+    }
+    for field in ["retry", "sessionPersistence"] {
+        if rule.get(field).is_some() {
+            sink.notes.push(format!(
+                "{field} (the experimental channel's) is not served: the rule is served without it"
+            ));
+        }
+    }
     t
+}
+
+/// A rule's `timeouts` as the route's: `request` and `backendRequest` (its `upstream`), in
+/// milliseconds; a zero one is none (the spec's "0s" disables it).
+fn timeouts(t: Option<&Json>, sink: &mut Sink) -> Option<Table> {
+    let mut out = Table::new();
+    for (from, to) in [("request", "request"), ("backendRequest", "upstream")] {
+        let Some(v) = t?.get(from).and_then(Json::as_str) else {
+            continue;
+        };
+        match gep_duration(v) {
+            Some(0) => {}
+            Some(ms) => {
+                out.insert(to.into(), s(&format!("{ms}ms")));
+            }
+            None => sink.notes.push(format!(
+                "timeouts.{from} \"{v}\" is not a duration: left out"
+            )),
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// A Gateway API duration (GEP-2257: one to four of a number and `h`, `m`, `s` or `ms`, as
+/// `1h30m`), in milliseconds, at most 24 hours (what a route takes).
+pub fn gep_duration(v: &str) -> Option<u64> {
+    let (mut total, mut parts, mut rest) = (0u64, 0, v);
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || digits > 5 {
+            return None;
+        }
+        let n: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let (unit, len) = match rest.as_bytes() {
+            [b'm', b's', ..] => (1, 2),
+            [b'h', ..] => (3_600_000, 1),
+            [b'm', ..] => (60_000, 1),
+            [b's', ..] => (1_000, 1),
+            _ => return None,
+        };
+        rest = &rest[len..];
+        total += n * unit;
+        parts += 1;
+    }
+    ((1..=4).contains(&parts) && total <= 24 * 3_600_000).then_some(total)
 }
 
 /// URLRewrite's path on one piece of a match: the whole path, or the matched prefix, replaced.
@@ -681,4 +756,41 @@ fn rewrite(fs: Option<&Json>, path_key: &str, path: &str) -> Option<Value> {
     t.insert("regex".into(), s(&regex));
     t.insert("replace".into(), s(&replace));
     Some(Value::Table(t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gep_duration;
+
+    #[test]
+    fn gep_2257_durations_in_milliseconds() {
+        for (v, ms) in [
+            ("0s", 0),
+            ("500ms", 500),
+            ("1s", 1_000),
+            ("1m30s", 90_000),
+            ("1h30m10s500ms", 5_410_500),
+            ("10ms10ms", 20),
+            ("24h", 86_400_000),
+        ] {
+            assert_eq!(gep_duration(v), Some(ms), "{v}");
+        }
+        // Not GEP-2257's: empty, signs, fractions, spaces, unknown or missing units, more
+        // than five digits or four parts, past 24 h (what a route takes).
+        for v in [
+            "",
+            "-1s",
+            "1.5s",
+            "1 s",
+            "1d",
+            "10",
+            "s",
+            "123456s",
+            "1h1m1s1ms1ms",
+            "25h",
+            "1us",
+        ] {
+            assert_eq!(gep_duration(v), None, "{v}");
+        }
+    }
 }

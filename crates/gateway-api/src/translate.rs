@@ -104,6 +104,7 @@ pub fn translate(input: &Input, refused: &[(String, String)]) -> Output {
         });
     }
     out.listeners = listeners(&served);
+    unrouted(&served, &mut emitted);
     let attached = crate::policy::attach(
         &input.policies,
         input.controller,
@@ -236,6 +237,58 @@ fn listeners(served: &[crate::gateways::Served]) -> Vec<(u16, bool)> {
     out.sort_unstable();
     out.dedup();
     out
+}
+
+/// A 404 route for each usable listener that no route reached on a port where others have
+/// routes, so that it still takes the hosts it matches most closely from a less specific
+/// listener of its port (listener isolation: `listener_host` only knows the listeners its
+/// routes name).
+fn unrouted(served: &[crate::gateways::Served], emitted: &mut Vec<Emitted>) {
+    let routed: BTreeSet<(u16, String)> = emitted
+        .iter()
+        .filter_map(|e| {
+            let h = e.table.get("listener_host")?.as_str()?;
+            Some((e.key.port, h.to_string()))
+        })
+        .collect();
+    for s in served {
+        let gateway = id(&s.gateway.metadata);
+        for l in s.listeners.iter().filter(|l| l.usable()) {
+            let host = l.hostname.unwrap_or("");
+            // Needed only where another listener of the port has routes to lend it.
+            if routed.contains(&(l.port, host.to_string()))
+                || !routed.iter().any(|(p, _)| *p == l.port)
+            {
+                continue;
+            }
+            let mut table = Table::new();
+            table.insert(
+                "name".into(),
+                Value::String(format!("gateway:listener/{gateway}/{}", l.name)),
+            );
+            table.insert("path_prefix".into(), Value::String("/".into()));
+            table.insert("ports".into(), Value::Array(vec![i64::from(l.port).into()]));
+            table.insert("listener_host".into(), Value::String(host.into()));
+            let mut r = Table::new();
+            r.insert("status".into(), 404.into());
+            r.insert(
+                "body".into(),
+                Value::String(format!("no route is attached to listener {}\n", l.name)),
+            );
+            table.insert("respond".into(), Value::Table(r));
+            emitted.push(Emitted {
+                key: crate::rules::Key::last(l.port),
+                origin: crate::rules::Origin {
+                    gateway: gateway.clone(),
+                    listener: l.name.to_string(),
+                    kind: "Listener",
+                    route: String::new(),
+                    rule: None,
+                },
+                table,
+            });
+        }
+    }
 }
 
 /// The usable HTTPS listeners' certificates, as files under `TLS_MOUNT` (held in memory by

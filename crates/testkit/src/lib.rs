@@ -246,6 +246,17 @@ async fn echo(
             .and_then(|n| n.parse().ok())
             .unwrap_or(default)
     };
+    // `delay=1s` or `delay=500ms` in the query, as the conformance suite's echo server.
+    let delay = parts.uri.query().and_then(|q| {
+        let v = q.split('&').find_map(|kv| kv.strip_prefix("delay="))?;
+        match v.strip_suffix("ms") {
+            Some(ms) => ms.parse().ok().map(Duration::from_millis),
+            None => v.strip_suffix('s')?.parse().ok().map(Duration::from_secs),
+        }
+    });
+    if let Some(d) = delay {
+        tokio::time::sleep(d).await;
+    }
     if parts.uri.path() == "/slow" {
         tokio::time::sleep(Duration::from_millis(number("ms", 1000) as u64)).await;
     }

@@ -55,6 +55,16 @@ pub struct RouteConfig {
     /// `redirect`: the route answers with a Location made from the request (its action is
     /// `Respond` with the redirect's status).
     pub redirect: Option<Box<Redirect>>,
+    /// `timeouts = { request, upstream }`.
+    pub timeouts: Option<Box<RouteTimeouts>>,
+}
+
+/// A route's `timeouts`: to the answer's head from the request's arrival, and per attempt on
+/// the upstream (in place of its `read_timeout`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RouteTimeouts {
+    pub request: Option<std::time::Duration>,
+    pub upstream: Option<std::time::Duration>,
 }
 
 /// `redirect = { status, scheme, host, port, path | replace_prefix }` (the Gateway API's

@@ -45,6 +45,16 @@ pub(super) fn invalid_request_response(
     Some((resp, body))
 }
 
+/// Whether the route's `timeouts.request` has passed.
+fn past_deadline(ctx: &Ctx) -> bool {
+    let (Some(rt), Some(r)) = (&ctx.rt, ctx.route) else {
+        return false;
+    };
+    let t = rt.routes[r].cfg.timeouts.as_deref();
+    t.and_then(|t| t.request)
+        .is_some_and(|d| ctx.start.elapsed() >= d)
+}
+
 pub(super) async fn fail_to_proxy(
     gw: &Gateway,
     session: &mut Session,
@@ -56,6 +66,10 @@ pub(super) async fn fail_to_proxy(
         && matches!((&ctx.rt, ctx.upstream), (Some(rt), Some(u)) if rt.upstreams[u].pool.is_empty());
     let problem = match e.etype() {
         _ if unresolved => Some(Problem::UpstreamUnresolved),
+        // Whatever failed, the route's request timeout had passed: 504.
+        _ if e.esource() == &ErrorSource::Upstream && past_deadline(ctx) => {
+            Some(Problem::UpstreamTimeout)
+        }
         ErrorType::HTTPStatus(400) => Some(Problem::BadRequest),
         ErrorType::HTTPStatus(413) => Some(Problem::BodyTooLarge),
         ErrorType::HTTPStatus(_) => Some(Problem::Internal),

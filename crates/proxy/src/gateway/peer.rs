@@ -42,7 +42,7 @@ pub(super) fn upstream_peer(
             ctx.target = p._address.as_inet().copied();
         }
     }
-    let Some(peer) = peer else {
+    let Some(mut peer) = peer else {
         let mut e = Error::explain(
             ErrorType::ConnectNoRoute,
             "no healthy target in the upstream pool",
@@ -50,5 +50,35 @@ pub(super) fn upstream_peer(
         e.esource = ErrorSource::Upstream;
         return Err(e);
     };
+    if let Some(t) = ctx.route.and_then(|r| rt.routes[r].cfg.timeouts.as_deref()) {
+        timeouts(&mut peer, t, ctx.start)?;
+    }
     Ok(peer)
+}
+
+/// A route's `timeouts` on this attempt: `upstream` in place of the upstream's read
+/// timeout, and every wait cut to what is left of `request` (none left: 504 at once).
+fn timeouts(
+    peer: &mut HttpPeer,
+    t: &tollgate_config::model::RouteTimeouts,
+    start: std::time::Instant,
+) -> Result<()> {
+    let o = &mut peer.options;
+    if let Some(u) = t.upstream {
+        o.read_timeout = Some(u);
+    }
+    if let Some(r) = t.request {
+        let left = r.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            let mut e = Error::explain(ErrorType::ReadTimedout, "the route's request timeout");
+            e.esource = ErrorSource::Upstream;
+            return Err(e);
+        }
+        let cut = |d: Option<std::time::Duration>| Some(d.map_or(left, |d| d.min(left)));
+        o.read_timeout = cut(o.read_timeout);
+        o.write_timeout = cut(o.write_timeout);
+        o.connection_timeout = cut(o.connection_timeout);
+        o.total_connection_timeout = cut(o.total_connection_timeout);
+    }
+    Ok(())
 }

@@ -77,6 +77,7 @@ fn route(i: usize, (host, alias, www, kind, p, ci, method): Spec) -> RouteConfig
         ports: None,
         listener_host: None,
         redirect: None,
+        timeouts: None,
     }
 }
 
