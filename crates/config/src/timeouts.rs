@@ -34,7 +34,7 @@ pub(crate) fn route(
         let p = t.key_path(key);
         let d = crate::scalars::duration(cx, &p, v);
         match d {
-            Some(d) if !d.is_zero() && d <= MAX => Some(d),
+            Some(d) if d >= std::time::Duration::from_millis(1) && d <= MAX => Some(d),
             Some(_) => {
                 cx.err(
                     &p,

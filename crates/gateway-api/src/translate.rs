@@ -239,8 +239,8 @@ fn listeners(served: &[crate::gateways::Served]) -> Vec<(u16, bool)> {
     out
 }
 
-/// A 404 route for each usable listener that no route reached on a port where others have
-/// routes, so that it still takes the hosts it matches most closely from a less specific
+/// A 404 route for each listener that no route reached on a port where others have routes
+/// (503 for one that cannot be served), so that it still takes the hosts it matches most closely from a less specific
 /// listener of its port (listener isolation: `listener_host` only knows the listeners its
 /// routes name).
 fn unrouted(served: &[crate::gateways::Served], emitted: &mut Vec<Emitted>) {
@@ -251,16 +251,25 @@ fn unrouted(served: &[crate::gateways::Served], emitted: &mut Vec<Emitted>) {
             Some((e.key.port, h.to_string()))
         })
         .collect();
+    let mut placed: BTreeSet<(u16, String)> = BTreeSet::new();
     for s in served {
         let gateway = id(&s.gateway.metadata);
-        for l in s.listeners.iter().filter(|l| l.usable()) {
+        for l in &s.listeners {
             let host = l.hostname.unwrap_or("");
-            // Needed only where another listener of the port has routes to lend it.
+            // Needed only where another listener of the port has routes to lend it; once
+            // per hostname (a conflict's loser is its winner's). A listener that cannot be
+            // served keeps its hosts too: they are answered 503, never by another's routes.
             if routed.contains(&(l.port, host.to_string()))
                 || !routed.iter().any(|(p, _)| *p == l.port)
+                || !placed.insert((l.port, host.to_string()))
             {
                 continue;
             }
+            let (status, why) = if l.usable() {
+                (404, "no route is attached to")
+            } else {
+                (503, "cannot be served:")
+            };
             let mut table = Table::new();
             table.insert(
                 "name".into(),
@@ -270,10 +279,10 @@ fn unrouted(served: &[crate::gateways::Served], emitted: &mut Vec<Emitted>) {
             table.insert("ports".into(), Value::Array(vec![i64::from(l.port).into()]));
             table.insert("listener_host".into(), Value::String(host.into()));
             let mut r = Table::new();
-            r.insert("status".into(), 404.into());
+            r.insert("status".into(), status.into());
             r.insert(
                 "body".into(),
-                Value::String(format!("no route is attached to listener {}\n", l.name)),
+                Value::String(format!("{why} listener {}\n", l.name)),
             );
             table.insert("respond".into(), Value::Table(r));
             emitted.push(Emitted {

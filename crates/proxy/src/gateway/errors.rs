@@ -46,7 +46,7 @@ pub(super) fn invalid_request_response(
 }
 
 /// Whether the route's `timeouts.request` has passed.
-fn past_deadline(ctx: &Ctx) -> bool {
+pub(super) fn past_deadline(ctx: &Ctx) -> bool {
     let (Some(rt), Some(r)) = (&ctx.rt, ctx.route) else {
         return false;
     };
@@ -66,8 +66,10 @@ pub(super) async fn fail_to_proxy(
         && matches!((&ctx.rt, ctx.upstream), (Some(rt), Some(u)) if rt.upstreams[u].pool.is_empty());
     let problem = match e.etype() {
         _ if unresolved => Some(Problem::UpstreamUnresolved),
-        // Whatever failed, the route's request timeout had passed: 504.
-        _ if e.esource() == &ErrorSource::Upstream && past_deadline(ctx) => {
+        // A wait the route's request timeout cut (a connect, a write): 504.
+        ErrorType::ConnectTimedout | ErrorType::ReadTimedout | ErrorType::WriteTimedout
+            if e.esource() == &ErrorSource::Upstream && past_deadline(ctx) =>
+        {
             Some(Problem::UpstreamTimeout)
         }
         ErrorType::HTTPStatus(400) => Some(Problem::BadRequest),
