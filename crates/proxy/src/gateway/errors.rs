@@ -45,6 +45,13 @@ pub(super) fn invalid_request_response(
     Some((resp, body))
 }
 
+/// The error of a route whose `timeouts.request` has passed (answered 504).
+pub(super) fn past_deadline_error() -> Box<Error> {
+    let mut e = Error::explain(ErrorType::ReadTimedout, "the route's request timeout");
+    e.esource = ErrorSource::Upstream;
+    e
+}
+
 /// Whether the route's `timeouts.request` has passed.
 pub(super) fn past_deadline(ctx: &Ctx) -> bool {
     let (Some(rt), Some(r)) = (&ctx.rt, ctx.route) else {

@@ -70,9 +70,7 @@ fn timeouts(
     if let Some(r) = t.request {
         let left = r.saturating_sub(start.elapsed());
         if left.is_zero() {
-            let mut e = Error::explain(ErrorType::ReadTimedout, "the route's request timeout");
-            e.esource = ErrorSource::Upstream;
-            return Err(e);
+            return Err(super::errors::past_deadline_error());
         }
         let cut = |d: Option<std::time::Duration>| Some(d.map_or(left, |d| d.min(left)));
         o.read_timeout = cut(o.read_timeout);

@@ -73,9 +73,7 @@ impl ProxyHttp for Gateway {
         // A head that came after the route's request timeout (one dripped in reads that
         // each kept within it): 504, not the late answer.
         if super::errors::past_deadline(ctx) {
-            let mut e = Error::explain(ErrorType::ReadTimedout, "the route's request timeout");
-            e.esource = pingora::ErrorSource::Upstream;
-            return Err(e);
+            return Err(super::errors::past_deadline_error());
         }
         super::retry::upstream_response_filter(self, session, resp, ctx)
     }
