@@ -6,7 +6,7 @@
 //! - the Core conformance cases of kubernetes-sigs/gateway-api v1.6.1
 //!   (`conformance/tests/`), ported: matching precedence, header matching, hostnames and
 //!   their intersection, listener isolation, weights, header modifiers, redirects,
-//!   rewrites, request and backend timeouts, cross-namespace references with and without ReferenceGrant, unresolved
+//!   rewrites, request and backend timeouts, CORS, cross-namespace references with and without ReferenceGrant, unresolved
 //!   backends, parentRefs that name no listener;
 //! - an Ingress and what ingress2gateway writes from it, with `tollgate import-ingress-limits`'
 //!   policies, admit and refuse alike.
@@ -14,6 +14,8 @@
 #[path = "kube/mod.rs"]
 mod kube;
 
+#[path = "gateway_api/conformance_cors.rs"]
+mod conformance_cors;
 #[path = "gateway_api/conformance_filters.rs"]
 mod conformance_filters;
 #[path = "gateway_api/conformance_routing.rs"]

@@ -287,7 +287,7 @@ pub fn parse_size(s: &str) -> Option<u64> {
 }
 
 /// `cors = { allow_origins, allow_methods, allow_headers, expose_headers, allow_credentials,
-/// max_age }`; defaults as ingress-nginx's (methods and headers), origins required.
+/// max_age, echo_wildcards }`; defaults as ingress-nginx's (methods and headers), origins required.
 pub(crate) fn cors(cx: &mut Cx, path: &str, v: &Value) -> Option<CorsConfig> {
     let mut t = Tbl::of(cx, path.to_string(), v)?;
     let mut ok = true;
@@ -319,10 +319,12 @@ pub(crate) fn cors(cx: &mut Cx, path: &str, v: &Value) -> Option<CorsConfig> {
         &mut ok,
     );
     let expose_headers = token_list(cx, &mut t, "expose_headers", &[], false, &mut ok);
-    let allow_credentials = match t.get("allow_credentials") {
-        Some(bv) => as_bool(cx, &t.key_path("allow_credentials"), bv).unwrap_or(false),
+    let flag = |cx: &mut Cx, t: &mut Tbl, key: &str| match t.get(key) {
+        Some(bv) => as_bool(cx, &t.key_path(key), bv).unwrap_or(false),
         None => false,
     };
+    let allow_credentials = flag(cx, &mut t, "allow_credentials");
+    let echo_wildcards = flag(cx, &mut t, "echo_wildcards");
     let max_age = t.get("max_age").and_then(|mv| match mv.get_ref() {
         DeValue::String(_) => {
             crate::scalars::duration(cx, &t.key_path("max_age"), mv).map(|d| d.as_secs())
@@ -330,15 +332,21 @@ pub(crate) fn cors(cx: &mut Cx, path: &str, v: &Value) -> Option<CorsConfig> {
         _ => as_int_in(cx, &t.key_path("max_age"), mv, 0, 86_400 * 365).map(|n| n as u64),
     });
     if allow_credentials {
-        let wild = origins.contains(&OriginRule::Any)
+        let echoable = origins.contains(&OriginRule::Any)
             || allow_methods.iter().any(|m| m == "*")
-            || allow_headers.iter().any(|h| h == "*")
-            || expose_headers.iter().any(|h| h == "*");
-        if wild {
+            || allow_headers.iter().any(|h| h == "*");
+        if expose_headers.iter().any(|h| h == "*") {
             cx.err(
                 &t.key_path("allow_credentials"),
                 v.span(),
-                "a wildcard (\"*\") cannot go with allow_credentials = true: browsers refuse it, and reflecting any origin with credentials would let every site read the caller's data; list the origins",
+                "expose_headers = [\"*\"] cannot go with allow_credentials = true: browsers then read it as a header named \"*\"; list the headers",
+            );
+            ok = false;
+        } else if echoable && !echo_wildcards {
+            cx.err(
+                &t.key_path("allow_credentials"),
+                v.span(),
+                "a wildcard (\"*\") cannot go with allow_credentials = true: browsers refuse it, and reflecting any origin with credentials would let every site read the caller's data; list the origins, or set echo_wildcards = true to answer each request with its own origin (the Gateway API's way)",
             );
             ok = false;
         }
@@ -351,6 +359,7 @@ pub(crate) fn cors(cx: &mut Cx, path: &str, v: &Value) -> Option<CorsConfig> {
         expose_headers,
         allow_credentials,
         max_age,
+        echo_wildcards,
     })
 }
 

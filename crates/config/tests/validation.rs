@@ -878,7 +878,19 @@ fn edge_keys_refuse_what_walks_around_the_gateway() {
         ),
         (
             r#"cors = { allow_origins = ["*"], allow_credentials = true }"#,
-            "f.toml: routes[0].cors.allow_credentials: a wildcard (\"*\") cannot go with allow_credentials = true: browsers refuse it, and reflecting any origin with credentials would let every site read the caller's data; list the origins (line 6)",
+            "f.toml: routes[0].cors.allow_credentials: a wildcard (\"*\") cannot go with allow_credentials = true: browsers refuse it, and reflecting any origin with credentials would let every site read the caller's data; list the origins, or set echo_wildcards = true to answer each request with its own origin (the Gateway API's way) (line 6)",
+        ),
+        (
+            r#"cors = { allow_origins = ["https://a.example"], allow_headers = ["*"], allow_credentials = true, echo_wildcards = false }"#,
+            "f.toml: routes[0].cors.allow_credentials: a wildcard (\"*\") cannot go with allow_credentials = true: browsers refuse it, and reflecting any origin with credentials would let every site read the caller's data; list the origins, or set echo_wildcards = true to answer each request with its own origin (the Gateway API's way) (line 6)",
+        ),
+        (
+            r#"cors = { allow_origins = ["*"], expose_headers = ["*"], allow_credentials = true, echo_wildcards = true }"#,
+            "f.toml: routes[0].cors.allow_credentials: expose_headers = [\"*\"] cannot go with allow_credentials = true: browsers then read it as a header named \"*\"; list the headers (line 6)",
+        ),
+        (
+            r#"cors = { allow_origins = ["*"], echo_wildcards = "yes" }"#,
+            "f.toml: routes[0].cors.echo_wildcards: expected true or false, found string (line 6)",
         ),
         (
             r#"cors = { allow_origins = ["null"] }"#,

@@ -539,50 +539,59 @@ fn redirect(r: Option<&Json>) -> Table {
     t
 }
 
-/// The CORS filter as the route's `cors` (a `*` with credentials is refused by Tollgate,
-/// as browsers refuse it: the credentials are left out).
+/// The CORS filter as the route's `cors`. The spec's rules where Tollgate's defaults differ:
+/// a `*` with `allowCredentials` echoes what the request named (`echo_wildcards`); without
+/// `allowMethods` only the CORS-safelisted methods, without `allowHeaders` none; `maxAge`
+/// 5 s when unset. An `exposeHeaders` `*` with credentials is left out (the spec forbids
+/// sending it, and there is nothing to echo).
 fn cors(c: Option<&Json>, route: &str, sink: &mut Sink) -> Option<Table> {
     let c = c?;
-    let list = |k: &str| -> Vec<Value> {
+    let list = |k: &str| -> Vec<String> {
         c.get(k)
             .and_then(Json::as_array)
             .into_iter()
             .flatten()
             .filter_map(Json::as_str)
-            .map(s)
+            .map(str::to_string)
             .collect()
     };
     let origins = list("allowOrigins");
     if origins.is_empty() {
         return None;
     }
+    let credentials = c.get("allowCredentials").and_then(Json::as_bool) == Some(true);
+    let mut methods = list("allowMethods");
+    if methods.is_empty() {
+        methods = ["GET", "HEAD", "POST"].map(String::from).to_vec();
+    }
+    let headers = list("allowHeaders");
+    let mut expose = list("exposeHeaders");
+    let star = |l: &[String]| l.iter().any(|x| x == "*");
+    if credentials && star(&expose) {
+        note(
+            sink,
+            route,
+            "CORS exposeHeaders \"*\" with allowCredentials: the spec forbids sending it, so no header is exposed by it".into(),
+        );
+        expose.retain(|h| h != "*");
+    }
+    let echo = credentials && (star(&origins) || star(&methods) || star(&headers));
+    let arr = |l: Vec<String>| Value::Array(l.into_iter().map(Value::String).collect());
     let mut t = Table::new();
-    let wild = origins.iter().any(|o| o.as_str() == Some("*"));
-    t.insert("allow_origins".into(), Value::Array(origins));
-    for (from, to) in [
-        ("allowMethods", "allow_methods"),
-        ("allowHeaders", "allow_headers"),
-        ("exposeHeaders", "expose_headers"),
-    ] {
-        let l = list(from);
-        if !l.is_empty() {
-            t.insert(to.into(), Value::Array(l));
-        }
+    t.insert("allow_origins".into(), arr(origins));
+    t.insert("allow_methods".into(), arr(methods));
+    t.insert("allow_headers".into(), arr(headers));
+    if !expose.is_empty() {
+        t.insert("expose_headers".into(), arr(expose));
     }
-    if c.get("allowCredentials").and_then(Json::as_bool) == Some(true) {
-        if wild {
-            note(
-                sink,
-                route,
-                "CORS allowCredentials with a * origin: credentials are not allowed".into(),
-            );
-        } else {
-            t.insert("allow_credentials".into(), Value::Boolean(true));
-        }
+    if credentials {
+        t.insert("allow_credentials".into(), Value::Boolean(true));
     }
-    if let Some(age) = c.get("maxAge").and_then(Json::as_i64) {
-        t.insert("max_age".into(), Value::Integer(age));
+    if echo {
+        t.insert("echo_wildcards".into(), Value::Boolean(true));
     }
+    let age = c.get("maxAge").and_then(Json::as_i64).unwrap_or(5);
+    t.insert("max_age".into(), Value::Integer(age));
     Some(t)
 }
 

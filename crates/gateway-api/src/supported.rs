@@ -9,6 +9,7 @@ pub const FEATURES: &[&str] = &[
     "GRPCRoute",
     "HTTPRoute",
     "HTTPRouteBackendTimeout",
+    "HTTPRouteCORS",
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",
     "HTTPRouteParentRefPort",

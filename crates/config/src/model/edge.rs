@@ -127,6 +127,10 @@ pub struct CorsConfig {
     pub allow_credentials: bool,
     /// Seconds a browser may keep a preflight's answer.
     pub max_age: Option<u64>,
+    /// A `*` in `allow_origins`, `allow_methods` or `allow_headers` is answered with what the
+    /// request named (its `Origin`, `Access-Control-Request-Method`, `-Headers`), never `*`:
+    /// the Gateway API's rule, and the only way a `*` may go with credentials.
+    pub echo_wildcards: bool,
 }
 
 /// One `allow_origins` entry.
@@ -171,6 +175,12 @@ impl OriginRule {
             }
         }
     }
+}
+
+/// Whether `o` is a serialized origin, `scheme://host[:port]` (http or https; not `null`,
+/// no path).
+pub fn is_origin(o: &str) -> bool {
+    split_origin(&o.to_ascii_lowercase()).is_some()
 }
 
 pub(crate) fn dns_label(l: &str) -> bool {

@@ -7,6 +7,10 @@
 //!   refuses that pair); every other origin is echoed as the browser sent it, after an exact
 //!   or a subdomain match (never a substring: `https://app.example.com.evil.net` is not
 //!   `https://app.example.com`).
+//! - With `echo_wildcards` (the Gateway API's rule), a `*` is answered with what the request
+//!   named instead: its origin (only a well-formed `scheme://host[:port]`, never `null`), its
+//!   `Access-Control-Request-Method` (a token) and `-Headers` (a list of names); a field the
+//!   request did not name, or named badly, is left out.
 //! - Every answer of a route with CORS carries `Vary: Origin`, allowed or not, so a cache
 //!   never serves one origin's answer to another.
 
@@ -19,10 +23,17 @@ pub struct CorsRt {
     origins: Vec<OriginRule>,
     any: bool,
     credentials: bool,
-    methods: HeaderValue,
-    headers: HeaderValue,
+    /// `None` for an empty list (no field sent).
+    methods: Option<HeaderValue>,
+    headers: Option<HeaderValue>,
     expose: Option<HeaderValue>,
     max_age: Option<u64>,
+    /// `allow_origins = ["*"]` answered with the request's own origin.
+    echo_origin: bool,
+    /// `allow_methods = ["*"]` answered with `Access-Control-Request-Method`.
+    echo_methods: bool,
+    /// `allow_headers = ["*"]` answered with `Access-Control-Request-Headers`.
+    echo_headers: bool,
 }
 
 /// What a request's `Origin` earned: the `Access-Control-Allow-Origin` value.
@@ -31,12 +42,22 @@ pub type Allowed = Option<HeaderValue>;
 impl CorsRt {
     pub fn new(c: &CorsConfig) -> Option<CorsRt> {
         let join = |l: &[String]| HeaderValue::from_str(&l.join(", ")).ok();
+        // An empty list is no field; a list that is no field value makes no runtime.
+        let field = |l: &[String]| match l {
+            [] => Some(None),
+            l => join(l).map(Some),
+        };
+        let any = c.allow_origins.contains(&OriginRule::Any);
+        let star = |l: &[String]| c.echo_wildcards && l.iter().any(|x| x == "*");
         Some(CorsRt {
-            any: c.allow_origins.contains(&OriginRule::Any),
+            any,
+            echo_origin: any && c.echo_wildcards,
+            echo_methods: star(&c.allow_methods),
+            echo_headers: star(&c.allow_headers),
             origins: c.allow_origins.clone(),
             credentials: c.allow_credentials,
-            methods: join(&c.allow_methods)?,
-            headers: join(&c.allow_headers)?,
+            methods: field(&c.allow_methods)?,
+            headers: field(&c.allow_headers)?,
             expose: (!c.expose_headers.is_empty())
                 .then(|| join(&c.expose_headers))
                 .flatten(),
@@ -52,10 +73,13 @@ impl CorsRt {
         if all.next().is_some() {
             return None;
         }
-        if self.any {
+        if self.any && !self.echo_origin {
             return Some(HeaderValue::from_static("*"));
         }
         let o = origin.to_str().ok()?;
+        if self.any {
+            return tollgate_config::model::is_origin(o).then(|| origin.clone());
+        }
         self.origins
             .iter()
             .any(|r| r.admits(o))
@@ -91,8 +115,8 @@ impl CorsRt {
         }
     }
 
-    /// The fields of a preflight's 204.
-    pub fn put_preflight(&self, out: &mut impl Fields, allowed: &Allowed) {
+    /// The fields of a preflight's 204 (`req`: the preflight's fields, for an echoed `*`).
+    pub fn put_preflight(&self, out: &mut impl Fields, allowed: &Allowed, req: &HeaderMap) {
         out.put(
             &names::VARY,
             Value::Static("Origin, Access-Control-Request-Method, Access-Control-Request-Headers"),
@@ -102,12 +126,50 @@ impl CorsRt {
         if self.credentials {
             out.put(&names::ACAC, Value::Static("true"));
         }
-        out.put(&names::ACAM, Value::Header(&self.methods));
-        out.put(&names::ACAH, Value::Header(&self.headers));
+        let asked = |name| {
+            let mut all = req.get_all(name).iter();
+            all.next().filter(|_| all.next().is_none())
+        };
+        if !self.echo_methods {
+            if let Some(m) = &self.methods {
+                out.put(&names::ACAM, Value::Header(m));
+            }
+        } else if let Some(m) = asked(http::header::ACCESS_CONTROL_REQUEST_METHOD)
+            .filter(|m| !m.is_empty() && m.as_bytes().iter().all(|&b| tchar(b)))
+        {
+            out.put(&names::ACAM, Value::Header(m));
+        }
+        if !self.echo_headers {
+            if let Some(h) = &self.headers {
+                out.put(&names::ACAH, Value::Header(h));
+            }
+        } else if let Some(h) =
+            asked(http::header::ACCESS_CONTROL_REQUEST_HEADERS).filter(|h| names_list(h.as_bytes()))
+        {
+            out.put(&names::ACAH, Value::Header(h));
+        }
+        if let Some(e) = &self.expose {
+            out.put(&names::ACEH, Value::Header(e));
+        }
         if let Some(age) = self.max_age {
             out.put(&names::ACMA, Value::Int(age));
         }
     }
+}
+
+/// An RFC 9110 token character.
+fn tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// `name, name` (optional spaces around commas), every name a token: what a browser sends
+/// as `Access-Control-Request-Headers`.
+fn names_list(v: &[u8]) -> bool {
+    !v.is_empty()
+        && v.split(|&b| b == b',').all(|n| {
+            let n = n.trim_ascii();
+            !n.is_empty() && n.iter().all(|&b| tchar(b))
+        })
 }
 
 #[cfg(test)]
@@ -125,6 +187,7 @@ mod tests {
             expose_headers: vec![],
             allow_credentials: credentials,
             max_age: Some(600),
+            echo_wildcards: false,
         })
         .expect("test input")
     }
@@ -172,6 +235,30 @@ mod tests {
         assert_eq!(
             any.allowed(&with(&["null"])),
             Some(HeaderValue::from_static("*"))
+        );
+    }
+
+    #[test]
+    fn an_echoed_star_echoes_only_well_formed_requests() {
+        assert!(names_list(b"x-a, x-b,x-c"));
+        for bad in [&b""[..], b"x-a,", b"x-a, \"x-b\"", b"x a", b",", b"x-a\x01"] {
+            assert!(!names_list(bad), "{bad:?}");
+        }
+        let mut c = rt(&["*"], true);
+        c.echo_origin = true;
+        for (origin, echoed) in [
+            ("https://a.example:8443", true),
+            ("HTTP://A.example", true),
+            ("null", false),
+            ("", false),
+            ("https://a.example/x", false),
+            ("file://", false),
+        ] {
+            assert_eq!(c.allowed(&with(&[origin])).is_some(), echoed, "{origin}");
+        }
+        assert_eq!(
+            c.allowed(&with(&["https://a.example", "https://b.example"])),
+            None
         );
     }
 }

@@ -2,7 +2,8 @@
 //! carries no credentials, and a 429 to it is one the page can never read); an actual
 //! request's `Origin` is judged once for its answer.
 //!
-//! Reads: the route's `cors`; `Origin`, the method and `Access-Control-Request-Method`.
+//! Reads: the route's `cors`; `Origin`, the method and `Access-Control-Request-Method`
+//! (and `-Headers`, echoed for an `echo_wildcards` `*`).
 //! Writes: `ctx.shaping.allowed` (the `Access-Control-Allow-Origin` the answer names, if any).
 //! Answers: 204 to a preflight, never proxied: with the route's CORS fields when its origin
 //! is allowed, without any when it is not (the browser then refuses the call).
@@ -40,7 +41,7 @@ pub async fn run(
             .with_label_values(&[&r.name, result])
             .inc();
         let mut head = Gateway::head(session, ctx, 204, "text/plain", 0)?;
-        cors.put_preflight(&mut head, &allowed);
+        cors.put_preflight(&mut head, &allowed, &req.headers);
         gw.answer(session, ctx, head, Bytes::new()).await?;
         return Ok(Step::Answered);
     }
