@@ -6,7 +6,7 @@
 //! - the Core conformance cases of kubernetes-sigs/gateway-api v1.6.1
 //!   (`conformance/tests/`), ported: matching precedence, header matching, hostnames and
 //!   their intersection, listener isolation, weights, header modifiers, redirects,
-//!   rewrites, request and backend timeouts, CORS, cross-namespace references with and without ReferenceGrant, unresolved
+//!   rewrites, request and backend timeouts, CORS, retries, cross-namespace references with and without ReferenceGrant, unresolved
 //!   backends, parentRefs that name no listener;
 //! - an Ingress and what ingress2gateway writes from it, with `tollgate import-ingress-limits`'
 //!   policies, admit and refuse alike.
@@ -18,6 +18,8 @@ mod kube;
 mod conformance_cors;
 #[path = "gateway_api/conformance_filters.rs"]
 mod conformance_filters;
+#[path = "gateway_api/conformance_retry.rs"]
+mod conformance_retry;
 #[path = "gateway_api/conformance_routing.rs"]
 mod conformance_routing;
 #[path = "gateway_api/conformance_timeouts.rs"]

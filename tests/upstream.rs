@@ -723,3 +723,70 @@ upstream = "app"
     assert_eq!(timed("/plain?delay=200ms").await.0, 200);
     assert_eq!(timed("/shorter?delay=200ms").await.0, 504);
 }
+
+/// `retry.targets`: with one target, nginx's way (the default, `"untried"`) never retries it;
+/// `"any"` (Envoy's, the Gateway API's) sends the request to it again, after `backoff`, for
+/// any status `on` names (500 here), within `attempts`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_targets_any_resends_to_the_one_target_after_its_backoff() {
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.untried]
+targets = ["{be}"]
+health_check = false
+outlier = false
+retry = {{ attempts = 2, on = ["500"], budget = 2 }}
+[upstreams.again]
+targets = ["{be}"]
+health_check = false
+outlier = false
+retry = {{ attempts = 2, on = ["500"], budget = 2, targets = "any", backoff = "200ms" }}
+[[routes]]
+name = "untried"
+path_prefix = "/untried"
+upstream = "untried"
+[[routes]]
+name = "again"
+path_prefix = "/again"
+upstream = "again"
+"#,
+            be = be.addr
+        ),
+    );
+    let _gw = running(std::path::Path::new(BIN), &toml, port, admin).await;
+    // `uuid`/`succeedAfter`: the backend fails a request's first N attempts with a 500.
+    let ask = |path: &'static str, uuid: &'static str, after: u32| async move {
+        let t = std::time::Instant::now();
+        let r = get(
+            port,
+            &format!("{path}?uuid={uuid}&succeedAfter={after}&responseCode=500"),
+            &[],
+        )
+        .await
+        .expect("request");
+        (r.status, t.elapsed())
+    };
+    assert_eq!(
+        ask("/untried", "a", 1).await.0,
+        500,
+        "no untried target: no retry"
+    );
+    let (status, took) = ask("/again", "b", 2).await;
+    assert_eq!(status, 200, "two retries of the one target");
+    assert!(took >= Duration::from_millis(400), "two backoffs: {took:?}");
+    assert_eq!(
+        ask("/again", "c", 3).await.0,
+        500,
+        "attempts spent: the last 500 is the client's"
+    );
+    let m = metrics(admin).await;
+    assert!(
+        m.contains(r#"tollgate_upstream_retries_total{on="500",upstream="again"} 4"#),
+        "{m}"
+    );
+}

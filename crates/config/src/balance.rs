@@ -2,7 +2,8 @@
 //! `retry`. One reader per key, called by the `[upstreams.NAME]` reader.
 
 use crate::model::{
-    Affinity, Balance, HashKey, Retry, RetryOn, RETRY_BUDGET_DEFAULT, RETRY_ON_DEFAULT,
+    Affinity, Balance, HashKey, Retry, RetryOn, RetryTargets, RETRY_BUDGET_DEFAULT,
+    RETRY_ON_DEFAULT,
 };
 use crate::reader::{as_str, as_str_list, Cx, Tbl, Value};
 use crate::scalars::{duration, http_token};
@@ -146,49 +147,94 @@ pub(crate) fn retry(cx: &mut Cx, path: &str, v: &Value) -> Option<Retry> {
             }
         },
     };
-    let mut on = RETRY_ON_DEFAULT;
-    if let Some(ov) = t.get("on") {
-        on = RetryOn::default();
-        match as_str_list(cx, &t.key_path("on"), ov, false) {
-            Some(items) => {
-                for (ip, s, span) in items {
-                    match s {
-                        "connect" => on.connect = true,
-                        // nginx's `error`: no connection, or one lost before the answer.
-                        "error" => {
-                            on.connect = true;
-                            on.reset = true;
-                        }
-                        "reset" => on.reset = true,
-                        "timeout" => on.timeout = true,
-                        "502" => on.s502 = true,
-                        "503" => on.s503 = true,
-                        "504" => on.s504 = true,
-                        other => {
-                            cx.err(
-                                &ip,
-                                span,
-                                format!("\"{other}\": expected \"connect\", \"error\", \"reset\", \"timeout\", \"502\", \"503\" or \"504\""),
-                            );
-                            ok = false;
-                        }
-                    }
-                }
-            }
-            None => ok = false,
-        }
-    }
+    let on = match t.get("on") {
+        None => Some(RETRY_ON_DEFAULT),
+        Some(ov) => retry_on(cx, &t.key_path("on"), ov),
+    };
     let mut budget = RETRY_BUDGET_DEFAULT;
     if let Some(bv) = t.get("budget") {
-        match crate::scalars::ratio(cx, &t.key_path("budget"), bv, "retries per request") {
+        match crate::scalars::number_in(cx, &t.key_path("budget"), bv, 10.0, "retries per request")
+        {
             Some(b) => budget = b,
             None => ok = false,
         }
     }
+    let targets = match t.get("targets") {
+        None => Some(RetryTargets::Untried),
+        Some(tv) => retry_targets(cx, &t.key_path("targets"), tv),
+    };
+    let backoff = match t.get("backoff") {
+        None => Some(None),
+        Some(bv) => match duration(cx, &t.key_path("backoff"), bv) {
+            Some(d) if d <= std::time::Duration::from_secs(60) => {
+                Some(Some(d).filter(|d| !d.is_zero()))
+            }
+            Some(_) => {
+                cx.err(
+                    &t.key_path("backoff"),
+                    bv.span(),
+                    "at most 60s between retries",
+                );
+                None
+            }
+            None => None,
+        },
+    };
     t.finish(cx);
-    ok.then_some(Retry {
+    let (Some(on), Some(targets), Some(backoff), true) = (on, targets, backoff, ok) else {
+        return None;
+    };
+    Some(Retry {
         attempts,
         on,
         budget,
+        targets,
+        backoff,
     })
+}
+
+/// `retry.on`: `connect`, `error`, `reset`, `timeout` and statuses from 400 to 599.
+fn retry_on(cx: &mut Cx, path: &str, v: &Value) -> Option<RetryOn> {
+    let mut on = RetryOn::default();
+    let mut ok = true;
+    for (ip, s, span) in as_str_list(cx, path, v, false)? {
+        match s {
+            "connect" => on.connect = true,
+            // nginx's `error`: no connection, or one lost before the answer.
+            "error" => {
+                on.connect = true;
+                on.reset = true;
+            }
+            "reset" => on.reset = true,
+            "timeout" => on.timeout = true,
+            code => match code.parse::<u16>() {
+                Ok(c) if (400..=599).contains(&c) && code.len() == 3 => on.set_status(c),
+                _ => {
+                    cx.err(
+                        &ip,
+                        span,
+                        format!("\"{code}\": expected \"connect\", \"error\", \"reset\", \"timeout\", or a status from \"400\" to \"599\" (\"502\")"),
+                    );
+                    ok = false;
+                }
+            },
+        }
+    }
+    ok.then_some(on)
+}
+
+/// `retry.targets`: `"untried"` or `"any"`.
+fn retry_targets(cx: &mut Cx, path: &str, v: &Value) -> Option<RetryTargets> {
+    match as_str(cx, path, v)? {
+        "untried" => Some(RetryTargets::Untried),
+        "any" => Some(RetryTargets::Any),
+        other => {
+            cx.err(
+                path,
+                v.span(),
+                format!("\"{other}\": expected \"untried\" (only targets not tried yet, as nginx) or \"any\" (then the same ones again, as Envoy)"),
+            );
+            None
+        }
+    }
 }

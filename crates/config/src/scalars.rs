@@ -41,7 +41,27 @@ pub(crate) fn duration(cx: &mut Cx, path: &str, v: &Value) -> Option<Duration> {
 /// A ratio from 0.0 to 1.0, written as a float or an integer (0, 1); `what` it is a ratio of
 /// goes into the error.
 pub(crate) fn ratio(cx: &mut Cx, path: &str, v: &Value, what: &str) -> Option<f64> {
-    let want = format!("a ratio from 0.0 to 1.0 ({what})");
+    bounded(
+        cx,
+        path,
+        v,
+        1.0,
+        format!("a ratio from 0.0 to 1.0 ({what})"),
+    )
+}
+
+/// A number from 0.0 to `max` (`what` it counts).
+pub(crate) fn number_in(cx: &mut Cx, path: &str, v: &Value, max: f64, what: &str) -> Option<f64> {
+    bounded(
+        cx,
+        path,
+        v,
+        max,
+        format!("a number from 0.0 to {max:.1} ({what})"),
+    )
+}
+
+fn bounded(cx: &mut Cx, path: &str, v: &Value, max: f64, want: String) -> Option<f64> {
     let r = match v.get_ref() {
         toml::de::DeValue::Float(f) => f.as_str().replace('_', "").parse::<f64>().ok(),
         toml::de::DeValue::Integer(_) => crate::reader::as_int(cx, path, v).map(|i| i as f64),
@@ -51,7 +71,7 @@ pub(crate) fn ratio(cx: &mut Cx, path: &str, v: &Value, what: &str) -> Option<f6
         }
     };
     match r {
-        Some(r) if (0.0..=1.0).contains(&r) => Some(r),
+        Some(r) if (0.0..=max).contains(&r) => Some(r),
         _ => {
             cx.err(path, v.span(), want);
             None

@@ -977,12 +977,28 @@ fn balancing_keys_name_their_mistakes() {
             "f.toml: upstreams.a.affinity.path: \"/a;b\": a cookie path starts with '/' and holds no space, ';' or control (line 3)",
         ),
         (
-            r#"retry = { on = ["500"] }"#,
-            "f.toml: upstreams.a.retry.on[0]: \"500\": expected \"connect\", \"error\", \"reset\", \"timeout\", \"502\", \"503\" or \"504\" (line 3)",
+            r#"retry = { on = ["600"] }"#,
+            "f.toml: upstreams.a.retry.on[0]: \"600\": expected \"connect\", \"error\", \"reset\", \"timeout\", or a status from \"400\" to \"599\" (\"502\") (line 3)",
         ),
         (
-            r#"retry = { budget = 1.5 }"#,
-            "f.toml: upstreams.a.retry.budget: a ratio from 0.0 to 1.0 (retries per request) (line 3)",
+            r#"retry = { on = ["0500"] }"#,
+            "f.toml: upstreams.a.retry.on[0]: \"0500\": expected \"connect\", \"error\", \"reset\", \"timeout\", or a status from \"400\" to \"599\" (\"502\") (line 3)",
+        ),
+        (
+            r#"retry = { on = ["2xx"] }"#,
+            "f.toml: upstreams.a.retry.on[0]: \"2xx\": expected \"connect\", \"error\", \"reset\", \"timeout\", or a status from \"400\" to \"599\" (\"502\") (line 3)",
+        ),
+        (
+            r#"retry = { targets = "same" }"#,
+            "f.toml: upstreams.a.retry.targets: \"same\": expected \"untried\" (only targets not tried yet, as nginx) or \"any\" (then the same ones again, as Envoy) (line 3)",
+        ),
+        (
+            r#"retry = { backoff = "2m" }"#,
+            "f.toml: upstreams.a.retry.backoff: at most 60s between retries (line 3)",
+        ),
+        (
+            r#"retry = { budget = 10.5 }"#,
+            "f.toml: upstreams.a.retry.budget: a number from 0.0 to 10.0 (retries per request) (line 3)",
         ),
         (
             r#"retry = { attempts = 50 }"#,
@@ -1018,7 +1034,30 @@ fn balancing_keys_name_their_mistakes() {
     assert_eq!(a.max_age, Some(std::time::Duration::from_secs(3600)));
     let r = u.retry.expect("retry");
     assert_eq!((r.attempts, r.budget), (2, 0.25));
-    assert!(r.on.connect && r.on.s503 && !r.on.timeout && !r.on.s502);
+    assert!(r.on.connect && r.on.status(503) && !r.on.timeout && !r.on.status(502));
+    assert_eq!(r.targets, tollgate_config::model::RetryTargets::Untried);
+    assert_eq!(r.backoff, None);
+    // The Gateway API's: any status, the same pod again, a wait, a budget of every attempt.
+    let cfg = ok(
+        "[upstreams.a]\ntargets = [\"127.0.0.1:1\"]\nretry = { attempts = 3, on = [\"500\", \"429\"], targets = \"any\", backoff = \"50ms\", budget = 3 }\n",
+    );
+    let r = cfg.upstreams[0].retry.expect("retry");
+    assert_eq!((r.attempts, r.budget), (3, 3.0));
+    for (code, on) in [
+        (500, true),
+        (429, true),
+        (400, false),
+        (599, false),
+        (502, false),
+        (200, false),
+        (0, false),
+        (65535, false),
+    ] {
+        assert_eq!(r.on.status(code), on, "{code}");
+    }
+    assert!(!r.on.timeout && !r.on.reset);
+    assert_eq!(r.targets, tollgate_config::model::RetryTargets::Any);
+    assert_eq!(r.backoff, Some(std::time::Duration::from_millis(50)));
 }
 
 /// `[rls]`: each mistake named with its key and line.

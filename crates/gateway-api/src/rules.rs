@@ -649,6 +649,13 @@ fn backends(
             }
         }
     }
+    if let Some(retry) = retry(rule.get("retry"), sink) {
+        for (u, _) in &mut list {
+            if let Some(name) = u.as_mut() {
+                *name = retrying(sink, name, &retry);
+            }
+        }
+    }
     let total: i64 = list.iter().map(|(_, w)| *w).sum();
     if !list.iter().any(|(u, w)| u.is_some() && *w > 0) || total == 0 {
         fail(&mut t, "no backend of this rule can be used");
@@ -677,14 +684,95 @@ fn backends(
     if let Some(timeouts) = timeouts(rule.get("timeouts"), sink) {
         t.insert("timeouts".into(), Value::Table(timeouts));
     }
-    for field in ["retry", "sessionPersistence"] {
-        if rule.get(field).is_some() {
-            sink.notes.push(format!(
-                "{field} (the experimental channel's) is not served: the rule is served without it"
-            ));
-        }
+    if rule.get("sessionPersistence").is_some() {
+        sink.notes.push(
+            "sessionPersistence (the experimental channel's) is not served: the rule is served without it".into(),
+        );
     }
     t
+}
+
+/// A rule's `retry` (GEP-1731, experimental channel) as an upstream `retry`: `codes` and, as
+/// always, a reset or a backend timeout; `attempts` retries (default 2, at most 10); the same
+/// pod again when none is left untried (`targets = "any"`: a Service of one pod is retried);
+/// `backoff`; and a budget of every attempt (the spec has none).
+fn retry(r: Option<&Json>, sink: &mut Sink) -> Option<Table> {
+    let r = r?;
+    let mut on: Vec<Value> = ["connect", "reset", "timeout"].map(s).to_vec();
+    for c in r
+        .get("codes")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+    {
+        match c.as_u64().filter(|c| (400..=599).contains(c)) {
+            Some(c) => on.push(s(&c.to_string())),
+            None => sink.notes.push(format!(
+                "retry.codes {c}: not a status from 400 to 599, left out"
+            )),
+        }
+    }
+    let mut attempts = r.get("attempts").and_then(Json::as_i64).unwrap_or(2).max(0);
+    if attempts > 10 {
+        sink.notes
+            .push(format!("retry.attempts {attempts}: at most 10 are made"));
+        attempts = 10;
+    }
+    let mut t = Table::new();
+    t.insert("attempts".into(), Value::Integer(attempts));
+    t.insert("on".into(), Value::Array(on));
+    t.insert("targets".into(), s("any"));
+    t.insert("budget".into(), Value::Float(attempts as f64));
+    if let Some(b) = r.get("backoff").and_then(Json::as_str) {
+        match gep_duration(b) {
+            Some(0) => {}
+            Some(ms) if ms > 60_000 => {
+                sink.notes.push(format!(
+                    "retry.backoff \"{b}\" is past 60s, the longest: 60s"
+                ));
+                t.insert("backoff".into(), s("60s"));
+            }
+            Some(ms) => {
+                t.insert("backoff".into(), s(&format!("{ms}ms")));
+            }
+            None => sink
+                .notes
+                .push(format!("retry.backoff \"{b}\" is not a duration: left out")),
+        }
+    }
+    Some(t)
+}
+
+/// The upstream `base` with `retry`: one per Service port and retry policy, named after both.
+fn retrying(sink: &mut Sink, base: &str, retry: &Table) -> String {
+    // What varies: attempts, backoff, codes (`gw-NS-SVC-PORT-retry-3-100ms-500-502`).
+    let mut name = format!("{base}-retry");
+    for v in retry.values() {
+        let parts: Vec<&str> = match v {
+            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+            Value::String(x) => vec![x.as_str()],
+            Value::Integer(n) => {
+                name.push_str(&format!("-{n}"));
+                vec![]
+            }
+            _ => vec![],
+        };
+        for x in parts {
+            if !matches!(x, "connect" | "reset" | "timeout" | "any") {
+                name.push('-');
+                name.push_str(x);
+            }
+        }
+    }
+    if !sink.upstreams.contains_key(&name) {
+        let mut t = sink.upstreams.get(base).cloned().unwrap_or_default();
+        t.insert("retry".into(), Value::Table(retry.clone()));
+        sink.upstreams.insert(name.clone(), t);
+        if let Some(p) = sink.tls_of.get(base).cloned() {
+            sink.tls_of.insert(name.clone(), p);
+        }
+    }
+    name
 }
 
 /// A rule's `timeouts` as the route's: `request` and `backendRequest` (its `upstream`), in

@@ -20,6 +20,8 @@ pub const FEATURES: &[&str] = &[
     "HTTPRouteRequestMirror",
     "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
+    "HTTPRouteRetry",
+    "HTTPRouteRetryBackendTimeout",
     "HTTPRouteSchemeRedirect",
     "HTTPRoute303RedirectStatusCode",
     "HTTPRoute307RedirectStatusCode",

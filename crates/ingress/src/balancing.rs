@@ -241,11 +241,10 @@ fn retry(a: &mut Anns, ctx: &str, w: &mut Warnings) -> Option<String> {
             "off" => return Some("# proxy-next-upstream: off (a failed connect still tries the next target: nothing was sent)\nretry = { attempts = 0 }".into()),
             "error" => list.push("error"),
             "timeout" => list.push("timeout"),
-            "http_502" => list.push("502"),
-            "http_503" => list.push("503"),
-            "http_504" => list.push("504"),
+            "http_500" | "http_502" | "http_503" | "http_504" | "http_403" | "http_404"
+            | "http_429" => list.push(&t[5..]),
             other => w.push(comment(&format!(
-                "{ctx}: proxy-next-upstream \"{other}\": not translated (Tollgate retries on error, timeout, 502, 503, 504, idempotent requests without a body only)"
+                "{ctx}: proxy-next-upstream \"{other}\": not translated (Tollgate retries on error, timeout and http_500, 502, 503, 504, 403, 404, 429, idempotent requests without a body only)"
             ))),
         }
     }

@@ -105,14 +105,24 @@ impl Backend {
         let addr = listener.local_addr()?;
         let hits = Arc::new(AtomicUsize::new(0));
         let h = hits.clone();
+        let sim: Attempts = Default::default();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
                 let h = h.clone();
+                let sim = sim.clone();
                 tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(move |req| echo(req, h.clone()));
+                    let svc = hyper::service::service_fn(move |req| {
+                        let (h, sim) = (h.clone(), sim.clone());
+                        async move {
+                            if let Some(fail) = retry_simulation(&req, &sim).await {
+                                return fail;
+                            }
+                            echo(req, h).await.map_err(std::io::Error::other)
+                        }
+                    });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), svc)
                         .await;
@@ -230,6 +240,57 @@ impl Drop for Recorder {
     }
 }
 
+/// Each `uuid`'s attempts so far (the retry simulation's).
+type Attempts = Arc<std::sync::Mutex<HashMap<String, u32>>>;
+
+/// The conformance echo server's retry simulation: with `uuid=U&succeedAfter=N` in the query,
+/// the first N requests of U fail, after `delayRetry` (`300ms`, `1s`) when given: answered
+/// `responseCode` when given, else with the connection dropped before any answer. `None`:
+/// answer as usual (`hits` counts only those).
+async fn retry_simulation(
+    req: &Request<Incoming>,
+    sim: &Attempts,
+) -> Option<Result<Response<Full<Bytes>>, std::io::Error>> {
+    let q = req.uri().query()?;
+    let get = |k: &str| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='))
+    };
+    let uuid = get("uuid")?;
+    let after: u32 = get("succeedAfter")?.parse().ok()?;
+    let seen = {
+        let mut m = sim.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(uuid.to_string()).or_insert(0);
+        *n += 1;
+        *n
+    };
+    if seen > after {
+        return None;
+    }
+    if let Some(d) = get("delayRetry").and_then(duration_param) {
+        tokio::time::sleep(d).await;
+    }
+    Some(
+        match get("responseCode").and_then(|c| c.parse::<u16>().ok()) {
+            Some(code) => {
+                let mut r = Response::new(Full::new(Bytes::from_static(b"simulated failure")));
+                *r.status_mut() = http::StatusCode::from_u16(code)
+                    .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+                Ok(r)
+            }
+            None => Err(std::io::Error::other("simulated connection error")),
+        },
+    )
+}
+
+/// `500ms` or `1s`.
+fn duration_param(v: &str) -> Option<Duration> {
+    match v.strip_suffix("ms") {
+        Some(ms) => ms.parse().ok().map(Duration::from_millis),
+        None => v.strip_suffix('s')?.parse().ok().map(Duration::from_secs),
+    }
+}
+
 async fn echo(
     req: Request<Incoming>,
     hits: Arc<AtomicUsize>,
@@ -247,13 +308,10 @@ async fn echo(
             .unwrap_or(default)
     };
     // `delay=1s` or `delay=500ms` in the query, as the conformance suite's echo server.
-    let delay = parts.uri.query().and_then(|q| {
-        let v = q.split('&').find_map(|kv| kv.strip_prefix("delay="))?;
-        match v.strip_suffix("ms") {
-            Some(ms) => ms.parse().ok().map(Duration::from_millis),
-            None => v.strip_suffix('s')?.parse().ok().map(Duration::from_secs),
-        }
-    });
+    let delay = parts
+        .uri
+        .query()
+        .and_then(|q| duration_param(q.split('&').find_map(|kv| kv.strip_prefix("delay="))?));
     if let Some(d) = delay {
         tokio::time::sleep(d).await;
     }

@@ -5,6 +5,7 @@
 use super::pool::{Choice, Pool};
 use super::target::Pick;
 use std::net::IpAddr;
+use tollgate_config::model::RetryTargets;
 
 /// A request's balancing state across its attempts (only on upstreams that choose).
 #[derive(Default)]
@@ -24,6 +25,8 @@ pub struct BalanceCtx {
     pub resent: u32,
     /// The current attempt's upstream answered with a response head.
     pub answered: bool,
+    /// The next attempt is a retry that waits `retry.backoff` first.
+    pub backoff: bool,
 }
 
 /// Why an attempt failed, for `retry.on`.
@@ -40,6 +43,7 @@ impl Failure {
         match self {
             Failure::Timeout => "timeout",
             Failure::Reset => "reset",
+            Failure::Status(500) => "500",
             Failure::Status(502) => "502",
             Failure::Status(503) => "503",
             Failure::Status(504) => "504",
@@ -116,9 +120,10 @@ pub fn may_fall_over(
 }
 
 /// Whether the attempt that just failed with `why`, after the upstream may have read the
-/// request, is tried again on another target: `retry.on` names it, fewer than
-/// `retry.attempts` such retries were made, the method is idempotent, the request has no
-/// body, another healthy target is untried, and the budget has a retry. Counted either way
+/// request, is tried again: `retry.on` names it, fewer than `retry.attempts` such retries
+/// were made, the method is idempotent, the request has no body, another healthy target is
+/// untried (with `targets = "any"`: any healthy target, a new round once all were tried),
+/// and the budget has a retry. Counted either way
 /// once the budget is asked; on yes the current target is left and the retry counted in `b`.
 pub fn may_retry(
     pool: &Pool,
@@ -141,7 +146,9 @@ pub fn may_retry(
     }
     let mut tried = b.tried.clone();
     tried.extend(b.pick.as_ref().map(|p| p.target.id));
-    if pool.untried(&tried) == 0 {
+    // Every target tried: `targets = "any"` starts a new round over all of them.
+    let again = pool.untried(&tried) == 0;
+    if again && (r.targets != RetryTargets::Any || pool.untried(&[]) == 0) {
         return false;
     }
     let upstream = pool.config().name.as_str();
@@ -157,6 +164,10 @@ pub fn may_retry(
         .with_label_values(&[upstream, why.label()])
         .inc();
     b.resent += 1;
-    b.leave_current = true;
+    if again {
+        b.tried.clear();
+    }
+    b.leave_current = !again;
+    b.backoff = r.backoff.is_some();
     true
 }

@@ -131,24 +131,42 @@ pub struct RetryOn {
     /// The connection closed or reset before a response head came (the upstream may have
     /// read the request).
     pub reset: bool,
-    pub s502: bool,
-    pub s503: bool,
-    pub s504: bool,
+    /// The statuses retried, 400 to 599: bit `code - 400`.
+    pub statuses: [u64; 4],
 }
 
 impl RetryOn {
+    /// Whether an answer of `code` is retried.
+    #[inline]
     pub fn status(&self, code: u16) -> bool {
-        match code {
-            502 => self.s502,
-            503 => self.s503,
-            504 => self.s504,
-            _ => false,
+        let Some(i) = code.checked_sub(400).filter(|i| *i < 200) else {
+            return false;
+        };
+        self.statuses[usize::from(i / 64)] & (1 << (i % 64)) != 0
+    }
+
+    /// Retries answers of `code` (400 to 599; others are ignored).
+    pub fn set_status(&mut self, code: u16) {
+        if let Some(i) = code.checked_sub(400).filter(|i| *i < 200) {
+            self.statuses[usize::from(i / 64)] |= 1 << (i % 64);
         }
     }
 }
 
-/// `retry = { attempts, on, budget }` (docs/upstreams.md): an idempotent request without a body
-/// tries another target, within a budget that is a ratio of the upstream's requests.
+/// Which targets a retry may go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RetryTargets {
+    /// Only targets this request has not tried (nginx's `proxy_next_upstream`).
+    #[default]
+    Untried,
+    /// Those first, then any healthy target again, the one that failed included (Envoy's,
+    /// and the Gateway API's: a Service of one pod is retried).
+    Any,
+}
+
+/// `retry = { attempts, on, budget, targets, backoff }` (docs/upstreams.md): an idempotent
+/// request without a body tries again, within a budget that is a ratio of the upstream's
+/// requests.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Retry {
     /// Tries after the first one.
@@ -157,6 +175,9 @@ pub struct Retry {
     /// Retries per request, at most, over the upstream's traffic (0.2: one retry for every
     /// five requests).
     pub budget: f64,
+    pub targets: RetryTargets,
+    /// The wait before each retry (within the route's request timeout).
+    pub backoff: Option<Duration>,
 }
 
 /// The default `retry.on` (ingress-nginx's `proxy-next-upstream: error timeout`).
@@ -164,9 +185,7 @@ pub const RETRY_ON_DEFAULT: RetryOn = RetryOn {
     connect: true,
     timeout: true,
     reset: true,
-    s502: false,
-    s503: false,
-    s504: false,
+    statuses: [0; 4],
 };
 
 pub const RETRY_BUDGET_DEFAULT: f64 = 0.2;

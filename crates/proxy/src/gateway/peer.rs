@@ -7,11 +7,14 @@ use crate::ctx::Ctx;
 use pingora::prelude::*;
 use pingora::ErrorSource;
 
-pub(super) fn upstream_peer(
+pub(super) async fn upstream_peer(
     _gw: &Gateway,
     session: &mut Session,
     ctx: &mut Ctx,
 ) -> Result<Box<HttpPeer>> {
+    if ctx.balance.as_ref().is_some_and(|b| b.backoff) {
+        backoff(ctx).await?;
+    }
     // Chosen by request_filter for every request that gets here.
     let (Some(rt), Some(u)) = (&ctx.rt, ctx.upstream) else {
         return Err(Error::explain(
@@ -54,6 +57,31 @@ pub(super) fn upstream_peer(
         timeouts(&mut peer, t, ctx.start)?;
     }
     Ok(peer)
+}
+
+/// A retry's `backoff`, cut to what is left of the route's request timeout (none left: 504).
+async fn backoff(ctx: &mut Ctx) -> Result<()> {
+    let (Some(rt), Some(u)) = (&ctx.rt, ctx.upstream) else {
+        return Ok(());
+    };
+    let wait = rt.upstreams[u].pool.config().retry.and_then(|r| r.backoff);
+    if let Some(b) = ctx.balance.as_mut() {
+        b.backoff = false;
+    }
+    let Some(mut wait) = wait else { return Ok(()) };
+    let deadline = ctx
+        .route
+        .and_then(|r| rt.routes[r].cfg.timeouts.as_deref()?.request);
+    if let Some(d) = deadline {
+        let left = d.saturating_sub(ctx.start.elapsed());
+        if left <= wait {
+            tokio::time::sleep(left).await;
+            return Err(super::errors::past_deadline_error());
+        }
+        wait = wait.min(left);
+    }
+    tokio::time::sleep(wait).await;
+    Ok(())
 }
 
 /// A route's `timeouts` on this attempt: `upstream` in place of the upstream's read

@@ -40,7 +40,7 @@ impl ProxyHttp for Gateway {
     }
 
     async fn upstream_peer(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
-        super::peer::upstream_peer(self, session, ctx)
+        super::peer::upstream_peer(self, session, ctx).await
     }
 
     fn fail_to_connect(

@@ -178,13 +178,13 @@ pub(super) fn upstream_response_filter(
             took
         });
     }
-    if !matches!(code, 502..=504) {
-        return Ok(());
-    }
     let (Some(rt), Some(u)) = (&ctx.rt, ctx.upstream) else {
         return Ok(());
     };
     let pool = &rt.upstreams[u].pool;
+    if !pool.config().retry.is_some_and(|r| r.on.status(code)) {
+        return Ok(());
+    }
     let plain = retryable_request(session, ctx);
     if tollgate_upstream::attempt::may_retry(
         pool,

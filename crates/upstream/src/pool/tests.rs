@@ -188,6 +188,8 @@ fn a_pin_holds_while_its_target_is_healthy_and_retries_leave_tried_targets() {
         attempts: 2,
         on: tollgate_config::model::RETRY_ON_DEFAULT,
         budget: 0.2,
+        targets: Default::default(),
+        backoff: None,
     });
     let pool = Pool::new(&cfg, &[], false);
     assert!(pool.chooses());
@@ -432,4 +434,40 @@ async fn the_cluster_places_a_services_endpoints_in_place_of_dns() {
     assert!(next.unresolved().is_empty(), "it has addresses");
     // A pool of literal targets is never due.
     assert!(!Pool::new(&upstream(&[a]), &[], false).placement_due());
+}
+
+/// `retry.targets`: `"untried"` stops when every target was tried; `"any"` starts a new
+/// round (the one that failed included), within `attempts`; both count each retry.
+#[test]
+fn retry_targets_any_goes_round_again_within_attempts() {
+    use crate::attempt::{attempt, may_retry, BalanceCtx, Failure};
+    let one = [SocketAddr::from(([127, 0, 0, 1], 1))];
+    let metrics = tollgate_core::observe::metrics::Metrics::new().expect("metrics");
+    let req = pingora::http::RequestHeader::build("GET", b"/", None).expect("req");
+    let client = std::net::IpAddr::from([127, 0, 0, 1]);
+    let mut retries = |targets| {
+        let mut cfg = upstream(&one);
+        cfg.retry = Some(tollgate_config::model::Retry {
+            attempts: 3,
+            on: tollgate_config::model::RETRY_ON_DEFAULT,
+            budget: 3.0,
+            targets,
+            backoff: None,
+        });
+        let pool = Pool::new(&cfg, &[], false);
+        let mut b = BalanceCtx::default();
+        let mut n = 0;
+        let mut first = true;
+        while attempt(&pool, &req, client, None, &mut b, first).is_some() {
+            first = false;
+            if !may_retry(&pool, Some(&mut b), true, Failure::Reset, &metrics) {
+                break;
+            }
+            n += 1;
+        }
+        (n, b.resent, b.tried.len())
+    };
+    assert_eq!(retries(tollgate_config::model::RetryTargets::Untried), (0, 0, 0));
+    // Three retries of the one target; it is never left behind as "tried".
+    assert_eq!(retries(tollgate_config::model::RetryTargets::Any), (3, 3, 0));
 }
