@@ -26,6 +26,8 @@ mod conformance_routing;
 mod conformance_timeouts;
 #[path = "gateway_api/migration.rs"]
 mod migration;
+#[path = "gateway_api/session.rs"]
+mod session;
 
 use kube::*;
 use std::time::{Duration, Instant};

@@ -7,6 +7,7 @@
 use crate::input::{ByName, Input};
 use crate::refs::{backend, Ref, ServicePort, Unresolved};
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 use toml::{Table, Value};
@@ -186,7 +187,12 @@ pub fn route(
         let mut common = Table::new();
         let from = (route.kind, ns);
         let answerable = filters(cx, rule.get("filters"), &mut common, from, &id, sink);
-        let action = backends(cx, rule, answerable, &common, from, route.h2, sink);
+        let mut action = backends(cx, rule, answerable, &common, from, route.h2, sink);
+        if let Some(a) = persistence(rule.get("sessionPersistence"), route.meta, sink) {
+            for u in action_upstreams(&mut action) {
+                *u = variant(sink, u, "affinity", &a);
+            }
+        }
         for pid in std::mem::take(&mut sink.tls_met) {
             sink.tls_reached
                 .entry(pid)
@@ -652,7 +658,7 @@ fn backends(
     if let Some(retry) = retry(rule.get("retry"), sink) {
         for (u, _) in &mut list {
             if let Some(name) = u.as_mut() {
-                *name = retrying(sink, name, &retry);
+                *name = variant(sink, name, "retry", &retry);
             }
         }
     }
@@ -684,12 +690,79 @@ fn backends(
     if let Some(timeouts) = timeouts(rule.get("timeouts"), sink) {
         t.insert("timeouts".into(), Value::Table(timeouts));
     }
-    if rule.get("sessionPersistence").is_some() {
-        sink.notes.push(
-            "sessionPersistence (the experimental channel's) is not served: the rule is served without it".into(),
-        );
-    }
     t
+}
+
+/// A rule's `sessionPersistence` (GEP-1619, experimental channel) as an upstream `affinity`:
+/// a cookie named `sessionName` (default `tollgate-session`) that pins the client to the pod
+/// that answered it, `Max-Age` its `absoluteTimeout` when `lifetimeType: Permanent`, signed
+/// with a key every replica derives alike (the route's uid). `None` (and a problem) for what
+/// Tollgate cannot keep: a `Header` session.
+fn persistence(p: Option<&Json>, meta: &ObjectMeta, sink: &mut Sink) -> Option<Table> {
+    let p = p?;
+    if p.get("type").and_then(Json::as_str).unwrap_or("Cookie") != "Cookie" {
+        sink.notes.push(
+            "sessionPersistence type Header is not served (Tollgate pins by a cookie): the rule is served without it".into(),
+        );
+        return None;
+    }
+    let name = p
+        .get("sessionName")
+        .and_then(Json::as_str)
+        .unwrap_or("tollgate-session");
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    {
+        sink.notes.push(format!(
+            "sessionPersistence sessionName \"{name}\" is not a cookie name Tollgate writes (letters, digits, '-', '_', '.'): the rule is served without it"
+        ));
+        return None;
+    }
+    let mut t = Table::new();
+    t.insert("cookie".into(), s(name));
+    let permanent = p
+        .pointer("/cookieConfig/lifetimeType")
+        .and_then(Json::as_str)
+        == Some("Permanent");
+    match (p.get("absoluteTimeout").and_then(Json::as_str).map(|v| (v, gep_duration(v))), permanent) {
+        (Some((_, Some(ms))), true) if ms > 0 => {
+            t.insert("max_age".into(), s(&format!("{}s", ms.div_ceil(1000))));
+        }
+        (Some((v, _)), true) => sink.notes.push(format!(
+            "sessionPersistence absoluteTimeout \"{v}\" is not a duration: the cookie lasts the browser's session"
+        )),
+        (None, true) => sink.notes.push(
+            "sessionPersistence lifetimeType Permanent without absoluteTimeout: the cookie lasts the browser's session".into(),
+        ),
+        (Some((v, _)), false) => sink.notes.push(format!(
+            "sessionPersistence absoluteTimeout \"{v}\" of a Session cookie is not tracked: the pin lasts the browser's session"
+        )),
+        (None, false) => {}
+    }
+    let key = meta.uid.clone().unwrap_or_else(|| crate::input::id(meta));
+    t.insert("secret".into(), s(&format!("gateway-api-session/{key}")));
+    Some(t)
+}
+
+/// The upstream names of a rule's action (`upstream`, or each `backends` entry's).
+fn action_upstreams(action: &mut Table) -> Vec<&mut String> {
+    let mut out = Vec::new();
+    for (k, v) in action.iter_mut() {
+        match (k.as_str(), v) {
+            ("upstream", Value::String(u)) => out.push(u),
+            ("backends", Value::Array(list)) => {
+                for e in list {
+                    if let Some(Value::String(u)) = e.get_mut("upstream") {
+                        out.push(u);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// A rule's `retry` (GEP-1731, experimental channel) as an upstream `retry`: `codes` and, as
@@ -743,30 +816,32 @@ fn retry(r: Option<&Json>, sink: &mut Sink) -> Option<Table> {
     Some(t)
 }
 
-/// The upstream `base` with `retry`: one per Service port and retry policy, named after both.
-fn retrying(sink: &mut Sink, base: &str, retry: &Table) -> String {
-    // What varies: attempts, backoff, codes (`gw-NS-SVC-PORT-retry-3-100ms-500-502`).
-    let mut name = format!("{base}-retry");
-    for v in retry.values() {
-        let parts: Vec<&str> = match v {
-            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
-            Value::String(x) => vec![x.as_str()],
-            Value::Integer(n) => {
-                name.push_str(&format!("-{n}"));
-                vec![]
-            }
+/// The upstream `base` with `key` set to `value` (a rule's `retry`, its session's
+/// `affinity`): one per Service port and policy, named after both
+/// (`gw-NS-SVC-PORT-retry-3-100ms-500`), with the same targets.
+fn variant(sink: &mut Sink, base: &str, key: &str, value: &Table) -> String {
+    let mut name = format!("{base}-{key}");
+    for (k, v) in value {
+        let parts: Vec<String> = match v {
+            Value::Array(a) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
+            Value::String(x) if k != "secret" => vec![x.clone()],
+            Value::Integer(n) => vec![n.to_string()],
             _ => vec![],
         };
         for x in parts {
-            if !matches!(x, "connect" | "reset" | "timeout" | "any") {
+            if !matches!(x.as_str(), "connect" | "reset" | "timeout" | "any") {
                 name.push('-');
-                name.push_str(x);
+                name.push_str(&x);
             }
         }
     }
     if !sink.upstreams.contains_key(&name) {
         let mut t = sink.upstreams.get(base).cloned().unwrap_or_default();
-        t.insert("retry".into(), Value::Table(retry.clone()));
+        t.insert(key.into(), Value::Table(value.clone()));
         sink.upstreams.insert(name.clone(), t);
         if let Some(p) = sink.tls_of.get(base).cloned() {
             sink.tls_of.insert(name.clone(), p);

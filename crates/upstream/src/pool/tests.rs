@@ -445,7 +445,7 @@ fn retry_targets_any_goes_round_again_within_attempts() {
     let metrics = tollgate_core::observe::metrics::Metrics::new().expect("metrics");
     let req = pingora::http::RequestHeader::build("GET", b"/", None).expect("req");
     let client = std::net::IpAddr::from([127, 0, 0, 1]);
-    let mut retries = |targets| {
+    let retries = |targets| {
         let mut cfg = upstream(&one);
         cfg.retry = Some(tollgate_config::model::Retry {
             attempts: 3,
@@ -467,7 +467,13 @@ fn retry_targets_any_goes_round_again_within_attempts() {
         }
         (n, b.resent, b.tried.len())
     };
-    assert_eq!(retries(tollgate_config::model::RetryTargets::Untried), (0, 0, 0));
+    assert_eq!(
+        retries(tollgate_config::model::RetryTargets::Untried),
+        (0, 0, 0)
+    );
     // Three retries of the one target; it is never left behind as "tried".
-    assert_eq!(retries(tollgate_config::model::RetryTargets::Any), (3, 3, 0));
+    assert_eq!(
+        retries(tollgate_config::model::RetryTargets::Any),
+        (3, 3, 0)
+    );
 }
