@@ -24,6 +24,8 @@ mod conformance_retry;
 mod conformance_routing;
 #[path = "gateway_api/conformance_timeouts.rs"]
 mod conformance_timeouts;
+#[path = "gateway_api/external_auth.rs"]
+mod external_auth;
 #[path = "gateway_api/migration.rs"]
 mod migration;
 #[path = "gateway_api/session.rs"]

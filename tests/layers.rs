@@ -33,15 +33,14 @@ const LAYERS: &[(&str, &[(&str, u8)])] = &[
         ],
     ),
     (
-        // A target, its affinity, the retry budget and the cluster's placements; the pool of
-        // targets; one request's attempts.
+        // A target, its affinity, the retry budget; the pool of targets (and the cluster's
+        // placements, core's `net::placed`); one request's attempts.
         "crates/upstream",
         &[
             ("target", 0),
             ("affinity", 0),
             ("budget", 0),
             ("outlier", 0),
-            ("placed", 0),
             ("pool", 1),
             ("attempt", 2),
             ("health", 2),

@@ -87,11 +87,54 @@ enum Kept {
     Deny(u16, Option<HeaderValue>),
 }
 
+/// What `response_headers = ["*"]` never copies onto the upstream request: the answer's
+/// framing, hop-by-hop and host fields, and those of its own representation and caching
+/// (its `Content-Type` is not the client's body's).
+const NOT_COPIED: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "content-type",
+    "content-encoding",
+    "content-language",
+    "content-range",
+    "content-location",
+    "date",
+    "server",
+    "set-cookie",
+    "www-authenticate",
+    "location",
+    "cache-control",
+    "expires",
+    "etag",
+    "last-modified",
+    "vary",
+    "age",
+    "pragma",
+];
+
+/// `url` with `path_and_query` (the request's canonical path, from `/`) after its path
+/// (without a trailing `/`); `url`'s own query is kept only when the request has none.
+fn appended(url: &http::Uri, path_and_query: &str) -> Option<http::Uri> {
+    let prefix = url.path().trim_end_matches('/');
+    let mut parts = url.clone().into_parts();
+    parts.path_and_query = Some(format!("{prefix}{path_and_query}").parse().ok()?);
+    http::Uri::from_parts(parts).ok()
+}
+
 pub struct ForwardRt {
     cfg: ForwardAuth,
     url: http::Uri,
     method: Option<http::Method>,
     response_headers: Vec<HeaderName>,
+    /// `response_headers = ["*"]`.
+    all_headers: bool,
     client: HttpClient,
     cache: Option<TtlCache<Kept>>,
     /// The service is not answering (logged once when it starts, once when it ends).
@@ -106,9 +149,11 @@ impl ForwardRt {
             .as_deref()
             .map(|m| http::Method::from_bytes(m.as_bytes()).map_err(|e| format!("method: {e}")))
             .transpose()?;
+        let all_headers = cfg.response_headers == ["*"];
         let response_headers = cfg
             .response_headers
             .iter()
+            .filter(|_| !all_headers)
             .map(|h| HeaderName::from_bytes(h.as_bytes()).map_err(|e| format!("{h}: {e}")))
             .collect::<Result<_, _>>()?;
         Ok(Self {
@@ -116,6 +161,7 @@ impl ForwardRt {
             url,
             method,
             response_headers,
+            all_headers,
             client: client::build(None, !cfg.url.starts_with("http://"))?,
             cache: cfg.cache.map(|_| TtlCache::new(CACHED_ANSWERS)),
             failing: std::sync::atomic::AtomicBool::new(false),
@@ -177,6 +223,14 @@ impl ForwardRt {
             .collect();
         let status = parts.status.as_u16();
         let kept = match status {
+            200..=299 if self.all_headers => Kept::Pass(Arc::new(
+                parts
+                    .headers
+                    .iter()
+                    .filter(|(h, _)| !NOT_COPIED.contains(&h.as_str()))
+                    .map(|(h, v)| (h.clone(), v.clone()))
+                    .collect(),
+            )),
             200..=299 => Kept::Pass(Arc::new(
                 self.response_headers
                     .iter()
@@ -262,9 +316,14 @@ impl ForwardRt {
     /// The auth request.
     fn request(&self, req: &Request<'_>) -> Result<http::Request<Empty<Bytes>>, Refusal> {
         let head = req.head;
+        let uri = if self.cfg.append_path {
+            appended(&self.url, req.path_and_query).ok_or_else(internal)?
+        } else {
+            self.url.clone()
+        };
         let mut b = http::Request::builder()
             .method(self.method.clone().unwrap_or_else(|| head.method.clone()))
-            .uri(self.url.clone());
+            .uri(uri);
         let headers = b.headers_mut().ok_or_else(internal)?;
         // A client's underscore spelling of a name the gateway states (`X_Original_URI`,
         // reaching here only with `underscores_in_headers = true`) is never passed either: a
@@ -401,4 +460,29 @@ fn cache_key(
         parts.push(v);
     }
     Ok(credentialed.then(|| c.key(parts.iter().map(Vec::as_slice))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::appended;
+
+    #[test]
+    fn the_requests_path_goes_after_the_urls() {
+        let at =
+            |url: &str, pq: &str| appended(&url.parse().expect("url"), pq).map(|u| u.to_string());
+        assert_eq!(
+            at("http://authz:8080/check", "/api/x?id=7").as_deref(),
+            Some("http://authz:8080/check/api/x?id=7")
+        );
+        assert_eq!(
+            at("http://authz/check/", "/a").as_deref(),
+            Some("http://authz/check/a")
+        );
+        assert_eq!(at("http://authz", "/a").as_deref(), Some("http://authz/a"));
+        // The url's own query gives way to the request's path and query.
+        assert_eq!(
+            at("http://authz/c?x=1", "/a").as_deref(),
+            Some("http://authz/c/a")
+        );
+    }
 }

@@ -401,6 +401,14 @@ fn scalar_text(v: &Value) -> Option<String> {
 /// A header name, lower case; never one that frames the request or names the upstream.
 fn header_name(cx: &mut Cx, p: &str, v: &Value) -> Option<String> {
     let h = as_str(cx, p, v)?;
+    if h == "*" {
+        cx.err(
+            p,
+            v.span(),
+            "\"*\" (every header of the answer) stands alone in the list",
+        );
+        return None;
+    }
     if h.is_empty() || !http_token(h) {
         cx.err(p, v.span(), format!("\"{h}\" is not a header name"));
         return None;
@@ -465,8 +473,8 @@ fn http_url(cx: &mut Cx, p: &str, v: &Value, what: &str) -> Option<String> {
     Some(s.to_string())
 }
 
-/// `forward = { url, method, request_headers, response_headers, signin, redirect, timeout,
-/// cache, cache_key }`.
+/// `forward = { url, method, request_headers, response_headers, append_path, signin,
+/// redirect, timeout, cache, cache_key }`.
 fn forward(cx: &mut Cx, mut t: Tbl) -> Option<ForwardAuth> {
     let mut ok = true;
     let url = match t.get("url") {
@@ -496,6 +504,12 @@ fn forward(cx: &mut Cx, mut t: Tbl) -> Option<ForwardAuth> {
             let p = t.key_path("response_headers");
             let mut out = Vec::new();
             match crate::reader::as_array(cx, &p, v) {
+                Some(items)
+                    if items.len() == 1
+                        && matches!(items[0].get_ref(), toml::de::DeValue::String(s) if s == "*") =>
+                {
+                    out.push("*".to_string())
+                }
                 Some(items) => {
                     for (i, item) in items.iter().enumerate() {
                         match header_name(cx, &format!("{p}[{i}]"), item) {
@@ -526,6 +540,13 @@ fn forward(cx: &mut Cx, mut t: Tbl) -> Option<ForwardAuth> {
         .and_then(|v| as_str(cx, &t.key_path("redirect"), v).map(str::to_string));
     let timeout = bounded(cx, &mut t, "timeout", MAX_FORWARD_TIMEOUT).unwrap_or(FORWARD_TIMEOUT);
     let cache = bounded(cx, &mut t, "cache", MAX_FORWARD_CACHE).filter(|d| !d.is_zero());
+    let append_path = match t.get("append_path") {
+        Some(v) => crate::reader::as_bool(cx, &t.key_path("append_path"), v).unwrap_or_else(|| {
+            ok = false;
+            false
+        }),
+        None => false,
+    };
     let cache_key = match t.get("cache_key") {
         Some(v) => cache_key(cx, &t.key_path("cache_key"), v, &mut ok),
         // The credentials a client sends, and where it is: what an auth service decides by
@@ -542,6 +563,7 @@ fn forward(cx: &mut Cx, mut t: Tbl) -> Option<ForwardAuth> {
         method,
         request_headers,
         response_headers,
+        append_path,
         signin,
         redirect,
         timeout,

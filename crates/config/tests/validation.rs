@@ -784,6 +784,8 @@ fn auth_mistakes_name_their_key_and_line() {
         (route("{ forward = { url = \"http://auth/\", timeout = \"2m\" } }"), "f.toml: routes[0].auth.forward.timeout: at most 60s (line 6)"),
         (route("{ forward = { url = \"http://auth/\", cache_key = [\"jwt:sub\"] } }"), "f.toml: routes[0].auth.forward.cache_key[0]: an auth answer is cached by header:NAME, query:NAME, client_ip, path, method, route or global (line 6)"),
         (route("{ forward = { url = \"http://auth/\", response_headers = [\"Content-Length\"] } }"), "f.toml: routes[0].auth.forward.response_headers[0]: Content-Length frames the request or names its host: it cannot be set from an auth answer or a claim (line 6)"),
+        (route("{ forward = { url = \"http://auth/\", response_headers = [\"*\", \"X-User\"] } }"), "f.toml: routes[0].auth.forward.response_headers[0]: \"*\" (every header of the answer) stands alone in the list (line 6)"),
+        (route("{ forward = { url = \"http://auth/\", append_path = \"yes\" } }"), "f.toml: routes[0].auth.forward.append_path: expected true or false, found string (line 6)"),
         (route("{ basic = { realm = \"x\" } }"), "f.toml: routes[0].auth.basic: missing key \"htpasswd\": the file of users and password hashes (made by htpasswd) (line 6)"),
         (route("{ basic = { htpasswd = \"/nonexistent/users\" } }"), "f.toml: routes[0].auth.basic.htpasswd: cannot read /nonexistent/users: No such file or directory (os error 2) (line 6)"),
         (route("{ api_key = { header = \"x-key\" } }"), "f.toml: routes[0].auth.api_key: missing key \"keys_file\": the file of consumers and their keys (lines: CONSUMER KEY) (line 6)"),

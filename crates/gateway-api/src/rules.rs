@@ -396,48 +396,27 @@ fn filters(
                     t.insert("upstream_host".into(), s(h));
                 }
             }
-            "RequestMirror" => {
-                let Some(b) = f.pointer("/requestMirror/backendRef") else {
-                    continue;
-                };
-                // A share of the requests is not what Tollgate's mirror does: none rather
-                // than all (HTTPRouteRequestPercentageMirror is not claimed).
-                let share = f
-                    .pointer("/requestMirror/percent")
-                    .is_some_and(|p| p.as_i64() != Some(100))
-                    || f.pointer("/requestMirror/fraction").is_some_and(|fr| {
-                        fr.get("numerator")
-                            != fr.get("denominator").or(Some(&serde_json::json!(100)))
-                    });
-                match backend(cx.input, &cx.services, from.0, from.1, &json_ref(b)) {
-                    Ok(_) if share => note(
-                        sink,
-                        route,
-                        "RequestMirror percent/fraction: not supported, not mirrored".into(),
-                    ),
-                    // The Service's endpoints, as its routes reach them (no cluster DNS
-                    // needed); plain HTTP, so not to a backend a BackendTLSPolicy says
-                    // speaks TLS.
-                    Ok(sp) => match upstream(cx, &sp, sink) {
-                        Some(u) if !sink.tls_of.contains_key(&u) => {
-                            let mut m = Table::new();
-                            m.insert("upstream".into(), s(&u));
-                            t.insert("mirror".into(), Value::Table(m));
-                        }
-                        _ => note(
-                            sink,
-                            route,
-                            "RequestMirror to a backend over TLS: not mirrored".into(),
-                        ),
-                    },
-                    Err(u) => unresolved(sink, u),
-                }
-            }
+            "RequestMirror" => mirror(cx, f, t, from, route, sink),
             "CORS" => {
                 if let Some(c) = cors(f.get("cors"), route, sink) {
                     t.insert("cors".into(), Value::Table(c));
                 }
             }
+            "ExternalAuth" => match external_auth(cx, f.get("externalAuth"), from, sink) {
+                Ok(Some(a)) => {
+                    t.insert("auth".into(), Value::Table(a));
+                }
+                // Its Service unresolved (the route says so): nothing passes.
+                Ok(None) => ok = false,
+                Err(why) => {
+                    note(
+                        sink,
+                        route,
+                        format!("filter ExternalAuth: {why}, the rule's requests are answered 500"),
+                    );
+                    ok = false;
+                }
+            },
             other => {
                 note(
                     sink,
@@ -449,6 +428,110 @@ fn filters(
         }
     }
     ok
+}
+
+/// A `RequestMirror` filter as the route's `mirror` (all requests, or none).
+fn mirror(cx: &Cx, f: &Json, t: &mut Table, from: (&str, &str), route: &str, sink: &mut Sink) {
+    let Some(b) = f.pointer("/requestMirror/backendRef") else {
+        return;
+    };
+    // A share of the requests is not what Tollgate's mirror does: none rather
+    // than all (HTTPRouteRequestPercentageMirror is not claimed).
+    let share = f
+        .pointer("/requestMirror/percent")
+        .is_some_and(|p| p.as_i64() != Some(100))
+        || f.pointer("/requestMirror/fraction").is_some_and(|fr| {
+            fr.get("numerator") != fr.get("denominator").or(Some(&serde_json::json!(100)))
+        });
+    match backend(cx.input, &cx.services, from.0, from.1, &json_ref(b)) {
+        Ok(_) if share => note(
+            sink,
+            route,
+            "RequestMirror percent/fraction: not supported, not mirrored".into(),
+        ),
+        // The Service's endpoints, as its routes reach them (no cluster DNS
+        // needed); plain HTTP, so not to a backend a BackendTLSPolicy says
+        // speaks TLS.
+        Ok(sp) => match upstream(cx, &sp, sink) {
+            Some(u) if !sink.tls_of.contains_key(&u) => {
+                let mut m = Table::new();
+                m.insert("upstream".into(), s(&u));
+                t.insert("mirror".into(), Value::Table(m));
+            }
+            _ => note(
+                sink,
+                route,
+                "RequestMirror to a backend over TLS: not mirrored".into(),
+            ),
+        },
+        Err(u) => unresolved(sink, u),
+    }
+}
+
+/// An `ExternalAuth` filter (GEP-1494, experimental channel) as the route's forward auth:
+/// the Service's pods over HTTP (placed by the cluster, as backends are), the request's path
+/// after `http.path`, `Authorization` and `allowedHeaders` sent, `allowedResponseHeaders`
+/// copied upstream (none listed: every one but framing and representation fields). `Err`
+/// for what Tollgate cannot ask (gRPC, a body); `Ok(None)` for a Service not resolved.
+fn external_auth(
+    cx: &Cx,
+    a: Option<&Json>,
+    from: (&str, &str),
+    sink: &mut Sink,
+) -> Result<Option<Table>, String> {
+    let a = a.ok_or("no externalAuth")?;
+    if a.get("protocol").and_then(Json::as_str) != Some("HTTP") {
+        return Err("protocol GRPC (Envoy's ext_authz gRPC service) is not spoken".into());
+    }
+    if a.pointer("/forwardBody/maxSize")
+        .and_then(Json::as_i64)
+        .is_some_and(|n| n > 0)
+    {
+        return Err("forwardBody is not sent (Tollgate asks with the head alone)".into());
+    }
+    let b = a.get("backendRef").ok_or("no backendRef")?;
+    let sp = match backend(cx.input, &cx.services, from.0, from.1, &json_ref(b)) {
+        Ok(sp) => sp,
+        Err(u) => {
+            unresolved(sink, u);
+            return Ok(None);
+        }
+    };
+    let path = a.pointer("/http/path").and_then(Json::as_str).unwrap_or("");
+    if !path.is_empty()
+        && (!path.starts_with('/') || path.contains(['?', '#', '\\']) || path.contains(".."))
+    {
+        return Err(format!("http.path \"{path}\" is not a plain path"));
+    }
+    let list = |k: &str| -> Vec<Value> {
+        a.pointer(&format!("/http/{k}"))
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Json::as_str)
+            .map(|h| s(&h.to_ascii_lowercase()))
+            .collect()
+    };
+    let mut request = vec![s("authorization")];
+    request.extend(list("allowedHeaders"));
+    let mut response = list("allowedResponseHeaders");
+    if response.is_empty() {
+        response.push(s("*"));
+    }
+    let mut fwd = Table::new();
+    fwd.insert(
+        "url".into(),
+        s(&format!(
+            "http://{}.{}.svc.cluster.local:{}{path}",
+            sp.name, sp.namespace, sp.port
+        )),
+    );
+    fwd.insert("append_path".into(), Value::Boolean(true));
+    fwd.insert("request_headers".into(), Value::Array(request));
+    fwd.insert("response_headers".into(), Value::Array(response));
+    let mut t = Table::new();
+    t.insert("forward".into(), Value::Table(fwd));
+    Ok(Some(t))
 }
 
 fn json_ref(b: &Json) -> Ref<'_> {

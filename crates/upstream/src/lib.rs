@@ -12,8 +12,9 @@
 //! - [`health`]: active TCP checks, one per distinct address and timeout however many
 //!   upstreams name it;
 //! - [`outlier`]: passive outlier ejection (failures in a row take a target out for a while);
-//! - [`placed`]: the addresses the cluster places under a target's name (a Service port's
-//!   ready endpoints, under `run --kubernetes`), taken up by the pools in place of DNS;
+//! - [`placed`] (core's `net::placed`, re-exported: the auth client reads it too): the
+//!   addresses the cluster places under a target's name (a Service port's ready endpoints,
+//!   under `run --kubernetes`), taken up by the pools in place of DNS;
 //! - [`attempt`]: one request's attempts, fall-over and retries.
 //!
 //! Imports point down: `attempt`, `health` -> `pool` -> `outlier` (the ejection list and its
@@ -24,6 +25,7 @@ pub mod attempt;
 pub mod budget;
 pub mod health;
 pub mod outlier;
-pub mod placed;
 pub mod pool;
 pub mod target;
+
+pub use tollgate_core::net::placed;

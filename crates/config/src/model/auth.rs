@@ -68,8 +68,12 @@ pub struct ForwardAuth {
     /// Client headers sent to the auth service (lower case); `None`: every end-to-end header
     /// of the request (ingress-nginx and Traefik's default). The body never is.
     pub request_headers: Option<Vec<String>>,
-    /// Headers of the auth service's 2xx answer copied onto the upstream request (lower case).
+    /// Headers of the auth service's 2xx answer copied onto the upstream request (lower case);
+    /// `["*"]`: every one but its framing, host and representation fields.
     pub response_headers: Vec<String>,
+    /// The auth request's path is `url`'s followed by the request's path and query (Envoy
+    /// ext_authz's `path_prefix`, the Gateway API's ExternalAuth).
+    pub append_path: bool,
     /// Where a 401 sends the client instead (302 with `rd=` the original URL).
     pub signin: Option<String>,
     /// `X-Auth-Request-Redirect` sent to the auth service; `None`: the request's URI.

@@ -1,6 +1,9 @@
 //! The HTTP client auth asks with (JWKS documents, auth services): hyper's pooled HTTP/1.1
 //! client on rustls with ring (no aws-lc-rs), system roots or a configured CA. Each exchange
-//! has a deadline and a cap on the body it reads.
+//! has a deadline and a cap on the body it reads. A URL naming a Service port the cluster
+//! places (`http://SVC.NS.svc.cluster.local:PORT/...`, under `run --kubernetes`) reaches its
+//! ready endpoints in turn ([`Placed`]), as the pools do, with no cluster DNS needed; TLS
+//! still verifies the name.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
@@ -12,7 +15,56 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 use std::time::Duration;
 
-pub type HttpClient = Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
+pub type HttpClient = Client<HttpsConnector<Placed>, Empty<Bytes>>;
+
+/// hyper's connector, sending a name the cluster places ([`super::placed::CLUSTER`]) to one of
+/// its endpoints in turn; every other name is resolved by DNS as before.
+#[derive(Clone)]
+pub struct Placed {
+    inner: HttpConnector,
+    next: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl tower_service::Service<http::Uri> for Placed {
+    type Response = <HttpConnector as tower_service::Service<http::Uri>>::Response;
+    type Error = <HttpConnector as tower_service::Service<http::Uri>>::Error;
+    type Future = <HttpConnector as tower_service::Service<http::Uri>>::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, dst: http::Uri) -> Self::Future {
+        let to = placed_uri(&dst, &self.next).unwrap_or(dst);
+        self.inner.call(to)
+    }
+}
+
+/// `dst` with its authority replaced by an endpoint of the Service port it names, when the
+/// cluster places that name.
+fn placed_uri(dst: &http::Uri, next: &std::sync::atomic::AtomicUsize) -> Option<http::Uri> {
+    let host = dst.host()?;
+    if !host.ends_with(".svc.cluster.local") {
+        return None;
+    }
+    let port = dst
+        .port_u16()
+        .unwrap_or(if dst.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        });
+    let (_, map) = super::placed::CLUSTER.current();
+    let addrs = map.get(&format!("{host}:{port}"))?;
+    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let addr = addrs.get(i % addrs.len().max(1))?;
+    let mut parts = dst.clone().into_parts();
+    parts.authority = addr.to_string().parse().ok();
+    http::Uri::from_parts(parts).ok()
+}
 
 /// Why an exchange gave no answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +97,7 @@ pub fn build(ca_pem: Option<&[u8]>, https_only: bool) -> Result<HttpClient, Stri
 pub fn build_for<B>(
     ca_pem: Option<&[u8]>,
     https_only: bool,
-) -> Result<Client<HttpsConnector<HttpConnector>, B>, String>
+) -> Result<Client<HttpsConnector<Placed>, B>, String>
 where
     B: hyper::body::Body + Send + Unpin + 'static,
     B::Data: Send,
@@ -86,7 +138,10 @@ where
         b.https_or_http()
     }
     .enable_http1()
-    .wrap_connector(http);
+    .wrap_connector(Placed {
+        inner: http,
+        next: Default::default(),
+    });
     Ok(Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(60))
         .pool_max_idle_per_host(32)
@@ -97,7 +152,7 @@ where
 /// Sends `req` and reads its answer's head and at most `max_body` bytes of body, all within
 /// `deadline`.
 pub async fn exchange<B>(
-    client: &Client<HttpsConnector<HttpConnector>, B>,
+    client: &Client<HttpsConnector<Placed>, B>,
     req: http::Request<B>,
     deadline: Duration,
     max_body: usize,
@@ -167,7 +222,7 @@ pub struct Side {
 }
 
 /// [`Side`]'s client.
-pub type SideClient = Client<HttpsConnector<HttpConnector>, http_body_util::Full<Bytes>>;
+pub type SideClient = Client<HttpsConnector<Placed>, http_body_util::Full<Bytes>>;
 
 impl Side {
     /// The client (system roots, http and https), or why it could not be made (logged once).

@@ -42,7 +42,7 @@ pub const EXPORT_EVERY: Duration = Duration::from_secs(5);
 const MAX_TRACESTATE: usize = 512;
 
 type Client = hyper_util::client::legacy::Client<
-    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    hyper_rustls::HttpsConnector<crate::net::client::Placed>,
     http_body_util::Full<Bytes>,
 >;
 

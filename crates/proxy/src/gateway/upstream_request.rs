@@ -224,15 +224,19 @@ fn forwarded(session: &Session, ctx: &Ctx, upstream: &mut RequestHeader) -> Resu
 /// upstream, then the auth's own values (claims, the auth service's headers); a key read
 /// from the query leaves the target line.
 fn auth_headers(a: &crate::ctx::AuthCtx, upstream: &mut RequestHeader) -> Result<()> {
-    for name in &a.rt.owned {
+    // What the auth owns, and what its answer sets (`response_headers = ["*"]` names none
+    // in advance): the client's copies never stand beside the auth's.
+    let set = a.passed.headers.iter().map(|(n, _)| n);
+    for name in a.rt.owned.iter().chain(set.clone()) {
         upstream.remove_header(name);
     }
     // Other spellings of them too: CGI, WSGI, Rack and PHP read `X_User_Id` as
     // `X-User-Id` (HTTP_X_USER_ID).
-    if !a.rt.owned.is_empty() {
+    if !a.rt.owned.is_empty() || !a.passed.headers.is_empty() {
         tollgate_core::filters::headers::remove_spellings(upstream, |k| {
             a.rt.owned
                 .iter()
+                .chain(set.clone())
                 .any(|o| tollgate_core::filters::headers::underscore_spelling(k, o.as_str()))
         });
     }
