@@ -790,3 +790,68 @@ upstream = "again"
         "{m}"
     );
 }
+
+/// A wait the route's `timeouts.request` cut is the route's deadline, not the target's
+/// fault: it never ejects the target nor spends a retry. The control, the same silence
+/// past the upstream's own `read_timeout`, ejects it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_cut_never_counts_against_the_target() {
+    let (a, a_seen) = silent_upstream();
+    let (a2, a2_seen) = silent_upstream();
+    let (b, b_seen) = silent_upstream();
+    let (b2, _) = silent_upstream();
+    let (port, admin) = (free_port(), free_port());
+    let toml = serving_one_thread(
+        port,
+        admin,
+        &format!(
+            r#"
+[upstreams.cut]
+targets = ["127.0.0.1:{a}", "127.0.0.1:{a2}"]
+health_check = false
+read_timeout = "5s"
+retry = {{ attempts = 2, on = ["timeout"], budget = 2, targets = "any" }}
+outlier = {{ consecutive_failures = 2, max_ejected_percent = 100 }}
+[upstreams.slow]
+targets = ["127.0.0.1:{b}", "127.0.0.1:{b2}"]
+health_check = false
+read_timeout = "200ms"
+outlier = {{ consecutive_failures = 2, max_ejected_percent = 100 }}
+[[routes]]
+name = "cut"
+path_prefix = "/cut"
+upstream = "cut"
+timeouts = {{ request = "200ms" }}
+[[routes]]
+name = "slow"
+path_prefix = "/slow"
+upstream = "slow"
+"#
+        ),
+    );
+    let _gw = running(std::path::Path::new(BIN), &toml, port, admin).await;
+    // Two targets each (ejection never empties a pool), two failures in a row eject.
+    for _ in 0..4 {
+        assert_eq!(get(port, "/cut", &[]).await.expect("request").status, 504);
+        assert_eq!(get(port, "/slow", &[]).await.expect("request").status, 504);
+    }
+    let m = metrics(admin).await;
+    assert!(
+        m.contains(r#"tollgate_upstream_ejections_total{upstream="slow"} 1"#),
+        "the control ejects: {m}"
+    );
+    assert!(
+        !m.contains(r#"tollgate_upstream_ejections_total{upstream="cut"}"#),
+        "a deadline cut ejects nothing: {m}"
+    );
+    assert!(
+        !m.contains(r#"tollgate_upstream_retries_total{on="timeout",upstream="cut"}"#),
+        "{m}"
+    );
+    // One attempt per request: the deadline left no time for another.
+    assert_eq!(
+        a_seen.load(Ordering::SeqCst) + a2_seen.load(Ordering::SeqCst),
+        4
+    );
+    assert!(b_seen.load(Ordering::SeqCst) >= 2);
+}

@@ -83,6 +83,12 @@ pub(super) fn error_while_proxy(
     if decided_status {
         return e;
     }
+    // A wait the route's request timeout cut is the route's deadline, not the target's
+    // fault: no ejection, no latency, and no retry (none could start).
+    if super::errors::past_deadline(ctx) {
+        e.set_retry(false);
+        return e;
+    }
     if let (Some(rt), Some(u)) = (&ctx.rt, ctx.upstream) {
         let pool = &rt.upstreams[u].pool;
         // The target's fault: it timed out, or lost a fresh connection (a pooled one it had

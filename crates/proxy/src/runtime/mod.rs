@@ -344,6 +344,16 @@ pub fn local_port(session: &pingora::proxy::Session) -> Option<u16> {
         .map(|a| a.port())
 }
 
+/// The port routing reads for a request whose local port was looked up: the port, or
+/// [`NO_PORT`] when the socket has none (no route's `ports` nor Gateway listener admits it,
+/// so an unknown listener never falls into another's routes).
+pub fn routing_port(local: Option<u16>) -> u16 {
+    local.unwrap_or(NO_PORT)
+}
+
+/// A port no route names (`ports` are 1 to 65535).
+pub const NO_PORT: u16 = 0;
+
 impl LimitSet for Runtime {
     #[inline]
     fn limits(&self) -> &[LimitRt] {

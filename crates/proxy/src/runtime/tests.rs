@@ -71,3 +71,31 @@ respond = { status = 200 }
         "not a segment of /foo"
     );
 }
+
+#[test]
+fn a_request_of_no_known_port_takes_no_route_that_names_ports() {
+    let r = rt(r#"
+[[routes]]
+name = "listener"
+path_prefix = "/"
+ports = [8080]
+respond = { status = 200 }
+[[routes]]
+name = "anywhere"
+path_prefix = "/open"
+respond = { status = 200 }
+"#);
+    let h = http::HeaderMap::new();
+    let at = |port, path| {
+        let asked = Asked {
+            headers: &h,
+            query: None,
+            port: Some(port),
+        };
+        r.route_entry(None, path, "GET", asked)
+            .map(|e| r.routes[e.route].cfg.name.clone())
+    };
+    assert_eq!(at(8080, "/x").as_deref(), Some("listener"));
+    assert_eq!(at(routing_port(None), "/x"), None);
+    assert_eq!(at(routing_port(None), "/open").as_deref(), Some("anywhere"));
+}

@@ -39,8 +39,7 @@ pub async fn run(
                 crate::runtime::Asked::of(
                     req,
                     rt.any_ports
-                        .then(|| crate::runtime::local_port(session))
-                        .flatten(),
+                        .then(|| crate::runtime::routing_port(crate::runtime::local_port(session))),
                 ),
             );
             to_named = entry.is_some_and(|e| e.www);
