@@ -173,7 +173,23 @@ fn policy(
     let (ns, name) = id(i);
     let who = format!("Ingress {ns}/{name}");
     let has = |k: &str| ann(i, k).is_some();
+    // What a policy does not hold, said whether or not the Ingress has limits it does.
+    for k in ["limit-rate", "limit-rate-after"] {
+        if has(k) {
+            warnings.push(format!(
+                "{who}: {k}: a bandwidth (bytes per second), not a request limit: a RateLimitPolicy has none, and the converted route is not shaped"
+            ));
+        }
+    }
+    let named = i
+        .pointer("/metadata/annotations/tollgate.io~1limits")
+        .and_then(Json::as_str);
     if !LIMITS.iter().any(|k| has(k)) {
+        if let Some(l) = named {
+            warnings.push(format!(
+                "{who}: tollgate.io/limits \"{l}\" names BASE.toml limits: a policy holds its own limits; copy them into a RateLimitPolicy that targets the converted route"
+            ));
+        }
         return Ok(None);
     }
     if ann(i, "ssl-passthrough").is_some_and(|v| v.trim() == "true") {

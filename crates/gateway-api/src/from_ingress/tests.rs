@@ -134,3 +134,57 @@ fn what_a_policy_cannot_say_is_said() {
         ingress("o", "o.test", &[]).replace("ingressClassName: nginx", "ingressClassName: haproxy");
     assert!(limit_policies(&other, &tollgate_ingress::Options::default()).is_err());
 }
+
+#[test]
+fn an_ingress_whose_limits_no_policy_holds_is_never_passed_over_quietly() {
+    let c = convert(
+        &[
+            ingress(
+                "named",
+                "a.example.com",
+                &[("tollgate.io/limits", "base.api")],
+            ),
+            ingress(
+                "shaped",
+                "b.example.com",
+                &[("nginx.ingress.kubernetes.io/limit-rate", "1024")],
+            ),
+            ingress(
+                "both",
+                "c.example.com",
+                &[
+                    ("nginx.ingress.kubernetes.io/limit-rps", "5"),
+                    ("nginx.ingress.kubernetes.io/limit-rate-after", "10k"),
+                ],
+            ),
+            ingress("plain", "d.example.com", &[]),
+        ]
+        .concat(),
+    );
+    assert_eq!(c.policies, 1, "{}", c.yaml);
+    let said = |who: &str, what: &str| {
+        c.warnings
+            .iter()
+            .any(|w| w.starts_with(&format!("Ingress shop/{who}:")) && w.contains(what))
+    };
+    assert!(
+        said("named", "tollgate.io/limits \"base.api\""),
+        "{:?}",
+        c.warnings
+    );
+    assert!(
+        said("shaped", "limit-rate: a bandwidth"),
+        "{:?}",
+        c.warnings
+    );
+    assert!(
+        said("both", "limit-rate-after: a bandwidth"),
+        "{:?}",
+        c.warnings
+    );
+    assert!(
+        !c.warnings.iter().any(|w| w.contains("shop/plain")),
+        "{:?}",
+        c.warnings
+    );
+}
