@@ -95,8 +95,14 @@ impl One<'_> {
     }
 
     /// The policy's limits on one route (shared, or the route's own copy), defined in `out`.
+    /// A Gateway API match is one route however many Tollgate routes it makes (a PathPrefix
+    /// is two: `/api` and `/api/...`, the last `/PIECE` of their names): one copy for all.
     fn on(&self, route: &str, out: &mut Table) -> Vec<String> {
         let per_route = self.policy.spec.buckets == Some(Buckets::PerRoute);
+        let route = match route.strip_prefix("gateway:").and(route.rsplit_once('/')) {
+            Some((matched, _piece)) => matched,
+            None => route,
+        };
         let mut names = Vec::new();
         for (l, def) in &self.policy.spec.limits {
             let n = self.limit_name(l, per_route.then_some(route));
