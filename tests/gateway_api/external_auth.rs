@@ -59,6 +59,11 @@ async fn auth_service(asked: Asked) -> u16 {
                                     .insert("content-type", "application/json".parse().expect("v"));
                                 r.headers_mut()
                                     .insert("vary", "Authorization".parse().expect("v"));
+                                // Fields the gateway states: never the auth answer's.
+                                r.headers_mut()
+                                    .insert("x-forwarded-for", "6.6.6.6".parse().expect("v"));
+                                r.headers_mut()
+                                    .insert("x-request-id", "forged".parse().expect("v"));
                             } else {
                                 *r.status_mut() = http::StatusCode::FORBIDDEN;
                             }
@@ -160,6 +165,14 @@ async fn external_auth_asks_the_service_and_the_upstream_reads_only_its_word() {
     assert!(h.get("x_user").is_none(), "{body}");
     assert!(
         h.get("vary").is_none() && h.get("content-type").is_none(),
+        "{body}"
+    );
+    assert_ne!(h["x-request-id"], "forged", "{body}");
+    assert!(
+        !h["x-forwarded-for"]
+            .as_str()
+            .unwrap_or("")
+            .contains("6.6.6.6"),
         "{body}"
     );
     // A path that walks out of the route is asked about as the path the app reads.

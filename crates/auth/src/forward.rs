@@ -117,10 +117,26 @@ const NOT_COPIED: &[&str] = &[
     "vary",
     "age",
     "pragma",
+    // What the gateway states to the upstream: the client, the scheme, the request's id,
+    // its trace, the client certificate. An auth answer never replaces them.
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "x-forwarded-port",
+    "x-forwarded-prefix",
+    "x-real-ip",
+    "x-request-id",
+    "traceparent",
+    "tracestate",
+    "ssl-client-verify",
+    "ssl-client-subject-dn",
+    "ssl-client-issuer-dn",
+    "ssl-client-cert",
 ];
 
 /// `url` with `path_and_query` (the request's canonical path, from `/`) after its path
-/// (without a trailing `/`); `url`'s own query is kept only when the request has none.
+/// (without a trailing `/`); `url`'s own query gives way to the request's.
 fn appended(url: &http::Uri, path_and_query: &str) -> Option<http::Uri> {
     let prefix = url.path().trim_end_matches('/');
     let mut parts = url.clone().into_parts();

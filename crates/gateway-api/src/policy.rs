@@ -100,8 +100,8 @@ impl One<'_> {
     fn on(&self, route: &str, out: &mut Table) -> Vec<String> {
         let per_route = self.policy.spec.buckets == Some(Buckets::PerRoute);
         let route = match route.strip_prefix("gateway:").and(route.rsplit_once('/')) {
-            Some((matched, _piece)) => matched,
-            None => route,
+            Some((matched, piece)) if piece.bytes().all(|b| b.is_ascii_digit()) => matched,
+            _ => route,
         };
         let mut names = Vec::new();
         for (l, def) in &self.policy.spec.limits {

@@ -130,8 +130,9 @@ fn upstream(cx: &Cx, sp: &ServicePort, sink: &mut Sink) -> Option<String> {
         }
         None => None,
     };
-    let h2 = if sp.h2c { "-h2" } else { "" };
-    let name = format!("gw-{}-{}-{}{h2}", sp.namespace, sp.name, sp.port);
+    // ':' and '/' are in no Kubernetes name: one name is one Service port, never another's.
+    let h2 = if sp.h2c { "/h2" } else { "" };
+    let name = format!("gw:{}/{}:{}{h2}", sp.namespace, sp.name, sp.port);
     if let Some((pid, _)) = &tls {
         sink.tls_of.insert(name.clone(), pid.clone());
     }
@@ -489,20 +490,6 @@ fn external_auth(
     {
         return Err("forwardBody is not sent (Tollgate asks with the head alone)".into());
     }
-    let b = a.get("backendRef").ok_or("no backendRef")?;
-    let sp = match backend(cx.input, &cx.services, from.0, from.1, &json_ref(b)) {
-        Ok(sp) => sp,
-        Err(u) => {
-            unresolved(sink, u);
-            return Ok(None);
-        }
-    };
-    let path = a.pointer("/http/path").and_then(Json::as_str).unwrap_or("");
-    if !path.is_empty()
-        && (!path.starts_with('/') || path.contains(['?', '#', '\\']) || path.contains(".."))
-    {
-        return Err(format!("http.path \"{path}\" is not a plain path"));
-    }
     let list = |k: &str| -> Vec<Value> {
         a.pointer(&format!("/http/{k}"))
             .and_then(Json::as_array)
@@ -512,6 +499,48 @@ fn external_auth(
             .map(|h| s(&h.to_ascii_lowercase()))
             .collect()
     };
+    // A name the config would refuse would refuse the whole route (its paths then fall to
+    // a broader one): the rule answers 500 instead.
+    for h in list("allowedHeaders")
+        .iter()
+        .chain(&list("allowedResponseHeaders"))
+    {
+        let h = h.as_str().unwrap_or("");
+        if h.is_empty()
+            || h == "*"
+            || h.contains('_')
+            || !tollgate_config::http_token(h)
+            || AUTH_FRAMING.contains(&h)
+        {
+            return Err(format!(
+                "header \"{h}\" cannot be sent to or taken from the auth service"
+            ));
+        }
+    }
+    let b = a.get("backendRef").ok_or("no backendRef")?;
+    let sp = match backend(cx.input, &cx.services, from.0, from.1, &json_ref(b)) {
+        Ok(sp) => sp,
+        Err(u) => {
+            unresolved(sink, u);
+            return Ok(None);
+        }
+    };
+    if crate::backend_tls::find(
+        &cx.input.backend_tls,
+        &sp.namespace,
+        &sp.name,
+        sp.port_name.as_deref(),
+    )
+    .is_some()
+    {
+        return Err("its Service speaks TLS by a BackendTLSPolicy, and the auth request is not sent in the clear".into());
+    }
+    let path = a.pointer("/http/path").and_then(Json::as_str).unwrap_or("");
+    if !path.is_empty()
+        && (!path.starts_with('/') || path.contains(['?', '#', '\\']) || path.contains(".."))
+    {
+        return Err(format!("http.path \"{path}\" is not a plain path"));
+    }
     let mut request = vec![s("authorization")];
     request.extend(list("allowedHeaders"));
     let mut response = list("allowedResponseHeaders");
@@ -533,6 +562,19 @@ fn external_auth(
     t.insert("forward".into(), Value::Table(fwd));
     Ok(Some(t))
 }
+
+/// Names that frame a request or name its host: never an auth header.
+const AUTH_FRAMING: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+    "te",
+    "trailer",
+    "keep-alive",
+    "proxy-connection",
+];
 
 fn json_ref(b: &Json) -> Ref<'_> {
     Ref {
@@ -901,27 +943,21 @@ fn retry(r: Option<&Json>, sink: &mut Sink) -> Option<Table> {
 
 /// The upstream `base` with `key` set to `value` (a rule's `retry`, its session's
 /// `affinity`): one per Service port and policy, named after both
-/// (`gw-NS-SVC-PORT-retry-3-100ms-500`), with the same targets.
+/// (`gw:NS/SVC:PORT/retry:3,100ms,500`), with the same targets. What varies goes into the
+/// name (a key as a hash of it), so two policies never share an upstream.
 fn variant(sink: &mut Sink, base: &str, key: &str, value: &Table) -> String {
-    let mut name = format!("{base}-{key}");
+    let mut parts: Vec<String> = Vec::new();
     for (k, v) in value {
-        let parts: Vec<String> = match v {
-            Value::Array(a) => a
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect(),
-            Value::String(x) if k != "secret" => vec![x.clone()],
-            Value::Integer(n) => vec![n.to_string()],
-            _ => vec![],
-        };
-        for x in parts {
-            if !matches!(x.as_str(), "connect" | "reset" | "timeout" | "any") {
-                name.push('-');
-                name.push_str(&x);
-            }
+        match v {
+            Value::Array(a) => parts.extend(a.iter().filter_map(Value::as_str).map(str::to_string)),
+            Value::String(x) if k == "secret" => parts.push(format!("{:016x}", fnv(x))),
+            Value::String(x) => parts.push(x.clone()),
+            Value::Integer(n) => parts.push(n.to_string()),
+            _ => {}
         }
     }
+    parts.retain(|x| !matches!(x.as_str(), "connect" | "reset" | "timeout" | "any"));
+    let name = format!("{base}/{key}:{}", parts.join(","));
     if !sink.upstreams.contains_key(&name) {
         let mut t = sink.upstreams.get(base).cloned().unwrap_or_default();
         t.insert(key.into(), Value::Table(value.clone()));
@@ -931,6 +967,13 @@ fn variant(sink: &mut Sink, base: &str, key: &str, value: &Table) -> String {
         }
     }
     name
+}
+
+/// FNV-1a: a name's stand-in for a key (not a secret: only what tells two keys apart).
+fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// A rule's `timeouts` as the route's: `request` and `backendRequest` (its `upstream`), in

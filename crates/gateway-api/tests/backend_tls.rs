@@ -46,7 +46,7 @@ fn a_configmap_ca_or_the_system_roots_verify_the_pods_under_the_policy_s_hostnam
     let c = Cluster::of(&text);
     let out = translate(&c.input(), &[]);
     assert!(out.problems.is_empty(), "{:?}", out.problems);
-    let up = &out.table["upstreams"]["gw-default-payments-443"]["tls"];
+    let up = &out.table["upstreams"]["gw:default/payments:443"]["tls"];
     assert_eq!(up["sni"].as_str(), Some("payments.internal"));
     assert_eq!(up["verify"].as_bool(), Some(true));
     assert!(
@@ -71,7 +71,7 @@ fn a_configmap_ca_or_the_system_roots_verify_the_pods_under_the_policy_s_hostnam
         policy("    hostname: payments.internal\n    wellKnownCACertificates: System\n")
     ));
     let out = translate(&system.input(), &[]);
-    let up = &out.table["upstreams"]["gw-default-payments-443"]["tls"];
+    let up = &out.table["upstreams"]["gw:default/payments:443"]["tls"];
     assert!(up.get("ca").is_none(), "the system's roots");
     assert_eq!(up["sni"].as_str(), Some("payments.internal"));
 }

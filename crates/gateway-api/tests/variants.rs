@@ -108,3 +108,106 @@ fn a_rules_retry_and_session_are_an_upstream_of_their_own() {
         );
     }
 }
+
+/// A variant's name is its Service port's and its policy's, in characters no Kubernetes name
+/// holds: a namespace or Service named like another's variant never meets it.
+#[test]
+fn a_variant_never_shares_a_name_with_another_services_upstream() {
+    let objects = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: shop}
+spec:
+  gatewayClassName: tollgate
+  listeners: [{name: http, protocol: HTTP, port: 8080, allowedRoutes: {namespaces: {from: All}}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: victim, namespace: shop}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /v}}]
+    retry: {codes: [500], attempts: 2}
+    backendRefs: [{name: api, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: attacker, namespace: shop-api-80}
+spec:
+  parentRefs: [{name: gw, namespace: shop}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /a}}]
+    backendRefs: [{name: retry-2, port: 500}]
+"#;
+    let c = Cluster::of(objects);
+    let out = translate(&c.input(), &[]);
+    let ups = out.table["upstreams"].as_table().expect("upstreams");
+    let names: Vec<&String> = ups.keys().collect();
+    for (n, target) in [
+        (
+            "gw:shop/api:80/retry:2,500",
+            "api.shop.svc.cluster.local:80",
+        ),
+        (
+            "gw:shop-api-80/retry-2:500",
+            "retry-2.shop-api-80.svc.cluster.local:500",
+        ),
+    ] {
+        let t = ups.get(n).unwrap_or_else(|| panic!("{n}: {names:?}"));
+        assert_eq!(t["targets"][0].as_str(), Some(target), "{names:?}");
+    }
+}
+
+/// An ExternalAuth the gateway cannot ask as the spec says answers 500 on its rule alone:
+/// a header name the config would refuse never takes the whole route (and its paths) away.
+#[test]
+fn an_external_auth_that_cannot_be_asked_fails_its_rule_closed() {
+    let objects = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  gatewayClassName: tollgate
+  listeners: [{name: http, protocol: HTTP, port: 8080}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: default}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /framing}}]
+    filters: [{type: ExternalAuth, externalAuth: {protocol: HTTP, backendRef: {name: authz, port: 80}, http: {allowedResponseHeaders: [Content-Length]}}}]
+    backendRefs: [{name: web, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /body}}]
+    filters: [{type: ExternalAuth, externalAuth: {protocol: HTTP, backendRef: {name: authz, port: 80}, forwardBody: {maxSize: 1024}}}]
+    backendRefs: [{name: web, port: 80}]
+"#;
+    let c = Cluster::of(objects);
+    let out = translate(&c.input(), &[]);
+    let cfg = loads(&out);
+    let at = |prefix: &str| {
+        cfg.routes
+            .iter()
+            .find(|r| format!("{:?}", r.path).contains(&format!("\"{prefix}/\"")))
+            .unwrap_or_else(|| panic!("{prefix}: {:?}", cfg.routes))
+    };
+    for p in ["/framing", "/body"] {
+        assert!(
+            matches!(
+                at(p).action,
+                tollgate_config::model::RouteAction::Respond { status: 500, .. }
+            ),
+            "{p}: {:?}",
+            at(p).action
+        );
+    }
+    for why in ["header \"content-length\"", "forwardBody"] {
+        assert!(
+            out.problems.iter().any(|p| p.contains(why)),
+            "{why}: {:?}",
+            out.problems
+        );
+    }
+}

@@ -100,7 +100,7 @@ impl Stores {
 }
 
 /// `ingress` (the Ingresses' part) with `g`'s table added: routes after the Ingresses',
-/// upstreams and limits beside theirs (their names cannot meet: `gw-` and `policy:`),
+/// upstreams and limits beside theirs (their names cannot meet: `gw:` and `policy:`),
 /// certificates after theirs; and the limits of policies that target Ingresses on their
 /// routes.
 fn combined(ingress: &Table, g: &Output) -> Table {

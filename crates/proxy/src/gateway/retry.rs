@@ -115,7 +115,7 @@ pub(super) fn error_while_proxy(
             }
         }
         if pool.config().retry.is_some() && session.response_written().is_none() {
-            let plain = retryable_request(session, ctx);
+            let plain = retryable_request(session, ctx) && backoff_fits(ctx);
             let upstream = *e.esource() == ErrorSource::Upstream;
             let answered = ctx.balance.as_ref().is_some_and(|b| b.answered);
             let why = match e.etype() {
@@ -191,7 +191,7 @@ pub(super) fn upstream_response_filter(
     if !pool.config().retry.is_some_and(|r| r.on.status(code)) {
         return Ok(());
     }
-    let plain = retryable_request(session, ctx);
+    let plain = retryable_request(session, ctx) && backoff_fits(ctx);
     if tollgate_upstream::attempt::may_retry(
         pool,
         ctx.balance.as_deref_mut(),
@@ -222,6 +222,21 @@ fn outlier_answered(gw: &Gateway, ctx: &Ctx, addr: std::net::SocketAddr, code: u
     } else {
         pool.answered(addr);
     }
+}
+
+/// Whether a retry's `backoff` ends before the route's request timeout: one that would not
+/// is never made, and the answer (or failure) in hand is the client's.
+fn backoff_fits(ctx: &Ctx) -> bool {
+    let (Some(rt), Some(u)) = (&ctx.rt, ctx.upstream) else {
+        return true;
+    };
+    let Some(wait) = rt.upstreams[u].pool.config().retry.and_then(|r| r.backoff) else {
+        return true;
+    };
+    let deadline = ctx
+        .route
+        .and_then(|r| rt.routes[r].cfg.timeouts.as_deref()?.request);
+    deadline.is_none_or(|d| ctx.start.elapsed() + wait < d)
 }
 
 /// A request that may be sent again: idempotent, with no body (none declared, none passed on).
