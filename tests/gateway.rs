@@ -1116,6 +1116,58 @@ async fn header_names_go_upstream_and_back_in_one_case_unless_the_case_is_preser
     }
 }
 
+/// The standard hop-by-hop fields never reach the upstream, in any case or repeated, whether
+/// the head has one of them or all (vendor patch 0019 strips them only when one is there);
+/// the fields beside them arrive, in both `preserve_header_case` modes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hop_by_hop_fields_never_reach_the_upstream() {
+    let hop = [
+        "Keep-Alive: timeout=5",
+        "PROXY-CONNECTION: keep-alive",
+        "Proxy-Authorization: Basic YTpi",
+        "Proxy-Authenticate: Basic",
+        "te: trailers",
+        "Trailer: X-Sum",
+        "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA",
+        "keep-alive: again",
+    ];
+    for preserve in [false, true] {
+        let (up, heads) = head_recording_upstream().await;
+        let (port, admin) = (free_port(), free_port());
+        let toml = pool_config(port, admin, up).replace(
+            "threads = 1\n",
+            &format!("threads = 1\npreserve_header_case = {preserve}\n"),
+        );
+        let gw = start(&toml, port, admin).await;
+        for fields in [&hop[..1], &hop[..]] {
+            let head = format!(
+                "GET /hop HTTP/1.1\r\nHost: hop.test\r\nX-Before: 1\r\n{}\r\nX-After: 2\r\nConnection: close\r\n\r\n",
+                fields.join("\r\n")
+            );
+            let answer = raw_response(port, &head).await;
+            assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+            let got = heads
+                .lock()
+                .expect("heads")
+                .pop()
+                .expect("one request upstream");
+            let lower = got.to_ascii_lowercase();
+            for f in &hop {
+                let name = f.split(':').next().unwrap_or_default().to_ascii_lowercase();
+                assert!(
+                    !lower.contains(&format!("\r\n{name}:")),
+                    "{name} reached the upstream: {got}"
+                );
+            }
+            assert!(
+                lower.contains("\r\nx-before: 1\r\n") && lower.contains("\r\nx-after: 2\r\n"),
+                "{got}"
+            );
+        }
+        drop(gw);
+    }
+}
+
 /// One HTTP/1 response read off a raw connection: the status, the fields in order (names
 /// lower-cased) and the body, framed by Content-Length exactly (no body for a HEAD request or
 /// a 204/304). None at the end of the stream.

@@ -175,7 +175,24 @@ impl ConnectionNominations {
     }
 }
 
+/// Whether `name` is one of the fields [`strip_standard_hop_by_hop_headers`] removes.
+fn is_standard_hop_by_hop(name: &http::HeaderName) -> bool {
+    name == header::CONNECTION
+        || name == header::TE
+        || name == header::TRAILER
+        || name == header::TRANSFER_ENCODING
+        || name == header::UPGRADE
+        || name == header::PROXY_AUTHENTICATE
+        || name == header::PROXY_AUTHORIZATION
+        || matches!(name.as_str(), KEEP_ALIVE | PROXY_CONNECTION | HTTP2_SETTINGS)
+}
+
 fn strip_standard_hop_by_hop_headers(req: &mut RequestHeader) {
+    // One pass over the names the head has: most heads have none of these, and ten removals
+    // hash ten names (and probe the map for each) whether or not they are there.
+    if !req.headers.keys().any(is_standard_hop_by_hop) {
+        return;
+    }
     req.remove_header(KEEP_ALIVE);
     req.remove_header(PROXY_CONNECTION);
     req.remove_header(&header::PROXY_AUTHENTICATE);
@@ -559,6 +576,32 @@ mod tests {
                 .unwrap();
         }
         request
+    }
+
+    #[test]
+    fn each_standard_hop_by_hop_field_is_stripped_alone_or_among_others() {
+        let hop = [
+            "Keep-Alive",
+            "Proxy-Connection",
+            "Proxy-Authenticate",
+            "Proxy-Authorization",
+            "TE",
+            "Trailer",
+            "Transfer-Encoding",
+            "Connection",
+            "Upgrade",
+            "HTTP2-Settings",
+        ];
+        for name in hop {
+            let mut request = request_with_headers(&[("Host", "a"), (name, "x"), (name, "y"), ("X-End", "z")]);
+            strip_standard_hop_by_hop_headers(&mut request);
+            assert!(!request.headers.contains_key(name), "{name}");
+            assert_eq!(request.headers.len(), 2, "{name}");
+        }
+        // None of them: the head is left as it was.
+        let mut request = request_with_headers(&[("Host", "a"), ("Keep-Alive-Not", "b"), ("X-Te", "c")]);
+        strip_standard_hop_by_hop_headers(&mut request);
+        assert_eq!(request.headers.len(), 3);
     }
 
     #[test]
