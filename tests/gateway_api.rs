@@ -131,6 +131,15 @@ fn gateway(ns: &str, name: &str, listeners: &[(&str, u16, Option<&str>)], from: 
     )
 }
 
+/// An HTTPRoute `name` in `ns` on the Gateway `gw`, with `rules` (YAML list items, each
+/// starting `  - `) as the ported conformance cases write them.
+fn httproute(ns: &str, gw: &str, name: &str, rules: &[String]) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  parentRefs:\n  - name: {gw}\n  rules:\n{}",
+        rules.concat()
+    )
+}
+
 /// What one request got: its status, the backend that took it, and the reply.
 async fn ask(
     infra: &Infra,

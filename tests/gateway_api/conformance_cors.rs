@@ -19,38 +19,31 @@ fn cors_rule(prefix: &str, cors: &str) -> String {
     )
 }
 
-fn cors_route(name: &str, rules: &[String]) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  namespace: {NS}\nspec:\n  parentRefs:\n  - name: {GW}\n  rules:\n{}",
-        rules.concat()
-    )
-}
-
 /// The four routes of upstream's manifest.
 fn routes() -> String {
     [
-        cors_route(
+        httproute(NS, GW,
             "cors-multiple-origins-methods-headers",
             &[cors_rule(
                 "/cors-1",
                 "{allowOrigins: [\"https://www.foo.com\", \"https://*.bar.com\"], allowMethods: [GET, OPTIONS], allowHeaders: [x-header-1, x-header-2], exposeHeaders: [x-header-3, x-header-4], allowCredentials: true, maxAge: 3600}",
             )],
         ),
-        cors_route(
+        httproute(NS, GW,
             "cors-wildcard-methods",
             &[cors_rule(
                 "/cors-2",
                 "{allowOrigins: [\"https://www.foo.com\"], allowMethods: [\"*\"]}",
             )],
         ),
-        cors_route(
+        httproute(NS, GW,
             "cors-wildcard-origin",
             &[cors_rule(
                 "/cors-wildcard-origin",
                 "{allowOrigins: [\"*\"], allowMethods: [PUT], allowCredentials: false}",
             )],
         ),
-        cors_route(
+        httproute(NS, GW,
             "cors-wildcard-methods-headers",
             &[
                 cors_rule(

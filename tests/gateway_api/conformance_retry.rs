@@ -22,16 +22,9 @@ fn rule(prefix: &str, extra: &str) -> String {
     )
 }
 
-fn retry_route(name: &str, rules: &[String]) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  namespace: {NS}\nspec:\n  parentRefs:\n  - name: {GW}\n  rules:\n{}",
-        rules.concat()
-    )
-}
-
 fn routes() -> String {
     [
-        retry_route(
+        httproute(NS, GW,
             "retries",
             &[
                 rule("/retry/code-500-attempts-3", "    retry: {codes: [500], attempts: 3}\n"),
@@ -45,11 +38,11 @@ fn routes() -> String {
                 ),
             ],
         ),
-        retry_route(
+        httproute(NS, GW,
             "retries-connection-error",
             &[rule("/retry/no-status-code-attempts-3", "    retry: {attempts: 3}\n")],
         ),
-        retry_route(
+        httproute(NS, GW,
             "retries-with-timeouts",
             &[
                 rule(
@@ -63,7 +56,7 @@ fn routes() -> String {
             ],
         ),
         // No retry: a failure is the client's at once.
-        retry_route("no-retry", &[rule("/retry/none", "")]),
+        httproute(NS, GW, "no-retry", &[rule("/retry/none", "")]),
     ]
     .join("---\n")
 }

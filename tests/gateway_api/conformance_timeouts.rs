@@ -19,13 +19,6 @@ fn timed_rule(prefix: &str, timeouts: &str) -> String {
     )
 }
 
-fn timed_route(name: &str, rules: &[String]) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {name}\n  namespace: {NS}\nspec:\n  parentRefs:\n  - name: {GW}\n  rules:\n{}",
-        rules.concat()
-    )
-}
-
 /// Until `path` is answered `status` (at most 5 s); how long that answer took.
 async fn answered(infra: &Infra, port: u16, path: &str, status: u16) -> Duration {
     let t = Instant::now();
@@ -54,14 +47,18 @@ async fn conformance_request_and_backend_timeouts_answer_504_when_they_pass() {
         &[
             class(),
             gateway(NS, GW, &[("http", port, None)], "Same"),
-            timed_route(
+            httproute(
+                NS,
+                GW,
                 "request-timeout",
                 &[
                     timed_rule("/request-timeout", "{request: 500ms}"),
                     timed_rule("/disable-request-timeout", "{request: \"0s\"}"),
                 ],
             ),
-            timed_route(
+            httproute(
+                NS,
+                GW,
                 "backend-request-timeout",
                 &[
                     timed_rule("/backend-timeout", "{backendRequest: 500ms}"),

@@ -399,6 +399,19 @@ fn scalar_text(v: &Value) -> Option<String> {
 }
 
 /// A header name, lower case; never one that frames the request or names the upstream.
+/// Names that frame a request or name its host: never set from an auth answer or a claim.
+pub const AUTH_FRAMING: [&str; 9] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+    "te",
+    "trailer",
+    "keep-alive",
+    "proxy-connection",
+];
+
 fn header_name(cx: &mut Cx, p: &str, v: &Value) -> Option<String> {
     let h = as_str(cx, p, v)?;
     if h == "*" {
@@ -414,18 +427,7 @@ fn header_name(cx: &mut Cx, p: &str, v: &Value) -> Option<String> {
         return None;
     }
     let lower = h.to_ascii_lowercase();
-    const FRAMING: [&str; 9] = [
-        "host",
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "upgrade",
-        "te",
-        "trailer",
-        "keep-alive",
-        "proxy-connection",
-    ];
-    if FRAMING.contains(&lower.as_str()) {
+    if AUTH_FRAMING.contains(&lower.as_str()) {
         cx.err(
             p,
             v.span(),

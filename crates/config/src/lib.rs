@@ -42,7 +42,7 @@ pub mod tracing;
 mod upstreams;
 mod values;
 
-pub use auth::{bcrypt_cost, weak_hash_warnings, BCRYPT_COST_FLOOR};
+pub use auth::{bcrypt_cost, weak_hash_warnings, AUTH_FRAMING, BCRYPT_COST_FLOOR};
 pub use edge::{origin_rule, parse_size, request_header_refused, response_header_refused};
 pub use fallback::WRITTEN as ERROR_PAGE_WRITTEN;
 pub use files::{read_bounded, MAX_FILE_BYTES};

@@ -510,7 +510,7 @@ fn external_auth(
             || h == "*"
             || h.contains('_')
             || !tollgate_config::http_token(h)
-            || AUTH_FRAMING.contains(&h)
+            || tollgate_config::AUTH_FRAMING.contains(&h)
         {
             return Err(format!(
                 "header \"{h}\" cannot be sent to or taken from the auth service"
@@ -562,19 +562,6 @@ fn external_auth(
     t.insert("forward".into(), Value::Table(fwd));
     Ok(Some(t))
 }
-
-/// Names that frame a request or name its host: never an auth header.
-const AUTH_FRAMING: &[&str] = &[
-    "host",
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "upgrade",
-    "te",
-    "trailer",
-    "keep-alive",
-    "proxy-connection",
-];
 
 fn json_ref(b: &Json) -> Ref<'_> {
     Ref {

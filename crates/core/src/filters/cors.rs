@@ -135,7 +135,7 @@ impl CorsRt {
                 out.put(&names::ACAM, Value::Header(m));
             }
         } else if let Some(m) = asked(http::header::ACCESS_CONTROL_REQUEST_METHOD)
-            .filter(|m| !m.is_empty() && m.as_bytes().iter().all(|&b| tchar(b)))
+            .filter(|m| m.to_str().is_ok_and(tollgate_config::http_token))
         {
             out.put(&names::ACAM, Value::Header(m));
         }
@@ -157,19 +157,13 @@ impl CorsRt {
     }
 }
 
-/// An RFC 9110 token character.
-fn tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
 /// `name, name` (optional spaces around commas), every name a token: what a browser sends
 /// as `Access-Control-Request-Headers`.
 fn names_list(v: &[u8]) -> bool {
-    !v.is_empty()
-        && v.split(|&b| b == b',').all(|n| {
-            let n = n.trim_ascii();
-            !n.is_empty() && n.iter().all(|&b| tchar(b))
-        })
+    std::str::from_utf8(v).is_ok_and(|v| {
+        v.split(',')
+            .all(|n| tollgate_config::http_token(n.trim_matches([' ', '\t'])))
+    })
 }
 
 #[cfg(test)]

@@ -52,14 +52,17 @@ pub(super) fn past_deadline_error() -> Box<Error> {
     e
 }
 
+/// The route's `timeouts.request`, counted from the request's arrival (`ctx.start`).
+pub(super) fn route_deadline(ctx: &Ctx) -> Option<std::time::Duration> {
+    let (Some(rt), Some(r)) = (&ctx.rt, ctx.route) else {
+        return None;
+    };
+    rt.routes[r].cfg.timeouts.as_deref()?.request
+}
+
 /// Whether the route's `timeouts.request` has passed.
 pub(super) fn past_deadline(ctx: &Ctx) -> bool {
-    let (Some(rt), Some(r)) = (&ctx.rt, ctx.route) else {
-        return false;
-    };
-    let t = rt.routes[r].cfg.timeouts.as_deref();
-    t.and_then(|t| t.request)
-        .is_some_and(|d| ctx.start.elapsed() >= d)
+    route_deadline(ctx).is_some_and(|d| ctx.start.elapsed() >= d)
 }
 
 pub(super) async fn fail_to_proxy(

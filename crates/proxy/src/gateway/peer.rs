@@ -59,26 +59,29 @@ pub(super) async fn upstream_peer(
     Ok(peer)
 }
 
-/// A retry's `backoff`, cut to what is left of the route's request timeout (none left: 504).
-async fn backoff(ctx: &mut Ctx) -> Result<()> {
+/// The chosen upstream's `retry.backoff`.
+pub(super) fn retry_backoff(ctx: &Ctx) -> Option<std::time::Duration> {
     let (Some(rt), Some(u)) = (&ctx.rt, ctx.upstream) else {
-        return Ok(());
+        return None;
     };
-    let wait = rt.upstreams[u].pool.config().retry.and_then(|r| r.backoff);
+    rt.upstreams[u].pool.config().retry?.backoff
+}
+
+/// A retry's `backoff`, cut to what is left of the route's request timeout (none left: 504;
+/// a retry whose wait would not fit is not made, `retry::backoff_fits`).
+async fn backoff(ctx: &mut Ctx) -> Result<()> {
     if let Some(b) = ctx.balance.as_mut() {
         b.backoff = false;
     }
-    let Some(mut wait) = wait else { return Ok(()) };
-    let deadline = ctx
-        .route
-        .and_then(|r| rt.routes[r].cfg.timeouts.as_deref()?.request);
-    if let Some(d) = deadline {
+    let Some(wait) = retry_backoff(ctx) else {
+        return Ok(());
+    };
+    if let Some(d) = super::errors::route_deadline(ctx) {
         let left = d.saturating_sub(ctx.start.elapsed());
         if left <= wait {
             tokio::time::sleep(left).await;
             return Err(super::errors::past_deadline_error());
         }
-        wait = wait.min(left);
     }
     tokio::time::sleep(wait).await;
     Ok(())

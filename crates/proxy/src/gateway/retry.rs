@@ -184,7 +184,8 @@ pub(super) fn upstream_response_filter(
             took
         });
     }
-    let (Some(rt), Some(u)) = (&ctx.rt, ctx.upstream) else {
+    // Only 400 to 599 can be retried: the usual answer goes on without a lookup.
+    let (Some(rt), Some(u), 400..) = (&ctx.rt, ctx.upstream, code) else {
         return Ok(());
     };
     let pool = &rt.upstreams[u].pool;
@@ -227,16 +228,13 @@ fn outlier_answered(gw: &Gateway, ctx: &Ctx, addr: std::net::SocketAddr, code: u
 /// Whether a retry's `backoff` ends before the route's request timeout: one that would not
 /// is never made, and the answer (or failure) in hand is the client's.
 fn backoff_fits(ctx: &Ctx) -> bool {
-    let (Some(rt), Some(u)) = (&ctx.rt, ctx.upstream) else {
-        return true;
-    };
-    let Some(wait) = rt.upstreams[u].pool.config().retry.and_then(|r| r.backoff) else {
-        return true;
-    };
-    let deadline = ctx
-        .route
-        .and_then(|r| rt.routes[r].cfg.timeouts.as_deref()?.request);
-    deadline.is_none_or(|d| ctx.start.elapsed() + wait < d)
+    match (
+        super::peer::retry_backoff(ctx),
+        super::errors::route_deadline(ctx),
+    ) {
+        (Some(wait), Some(d)) => ctx.start.elapsed() + wait < d,
+        _ => true,
+    }
 }
 
 /// A request that may be sent again: idempotent, with no body (none declared, none passed on).
