@@ -1392,3 +1392,199 @@ burst = 1
     assert_eq!(field(&fields, "connection"), ["close"]);
     assert!(within_5s(read_response(&mut r, false)).await.is_none());
 }
+
+/// An upstream that frames each request by its Content-Length or chunked body (names in any
+/// case), records `METHOD PATH BODY` for each, and answers by path: `/up-close` with a
+/// `CONNECTION: CLOSE` answer (then closes), `/up-chunked` with a chunked one, anything else
+/// with `cOnTeNt-LeNgTh: 2`. It counts the connections it accepted.
+async fn framing_upstream() -> (
+    u16,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (kept, count) = (seen.clone(), accepted.clone());
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let kept = kept.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    // One whole request in `buf`: its head and its body as framed.
+                    let parsed = loop {
+                        if let Some(r) = one_framed_request(&buf) {
+                            break r;
+                        }
+                        match s.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    let (used, line, body) = parsed;
+                    buf.drain(..used);
+                    let path = line.split(' ').nth(1).unwrap_or_default().to_string();
+                    kept.lock().expect("seen").push(format!("{line} {body}"));
+                    let resp: &[u8] = match path.as_str() {
+                        "/up-close" => b"HTTP/1.1 200 OK\r\nCONNECTION: CLOSE\r\ncontent-LENGTH: 2\r\n\r\nok",
+                        "/up-chunked" => b"HTTP/1.1 200 OK\r\nTRANSFER-ENCODING: Chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+                        _ => b"HTTP/1.1 200 OK\r\ncOnTeNt-LeNgTh: 2\r\n\r\nok",
+                    };
+                    if s.write_all(resp).await.is_err() || path == "/up-close" {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, seen, accepted)
+}
+
+/// The first request in `buf`, if it is all there: the bytes it took, its request line and
+/// its body (de-chunked).
+fn one_framed_request(buf: &[u8]) -> Option<(usize, String, String)> {
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+    let field = |name: &str| {
+        head.split("\r\n").find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+    };
+    let line = head.split("\r\n").next().unwrap_or_default().to_string();
+    if field("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        let (mut at, mut body) = (end, Vec::new());
+        loop {
+            let size_end = buf[at..].windows(2).position(|w| w == b"\r\n")? + at;
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&buf[at..size_end]).ok()?, 16).ok()?;
+            let data = size_end + 2;
+            if buf.len() < data + size + 2 {
+                return None;
+            }
+            body.extend_from_slice(&buf[data..data + size]);
+            at = data + size + 2;
+            if size == 0 {
+                return Some((at, line, String::from_utf8_lossy(&body).into_owned()));
+            }
+        }
+    }
+    let len: usize = field("content-length").map_or(0, |v| v.parse().unwrap_or(0));
+    (buf.len() >= end + len).then(|| {
+        let body = String::from_utf8_lossy(&buf[end..end + len]).into_owned();
+        (end + len, line, body)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn framing_and_connection_fields_are_honoured_in_any_spelling() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // Pingora notes Content-Length, Transfer-Encoding, Connection and Keep-Alive as it reads
+    // a head (vendor patch 0020) instead of looking each up: every spelling must frame and
+    // keep or close exactly as the lookups did, both ways.
+    let (up, seen, accepted) = framing_upstream().await;
+    let (port, admin) = (free_port(), free_port());
+    let gw = start(&pool_config(port, admin, up), port, admin).await;
+    let s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let mut r = tokio::io::BufReader::new(s);
+    // One connection, one request after another: a body framed by an odd-case
+    // Content-Length, one chunked under an upper-case Transfer-Encoding, and bodiless GETs
+    // between them (Tollgate does not pipeline: bytes past a request close the connection).
+    for req in [
+        "POST /a HTTP/1.1\r\nHost: f.test\r\ncOnTeNt-LeNgTh: 5\r\n\r\nhello",
+        "GET /b HTTP/1.1\r\nHost: f.test\r\n\r\n",
+        "POST /c HTTP/1.1\r\nHost: f.test\r\nTRANSFER-encoding: chunked\r\n\r\n5\r\nworld\r\n0\r\n\r\n",
+        "GET /d HTTP/1.1\r\nHost: f.test\r\n\r\n",
+    ] {
+        r.get_mut().write_all(req.as_bytes()).await.expect("write");
+        let (status, _, body) = read_response(&mut r, false).await.expect("an answer");
+        assert_eq!((status, &body[..]), (200, &b"ok"[..]), "{req}");
+    }
+    let got = seen.lock().expect("seen").clone();
+    assert_eq!(
+        got,
+        [
+            "POST /a HTTP/1.1 hello",
+            "GET /b HTTP/1.1 ",
+            "POST /c HTTP/1.1 world",
+            "GET /d HTTP/1.1 "
+        ]
+    );
+    // An upstream answer that closes in capitals is not pooled: the next request opens a
+    // new upstream connection; one framed by `cOnTeNt-LeNgTh` is pooled.
+    let before = accepted.load(std::sync::atomic::Ordering::SeqCst);
+    for path in ["/up-close", "/x", "/y"] {
+        let head = format!("GET {path} HTTP/1.1\r\nHost: f.test\r\n\r\n");
+        r.get_mut().write_all(head.as_bytes()).await.expect("write");
+        let (status, _, body) = read_response(&mut r, false).await.expect("an answer");
+        assert_eq!((status, &body[..]), (200, &b"ok"[..]), "{path}");
+    }
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        before + 1,
+        "one new upstream connection after CONNECTION: CLOSE, none after that"
+    );
+    // A chunked upstream answer under TRANSFER-ENCODING: Chunked comes through whole.
+    let chunked = raw_response(
+        port,
+        "GET /up-chunked HTTP/1.1\r\nHost: f.test\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(chunked.starts_with("HTTP/1.1 200 OK\r\n"), "{chunked}");
+    assert!(
+        chunked.contains("\r\n\r\n2\r\nok\r\n0\r\n\r\n"),
+        "{chunked}"
+    );
+    // CONNECTION: CLOSE from the client closes after its answer.
+    let mut c = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    c.write_all(b"GET /e HTTP/1.1\r\nHost: f.test\r\nCONNECTION: CLOSE\r\n\r\n")
+        .await
+        .expect("write");
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut out))
+        .await
+        .expect("closed by the gateway")
+        .expect("read");
+    assert!(out.starts_with(b"HTTP/1.1 200 OK\r\n"));
+    // HTTP/1.0 keeps its connection only when it asks, in any case.
+    let s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let mut r = tokio::io::BufReader::new(s);
+    for _ in 0..2 {
+        r.get_mut()
+            .write_all(b"GET /g HTTP/1.0\r\nHost: f.test\r\nconnection: KEEP-ALIVE\r\n\r\n")
+            .await
+            .expect("write");
+        let (status, _, _) = read_response(&mut r, false).await.expect("kept alive");
+        assert_eq!(status, 200);
+    }
+    r.get_mut()
+        .write_all(b"GET /h HTTP/1.0\r\nHost: f.test\r\n\r\n")
+        .await
+        .expect("write");
+    assert_eq!(read_response(&mut r, false).await.expect("answer").0, 200);
+    assert!(
+        read_response(&mut r, false).await.is_none(),
+        "HTTP/1.0 without keep-alive is closed"
+    );
+    // Both framings at once: Transfer-Encoding wins and the connection is not kept.
+    let both = raw_response(
+        port,
+        "POST /both HTTP/1.1\r\nHost: f.test\r\ncontent-length: 3\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\nGET /next HTTP/1.1\r\nHost: f.test\r\n\r\n",
+    )
+    .await;
+    assert_eq!(both.matches("HTTP/1.1 ").count(), 1, "{both}");
+    drop(gw);
+}

@@ -53,6 +53,9 @@ pub struct HttpSession {
     keepalive_timeout: KeepaliveStatus,
     pub(crate) digest: Box<Digest>,
     response_header: Option<Box<ResponseHeader>>,
+    /// The framing and connection fields that head held (see [`HeadFacts`]): the header is
+    /// only ever set by [`Self::read_response`], so they stay true to it.
+    response_facts: HeadFacts,
     request_written: Option<Box<RequestHeader>>,
     bytes_sent: usize,
     /// Total response body payload bytes received from upstream
@@ -92,6 +95,7 @@ impl HttpSession {
             body_writer: BodyWriter::new(),
             keepalive_timeout: KeepaliveStatus::Off,
             response_header: None,
+            response_facts: HeadFacts::default(),
             request_written: None,
             read_timeout: None,
             write_timeout: None,
@@ -219,6 +223,10 @@ impl HttpSession {
         // unrecoverable framing error. A peer may opt to tolerate a single,
         // otherwise-invalid value and treat the response as close-delimited.
         // Note: Content-Length is already removed if Transfer-Encoding is present.
+        if !self.response_facts.content_length {
+            // Nothing to reconcile (no field, or one Transfer-Encoding overrode).
+            return Ok(());
+        }
         if let Err(e) = super::common::validate_content_length(&resp_header.headers) {
             if self.allow_h1_response_invalid_content_length
                 && super::common::content_length_is_single_token(&resp_header.headers)
@@ -317,8 +325,10 @@ impl HttpSession {
 
                         let buf = std::mem::take(&mut self.response_header_read_buf).freeze();
 
+                        let mut facts = HeadFacts::default();
                         for header in header_refs {
                             let header_name = header.get_name_bytes(&buf);
+                            facts.note(&header_name);
                             let header_name = header_name.into_case_header_name();
                             let value_bytes = header.get_value_bytes(&buf);
                             let header_value = pingora_http::header_value_from_raw(value_bytes);
@@ -330,23 +340,19 @@ impl HttpSession {
                             }
                         }
 
-                        let contains_transfer_encoding = response_header
-                            .headers
-                            .contains_key(header::TRANSFER_ENCODING);
-                        let contains_content_length =
-                            response_header.headers.contains_key(header::CONTENT_LENGTH);
-
                         // Transfer encoding overrides content length, so when
                         // both are present, we MUST remove content length. This is
                         // https://datatracker.ietf.org/doc/html/rfc9112#section-6.3-2.3
-                        if contains_content_length && contains_transfer_encoding {
+                        if facts.content_length && facts.transfer_encoding {
                             response_header.remove_header(&header::CONTENT_LENGTH);
+                            facts.content_length = false;
                         }
 
                         self.raw_header = Some(BufRef(0, s));
                         self.preread_body = Some(BufRef(s, total_read));
                         self.buf = buf;
                         self.response_header = Some(response_header);
+                        self.response_facts = facts;
                         if let Err(e) = self.validate_response() {
                             return self.fail_response_header_read(e);
                         }
@@ -584,10 +590,7 @@ impl HttpSession {
         // Per [RFC 9112 Section 6.1-16](https://datatracker.ietf.org/doc/html/rfc9112#section-6.1-16),
         // if Transfer-Encoding is received in HTTP/1.0 response, connection MUST be closed after processing.
         if self.resp_header().map(|h| h.version) == Some(Version::HTTP_10)
-            && self
-                .resp_header()
-                .and_then(|h| h.headers.get(header::TRANSFER_ENCODING))
-                .is_some()
+            && self.response_facts.transfer_encoding
         {
             self.set_keepalive(None);
             return;
@@ -624,6 +627,7 @@ impl HttpSession {
         match request_keepalive {
             // ignore what the server sends if request disables keepalive explicitly
             Some(false) => Some(false),
+            _ if !self.response_facts.connection => None,
             _ => is_buf_keepalive(self.get_header(header::CONNECTION)),
         }
     }
@@ -633,6 +637,9 @@ impl HttpSession {
     /// it's behavior is different on different platforms.
     /// https://developer.mozilla.org/en-US/docs/Web/HTTP/Headers/Keep-Alive
     fn get_keepalive_values(&self) -> (Option<u64>, Option<usize>) {
+        if !self.response_facts.keep_alive {
+            return (None, None);
+        }
         let Some(keep_alive_header) = self.get_header("Keep-Alive") else {
             return (None, None);
         };
@@ -767,15 +774,18 @@ impl HttpSession {
 
     fn get_content_length(&self) -> Result<Option<usize>> {
         match self.resp_header() {
+            Some(_) if !self.response_facts.content_length => Ok(None),
             Some(h) => content_length_for_framing(&h.headers),
             None => Ok(None),
         }
     }
 
     fn is_chunked_encoding(&self) -> bool {
-        self.resp_header()
-            .map(|h| is_chunked_encoding_from_headers(&h.headers))
-            .unwrap_or(false)
+        self.response_facts.transfer_encoding
+            && self
+                .resp_header()
+                .map(|h| is_chunked_encoding_from_headers(&h.headers))
+                .unwrap_or(false)
     }
 
     fn init_req_body_writer(&mut self, header: &RequestHeader) {

@@ -267,6 +267,43 @@ pub(super) fn is_buf_keepalive(header_value: Option<&HeaderValue>) -> Option<boo
     })
 }
 
+/// The framing and connection fields a head held as it was read from the wire, noted in the
+/// one pass that fills its header map (a length check, then a caseless compare of the few
+/// names of that length). The reader's own decisions on that message (its body's framing,
+/// keep-alive, validation) read these instead of a hashed map lookup each: a head without
+/// `Content-Length`, `Transfer-Encoding` or `Connection`, as most are, needs no lookup at
+/// all. They describe the bytes the peer sent, so a later change to the header map (a
+/// filter's) does not move the body's framing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct HeadFacts {
+    pub content_length: bool,
+    pub transfer_encoding: bool,
+    pub connection: bool,
+    pub keep_alive: bool,
+}
+
+impl HeadFacts {
+    /// Notes a field name as httparse gave it (a token: no whitespace, any case).
+    #[inline]
+    pub fn note(&mut self, name: &[u8]) {
+        match name.len() {
+            10 if name.eq_ignore_ascii_case(b"connection") => self.connection = true,
+            10 if name.eq_ignore_ascii_case(b"keep-alive") => self.keep_alive = true,
+            14 if name.eq_ignore_ascii_case(b"content-length") => self.content_length = true,
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+                self.transfer_encoding = true
+            }
+            _ => {}
+        }
+    }
+
+    /// Neither `Content-Length` nor `Transfer-Encoding`: a request ends with its head.
+    #[inline]
+    pub fn unframed(&self) -> bool {
+        !self.content_length && !self.transfer_encoding
+    }
+}
+
 #[inline]
 pub(super) fn populate_headers(
     base: usize,

@@ -109,6 +109,9 @@ pub struct HttpSession {
     response_written: Option<Box<ResponseHeader>>,
     /// The parsed request header
     request_header: Option<Box<RequestHeader>>,
+    /// The framing and connection fields that head held on the wire (see [`HeadFacts`]);
+    /// `None` until a head is read.
+    request_facts: Option<HeadFacts>,
     /// An internal buffer that holds a copy of the request body up to a certain size
     retry_buffer: Option<FixedBuffer>,
     /// Whether this session is an upgraded session. This flag is calculated when sending the
@@ -234,6 +237,7 @@ impl HttpSession {
             update_resp_headers: true,
             response_written: None,
             request_header: None,
+            request_facts: None,
             read_timeout: Some(Duration::from_secs(60)),
             write_timeout: None,
             total_drain_timeout: None,
@@ -493,8 +497,10 @@ impl HttpSession {
                         };
                         let buf = buf.freeze();
 
+                        let mut facts = HeadFacts::default();
                         for header in header_refs {
                             let header_name = header.get_name_bytes(&buf);
+                            facts.note(&header_name);
                             let header_name = header_name.into_case_header_name();
                             let value_bytes = header.get_value_bytes(&buf);
                             // safe because this is from what we parsed
@@ -507,10 +513,8 @@ impl HttpSession {
                                 .or_err(InvalidHTTPHeader, "while parsing request header")?;
                         }
 
-                        let contains_transfer_encoding =
-                            request_header.headers.contains_key(TRANSFER_ENCODING);
-                        let contains_content_length =
-                            request_header.headers.contains_key(CONTENT_LENGTH);
+                        let contains_transfer_encoding = facts.transfer_encoding;
+                        let contains_content_length = facts.content_length;
 
                         // Transfer encoding overrides content length, so when
                         // both are present, we can remove content length. This
@@ -527,17 +531,25 @@ impl HttpSession {
                         self.buf = buf;
                         self.preread_body = Some(preread_body);
                         self.request_header = Some(request_header);
+                        self.request_facts = Some(facts);
 
                         self.body_reader.reinit();
                         self.pipelined_idle_bytes_stashed = false;
                         self.response_written = None;
-                        self.respect_keepalive();
+                        // The head as read: without a Connection field there is nothing to
+                        // look up.
+                        let connection = if facts.connection {
+                            self.is_connection_keepalive()
+                        } else {
+                            None
+                        };
+                        self.keepalive_from(connection);
 
                         // Disable keepalive if both Transfer-Encoding and Content-Length were present
                         if has_both_te_and_cl {
                             self.set_keepalive(None);
                         }
-                        self.validate_request()?;
+                        self.validate_read_request(facts)?;
 
                         return Ok(Some(s));
                     }
@@ -599,10 +611,24 @@ impl HttpSession {
     /// # Panics
     /// this function and most other functions will panic if called before [`Self::read_request()`]
     pub fn validate_request(&self) -> Result<()> {
-        let req_header = self.req_header();
-
         // Reject an ambiguous authority before anything routes on it.
-        validate_request_authority(req_header)?;
+        validate_request_authority(self.req_header())?;
+        self.validate_request_framing()
+    }
+
+    /// [`Self::validate_request`] on a head just read: its framing fields are checked only
+    /// when the head held one (nothing to reconcile otherwise).
+    fn validate_read_request(&self, facts: HeadFacts) -> Result<()> {
+        validate_request_authority(self.req_header())?;
+        if facts.unframed() {
+            return Ok(());
+        }
+        self.validate_request_framing()
+    }
+
+    /// The framing half of [`Self::validate_request`]: Content-Length, Transfer-Encoding.
+    fn validate_request_framing(&self) -> Result<()> {
+        let req_header = self.req_header();
 
         // Validate/reconcile Content-Length per RFC 9110 section 8.6 (hyper
         // parity): identical duplicates and comma-combined identical values are
@@ -1008,15 +1034,21 @@ impl HttpSession {
     /// For HTTP 1.1, assume keepalive as long as there is no `Connection: Close` request header.
     /// For HTTP 1.0, only keepalive if there is an explicit header `Connection: keep-alive`.
     pub fn respect_keepalive(&mut self) {
+        let connection = self.is_connection_keepalive();
+        self.keepalive_from(connection);
+    }
+
+    /// [`Self::respect_keepalive`] given what the Connection field says (`None`: no opinion).
+    fn keepalive_from(&mut self, connection: Option<bool>) {
         if let Some(server) = self.head_limits.keepalive {
-            let keep = match self.is_connection_keepalive() {
+            let keep = match connection {
                 Some(keep) => keep,
                 None => self.req_header().version == Version::HTTP_11,
             };
             self.set_keepalive(keep.then_some(server));
             return;
         }
-        if let Some(keepalive) = self.is_connection_keepalive() {
+        if let Some(keepalive) = connection {
             if keepalive {
                 let (timeout, _max_use) = self.get_keepalive_values();
                 // TODO: respect max_use
@@ -1349,6 +1381,10 @@ impl HttpSession {
                 // if upgraded _post_ 101 (and body was not init yet)
                 // treat as upgraded body (pass through until closed)
                 self.body_reader.init_close_delimited_owned(preread_body);
+            } else if self.request_facts.is_some_and(|f| f.unframed()) {
+                // The head came with neither field: the request ends with it (RFC 9112
+                // section 6.3), whatever a filter has put in the header map since.
+                self.body_reader.init_content_length_owned(0, preread_body);
             } else if self.is_chunked_encoding() {
                 // if chunked encoding, content-length should be ignored
                 self.body_reader.init_chunked_owned(preread_body);
