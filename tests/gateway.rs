@@ -1588,3 +1588,88 @@ async fn framing_and_connection_fields_are_honoured_in_any_spelling() {
     assert_eq!(both.matches("HTTP/1.1 ").count(), 1, "{both}");
     drop(gw);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_in_any_spelling_is_tunnelled_and_the_session_fields_keep_their_case() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // An upstream that upgrades whatever asks (its 101 in capitals), then echoes.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let up = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if s.read_exact(&mut b).await.is_err() {
+                        return;
+                    }
+                    head.push(b[0]);
+                }
+                let upgrade = String::from_utf8_lossy(&head)
+                    .to_ascii_lowercase()
+                    .contains("\r\nupgrade: websocket");
+                let resp: &[u8] = if upgrade {
+                    b"HTTP/1.1 101 Switching Protocols\r\nUPGRADE: websocket\r\nCONNECTION: UPGRADE\r\n\r\n"
+                } else {
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                };
+                if s.write_all(resp).await.is_err() || !upgrade {
+                    return;
+                }
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    for preserve in [false, true] {
+        let (port, admin) = (free_port(), free_port());
+        let toml = pool_config(port, admin, up).replace(
+            "threads = 1\n",
+            &format!("threads = 1\npreserve_header_case = {preserve}\n"),
+        );
+        let gw = start(&toml, port, admin).await;
+        // Upgrade noted in an odd case (vendor patch 0021): the upgrade goes through.
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        s.write_all(b"GET /ws HTTP/1.1\r\nHost: u.test\r\nuPgRaDe: websocket\r\nCONNECTION: upgrade\r\n\r\n")
+            .await
+            .expect("write");
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            s.read_exact(&mut b).await.expect("101");
+            head.push(b[0]);
+        }
+        assert!(
+            head.starts_with(b"HTTP/1.1 101"),
+            "{}",
+            String::from_utf8_lossy(&head)
+        );
+        s.write_all(b"ping").await.expect("write");
+        let mut echo = [0u8; 4];
+        tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut echo))
+            .await
+            .expect("echoed in time")
+            .expect("echo");
+        assert_eq!(&echo, b"ping");
+        // The Date and Connection the session writes keep the title case they had when
+        // inserted by `header::DATE` (vendor patch 0021 inserts them by static names).
+        let answer = raw_response(
+            port,
+            "GET /plain HTTP/1.1\r\nHost: u.test\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        let (date, conn) = ("\r\nDate: ", "\r\nConnection: close\r\n");
+        assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+        assert!(answer.contains(date) && answer.contains(conn), "{answer}");
+        drop(gw);
+    }
+}

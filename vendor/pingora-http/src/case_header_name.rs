@@ -55,6 +55,16 @@ impl StaticHeaderName {
         }
     }
 
+    /// `name` in lower case, recorded in the case map as `case` (the same name in another
+    /// case: `("date", "Date")`), for a name the session writes in its title case.
+    pub const fn with_case(name: &'static str, case: &'static str) -> Self {
+        assert!(name.len() == case.len());
+        StaticHeaderName {
+            name: HeaderName::from_static(name),
+            case,
+        }
+    }
+
     pub fn name(&self) -> &HeaderName {
         &self.name
     }

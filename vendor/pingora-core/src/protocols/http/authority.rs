@@ -47,9 +47,7 @@ pub use pingora_http::authority::{
 /// [RFC 9112 section 3.2]: https://www.rfc-editor.org/rfc/rfc9112.html#section-3.2
 /// [RFC 9112 section 3.2.2]: https://www.rfc-editor.org/rfc/rfc9112.html#section-3.2.2
 pub fn validate_request_authority(req: &RequestHeader) -> Result<()> {
-    validate_request_authority_fields(req)?;
-
-    let host = req.headers.get(header::HOST);
+    let host = validate_request_authority_fields(req)?;
 
     if req.method == http::Method::CONNECT {
         return validate_connect_authority(req.raw_path(), host);
@@ -91,7 +89,8 @@ pub fn validate_request_authority(req: &RequestHeader) -> Result<()> {
 }
 
 /// Validate authority fields shared by H1 and H2 ingress.
-pub(super) fn validate_request_authority_fields(req: &RequestHeader) -> Result<()> {
+/// The fields half of [`validate_request_authority`]; the one Host field when it passes.
+pub(super) fn validate_request_authority_fields(req: &RequestHeader) -> Result<Option<&HeaderValue>> {
     let mut hosts = req.headers.get_all(header::HOST).iter();
     let (host, duplicate_host) = (hosts.next(), hosts.next());
 
@@ -115,7 +114,7 @@ pub(super) fn validate_request_authority_fields(req: &RequestHeader) -> Result<(
         return Error::e_explain(InvalidHTTPHeader, "Host header differs from URI authority");
     }
 
-    Ok(())
+    Ok(host)
 }
 
 /// Reconcile authority-like CONNECT targets with `Host` while preserving custom target forms.

@@ -280,6 +280,7 @@ pub(crate) struct HeadFacts {
     pub transfer_encoding: bool,
     pub connection: bool,
     pub keep_alive: bool,
+    pub upgrade: bool,
 }
 
 impl HeadFacts {
@@ -289,6 +290,7 @@ impl HeadFacts {
         match name.len() {
             10 if name.eq_ignore_ascii_case(b"connection") => self.connection = true,
             10 if name.eq_ignore_ascii_case(b"keep-alive") => self.keep_alive = true,
+            7 if name.eq_ignore_ascii_case(b"upgrade") => self.upgrade = true,
             14 if name.eq_ignore_ascii_case(b"content-length") => self.content_length = true,
             17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
                 self.transfer_encoding = true

@@ -24,7 +24,7 @@ use log::{debug, trace, warn};
 use once_cell::sync::Lazy;
 use percent_encoding::{percent_encode, AsciiSet, CONTROLS};
 use pingora_error::{Error, ErrorType::*, OrErr, Result};
-use pingora_http::{IntoCaseHeaderName, RequestHeader, ResponseHeader};
+use pingora_http::{IntoCaseHeaderName, RequestHeader, ResponseHeader, StaticHeaderName};
 use pingora_timeout::timeout;
 use regex::bytes::Regex;
 use std::any::Any;
@@ -715,6 +715,8 @@ impl HttpSession {
     /// Is the request a upgrade request
     pub fn is_upgrade_req(&self) -> bool {
         match self.request_header.as_deref() {
+            // A head read without an Upgrade field asks for none (no lookup).
+            Some(_) if self.request_facts.is_some_and(|f| !f.upgrade) => false,
             Some(req) => is_upgrade_req(req),
             None => false,
         }
@@ -1098,15 +1100,18 @@ impl HttpSession {
         // no need to add these headers to 1xx responses
         if !header.status.is_informational() && self.update_resp_headers {
             /* update headers */
-            header.insert_header(header::DATE, date::get_cached_date())?;
-
-            // TODO: make these lazy static
+            // Names checked once and values made once: no parse of either per response
+            // (the case map records them title-cased, as inserting `header::DATE` did).
+            const DATE: StaticHeaderName = StaticHeaderName::with_case("date", "Date");
+            const CONNECTION: StaticHeaderName =
+                StaticHeaderName::with_case("connection", "Connection");
+            header.insert_static_header(&DATE, date::get_cached_date());
             let connection_value = if self.will_keepalive() {
-                "keep-alive"
+                HeaderValue::from_static("keep-alive")
             } else {
-                "close"
+                HeaderValue::from_static("close")
             };
-            header.insert_header(header::CONNECTION, connection_value)?;
+            header.insert_static_header(&CONNECTION, connection_value);
         }
 
         if header.status == 101 {
