@@ -304,7 +304,12 @@ fn json_str(out: &mut Vec<u8>, s: &str) {
 /// Appends `s` escaped for the inside of a JSON string literal (no quotes). Request ids and
 /// plain text need no escape and are copied as they are.
 fn json_inner(out: &mut Vec<u8>, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+    // Every byte looked at, without a branch per byte (the compiler vectorizes the fold):
+    // request ids and names are short and nearly always plain.
+    let escape = s
+        .bytes()
+        .fold(false, |e, b| e | (b < 0x20) | (b == b'"') | (b == b'\\'));
+    if !escape {
         out.extend_from_slice(s.as_bytes());
     } else {
         let at = out.len();

@@ -258,11 +258,12 @@ pub fn valid_request_id(v: &[u8]) -> bool {
 /// 128 random bits as 32 lower-case hex digits.
 pub fn new_request_id() -> HeaderValue {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut n = fastrand::u128(..);
+    let n = fastrand::u128(..);
     let mut buf = [0u8; 32];
-    for b in buf.iter_mut().rev() {
-        *b = HEX[(n & 0xf) as usize];
-        n >>= 4;
+    for (i, pair) in buf.chunks_exact_mut(2).enumerate() {
+        let byte = (n >> (120 - 8 * i)) as u8;
+        pair[0] = HEX[usize::from(byte >> 4)];
+        pair[1] = HEX[usize::from(byte & 0xf)];
     }
     HeaderValue::from_bytes(&buf).unwrap_or(HeaderValue::from_static("0"))
 }
@@ -307,6 +308,31 @@ impl Ctx {
                 out.put(&names::X_RATELIMIT_REMAINING, Value::Int(remaining));
                 out.put(&names::X_RATELIMIT_RESET, Value::Int(reset));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn request_ids_are_32_lower_hex_digits_of_the_whole_random_number() {
+        let ids: Vec<String> = (0..64)
+            .map(|_| super::new_request_id().to_str().expect("ascii").to_string())
+            .collect();
+        for id in &ids {
+            assert_eq!(id.len(), 32, "{id}");
+            assert!(
+                id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')),
+                "{id}"
+            );
+        }
+        // Every digit position varies (no half of the number left out).
+        for pos in 0..32 {
+            let first = ids[0].as_bytes()[pos];
+            assert!(
+                ids.iter().any(|id| id.as_bytes()[pos] != first),
+                "digit {pos}"
+            );
         }
     }
 }

@@ -185,11 +185,11 @@ pub fn normalize_path(path: &[u8], rules: PathRules) -> Result<Cow<'_, str>, Ref
 /// The canonical host of a `Host` header or `:authority`: lower case, without port or one
 /// trailing dot; an IPv6 literal without its brackets. Borrowed when already so.
 pub fn normalize_host(raw: &str) -> Result<Cow<'_, str>, Refusal> {
-    // userinfo@ never belongs in a Host header.
-    if raw.contains('@') {
-        return Err(Refusal::BadHost);
-    }
-    let host = if let Some(rest) = raw.strip_prefix('[') {
+    if let Some(rest) = raw.strip_prefix('[') {
+        // userinfo@ never belongs in a Host header.
+        if raw.contains('@') {
+            return Err(Refusal::BadHost);
+        }
         let (v6, after) = rest.split_once(']').ok_or(Refusal::BadHost)?;
         if !(after.is_empty() || valid_port(after.strip_prefix(':').ok_or(Refusal::BadHost)?)) {
             return Err(Refusal::BadHost);
@@ -202,34 +202,44 @@ pub fn normalize_host(raw: &str) -> Result<Cow<'_, str>, Refusal> {
         } else {
             Cow::Owned(text)
         });
-    } else {
-        match raw.rsplit_once(':') {
-            Some((h, port)) => {
-                if !valid_port(port) {
-                    return Err(Refusal::BadHost);
-                }
-                h
-            }
-            None => raw,
-        }
+    }
+    let host = match raw.rsplit_once(':') {
+        // A port is digits only, so an `@` there is refused with it.
+        Some((h, port)) if valid_port(port) => h,
+        Some(_) => return Err(Refusal::BadHost),
+        None => raw,
     };
     let host = host.strip_suffix('.').unwrap_or(host);
-    if host.is_empty()
-        || host.len() > 253
-        || host.split('.').any(|label| {
-            label.is_empty()
-                || label.len() > 63
-                || !label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        })
-    {
+    // One pass over the name: labels of 1 to 63 letters, digits, `-` or `_` (so no `@`,
+    // no `:` and no space), and whether any letter needs lowering.
+    if host.len() > 253 {
         return Err(Refusal::BadHost);
     }
-    if host.bytes().any(|b| b.is_ascii_uppercase()) {
-        return Ok(Cow::Owned(host.to_ascii_lowercase()));
+    let (mut label, mut upper) = (0usize, false);
+    for &b in host.as_bytes() {
+        match b {
+            b'.' if label == 0 => return Err(Refusal::BadHost),
+            b'.' => label = 0,
+            b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' => label += 1,
+            b'A'..=b'Z' => {
+                label += 1;
+                upper = true;
+            }
+            _ => return Err(Refusal::BadHost),
+        }
+        if label > 63 {
+            return Err(Refusal::BadHost);
+        }
     }
-    Ok(Cow::Borrowed(host))
+    // An empty name, or one ending in an empty label (a second trailing dot).
+    if label == 0 {
+        return Err(Refusal::BadHost);
+    }
+    Ok(if upper {
+        Cow::Owned(host.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(host)
+    })
 }
 
 /// The header fields and query parameters a route's keys, lists and token read. Each must
