@@ -553,7 +553,7 @@ where
             }
             session
                 .downstream_session
-                .finish()
+                .finish_boxed()
                 .await
                 .ok()
                 .flatten()
@@ -1206,7 +1206,7 @@ where
                     }
                     return session
                         .downstream_session
-                        .finish()
+                        .finish_boxed()
                         .await
                         .ok()
                         .flatten()
@@ -1404,7 +1404,7 @@ where
             }
             session
                 .downstream_session
-                .finish()
+                .finish_boxed()
                 .await
                 .ok()
                 .flatten()
@@ -1568,13 +1568,11 @@ where
     /// [`HttpServerApp::process_new_http`] (boxed) and its unboxed form.
     async fn serve_http(
         self: &Arc<Self>,
-        mut session: HttpSession,
+        mut session: Box<HttpSession>,
         shutdown: &ShutdownWatch,
     ) -> Option<ReusedHttpStream> {
-        // Extract user context from the previous request before the session is moved into the Box
+        // Extract user context from the previous request on this connection
         let prev_user_ctx = session.take_connection_user_context();
-
-        let session = Box::new(session);
 
         // TODO: keepalive pool, use stack
         let mut session = match self.handle_new_request(session).await {
@@ -1617,12 +1615,12 @@ where
         session: HttpSession,
         shutdown: &ShutdownWatch,
     ) -> Option<ReusedHttpStream> {
-        self.serve_http(session, shutdown).await
+        self.serve_http(Box::new(session), shutdown).await
     }
 
     fn process_new_http_unboxed<'a>(
         self: &'a Arc<Self>,
-        session: HttpSession,
+        session: Box<HttpSession>,
         shutdown: &'a ShutdownWatch,
     ) -> impl std::future::Future<Output = Option<ReusedHttpStream>> + Send + 'a {
         self.serve_http(session, shutdown)

@@ -279,15 +279,17 @@ pub trait HttpServerApp {
     ///
     /// The default boxes, as before; an app overrides it with a plain `fn` returning the
     /// future of an inherent `async fn` (an `async fn` in an `#[async_trait]` impl is boxed).
+    /// The session comes boxed, so that an app that keeps it in a box (the proxy) does not
+    /// move it again.
     fn process_new_http_unboxed<'a>(
         self: &'a Arc<Self>,
-        session: ServerSession,
+        session: Box<ServerSession>,
         shutdown: &'a ShutdownWatch,
     ) -> impl std::future::Future<Output = Option<ReusedHttpStream>> + Send + 'a
     where
         Self: Sized + Sync,
     {
-        self.process_new_http(session, shutdown)
+        self.process_new_http(*session, shutdown)
     }
 
     /// Provide options on how HTTP/2 connection should be established. This function will be called
@@ -454,7 +456,7 @@ async fn serve_http1<T>(
     T: HttpServerApp + Send + Sync + 'static,
 {
     let options = app.server_options().cloned().unwrap_or_default();
-    let mut session = ServerSession::new_http1(stream);
+    let mut session = Box::new(ServerSession::new_http1(stream));
     if *shutdown.borrow() {
         // stop downstream from reusing if this service is shutting down soon
         session.set_keepalive(None);
@@ -462,7 +464,7 @@ async fn serve_http1<T>(
         // default 60s
         session.set_keepalive(Some(options.keepalive_timeout.unwrap_or(60)));
     }
-    if let ServerSession::H1(h1) = &mut session {
+    if let ServerSession::H1(h1) = &mut *session {
         h1.set_head_limits(options.head_limits(Some(started)));
     }
     session.set_keepalive_reuses_remaining(
@@ -472,11 +474,11 @@ async fn serve_http1<T>(
 
     let mut result = app.process_new_http_unboxed(session, shutdown).await;
     while let Some((stream, persistent_settings)) = result.map(|r| r.consume()) {
-        let mut session = ServerSession::new_http1(stream);
+        let mut session = Box::new(ServerSession::new_http1(stream));
         if let Some(persistent_settings) = persistent_settings {
             persistent_settings.apply_to_session(&mut session);
         }
-        if let ServerSession::H1(h1) = &mut session {
+        if let ServerSession::H1(h1) = &mut *session {
             h1.set_head_limits(options.head_limits(None));
         }
 

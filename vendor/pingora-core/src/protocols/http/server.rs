@@ -265,6 +265,30 @@ impl Session {
     /// otherwise None.
     /// For H2, always return None because H2 stream is not reusable.
     /// For subrequests, there is no true underlying stream to return.
+    /// [`Self::finish`] for a boxed session (the proxy's): an HTTP/1 session is finished in
+    /// its box and only its stream leaves it, where `finish` moves the whole session (some
+    /// 750 bytes) out of the box, into its future and into the HTTP/1 `reuse` in turn.
+    pub async fn finish_boxed(mut self: Box<Self>) -> Result<Option<ReusableHttpStream>> {
+        let Self::H1(s) = &mut *self else {
+            return (*self).finish().await;
+        };
+        // need to flush body due to buffering
+        s.finish_body().await?;
+        let Some(pipelined_prefix) = s.prepare_reuse().await? else {
+            return Ok(None);
+        };
+        let Self::H1(SessionV1 {
+            underlying_stream, ..
+        }) = *self
+        else {
+            unreachable!("an HTTP/1 session above");
+        };
+        Ok(Some(ReusableHttpStream::new(
+            underlying_stream,
+            pipelined_prefix,
+        )))
+    }
+
     pub async fn finish(self) -> Result<Option<ReusableHttpStream>> {
         match self {
             Self::H1(mut s) => {

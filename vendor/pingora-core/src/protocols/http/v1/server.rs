@@ -75,7 +75,7 @@ impl ProxyTaskState {
 
 /// The HTTP 1.x server session
 pub struct HttpSession {
-    underlying_stream: Stream,
+    pub(crate) underlying_stream: Stream,
     /// The buf that holds the raw request header + possibly a portion of request body
     /// Request body can appear here because they could arrive with the same read() that
     /// sends the request header.
@@ -1709,6 +1709,13 @@ impl HttpSession {
     /// returned. If there was an error while draining any remaining request body that error will
     /// be returned.
     pub async fn reuse(mut self) -> Result<Option<ReusableHttpStream>> {
+        let reusable = self.prepare_reuse().await?;
+        Ok(reusable.map(|prefix| ReusableHttpStream::new(self.underlying_stream, prefix)))
+    }
+
+    /// [`Self::reuse`] up to giving the stream away: `Some(pipelined prefix)` when the
+    /// connection can carry another request, `None` when it was shut down or cannot.
+    pub(crate) async fn prepare_reuse(&mut self) -> Result<Option<Option<BytesMut>>> {
         if !self.will_keepalive() {
             debug!("HTTP shutdown connection");
             self.shutdown().await;
@@ -1724,10 +1731,7 @@ impl HttpSession {
                     .then(|| self.take_body_overread())
                     .flatten()
                     .filter(|prefix| !prefix.is_empty());
-                Ok(Some(ReusableHttpStream::new(
-                    self.underlying_stream,
-                    pipelined_prefix,
-                )))
+                Ok(Some(pipelined_prefix))
             }
         }
     }
