@@ -4,13 +4,14 @@ Caddy as the reverse proxy in front of it.
 
 Every server runs one worker (Tollgate threads = 1, nginx worker_processes 1, HAProxy
 nbthread 1, Caddy GOMAXPROCS=1) so CPU per request compares like with like. For each scenario:
-req/s, p50/p99 latency (wrk -t2), status mix, and the proxy's CPU time per request
+req/s, p50/p99 latency (wrk, 2 threads unless WRK_THREADS), status mix, and the proxy's CPU time per request
 (utime+stime of all its processes and threads from /proc over the run). Ratios are to the
 direct backend and to the nginx proxy in the same shape, measured in the same run. Bounded:
 each scenario runs a fixed number of seconds, traffic only to 127.0.0.1. HAProxy and Caddy
 are skipped (with a note) when not installed.
 
-Usage: bench/loadtest.py [seconds] [connections]   (TOLLGATE=path overrides the binary)
+Usage: bench/loadtest.py [seconds] [connections]   (TOLLGATE=path overrides the binary,
+WRK_THREADS=n wrk's threads, default 2)
 """
 import os, re, shutil, signal, socket, subprocess, sys, tempfile, time
 
@@ -22,6 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TG = os.environ.get("TOLLGATE") or os.path.join(ROOT, "target/release/tollgate")
 TMP = tempfile.mkdtemp(prefix="tollgate-bench-")
 TICK = os.sysconf("SC_CLK_TCK")
+# wrk's threads (WRK_THREADS=1 with 16 connections is issue 43's "wrk -t1 -c16").
+WRK_THREADS = os.environ.get("WRK_THREADS", "2")
 
 
 def wait_port(port, timeout=20):
@@ -151,11 +154,11 @@ WRK_SCALE = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 
 def load(port, measure_pids):
-    """wrk -t2 -c CONNS for SECS seconds after a 1 s warm-up; CPU of measure_pids over the run."""
+    """wrk -t WRK_THREADS -c CONNS for SECS seconds after a 1 s warm-up; CPU of measure_pids over the run."""
     url = f"http://127.0.0.1:{port}/bench"
 
     def cmd(secs):
-        return ["wrk", "-t", "2", "-c", str(CONNS), "-d", f"{secs}s", "--timeout", "5s",
+        return ["wrk", "-t", WRK_THREADS, "-c", str(CONNS), "-d", f"{secs}s", "--timeout", "5s",
                 "--latency", url]
     # Warm-up: connections, caches, the allocator.
     subprocess.run(cmd(1), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
@@ -377,7 +380,7 @@ def main():
 
     base = results[0][1]
     by = {r[0][0]: r[1] for r in results}
-    print(f"\n{SECS}s per scenario, {CONNS} connections (wrk -t2), one worker each, loopback, "
+    print(f"\n{SECS}s per scenario, {CONNS} connections (wrk -t{WRK_THREADS}), one worker each, loopback, "
           f"2 cores shared with wrk\n")
     print(f"{'scenario':42} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'CPU s/100k':>10} {'vs a':>5} "
           f"{'req/s':>6} {'CPU':>5}  statuses")

@@ -422,7 +422,11 @@ where
                         // loop's idle timeout sees this connection as busy.
                         let _guard = guard;
                         // Note, `PersistentSettings` not currently relevant for h2
-                        app.process_new_http(ServerSession::new_http2(h2_stream), &shutdown)
+                        // The stream's future (the whole proxy state machine, ~15 KB) is
+                        // built in its heap slot, not on the stack and then copied there as
+                        // `process_new_http`'s `Box::pin` did for every stream.
+                        let session = Box::new(ServerSession::new_http2(h2_stream));
+                        boxed_in_place(|| app.process_new_http_unboxed(session, &shutdown))
                             .await;
                     });
                 },
@@ -443,6 +447,14 @@ where
     async fn cleanup(&self) {
         self.http_cleanup().await;
     }
+}
+
+/// `make()`'s future in a heap slot allocated first, so that the compiler can build it there
+/// (the call writes its result straight into the slot) instead of building it on the stack
+/// and copying it, as `Box::pin(make())` does: the allocation comes after the call there.
+fn boxed_in_place<F: std::future::Future>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
+    let slot = Box::<F>::new_uninit();
+    Box::into_pin(Box::write(slot, make()))
 }
 
 /// The HTTP/1 keep-alive loop of one connection: each request's future is awaited in place
