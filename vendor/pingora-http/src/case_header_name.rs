@@ -58,7 +58,17 @@ impl StaticHeaderName {
     /// `name` in lower case, recorded in the case map as `case` (the same name in another
     /// case: `("date", "Date")`), for a name the session writes in its title case.
     pub const fn with_case(name: &'static str, case: &'static str) -> Self {
-        assert!(name.len() == case.len());
+        // The same name, letter for letter, in any case (a `const` fails to compile if not).
+        let (n, c) = (name.as_bytes(), case.as_bytes());
+        assert!(n.len() == c.len(), "with_case: the same name in another case");
+        let mut i = 0;
+        while i < n.len() {
+            assert!(
+                n[i] == c[i].to_ascii_lowercase(),
+                "with_case: the same name in another case"
+            );
+            i += 1;
+        }
         StaticHeaderName {
             name: HeaderName::from_static(name),
             case,

@@ -272,8 +272,9 @@ pub(super) fn is_buf_keepalive(header_value: Option<&HeaderValue>) -> Option<boo
 /// names of that length). The reader's own decisions on that message (its body's framing,
 /// keep-alive, validation) read these instead of a hashed map lookup each: a head without
 /// `Content-Length`, `Transfer-Encoding` or `Connection`, as most are, needs no lookup at
-/// all. They describe the bytes the peer sent, so a later change to the header map (a
-/// filter's) does not move the body's framing.
+/// all. They describe the bytes the peer sent: a request head that came with neither framing
+/// field ends with its head, whatever a filter adds to the map later. A head that came with
+/// one is still framed by the map, as before.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct HeadFacts {
     pub content_length: bool,
