@@ -259,12 +259,6 @@ impl Session {
         }
     }
 
-    /// Finish the life of this request and return a reusable stream, if any.
-    ///
-    /// For H1, if connection reuse is supported, a reusable stream will be returned,
-    /// otherwise None.
-    /// For H2, always return None because H2 stream is not reusable.
-    /// For subrequests, there is no true underlying stream to return.
     /// [`Self::finish`] for a boxed session (the proxy's): an HTTP/1 session is finished in
     /// its box and only its stream leaves it, where `finish` moves the whole session (some
     /// 750 bytes) out of the box, into its future and into the HTTP/1 `reuse` in turn.
@@ -289,6 +283,12 @@ impl Session {
         )))
     }
 
+    /// Finish the life of this request and return a reusable stream, if any.
+    ///
+    /// For H1, if connection reuse is supported, a reusable stream will be returned,
+    /// otherwise None.
+    /// For H2, always return None because H2 stream is not reusable.
+    /// For subrequests, there is no true underlying stream to return.
     pub async fn finish(self) -> Result<Option<ReusableHttpStream>> {
         match self {
             Self::H1(mut s) => {
