@@ -20,6 +20,7 @@ import os, shutil, subprocess, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import callgrind_tls as cg  # noqa: E402
+from common import haproxy_h2_proxy, nginx_h2_proxy, tls_pem  # noqa: E402
 
 ROOT = cg.ROOT
 TG = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "target/release/tollgate")
@@ -53,8 +54,7 @@ def main():
     assert os.path.exists(OHA), f"{OHA} missing: run `make oha`"
     print(f"outputs in {cg.TMP}; tollgate {TG}; KA={KA} C={C} P={P}", flush=True)
     cert, key = cg.certificate(cg.TMP)
-    pem = os.path.join(cg.TMP, "hap.pem")
-    open(pem, "w").write(open(cert).read() + open(key).read())
+    pem = tls_pem(cg.TMP, cert, key)
     res = {}
     try:
         be = cg.free_port()
@@ -71,20 +71,7 @@ def main():
             cg.stop(p)
         if "nginx" in PROXIES:
             nt = cg.free_port()
-            p, out = cg.callgrind("nginx", cg.nginx_conf("ngx-h2", f"""
-  upstream be {{ server 127.0.0.1:{be}; keepalive 64; }}
-  server {{
-    listen 127.0.0.1:{nt} ssl http2;
-    ssl_certificate {cert};
-    ssl_certificate_key {key};
-    ssl_protocols TLSv1.2 TLSv1.3;
-    http2_max_concurrent_streams 128;
-    location / {{
-      proxy_pass http://be;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-    }}
-  }}""", True))
+            p, out = cg.callgrind("nginx", cg.nginx_conf("ngx-h2", nginx_h2_proxy(nt, be, cert, key), True))
             assert cg.wait_port(nt, p), "nginx did not start"
             res["nginx"] = measure("nginx", p, out, nt)
             cg.stop(p)
@@ -101,12 +88,7 @@ defaults
   timeout server 60s
   option http-keep-alive
   http-reuse always
-frontend fe
-  bind 127.0.0.1:{ht} ssl crt {pem} alpn h2,http/1.1
-  default_backend be
-backend be
-  server s1 127.0.0.1:{be}
-""")
+{haproxy_h2_proxy(ht, be, pem)}""")
             p, out = cg.callgrind("haproxy", ["haproxy", "-db", "-f", cfg])
             assert cg.wait_port(ht, p), "haproxy did not start"
             res["haproxy"] = measure("haproxy", p, out, ht)

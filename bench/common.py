@@ -39,3 +39,40 @@ name = "bench"
 path_prefix = "/"
 upstream = "be"
 """
+
+
+def tls_pem(folder, cert, key):
+    """The certificate and key in one file, as HAProxy's `crt` reads them."""
+    pem = os.path.join(folder, "bench.pem")
+    with open(pem, "w") as out:
+        out.write(open(cert).read() + open(key).read())
+    return pem
+
+
+def nginx_h2_proxy(port, backend_port, cert, key):
+    """nginx's http{} body: TLS with ALPN h2 on `port`, proxying over kept-alive HTTP/1.1."""
+    return f"""
+  upstream be {{ server 127.0.0.1:{backend_port}; keepalive 64; }}
+  server {{
+    listen 127.0.0.1:{port} ssl http2;
+    ssl_certificate {cert};
+    ssl_certificate_key {key};
+    ssl_protocols TLSv1.2 TLSv1.3;
+    http2_max_concurrent_streams 128;
+    keepalive_requests 1000000;
+    location / {{
+      proxy_pass http://be;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }}
+  }}"""
+
+
+def haproxy_h2_proxy(port, backend_port, pem):
+    """HAProxy's frontend and backend: TLS with ALPN h2 and http/1.1 on `port`."""
+    return f"""frontend fe
+  bind 127.0.0.1:{port} ssl crt {pem} alpn h2,http/1.1
+  default_backend be
+backend be
+  server s1 127.0.0.1:{backend_port}
+"""

@@ -23,7 +23,7 @@ N = int(sys.argv[1]) if len(sys.argv) > 1 else 40000
 C = int(sys.argv[2]) if len(sys.argv) > 2 else 4
 P = int(sys.argv[3]) if len(sys.argv) > 3 else 8
 sys.argv = sys.argv[:1]
-from common import certificate, free_port, tollgate_tls_conf  # noqa: E402
+from common import certificate, free_port, haproxy_h2_proxy, nginx_h2_proxy, tls_pem, tollgate_tls_conf  # noqa: E402
 from loadtest import ROOT, TMP, children, cpu_seconds, haproxy, nginx, stop, tollgate, wait_port  # noqa: E402
 
 OHA = os.environ.get("OHA") or os.path.join(ROOT, "target/oha/bin/oha")
@@ -54,8 +54,7 @@ def main():
         sys.exit(f"{OHA} missing: run `make oha`")
     have_hap = shutil.which("haproxy") is not None
     cert, key = certificate(TMP)
-    pem = os.path.join(TMP, "hap.pem")
-    open(pem, "w").write(open(cert).read() + open(key).read())
+    pem = tls_pem(TMP, cert, key)
     be = free_port()
     backend = nginx("backend", f"""
   server {{ listen 127.0.0.1:{be}; location / {{ return 200 "ok\\n"; }} }}""")
@@ -67,32 +66,13 @@ def main():
         procs.append(tg)
         assert wait_port(tt), "tollgate did not start"
         nt = free_port()
-        ngx = nginx("ngx-h2", f"""
-  upstream be {{ server 127.0.0.1:{be}; keepalive 64; }}
-  server {{
-    listen 127.0.0.1:{nt} ssl http2;
-    ssl_certificate {cert};
-    ssl_certificate_key {key};
-    ssl_protocols TLSv1.2 TLSv1.3;
-    http2_max_concurrent_streams 128;
-    keepalive_requests 1000000;
-    location / {{
-      proxy_pass http://be;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-    }}
-  }}""")
+        ngx = nginx("ngx-h2", nginx_h2_proxy(nt, be, cert, key))
         procs.append(ngx)
         assert wait_port(nt), "nginx did not start"
         peers = [("tollgate", tt, [tg.pid]), ("nginx", nt, children(ngx.pid))]
         if have_hap:
             ht = free_port()
-            hap = haproxy("hap-h2", f"""frontend fe
-  bind 127.0.0.1:{ht} ssl crt {pem} alpn h2,http/1.1
-  default_backend be
-backend be
-  server s1 127.0.0.1:{be}
-""")
+            hap = haproxy("hap-h2", haproxy_h2_proxy(ht, be, pem))
             procs.append(hap)
             assert wait_port(ht), "haproxy did not start"
             peers.append(("haproxy", ht, [hap.pid]))

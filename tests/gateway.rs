@@ -1611,41 +1611,10 @@ async fn framing_and_connection_fields_are_honoured_in_any_spelling() {
 async fn an_upgrade_in_any_spelling_is_tunnelled_and_the_session_fields_keep_their_case() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     // An upstream that upgrades whatever asks (its 101 in capitals), then echoes.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let up = listener.local_addr().expect("addr").port();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut b = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if s.read_exact(&mut b).await.is_err() {
-                        return;
-                    }
-                    head.push(b[0]);
-                }
-                let upgrade = String::from_utf8_lossy(&head)
-                    .to_ascii_lowercase()
-                    .contains("\r\nupgrade: websocket");
-                let resp: &[u8] = if upgrade {
-                    b"HTTP/1.1 101 Switching Protocols\r\nUPGRADE: websocket\r\nCONNECTION: UPGRADE\r\n\r\n"
-                } else {
-                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
-                };
-                if s.write_all(resp).await.is_err() || !upgrade {
-                    return;
-                }
-                let mut buf = [0u8; 1024];
-                while let Ok(n) = s.read(&mut buf).await {
-                    if n == 0 || s.write_all(&buf[..n]).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
+    let up = upgrading_echo_upstream(
+        b"HTTP/1.1 101 Switching Protocols\r\nUPGRADE: websocket\r\nCONNECTION: UPGRADE\r\n\r\n",
+    )
+    .await;
     for preserve in [false, true] {
         let (port, admin) = (free_port(), free_port());
         let toml = pool_config(port, admin, up).replace(

@@ -112,6 +112,37 @@ spec:
     )
 }
 
+/// The GatewayClass and a Gateway `name` in `ns` with one HTTP listener on a free port
+/// (routes from its own namespace: the conformance suite's `same-namespace`), applied in one
+/// go with `objects`. The listener's port.
+fn apply_same_namespace(c: &Cluster, ns: &str, name: &str, objects: &[String]) -> u16 {
+    let port = free_port();
+    let mut all = vec![class(), gateway(ns, name, &[("http", port, None)], "Same")];
+    all.extend_from_slice(objects);
+    c.apply(&all.join("---\n"));
+    port
+}
+
+/// Every one of `paths` on `host` served by `backend` within 5 s (the routes are in).
+async fn assert_served(
+    infra: &Infra,
+    port: u16,
+    host: &str,
+    paths: &[&str],
+    backend: &str,
+    gw: &GatewayProc,
+) {
+    for p in paths {
+        assert!(
+            served_by(infra, port, host, p, backend, Duration::from_secs(5))
+                .await
+                .is_some(),
+            "{p} not served\n{}",
+            gw.log_text()
+        );
+    }
+}
+
 /// A Gateway in `ns` with HTTP listeners (name, port, hostname) taking routes of `from`.
 fn gateway(ns: &str, name: &str, listeners: &[(&str, u16, Option<&str>)], from: &str) -> String {
     let mut ls = String::new();

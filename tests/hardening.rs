@@ -1051,33 +1051,13 @@ async fn h2_streams_per_connection_are_bounded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upgraded_connection_is_not_cut_by_body_deadlines() {
     // A backend that upgrades and then echoes, as a WebSocket server would.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    let backend = format!(
+        "127.0.0.1:{}",
+        upgrading_echo_upstream(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+        )
         .await
-        .expect("bind");
-    let backend = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut b = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if s.read_exact(&mut b).await.is_err() {
-                        return;
-                    }
-                    head.push(b[0]);
-                }
-                let _ = s
-                    .write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-                    .await;
-                let mut buf = [0u8; 1024];
-                while let Ok(n) = s.read(&mut buf).await {
-                    if n == 0 || s.write_all(&buf[..n]).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
+    );
     let (port, admin) = (free_port(), free_port());
     let toml = format!(
         "{}\n[upstreams.ws]\ntargets = [\"{backend}\"]\nhealth_check = false\n[[routes]]\nname = \"ws\"\npath_prefix = \"/\"\nupstream = \"ws\"\n",

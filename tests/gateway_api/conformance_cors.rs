@@ -314,30 +314,22 @@ async fn conformance_cors_answers_preflights_and_names_allowed_origins() {
     c.kubectl(&["create", "namespace", NS]);
     let infra = Infra::start(&c, NS, &[V1]).await;
     let (_base, _admin, gw) = start_gateway(&c).await;
-    let port = free_port();
-    c.apply(
-        &[
-            class(),
-            gateway(NS, GW, &[("http", port, None)], "Same"),
-            routes(),
-        ]
-        .join("---\n"),
-    );
+    let port = apply_same_namespace(&c, NS, GW, &[routes()]);
     // Every route served (the last applied is the unauth rule).
-    for p in [
-        "/cors-1",
-        "/cors-2",
-        "/cors-wildcard-origin",
-        "/cors-wildcard-methods-headers-unauth",
-    ] {
-        assert!(
-            served_by(&infra, port, HOST, p, V1, Duration::from_secs(5))
-                .await
-                .is_some(),
-            "{p} not served\n{}",
-            gw.log_text()
-        );
-    }
+    assert_served(
+        &infra,
+        port,
+        HOST,
+        &[
+            "/cors-1",
+            "/cors-2",
+            "/cors-wildcard-origin",
+            "/cors-wildcard-methods-headers-unauth",
+        ],
+        V1,
+        &gw,
+    )
+    .await;
     for (i, case) in CASES.iter().enumerate() {
         let (r, proxied) = call(&infra, port, case.method, case.path, case.headers).await;
         let what = format!("case {i} ({})", case.name);

@@ -1087,47 +1087,49 @@ async fn conformance_url_rewrites_send_the_upstream_the_host_and_path_they_say()
     c.kubectl(&["create", "namespace", NS]);
     let infra = Infra::start(&c, NS, &[V1, V2]).await;
     let (_base, _admin, _gw) = start_gateway(&c).await;
-    let port = free_port();
     let prefix = |to: &str| format!("path: {{type: ReplacePrefixMatch, replacePrefixMatch: {to}}}");
     let full = |to: &str| format!("path: {{type: ReplaceFullPath, replaceFullPath: {to}}}");
-    c.apply(&all(&[
-        class(),
-        gateway(NS, GW, &[("http", port, None)], "Same"),
-        route(
-            "rewrite-host",
-            GW,
-            &["rewrite.example"],
-            &[
-                rule("/one", vec![url_rewrite("hostname: one.example.org")], V1),
-                rule("", vec![url_rewrite("hostname: example.org")], V2),
-                rule(
-                    "/rewrite-host-and-modify-headers",
-                    vec![url_rewrite("hostname: test.example.org"), modify_headers()],
-                    V2,
-                ),
-            ],
-        ),
-        route(
-            "rewrite-path",
-            GW,
-            &[],
-            &[
-                rule("/prefix/one", vec![url_rewrite(&prefix("/one"))], V1),
-                rule("/strip-prefix", vec![url_rewrite(&prefix("/"))], V1),
-                rule("/full/one", vec![url_rewrite(&full("/one"))], V1),
-                rule(
-                    "/full/rewrite-path-and-modify-headers",
-                    vec![url_rewrite(&full("/test")), modify_headers()],
-                    V1,
-                ),
-                rule(
-                    "/prefix/rewrite-path-and-modify-headers",
-                    vec![url_rewrite(&prefix("/prefix")), modify_headers()],
-                    V1,
-                ),
-            ],
-        ),
-    ]));
+    let port = apply_same_namespace(
+        &c,
+        NS,
+        GW,
+        &[
+            route(
+                "rewrite-host",
+                GW,
+                &["rewrite.example"],
+                &[
+                    rule("/one", vec![url_rewrite("hostname: one.example.org")], V1),
+                    rule("", vec![url_rewrite("hostname: example.org")], V2),
+                    rule(
+                        "/rewrite-host-and-modify-headers",
+                        vec![url_rewrite("hostname: test.example.org"), modify_headers()],
+                        V2,
+                    ),
+                ],
+            ),
+            route(
+                "rewrite-path",
+                GW,
+                &[],
+                &[
+                    rule("/prefix/one", vec![url_rewrite(&prefix("/one"))], V1),
+                    rule("/strip-prefix", vec![url_rewrite(&prefix("/"))], V1),
+                    rule("/full/one", vec![url_rewrite(&full("/one"))], V1),
+                    rule(
+                        "/full/rewrite-path-and-modify-headers",
+                        vec![url_rewrite(&full("/test")), modify_headers()],
+                        V1,
+                    ),
+                    rule(
+                        "/prefix/rewrite-path-and-modify-headers",
+                        vec![url_rewrite(&prefix("/prefix")), modify_headers()],
+                        V1,
+                    ),
+                ],
+            ),
+        ],
+    );
 
     // HTTPRouteHostRewrite
     let host = Upstream {
@@ -1232,11 +1234,11 @@ async fn conformance_request_mirror_sends_a_copy_to_the_mirror_backend() {
         .expect("mirror backend");
     c.apply(&service_in(NS, V2, mirror.addr.port()));
     let (_base, _admin, gw) = start_gateway(&c).await;
-    let port = free_port();
-    c.apply(&all(&[
-        class(),
-        gateway(NS, GW, &[("http", port, None)], "Same"),
-        route(
+    let port = apply_same_namespace(
+        &c,
+        NS,
+        GW,
+        &[route(
             "request-mirror",
             GW,
             &[],
@@ -1248,8 +1250,8 @@ async fn conformance_request_mirror_sends_a_copy_to_the_mirror_backend() {
                     V1,
                 ),
             ],
-        ),
-    ]));
+        )],
+    );
 
     let base = Upstream {
         host: HOST,
@@ -1392,14 +1394,16 @@ async fn conformance_backend_protocol_h2c_reaches_an_h2c_backend() {
     let backend = H2cBackend::start().await;
     c.apply(&h2c_service(V1, backend.port));
     let (_base, _admin, gw) = start_gateway(&c).await;
-    let port = free_port();
-    c.apply(&all(&[
-        class(),
-        gateway(NS, GW, &[("http", port, None)], "Same"),
-        format!(
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: backend-protocol-h2c\n  namespace: {NS}\nspec:\n  parentRefs:\n  - name: {GW}\n  rules:\n  - backendRefs:\n    - name: {V1}\n      port: 8081\n"
-        ),
-    ]));
+    let port = apply_same_namespace(
+        &c,
+        NS,
+        GW,
+        &[
+            format!(
+                "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: backend-protocol-h2c\n  namespace: {NS}\nspec:\n  parentRefs:\n  - name: {GW}\n  rules:\n  - backendRefs:\n    - name: {V1}\n      port: 8081\n"
+            ),
+        ],
+    );
 
     let reached = eventually(SETTLE, || async {
         get_h2(port, "/")

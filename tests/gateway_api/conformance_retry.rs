@@ -91,29 +91,21 @@ async fn conformance_retries_resend_to_the_same_pod_within_attempts_and_timeouts
     c.kubectl(&["create", "namespace", NS]);
     let infra = Infra::start(&c, NS, &[V3]).await;
     let (_base, _admin, gw) = start_gateway(&c).await;
-    let port = free_port();
-    c.apply(
+    let port = apply_same_namespace(&c, NS, GW, &[routes()]);
+    assert_served(
+        &infra,
+        port,
+        HOST,
         &[
-            class(),
-            gateway(NS, GW, &[("http", port, None)], "Same"),
-            routes(),
-        ]
-        .join("---\n"),
-    );
-    for p in [
-        "/retry/code-500-attempts-3",
-        "/retry/no-status-code-attempts-3",
-        "/retry/request-timeout-200ms",
-        "/retry/none",
-    ] {
-        assert!(
-            served_by(&infra, port, HOST, p, V3, Duration::from_secs(5))
-                .await
-                .is_some(),
-            "{p} not served\n{}",
-            gw.log_text()
-        );
-    }
+            "/retry/code-500-attempts-3",
+            "/retry/no-status-code-attempts-3",
+            "/retry/request-timeout-200ms",
+            "/retry/none",
+        ],
+        V3,
+        &gw,
+    )
+    .await;
     // (path, simulation, status): upstream's cases in its order.
     let cases: &[(&str, &str, u16)] = &[
         (

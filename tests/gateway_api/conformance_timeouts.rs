@@ -42,11 +42,11 @@ async fn conformance_request_and_backend_timeouts_answer_504_when_they_pass() {
     c.kubectl(&["create", "namespace", NS]);
     let infra = Infra::start(&c, NS, &[V1]).await;
     let (_base, _admin, gw) = start_gateway(&c).await;
-    let port = free_port();
-    c.apply(
+    let port = apply_same_namespace(
+        &c,
+        NS,
+        GW,
         &[
-            class(),
-            gateway(NS, GW, &[("http", port, None)], "Same"),
             httproute(
                 NS,
                 GW,
@@ -67,8 +67,7 @@ async fn conformance_request_and_backend_timeouts_answer_504_when_they_pass() {
                     timed_rule("/both", "{request: 1m30s, backendRequest: 1m}"),
                 ],
             ),
-        ]
-        .join("---\n"),
+        ],
     );
     for prefix in ["/request-timeout", "/backend-timeout"] {
         answered(&infra, port, prefix, 200).await;

@@ -1344,3 +1344,45 @@ pub fn handshake_subject(tls: u16, sni: Option<&str>, args: &[&str]) -> Option<S
     let line = text.lines().find(|l| l.starts_with("subject="))?;
     Some(line.rsplit('=').next()?.trim().to_string())
 }
+
+/// A loopback upstream that upgrades as a WebSocket server would: a request asking for
+/// `Upgrade: websocket` (any case) is answered with `upgrade_head` (a whole 101 head) and its
+/// bytes are then echoed until either side closes; any other request gets `200 ok` and the
+/// connection closes. Its port.
+pub async fn upgrading_echo_upstream(upgrade_head: &'static [u8]) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if s.read_exact(&mut b).await.is_err() {
+                        return;
+                    }
+                    head.push(b[0]);
+                }
+                let upgrade = String::from_utf8_lossy(&head)
+                    .to_ascii_lowercase()
+                    .contains("\r\nupgrade: websocket");
+                let resp: &[u8] = if upgrade {
+                    upgrade_head
+                } else {
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                };
+                if s.write_all(resp).await.is_err() || !upgrade {
+                    return;
+                }
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
