@@ -5,7 +5,6 @@
 //! preflight ever reaching the backend.
 
 use super::*;
-use tollgate_testkit::free_port;
 
 const NS: &str = "gateway-conformance-infra";
 const GW: &str = "same-namespace";

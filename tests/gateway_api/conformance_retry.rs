@@ -8,7 +8,6 @@
 //! the request timeout.
 
 use super::*;
-use tollgate_testkit::free_port;
 
 const NS: &str = "gateway-conformance-infra";
 const GW: &str = "same-namespace";

@@ -5,7 +5,6 @@
 //! timeout passes, not when the backend answers, and a request timeout counts every retry.
 
 use super::*;
-use tollgate_testkit::free_port;
 
 const NS: &str = "gateway-conformance-infra";
 const GW: &str = "same-namespace";
