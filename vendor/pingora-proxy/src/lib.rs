@@ -1036,7 +1036,8 @@ impl H1UpgradeRequestSnapshot {
     }
 }
 
-/// Rejects a 101 response when the downstream and upstream H1 upgrade state differs.
+/// Rejects a 101 response to a request that is no upgrade on either side, and one when the
+/// downstream and upstream H1 upgrade state differs.
 ///
 /// Upstream and downstream must agree that this request is an upgrade before a
 /// 101 can establish a tunnel. Otherwise one side changes protocol while the
@@ -1052,6 +1053,15 @@ fn reject_mismatched_h1_upgrade_101(
     }
 
     let status = session.h1_upgrade_request_snapshot();
+    if !status.downstream && status.upstream != Some(true) {
+        // Neither side asked to switch: a 101 here opens no tunnel and ends no response (it
+        // is no interim answer either), so it is the upstream's error (RFC 9110 section
+        // 15.2.2: a server sends 101 only to a request with Upgrade).
+        return Error::e_explain(
+            InvalidHTTPHeader,
+            format!("received 101 response to a request that asked for no upgrade: stage={stage}"),
+        );
+    }
     if status.mismatch() {
         return Error::e_explain(
             InvalidHTTPHeader,

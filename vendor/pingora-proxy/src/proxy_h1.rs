@@ -113,7 +113,8 @@ where
             return (false, true, Some(e));
         }
 
-        session.set_upstream_h1_upgrade_request_status(is_h1_upgrade_req(&req));
+        let upstream_upgrade = is_h1_upgrade_req(&req);
+        session.set_upstream_h1_upgrade_request_status(upstream_upgrade);
 
         session.upstream_compression.request_filter(&req);
 
@@ -138,6 +139,20 @@ where
             Ok(reader) => reader,
             Err(e) => return (false, false, Some(e)),
         };
+
+        if downstream_custom_message_writer.is_none()
+            && downstream_custom_message_reader.is_none()
+            && !upstream_upgrade
+            && needs_no_pipe(session)
+        {
+            session.as_mut().enable_retry_buffering();
+            return match self.proxy_1to1_unpiped(session, client_session, ctx).await {
+                Ok((downstream_can_reuse, upstream_can_reuse)) => {
+                    (downstream_can_reuse, upstream_can_reuse, None)
+                }
+                Err(e) => (false, false, Some(e)),
+            };
+        }
 
         let (tx_upstream, rx_upstream) = mpsc::channel::<HttpTask>(TASK_BUFFER_SIZE);
         let (tx_downstream, rx_downstream) = mpsc::channel::<HttpTask>(TASK_BUFFER_SIZE);
@@ -189,6 +204,106 @@ where
             }
             Err(e) => (false, false, Some(e)),
         }
+    }
+
+    /// [`Self::proxy_1to1`]'s two halves in one, without the two task pipes between them, for a
+    /// request that [`needs_no_pipe`]: its body is empty and already done, so the downstream
+    /// half has nothing to send but the body's end, and the upstream half nothing to do but
+    /// write that end and read the response.
+    ///
+    /// Each step is the piped halves' own, in their order: the body's end goes through the
+    /// request body filters ([`Self::request_body_task`]) and to the upstream
+    /// ([`send_body_to1`]); a failed write marks the upstream connection unreusable and the
+    /// response is still forwarded. Each response task goes through the same filters and
+    /// writes ([`Self::filter_and_write_tasks`]), the tasks already read batched into one
+    /// write as the pipe batches them. While the response is awaited the downstream is
+    /// watched for its close, as the downstream half does with `read_body_or_idle`.
+    async fn proxy_1to1_unpiped(
+        &self,
+        session: &mut Session,
+        client_session: &mut HttpSessionV1,
+        ctx: &mut SV::CTX,
+    ) -> Result<(bool, bool)>
+    where
+        SV: ProxyHttp + Send + Sync,
+        SV::CTX: Send + Sync,
+    {
+        let mut upstream_can_reuse = true;
+        let mut send_error = None;
+        let buffer = session.as_ref().get_retry_buffer();
+        if let Some(task) = self.request_body_task(session, buffer, true, ctx).await? {
+            if let Err(e) = send_body_to1(client_session, Some(task)).await {
+                warn!("send error, draining read buf: {e}");
+                upstream_can_reuse = false;
+                send_error = Some(e);
+            }
+        }
+
+        let mut response_state = ResponseStateMachine::new();
+        let mut serve_from_cache = proxy_cache::ServeFromCache::new();
+        let mut range_body_filter = proxy_cache::range_filter::RangeBodyFilter::new();
+        let mut upstream_done = false;
+        while !response_state.is_done() {
+            let first = tokio::select! {
+                biased;
+                task = client_session.read_response_task() => task,
+                idle = session.downstream_session.read_body_or_idle(true) => {
+                    // An H1 or H2 session answers an idle read only when the client is gone.
+                    let e = match idle {
+                        Err(e) => e,
+                        Ok(_) => Error::explain(InternalError, "downstream body after its end"),
+                    };
+                    return Err(e.into_down());
+                }
+            };
+            let mut tasks = Vec::with_capacity(TASK_BUFFER_SIZE);
+            let mut next = Some(first);
+            while let Some(read) = next.take() {
+                match read {
+                    Ok(task) => {
+                        upstream_done = task.is_end();
+                        tasks.push(task);
+                        if !upstream_done && tasks.len() < TASK_BUFFER_SIZE {
+                            // What the socket already holds, as the pipe would have queued it.
+                            next = client_session.read_response_task().now_or_never();
+                        }
+                    }
+                    Err(e) => {
+                        upstream_done = true;
+                        upstream_can_reuse = false;
+                        tasks.push(HttpTask::Failed(send_error.take().unwrap_or(e).into_up()));
+                    }
+                }
+            }
+            let written_done = self
+                .filter_and_write_tasks(
+                    session,
+                    ctx,
+                    tasks,
+                    &mut serve_from_cache,
+                    &mut range_body_filter,
+                    &mut response_state,
+                )
+                .await?
+                .unwrap_or(false);
+            response_state.maybe_set_upstream_done(written_done || upstream_done);
+        }
+        // The response ended downstream before the upstream's end: bytes are left unread.
+        if !upstream_done {
+            upstream_can_reuse = false;
+        }
+
+        let reuse_downstream = match session.as_mut().finish_body().await {
+            Ok(_) => {
+                debug!("finished sending body to downstream");
+                true
+            }
+            Err(e) => {
+                error!("Error finish sending body to downstream: {}", e);
+                false
+            }
+        };
+        Ok((reuse_downstream, upstream_can_reuse))
     }
 
     pub(crate) async fn proxy_to_h1_upstream(
@@ -394,6 +509,32 @@ where
             }
         }
 
+        self.filter_and_write_tasks(
+            session,
+            ctx,
+            tasks,
+            serve_from_cache,
+            range_body_filter,
+            response_state,
+        )
+        .await
+    }
+
+    /// Run the response filters over `tasks` and write what they leave downstream, in one
+    /// write; `None` when nothing is for the downstream (served from cache).
+    async fn filter_and_write_tasks(
+        &self,
+        session: &mut Session,
+        ctx: &mut SV::CTX,
+        tasks: Vec<HttpTask>,
+        serve_from_cache: &mut ServeFromCache,
+        range_body_filter: &mut proxy_cache::range_filter::RangeBodyFilter,
+        response_state: &mut ResponseStateMachine,
+    ) -> Result<Option<bool>>
+    where
+        SV: ProxyHttp + Send + Sync,
+        SV::CTX: Send + Sync,
+    {
         /* run filters before sending to downstream */
         let mut filtered_tasks = Vec::with_capacity(TASK_BUFFER_SIZE);
         for mut t in tasks {
@@ -1020,7 +1161,7 @@ where
     async fn send_body_to_pipe(
         &self,
         session: &mut Session,
-        mut data: Option<Bytes>,
+        data: Option<Bytes>,
         end_of_body: bool,
         tx: mpsc::Permit<'_, HttpTask>,
         ctx: &mut SV::CTX,
@@ -1033,7 +1174,31 @@ where
         // this var is to signal if downstream finish sending the body, which shouldn't be
         // affected by the request_body_filter
         let end_of_body = end_of_body || data.is_none();
+        match self
+            .request_body_task(session, data, end_of_body, ctx)
+            .await?
+        {
+            Some(task) => {
+                tx.send(task);
+                Ok(end_of_body)
+            }
+            None => Ok(false),
+        }
+    }
 
+    /// A piece of the downstream body through the request body filters, as the task for the
+    /// upstream; `None` when the filters leave nothing to send yet.
+    async fn request_body_task(
+        &self,
+        session: &mut Session,
+        mut data: Option<Bytes>,
+        end_of_body: bool,
+        ctx: &mut SV::CTX,
+    ) -> Result<Option<HttpTask>>
+    where
+        SV: ProxyHttp + Send + Sync,
+        SV::CTX: Send + Sync,
+    {
         session
             .downstream_modules_ctx
             .request_body_filter(&mut data, end_of_body)
@@ -1053,7 +1218,7 @@ where
          * Don't write 0 bytes to the network since it will be
          * treated as the terminating chunk */
         if !upstream_end_of_body && data.as_ref().is_some_and(|d| d.is_empty()) {
-            return Ok(false);
+            return Ok(None);
         }
 
         debug!(
@@ -1062,14 +1227,26 @@ where
         );
 
         // upgraded body needs to be marked
-        if session.was_upgraded() {
-            tx.send(HttpTask::UpgradedBody(data, upstream_end_of_body));
+        Ok(Some(if session.was_upgraded() {
+            HttpTask::UpgradedBody(data, upstream_end_of_body)
         } else {
-            tx.send(HttpTask::Body(data, upstream_end_of_body));
-        }
-
-        Ok(end_of_body)
+            HttpTask::Body(data, upstream_end_of_body)
+        }))
     }
+}
+
+/// Whether [`HttpProxy::proxy_1to1`] can go without its task pipes: an H1 or H2 downstream
+/// (no subrequest, no custom session) whose request is no upgrade and whose body is empty and
+/// done, with no cache in play. Then the downstream side has nothing to send but the body's
+/// end, and nothing to do while the response comes but notice the client leaving.
+fn needs_no_pipe(session: &mut Session) -> bool {
+    matches!(*session.downstream_session, HttpSession::H1(_) | HttpSession::H2(_))
+        && !session.downstream_session.supports_proxy_task_api()
+        && !session.is_upgrade_req()
+        && !session.cache.enabled()
+        && !session.cache.bypassing()
+        && session.as_mut().is_body_empty()
+        && session.as_mut().is_body_done()
 }
 
 pub(crate) async fn send_body_to1(
