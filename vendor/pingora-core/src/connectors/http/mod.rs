@@ -92,7 +92,7 @@ where
                 // Negotiated ALPN is not custom, create a new H1 session
                 Connection::Stream(s) => {
                     return Ok((
-                        HttpSession::H1(Http1Session::new_with_options(s, peer)),
+                        HttpSession::H1(Box::new(Http1Session::new_with_options(s, peer))),
                         false,
                     ));
                 }

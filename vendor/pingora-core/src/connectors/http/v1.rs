@@ -35,29 +35,29 @@ impl Connector {
     pub async fn get_http_session<P: Peer + Send + Sync + 'static>(
         &self,
         peer: &P,
-    ) -> Result<(HttpSession, bool)> {
+    ) -> Result<(Box<HttpSession>, bool)> {
         let (stream, reused) = self.transport.get_stream(peer).await?;
-        let http = HttpSession::new_with_options(stream, peer);
+        let http = Box::new(HttpSession::new_with_options(stream, peer));
         Ok((http, reused))
     }
 
     pub async fn reused_http_session<P: Peer + Send + Sync + 'static>(
         &self,
         peer: &P,
-    ) -> Option<HttpSession> {
+    ) -> Option<Box<HttpSession>> {
         let stream = self.transport.reused_stream(peer).await?;
-        let http = HttpSession::new_with_options(stream, peer);
+        let http = Box::new(HttpSession::new_with_options(stream, peer));
         Some(http)
     }
 
     pub async fn release_http_session<P: Peer + Send + Sync + 'static>(
         &self,
-        mut session: HttpSession,
+        mut session: Box<HttpSession>,
         peer: &P,
         idle_timeout: Option<Duration>,
     ) {
         session.respect_keepalive();
-        if let Some(stream) = session.reuse().await {
+        if let Some(stream) = session.reuse_boxed().await {
             self.transport
                 .release_stream(stream, peer.reuse_hash(), idle_timeout);
         }

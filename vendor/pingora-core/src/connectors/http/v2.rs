@@ -353,8 +353,8 @@ impl Connector {
             Some(ALPN::H2) => { /* continue */ }
             Some(_) => {
                 // H2 not supported
-                return Ok(HttpSession::H1(Http1Session::new_with_options(
-                    stream, peer,
+                return Ok(HttpSession::H1(Box::new(
+                    Http1Session::new_with_options(stream, peer),
                 )));
             }
             None => {
@@ -365,8 +365,8 @@ impl Connector {
                         .get_peer_options()
                         .is_none_or(|o| o.alpn.get_min_http_version() == 1)
                 {
-                    return Ok(HttpSession::H1(Http1Session::new_with_options(
-                        stream, peer,
+                    return Ok(HttpSession::H1(Box::new(
+                        Http1Session::new_with_options(stream, peer),
                     )));
                 }
                 // else: min http version=H2 over plaintext, there is no ALPN anyways, we trust

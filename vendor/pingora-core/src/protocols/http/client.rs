@@ -22,8 +22,11 @@ use super::{custom::client::Session, v1::client::HttpSession as Http1Session};
 use crate::protocols::{Digest, SocketAddr, Stream};
 
 /// A type for Http client session. It can be either an Http1 connection or an Http2 stream.
+///
+/// The HTTP/1 session is boxed: it is handed from the pool to the proxy and back on every
+/// request, and a box moves as a pointer where the session (~480 bytes) was copied whole.
 pub enum HttpSession<S = ()> {
-    H1(Http1Session),
+    H1(Box<Http1Session>),
     H2(Http2Session),
     Custom(S),
 }

@@ -675,6 +675,27 @@ impl HttpSession {
     /// If the connection cannot be reused, the underlying stream will be closed and `None` will be
     /// returned.
     pub async fn reuse(mut self) -> Option<Stream> {
+        if self.prepare_reuse().await {
+            Some(self.underlying_stream)
+        } else {
+            None
+        }
+    }
+
+    /// [`Self::reuse`] for a session in its box: the checks run in place and only the stream
+    /// leaves the box.
+    pub async fn reuse_boxed(mut self: Box<Self>) -> Option<Stream> {
+        if !self.prepare_reuse().await {
+            return None;
+        }
+        let Self {
+            underlying_stream, ..
+        } = *self;
+        Some(underlying_stream)
+    }
+
+    /// Whether the connection can be reused; shut down when it cannot.
+    async fn prepare_reuse(&mut self) -> bool {
         if !self.body_reader.body_complete() || self.body_reader.has_bytes_overread() {
             self.set_keepalive(None);
         }
@@ -685,9 +706,9 @@ impl HttpSession {
             KeepaliveStatus::Off => {
                 debug!("HTTP shutdown connection");
                 self.shutdown().await;
-                None
+                false
             }
-            _ => Some(self.underlying_stream),
+            _ => true,
         }
     }
 
