@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use crate::protocols::http::v2::server;
 use crate::protocols::http::v1::server::HeadLimits;
+use crate::protocols::http::conn_timer::ConnTimer;
 use crate::protocols::http::{ReusableHttpStream, ServerSession};
 use crate::protocols::Digest;
 use crate::protocols::Stream;
@@ -161,6 +162,9 @@ pub struct HttpPersistentSettings {
     /// across keepalive reuses without the adopter having to re-enable
     /// it on every request.
     pipelining_enabled: bool,
+    /// The connection's deadline timer, for the next session's waits (one timer for the
+    /// connection's life instead of one per wait).
+    conn_timer: ConnTimer,
 }
 
 impl HttpPersistentSettings {
@@ -171,6 +175,7 @@ impl HttpPersistentSettings {
             user_context: None,
             pipelined_prefix: None,
             pipelining_enabled: session.pipelining_enabled(),
+            conn_timer: ConnTimer::default(),
         }
     }
 
@@ -199,6 +204,7 @@ impl HttpPersistentSettings {
             user_context,
             pipelined_prefix,
             pipelining_enabled,
+            conn_timer,
         } = self;
 
         // Reduce the number of times the connection for this session can be
@@ -221,6 +227,9 @@ impl HttpPersistentSettings {
         if let Some(prefix) = pipelined_prefix {
             session.set_pipelined_prefix(prefix);
         }
+        if let ServerSession::H1(h1) = session {
+            h1.set_conn_timer(conn_timer);
+        }
     }
 }
 
@@ -241,9 +250,10 @@ impl ReusedHttpStream {
     /// Build a reusable HTTP stream from a finished session, preserving any
     /// pipelined prefix bytes in the persistent settings for the next request.
     pub fn from_reusable_stream(
-        reusable: ReusableHttpStream,
+        mut reusable: ReusableHttpStream,
         mut persistent_settings: HttpPersistentSettings,
     ) -> Self {
+        persistent_settings.conn_timer = reusable.take_timer();
         let (stream, pipelined_prefix) = reusable.into_parts();
         if let Some(prefix) = pipelined_prefix {
             persistent_settings.set_pipelined_prefix(prefix);

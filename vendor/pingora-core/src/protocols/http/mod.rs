@@ -20,6 +20,7 @@ pub mod bridge;
 pub mod client;
 pub mod compression;
 pub mod conditional_filter;
+pub mod conn_timer;
 pub mod custom;
 pub mod date;
 pub mod error_resp;

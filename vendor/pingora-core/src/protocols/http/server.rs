@@ -19,6 +19,7 @@ use super::error_resp;
 use super::subrequest::server::HttpSession as SessionSubrequest;
 use super::v1::server::HttpSession as SessionV1;
 use super::v2::server::{HttpSession as SessionV2, Idle};
+use super::conn_timer::ConnTimer;
 use super::HttpTask;
 use crate::custom_session;
 use crate::protocols::{Digest, SocketAddr, Stream};
@@ -30,11 +31,13 @@ use pingora_http::{RequestHeader, ResponseHeader};
 use std::any::Any;
 use std::time::Duration;
 
-/// A reusable HTTP/1.x stream and bytes already read for the next request.
+/// A reusable HTTP/1.x stream, bytes already read for the next request, and the connection's
+/// deadline timer.
 #[derive(Debug)]
 pub struct ReusableHttpStream {
     stream: Stream,
     pipelined_prefix: Option<BytesMut>,
+    timer: ConnTimer,
 }
 
 impl ReusableHttpStream {
@@ -42,7 +45,20 @@ impl ReusableHttpStream {
         Self {
             stream,
             pipelined_prefix,
+            timer: ConnTimer::default(),
         }
+    }
+
+    /// With the connection's deadline timer, for its next request.
+    pub(crate) fn with_timer(mut self, timer: ConnTimer) -> Self {
+        self.timer = timer;
+        self
+    }
+
+    /// The connection's deadline timer, for its next session
+    /// ([`crate::protocols::http::v1::server::HttpSession::set_conn_timer`]).
+    pub fn take_timer(&mut self) -> ConnTimer {
+        std::mem::take(&mut self.timer)
     }
 
     /// Split the reusable connection into its underlying stream and optional
@@ -272,15 +288,16 @@ impl Session {
             return Ok(None);
         };
         let Self::H1(SessionV1 {
-            underlying_stream, ..
+            underlying_stream,
+            conn_timer,
+            ..
         }) = *self
         else {
             unreachable!("an HTTP/1 session above");
         };
-        Ok(Some(ReusableHttpStream::new(
-            underlying_stream,
-            pipelined_prefix,
-        )))
+        Ok(Some(
+            ReusableHttpStream::new(underlying_stream, pipelined_prefix).with_timer(conn_timer),
+        ))
     }
 
     /// Finish the life of this request and return a reusable stream, if any.

@@ -36,8 +36,8 @@ use super::body::{BodyMode, BodyReader, BodyWriter};
 use super::common::*;
 use super::header::HeaderWriter;
 use crate::protocols::http::{
-    authority::validate_request_authority, body_buffer::FixedBuffer, date, HttpTask,
-    ReusableHttpStream,
+    authority::validate_request_authority, body_buffer::FixedBuffer, conn_timer::ConnTimer, date,
+    HttpTask, ReusableHttpStream,
 };
 use crate::protocols::{Digest, SocketAddr, Stream};
 use crate::utils::{BufRef, KVRef};
@@ -163,6 +163,10 @@ pub struct HttpSession {
     pipelined_idle_bytes_stashed: bool,
     /// Bounds on the request head: see [`HeadLimits`].
     head_limits: HeadLimits,
+    /// The connection's one deadline timer, carried from request to request (see
+    /// [`ConnTimer`]): the waits for a request head, and the upstream's response head when the
+    /// proxy lends it ([`Self::take_conn_timer`]).
+    pub(crate) conn_timer: ConnTimer,
 }
 
 /// Bounds on a request head, set by the server app from its options.
@@ -259,7 +263,20 @@ impl HttpSession {
             pipelined_prefix: None,
             pipelined_idle_bytes_stashed: false,
             head_limits: HeadLimits::default(),
+            conn_timer: ConnTimer::default(),
         }
+    }
+
+    /// The connection's deadline timer, taken out (to lend to the upstream's reads while this
+    /// session waits for nothing with a deadline: give it back with [`Self::set_conn_timer`]).
+    pub fn take_conn_timer(&mut self) -> ConnTimer {
+        std::mem::take(&mut self.conn_timer)
+    }
+
+    /// Gives the session its connection's deadline timer (from the connection's previous
+    /// request, or back from a loan).
+    pub fn set_conn_timer(&mut self, timer: ConnTimer) {
+        self.conn_timer = timer;
     }
 
     /// Sets the bounds on the next request head (see [`HeadLimits`]).
@@ -275,9 +292,9 @@ impl HttpSession {
     ) -> Result<Option<usize>> {
         let read_result = {
             let read_event = self.underlying_stream.read_buf(buf);
+            let timer = &mut self.conn_timer;
             if let Some(deadline) = deadline {
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
-                match timeout(left, read_event).await {
+                match timer.timeout(deadline, read_event).await {
                     Ok(res) => res,
                     Err(_) if already_read > 0 => {
                         return Error::e_explain(
@@ -292,10 +309,13 @@ impl HttpSession {
                 }
             } else {
             match self.keepalive_timeout {
-                KeepaliveStatus::Timeout(d) => match timeout(d, read_event).await {
+                KeepaliveStatus::Timeout(d) => match timer
+                    .timeout(std::time::Instant::now() + d, read_event)
+                    .await
+                {
                     Ok(res) => res,
-                    Err(e) => {
-                        debug!("keepalive timeout {d:?} reached, {e}");
+                    Err(_) => {
+                        debug!("keepalive timeout {d:?} reached");
                         return Ok(None);
                     }
                 },
@@ -304,10 +324,13 @@ impl HttpSession {
                     read_event.await
                 }
                 KeepaliveStatus::Off => match self.read_timeout {
-                    Some(t) => match timeout(t, read_event).await {
+                    Some(t) => match timer
+                        .timeout(std::time::Instant::now() + t, read_event)
+                        .await
+                    {
                         Ok(res) => res,
-                        Err(e) => {
-                            debug!("read timeout {t:?} reached, {e}");
+                        Err(_) => {
+                            debug!("read timeout {t:?} reached");
                             return Error::e_explain(ReadTimedout, format!("timeout: {t:?}"));
                         }
                     },
@@ -1710,7 +1733,9 @@ impl HttpSession {
     /// be returned.
     pub async fn reuse(mut self) -> Result<Option<ReusableHttpStream>> {
         let reusable = self.prepare_reuse().await?;
-        Ok(reusable.map(|prefix| ReusableHttpStream::new(self.underlying_stream, prefix)))
+        Ok(reusable.map(|prefix| {
+            ReusableHttpStream::new(self.underlying_stream, prefix).with_timer(self.conn_timer)
+        }))
     }
 
     /// [`Self::reuse`] up to giving the stream away: `Some(pipelined prefix)` when the
