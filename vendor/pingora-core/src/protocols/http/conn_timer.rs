@@ -70,7 +70,10 @@ impl ConnTimer {
                 armed = true;
                 self.arm(deadline);
             }
-            let sleep = self.0.as_mut().expect("armed above");
+            // (Made by `arm` above; were it missing, the wait would end as timed out.)
+            let Some(sleep) = self.0.as_mut() else {
+                return Poll::Ready(Err(Elapsed));
+            };
             match sleep.as_mut().poll(cx) {
                 Poll::Ready(()) => Poll::Ready(Err(Elapsed)),
                 Poll::Pending => Poll::Pending,
