@@ -1242,3 +1242,68 @@ async fn a_client_that_never_reads_its_answer_is_cut_off_within_send_timeout() {
     assert_eq!(log.matches("WriteTimedout").count(), 2, "{log}");
     assert!(!log.contains("ERROR"), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_length_spellings_frame_one_body_or_are_refused() {
+    // The framing read (vendor patch 0029 reads the usual plain-digits field without splitting
+    // text): identical duplicate fields frame one body; a comma list, a conflict or anything
+    // but digits is refused with 400 and nothing reaches the upstream (a list used to get a
+    // misleading 413 from the body stage, which read it as no number).
+    let be = Backend::start().await.expect("backend");
+    let (port, admin) = (free_port(), free_port());
+    let toml = format!(
+        "{}\n[upstreams.app]\ntargets = [\"{}\"]\n[[routes]]\nname = \"up\"\npath_prefix = \"/\"\nupstream = \"app\"\n",
+        server(port, admin, ""),
+        be.addr
+    );
+    let _gw = start(&toml, port, admin).await;
+    let post = |fields: &[&str]| {
+        let mut head = String::from("POST /up HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+        for f in fields {
+            head.push_str(&format!("Content-Length: {f}\r\n"));
+        }
+        head.push_str("Connection: close\r\n\r\nhello");
+        head
+    };
+    let framed: &[&[&str]] = &[&["5"], &["5", "5"], &["5", "5", "5"]];
+    for fields in framed {
+        let before = be.hits();
+        let r = exchange(port, post(fields).as_bytes()).await;
+        assert_eq!(r.status, 200, "{fields:?}: {}", r.text);
+        assert_eq!(
+            be.hits(),
+            before + 1,
+            "{fields:?} reached the upstream once"
+        );
+    }
+    let refused: &[&[&str]] = &[
+        &["5, 5"],
+        &["5,5"],
+        &["5, 6"],
+        &["5", "6"],
+        &["5,"],
+        &[""],
+        &["+5"],
+        &["-5"],
+        &["0x5"],
+        &["5 5"],
+        &["99999999999999999999999"],
+        &["5", "abc"],
+    ];
+    let before = be.hits();
+    for fields in refused {
+        let r = exchange(port, post(fields).as_bytes()).await;
+        assert_eq!(r.status, 400, "{fields:?}: {}", r.text);
+        assert_eq!(
+            be.hits(),
+            before,
+            "{fields:?} reached the upstream: {}",
+            r.text
+        );
+    }
+    assert_eq!(
+        be.hits(),
+        before,
+        "no ambiguous framing reached the upstream"
+    );
+}

@@ -50,13 +50,38 @@ pub(crate) fn push_ip(out: &mut Vec<u8>, ip: IpAddr) {
 }
 
 /// The request's declared body length: `None` without `Content-Length`, `Some(None)` when it
-/// is not a number (Pingora refuses those before any phase; kept for safety), else the length.
+/// is not one number (Pingora refuses those before any phase; kept for safety), else the length.
+/// Read as Pingora frames the body: identical values, in several fields or a comma list
+/// (`5, 5`), are that one length (RFC 9110 section 8.6), so a limit reads the length the
+/// upstream is sent.
 pub(crate) fn declared_length(req: &pingora::http::RequestHeader) -> Option<Option<u64>> {
-    req.headers.get(http::header::CONTENT_LENGTH).map(|v| {
-        std::str::from_utf8(v.as_bytes())
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-    })
+    let mut fields = req
+        .headers
+        .get_all(http::header::CONTENT_LENGTH)
+        .iter()
+        .peekable();
+    fields.peek()?;
+    let mut length = None;
+    for value in fields {
+        for piece in value.as_bytes().split(|&b| b == b',') {
+            let digits = piece.trim_ascii();
+            if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+                return Some(None);
+            }
+            let Some(n) = std::str::from_utf8(digits)
+                .ok()
+                .and_then(|d| d.parse::<u64>().ok())
+            else {
+                return Some(None);
+            };
+            match length {
+                None => length = Some(n),
+                Some(prev) if prev != n => return Some(None),
+                Some(_) => {}
+            }
+        }
+    }
+    Some(length)
 }
 
 /// Reads the request body for `body:FIELD` keys, at most `limit` bytes, keeping it for the
