@@ -78,6 +78,14 @@ async fn raw(port: u16, request_line: &str, headers: &[(&str, &str)]) -> Raw {
     exchange(port, head.as_bytes()).await
 }
 
+/// The server table and one route, `/` to the upstream `app` at `target`.
+fn one_route(port: u16, admin: u16, target: std::net::SocketAddr) -> String {
+    format!(
+        "{}\n[upstreams.app]\ntargets = [\"{target}\"]\n[[routes]]\nname = \"up\"\npath_prefix = \"/\"\nupstream = \"app\"\n",
+        server(port, admin, "")
+    )
+}
+
 fn body_of(r: &Raw) -> serde_json::Value {
     let body = r.text.split("\r\n\r\n").nth(1).unwrap_or("");
     serde_json::from_str(body).unwrap_or(serde_json::Value::Null)
@@ -681,11 +689,7 @@ fn tokio_stream_from<T: Send + 'static>(
 async fn big_heads_get_431_and_nothing_is_forwarded() {
     let be = Backend::start().await.expect("backend");
     let (port, admin) = (free_port(), free_port());
-    let toml = format!(
-        "{}\n[upstreams.app]\ntargets = [\"{}\"]\n[[routes]]\nname = \"up\"\npath_prefix = \"/\"\nupstream = \"app\"\n",
-        server(port, admin, ""),
-        be.addr
-    );
+    let toml = one_route(port, admin, be.addr);
     let _gw = start(&toml, port, admin).await;
     let big = "a".repeat(40_000);
     let r = raw(port, "GET / HTTP/1.1", &[("X-Big", &big)]).await;
@@ -1251,11 +1255,7 @@ async fn content_length_spellings_frame_one_body_or_are_refused() {
     // misleading 413 from the body stage, which read it as no number).
     let be = Backend::start().await.expect("backend");
     let (port, admin) = (free_port(), free_port());
-    let toml = format!(
-        "{}\n[upstreams.app]\ntargets = [\"{}\"]\n[[routes]]\nname = \"up\"\npath_prefix = \"/\"\nupstream = \"app\"\n",
-        server(port, admin, ""),
-        be.addr
-    );
+    let toml = one_route(port, admin, be.addr);
     let _gw = start(&toml, port, admin).await;
     let post = |fields: &[&str]| {
         let mut head = String::from("POST /up HTTP/1.1\r\nHost: 127.0.0.1\r\n");
